@@ -1,0 +1,32 @@
+# dormouse — the two commands of the README drive CMake:
+#   make run    install missing Debian packages, build, train the default model on the
+#               bundled corpus, evaluate, and print a sample
+#   make test   install missing Debian packages, build, run every test (CTest)
+# Also: make build | make asan (tests under ASan+UBSan) | make bench | make clean
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test asan bench clean
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@bash scripts/test_gate.sh $(BUILD) $(JOBS)
+
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDM_SANITIZE=ON -DDM_NATIVE=OFF >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@bash scripts/test_gate.sh build-asan $(JOBS)
+
+run: build
+	@bash scripts/run_default.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,223 @@
+/* bench_ns.c — head-wise batched Newton–Schulz vs the per-head loop (DESIGN.md section 9:
+ * "batched head-wise NS never slower than the per-head loop"), plus whole-matrix NS.
+ *
+ *   bench_ns [--quick] [--sched quintic5|polar5]
+ *
+ * Every number is measured in this run, variants interleaved round by round (so drift
+ * and noise hit all of them alike); a row is the median over rounds, spread = max - min
+ * over rounds, n = rounds. Ratios are per round (loop / batched), then the median.
+ * Variants on a head-wise stack [n_head, head_dim, d]:
+ *   batched     dm_ns over the whole stack (one call; slice-parallel when threads > 1)
+ *   loop        dm_ns on each head in turn (our single-matrix entry, n = 1)
+ *   loop_blas   dm_ns_slice on each head in turn from the caller's thread: a naive loop
+ *               whose sgemm calls thread themselves (the seed's / PyTorch's baseline)
+ * Output: TSV rows  date  what  config  metric  value  spread  n   (lines with # are notes).
+ * Run with OMP_WAIT_POLICY=passive, as the tests do; the config column records it. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "optim/ns.h"
+#include "rng.h"
+
+/* (no check.h helpers: tests/support/check.c carries the test main()) */
+static float *falloc(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+#define MAX_ROUNDS 400
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n, double *spread) {
+    double t[MAX_ROUNDS];
+    memcpy(t, v, n * sizeof(double));
+    qsort(t, n, sizeof(double), cmp_d);
+    if (spread) *spread = t[n - 1] - t[0];
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static char g_date[32], g_wait[32];
+static dm_ns_sched g_sched = DM_NS_QUINTIC5;
+
+static void row(const char *what, const char *config, const char *metric, double value,
+                double spread, int n) {
+    printf("%s\t%s\t%s\t%s\t%.6g\t%.3g\t%d\n", g_date, what, config, metric, value, spread, n);
+    fflush(stdout);
+}
+
+enum { V_BATCHED, V_LOOP, V_LOOP_BLAS, V_COUNT };
+static const char *vname[V_COUNT] = {"batched", "loop", "loop_blas"};
+
+typedef struct {
+    int n, rows, cols;
+    float *G, *out, *work;
+} shape_t;
+
+static void run_variant(shape_t *s, int v) {
+    size_t len = (size_t)s->rows * s->cols;
+    switch (v) {
+    case V_BATCHED:
+        dm_ns(s->out, s->G, s->n, s->rows, s->cols, g_sched, s->work);
+        break;
+    case V_LOOP:
+        for (int h = 0; h < s->n; h++)
+            dm_ns(s->out + h * len, s->G + h * len, 1, s->rows, s->cols, g_sched, s->work);
+        break;
+    default:
+        for (int h = 0; h < s->n; h++)
+            dm_ns_slice(s->out + h * len, s->G + h * len, s->rows, s->cols, g_sched, s->work);
+        break;
+    }
+}
+
+/* time `nv` variants interleaved; t[v][r] in seconds; returns the number of rounds */
+static int measure(shape_t *s, const int *vars, int nv, double budget_s, int min_rounds,
+                   double t[][MAX_ROUNDS]) {
+    for (int i = 0; i < nv; i++) run_variant(s, vars[i]); /* warm up (pages, BLAS buffers) */
+    double t0 = now_s();
+    for (int i = 0; i < nv; i++) run_variant(s, vars[i]);
+    double per_round = now_s() - t0;
+    int rounds = (int)(budget_s / (per_round > 1e-9 ? per_round : 1e-9));
+    if (rounds < min_rounds) rounds = min_rounds;
+    if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < nv; i++) {
+            int v = vars[(i + r) % nv]; /* rotate the order too */
+            double a = now_s();
+            run_variant(s, v);
+            t[v][r] = now_s() - a;
+        }
+    return rounds;
+}
+
+static void shape_alloc(shape_t *s, int n, int rows, int cols) {
+    s->n = n;
+    s->rows = rows;
+    s->cols = cols;
+    size_t len = (size_t)n * rows * cols;
+    s->G = falloc(len);
+    s->out = falloc(len);
+    s->work = falloc(dm_ns_work(n, rows, cols));
+    dm_rng g;
+    dm_rng_seed(&g, 1234 + n + rows + cols, 1);
+    for (size_t i = 0; i < len; i++) s->G[i] = (float)(0.02 * dm_rng_normal(&g));
+}
+
+static void shape_free(shape_t *s) {
+    free(s->G);
+    free(s->out);
+    free(s->work);
+}
+
+static double g_budget = 0.6;
+static int g_min_rounds = 9;
+
+static void bench_headwise(int n, int rows, int cols, int threads) {
+    static double t[V_COUNT][MAX_ROUNDS];
+    shape_t s;
+    shape_alloc(&s, n, rows, cols);
+    omp_set_num_threads(threads);
+    int vars[V_COUNT] = {V_BATCHED, V_LOOP, V_LOOP_BLAS};
+    int R = measure(&s, vars, V_COUNT, g_budget, g_min_rounds, t);
+    char cfg[128];
+    snprintf(cfg, sizeof cfg, "%s [%d,%d,%d] threads=%d%s", dm_ns_sched_name(g_sched), n, rows,
+             cols, threads, g_wait);
+    double sp, med[V_COUNT];
+    for (int v = 0; v < V_COUNT; v++) {
+        char m[64];
+        snprintf(m, sizeof m, "ms_%s", vname[v]);
+        med[v] = median(t[v], R, &sp);
+        row("ns_headwise", cfg, m, 1e3 * med[v], 1e3 * sp, R);
+    }
+    double ratio[MAX_ROUNDS];
+    for (int v = V_LOOP; v < V_COUNT; v++) {
+        for (int r = 0; r < R; r++) ratio[r] = t[v][r] / t[V_BATCHED][r];
+        char m[64];
+        snprintf(m, sizeof m, "ratio_%s_over_batched", vname[v]);
+        double md = median(ratio, R, &sp);
+        row("ns_headwise", cfg, m, md, sp, R);
+    }
+    row("ns_headwise", cfg, "gflops_batched", dm_ns_flops(n, rows, cols, g_sched) / med[0] * 1e-9,
+        0, R);
+    shape_free(&s);
+}
+
+static void bench_matrix(int rows, int cols, int threads) {
+    static double t[V_COUNT][MAX_ROUNDS];
+    shape_t s;
+    shape_alloc(&s, 1, rows, cols);
+    omp_set_num_threads(threads);
+    int vars[1] = {V_BATCHED};
+    int R = measure(&s, vars, 1, g_budget / 2, g_min_rounds, t);
+    char cfg[128];
+    snprintf(cfg, sizeof cfg, "%s [%d,%d] threads=%d%s", dm_ns_sched_name(g_sched), rows, cols,
+             threads, g_wait);
+    double sp, md = median(t[V_BATCHED], R, &sp);
+    row("ns_matrix", cfg, "ms", 1e3 * md, 1e3 * sp, R);
+    row("ns_matrix", cfg, "gflops", dm_ns_flops(1, rows, cols, g_sched) / md * 1e-9, 0, R);
+    shape_free(&s);
+}
+
+/* 1-minute load average (contention note: other processes steal the cores we time) */
+static double load1(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            g_budget = 0.1;
+            g_min_rounds = 5;
+        } else if (strcmp(argv[i], "--sched") == 0 && i + 1 < argc) {
+            if (dm_ns_sched_parse(argv[++i], &g_sched) != 0) {
+                fprintf(stderr, "unknown schedule %s\n", argv[i]);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: bench_ns [--quick] [--sched quintic5|polar5]\n");
+            return 2;
+        }
+    }
+    time_t tt = time(NULL);
+    strftime(g_date, sizeof g_date, "%Y-%m-%dT%H:%M:%S", localtime(&tt));
+    const char *wp = getenv("OMP_WAIT_POLICY");
+    snprintf(g_wait, sizeof g_wait, " wait=%s", wp && *wp ? wp : "default");
+    int maxt = omp_get_max_threads();
+    printf("# bench_ns: %d cores available (omp_get_max_threads), threads 1 and 2\n", maxt);
+    printf("# loadavg1 at start %.2f (a value near or above the core count means contended timings)\n",
+           load1());
+    printf("#date\twhat\tconfig\tmetric\tvalue\tspread\tn\n");
+    const int heads[][3] = {{4, 64, 256}, {12, 64, 768}, {16, 128, 2048}};
+    const int mats[][2] = {{256, 256}, {768, 256}};
+    for (int threads = 1; threads <= 2; threads++) {
+        for (int i = 0; i < 3; i++) bench_headwise(heads[i][0], heads[i][1], heads[i][2], threads);
+        for (int i = 0; i < 2; i++) bench_matrix(mats[i][0], mats[i][1], threads);
+    }
+    omp_set_num_threads(maxt);
+    printf("# loadavg1 at end %.2f\n", load1());
+    return 0;
+}

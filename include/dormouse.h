@@ -1,0 +1,192 @@
+/* dormouse.h — public C API of libdormouse.
+ *
+ * dormouse trains small byte-level language models whose token mixer is a gated delta
+ * rule (KDA; GDN as its scalar-gate case). This header is the stable interface:
+ * configuration, the model (one flat parameter buffer + a parameter table), forward and
+ * backward on a batch of bytes, and the delta-rule core as standalone functions.
+ *
+ * Conventions
+ *   - All tensors are float32, row-major, contiguous. Shapes are written [a,b,c] with the
+ *     last index fastest.
+ *   - Functions that can fail return 0 on success and non-zero on failure, writing a
+ *     one-line message into err (when err != NULL).
+ */
+#ifndef DORMOUSE_H
+#define DORMOUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DM_VOCAB 256 /* byte-level: inputs and outputs are bytes */
+#define DM_ERRLEN 256
+
+/* ------------------------------------------------------------------------------------ */
+/* Configuration                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+enum { DM_MIXER_KDA = 0, DM_MIXER_GDN = 1 };
+enum { DM_IMPL_AUTO = 0, DM_IMPL_CHUNKED = 1, DM_IMPL_REFERENCE = 2 };
+enum { DM_SCHED_COSINE = 0, DM_SCHED_WSD = 1, DM_SCHED_CONSTANT = 2 };
+enum { DM_OPT_MUON = 0, DM_OPT_ADAMW = 1 };
+enum { DM_NS_QUINTIC5 = 0, DM_NS_POLAR5 = 1 };
+enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
+enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
+enum { DM_CKPT_NONE = 0 };
+
+/* Every field is a config key of the same name (JSON file or --set key=value).
+ * dm_config_default() gives the "d2" run. */
+typedef struct dm_config {
+    /* model */
+    int d_model;            /* residual width                                  (256) */
+    int n_layer;            /* blocks                                          (2)   */
+    int n_head;             /* delta-rule heads                                (4)   */
+    int head_dim;           /* key/value dim per head; n_head*head_dim = mixer width (64) */
+    int gate_rank;          /* rank of the KDA gate and output-gate projections (64) */
+    int conv_size;          /* depthwise causal conv width on q, k, v          (4)   */
+    int mixer;              /* DM_MIXER_KDA | DM_MIXER_GDN                     (kda) */
+    float gate_lower_bound; /* 0 = softplus gate; lb < 0 = lb*sigmoid gate     (0)   */
+    int tie_embeddings;     /* lm_head shares the embedding table              (0)   */
+    /* run */
+    uint64_t seed;          /* init, batches, sampling                         (1)   */
+    int batch_size;         /* sequences per step                              (8)   */
+    int seq_len;            /* bytes per sequence                              (512) */
+    int steps;              /* optimizer steps                                 (1000)*/
+    float lr;               /* peak learning rate (AdamW side)                  */
+    float muon_lr;          /* peak learning rate of Muon matrices              */
+    float weight_decay;     /* decoupled, on matrices                           */
+    float beta1, beta2;     /* AdamW betas                                      */
+    float adam_eps;
+    float muon_momentum;
+    int warmup_steps;
+    int lr_schedule;        /* DM_SCHED_*                                       */
+    float min_lr_frac;      /* final lr as a fraction of peak                    */
+    float grad_clip;        /* global-norm clip; 0 = off                         */
+    int eval_every;         /* steps between evaluations; 0 = only at the end    */
+    long eval_window;       /* validation bytes at the end of the corpus (81920) */
+    int log_every;
+    int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
+    int kda_impl;           /* DM_IMPL_*                                         */
+    int chunk_size;         /* 16 | 32 | 64                                      */
+    int verify_fused;       /* every N steps run fused and reference; 0 = off    */
+    int optimizer;          /* DM_OPT_*                                          */
+    int ns;                 /* DM_NS_*                                           */
+    int ns_headwise;        /* DM_HEADWISE_*                                     */
+    int retract;            /* DM_RETRACT_*                                      */
+    int retract_every;      /* retract on steps where step % N == 0              (1) */
+    int checkpointing;      /* activation checkpointing; DM_CKPT_NONE            */
+    int threads;            /* 0 = all cores                                      */
+    int atlas;              /* print the step atlas                               */
+} dm_config;
+
+void dm_config_default(dm_config *c);
+/* 0 if valid; else writes "field: reason" into err. */
+int dm_config_validate(const dm_config *c, char *err, size_t errlen);
+/* Set one key from its text form (as --set key=value). 0 ok; else an error naming the key
+ * and what it accepts. */
+int dm_config_set(dm_config *c, const char *key, const char *value, char *err, size_t errlen);
+/* Text form of one key's value into buf; 0 ok, non-zero for an unknown key. */
+int dm_config_get(const dm_config *c, const char *key, char *buf, size_t buflen);
+/* The whole config as a JSON object (numbers, booleans, enum names as strings);
+ * malloc'd, free() it. */
+char *dm_config_to_json(const dm_config *c);
+/* Apply the keys of a JSON object (a config file, or config.json of a run) onto c.
+ * Unknown keys and bad values are errors naming the key. 0 ok. */
+int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen);
+/* Iterate the key table: name, help and default of key i (NULL past the end). */
+const char *dm_config_key_name(int i);
+const char *dm_config_key_help(int i);
+/* MLP hidden width: 256*ceil(floor(8d/3)/256). */
+int dm_config_mlp_hidden(const dm_config *c);
+
+/* ------------------------------------------------------------------------------------ */
+/* Threads                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/* Use n threads (0 = all cores) for OpenMP regions and for OpenBLAS (one shared pool).
+ * Returns the number in use. */
+int dm_set_threads(int n);
+
+/* ------------------------------------------------------------------------------------ */
+/* Model                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* Parameter flags: how the optimizer treats a tensor. */
+enum {
+    DM_P_MATRIX = 1u << 0,   /* hidden 2-D matrix (Muon candidate)              */
+    DM_P_NO_DECAY = 1u << 1, /* no weight decay (norms, biases, A_log, dt_bias) */
+    DM_P_HEADWISE = 1u << 2, /* W_q / W_k: rows split into n_head blocks        */
+};
+
+typedef struct dm_tensor {
+    char name[64];    /* stable; used as the checkpoint name            */
+    int ndim;         /* 1 or 2                                          */
+    int shape[2];     /* [rows, cols] for matrices ([out, in] layout)    */
+    size_t offset;    /* in floats, into dm_model_params()/dm_model_grads() */
+    size_t numel;
+    unsigned flags;   /* DM_P_*                                          */
+} dm_tensor;
+
+typedef struct dm_model dm_model;
+
+/* Build the model of cfg (validated) and initialize it from cfg->seed. NULL on error. */
+dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen);
+void dm_model_free(dm_model *m);
+const dm_config *dm_model_config(const dm_model *m);
+
+size_t dm_model_num_params(const dm_model *m);
+int dm_model_num_tensors(const dm_model *m);
+const dm_tensor *dm_model_tensor(const dm_model *m, int i);
+const dm_tensor *dm_model_find(const dm_model *m, const char *name);
+float *dm_model_params(dm_model *m); /* [num_params], layout = the parameter table */
+float *dm_model_grads(dm_model *m);  /* same layout */
+void dm_model_zero_grad(dm_model *m);
+
+/* Size the activation arena for batches up to B x T (forward calls this as needed). */
+int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen);
+size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads);
+
+/* Forward on tokens [B, T+1] (inputs tokens[:, :T], targets tokens[:, 1:]).
+ * Returns the mean cross-entropy in nats; logits [B,T,256] are written when non-NULL.
+ * Returns NAN if the arena cannot be sized. */
+float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *logits);
+/* Backward of the last forward: grads += d(mean loss)/d(params). */
+void dm_model_backward(dm_model *m);
+
+/* ------------------------------------------------------------------------------------ */
+/* The delta-rule core, standalone                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+/* Shapes of one delta-rule call. Per batch b and head h, with S a [dk, dv] state:
+ *   S' = Diag(exp(g_t)) S_{t-1};  e = v_t - S'^T k_t;  S_t = S' + beta_t k_t e^T;
+ *   o_t = scale * S_t^T q_t.
+ * Layout (token-major, as the projections produce it):
+ *   q, k : [B, T, H, dk]          v, o : [B, T, H, dv]
+ *   g    : [B, T, H, dk] (KDA, per key channel) or [B, T, H] (GDN, scalar_gate = 1)
+ *   beta : [B, T, H]
+ *   h0, hT : [B, H, dk, dv] initial / final state (may be NULL: zero / not wanted)
+ * g is the log-decay (<= 0 in the model; any finite value is accepted). */
+typedef struct dm_delta_dims {
+    int B, T, H, dk, dv;
+    int scalar_gate; /* 0: KDA, g per key channel; 1: GDN, g per head */
+    float scale;     /* output scale, usually dk^-1/2 */
+} dm_delta_dims;
+
+/* Forward. Returns 0, or non-zero (with err) on bad dims or out of memory. */
+int dm_delta_forward(const dm_delta_dims *d, const float *q, const float *k, const float *v,
+                     const float *g, const float *beta, const float *h0, float *o, float *hT,
+                     char *err, size_t errlen);
+/* Backward: given dO [B,T,H,dv] and dhT (or NULL), writes dq, dk, dv, dg, dbeta (shapes
+ * of their inputs) and dh0 (if non-NULL). Overwrites, does not accumulate. */
+int dm_delta_backward(const dm_delta_dims *d, const float *q, const float *k, const float *v,
+                      const float *g, const float *beta, const float *h0, const float *dO,
+                      const float *dhT, float *dq, float *dk, float *dv, float *dg,
+                      float *dbeta, float *dh0, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DORMOUSE_H */

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install the Debian packages dormouse needs, only those that are missing.
+# Used by `make run`, `make test` and .ci/run. Does nothing when all are present.
+# On a system without dpkg/apt-get it names what to install and stops.
+set -euo pipefail
+
+PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libcjson-dev zlib1g-dev)
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: this is not a Debian-like system (no dpkg/apt-get)." >&2
+  echo "deps: install these (or your system's equivalents) and run again:" >&2
+  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, cJSON, zlib)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$st" == "install ok installed" ]] || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "deps: installing missing Debian packages: ${missing[*]}" >&2
+if [[ $(id -u) -eq 0 ]]; then SUDO=(); elif command -v sudo >/dev/null 2>&1; then SUDO=(sudo); else
+  echo "deps: not root and no sudo; run as root: apt-get install -y ${missing[*]}" >&2; exit 1; fi
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get install -y --no-install-recommends "${missing[@]}" \
+  || { "${SUDO[@]}" apt-get update && "${SUDO[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; }

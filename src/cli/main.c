@@ -1,0 +1,163 @@
+/* main.c — `dormouse COMMAND ...`: dispatch and the shared argument helpers. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *USAGE =
+    "usage: dormouse COMMAND [options]\n"
+    "\n"
+    "Train and study byte-level gated delta-rule (KDA / GDN) language models.\n"
+    "\n"
+    "commands:\n"
+    "  train    train a model (default: the d2 model on the bundled KJV corpus)\n"
+    "  eval     bits per byte of a checkpoint on a corpus window\n"
+    "  sample   generate text from a checkpoint\n"
+    "\n"
+    "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
+    "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(USAGE, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : EXIT_OK;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "train")) return dm_cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1);
+    fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
+    return EXIT_USAGE;
+}
+
+static int in_list(const char *const *list, const char *s, size_t n) {
+    for (; list && *list; list++)
+        if (strlen(*list) == n && strncmp(*list, s, n) == 0) return 1;
+    return 0;
+}
+
+int dm_args_next(dm_args *a, const char *cmd) {
+    if (a->i >= a->argc) return 0;
+    const char *arg = a->argv[a->i++];
+    a->name = a->value = NULL;
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == 0) {
+        a->value = arg;
+        return 1;
+    }
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (in_list(a->flags, arg, n)) {
+        if (eq) {
+            fprintf(stderr, "dormouse %s: option %.*s takes no value\n", cmd, (int)n, arg);
+            return -1;
+        }
+        a->name = arg;
+        return 1;
+    }
+    if (!in_list(a->with_value, arg, n)) {
+        fprintf(stderr, "dormouse %s: unknown option %.*s (try `dormouse %s --help`)\n", cmd,
+                (int)n, arg, cmd);
+        return -1;
+    }
+    static char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), arg);
+    a->name = name;
+    if (eq) {
+        a->value = eq + 1;
+    } else if (a->i < a->argc) {
+        a->value = a->argv[a->i++];
+    } else {
+        fprintf(stderr, "dormouse %s: option %s needs a value\n", cmd, name);
+        return -1;
+    }
+    return 1;
+}
+
+char *dm_read_file(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) { free(buf); buf = NULL; }
+            else buf = nb;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory reading %s", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+int dm_cli_set(dm_config *c, const char *kv) {
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv) {
+        fprintf(stderr, "error: --set expects key=value, got '%s'\n", kv);
+        return 1;
+    }
+    char key[64], err[DM_ERRLEN];
+    snprintf(key, sizeof key, "%.*s", (int)(eq - kv < 63 ? eq - kv : 63), kv);
+    if (dm_config_set(c, key, eq + 1, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+int dm_cli_config_file(dm_config *c, const char *path) {
+    char err[DM_ERRLEN + 64];
+    char *js = dm_read_file(path, err, sizeof err);
+    if (!js) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    int rc = dm_config_from_json(c, js, err, sizeof err);
+    if (rc) fprintf(stderr, "error: %s: %s\n", path, err);
+    free(js);
+    return rc;
+}
+
+int dm_cli_long(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+int dm_cli_double(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+void dm_cli_print_keys(FILE *f) {
+    dm_config d;
+    dm_config_default(&d);
+    char val[64];
+    for (int i = 0; dm_config_key_name(i); i++) {
+        dm_config_get(&d, dm_config_key_name(i), val, sizeof val);
+        fprintf(f, "  %-17s %-10s %s\n", dm_config_key_name(i), val, dm_config_key_help(i));
+    }
+}

@@ -1,0 +1,330 @@
+/* config.c — the config keys: one table gives each key's name, type, range, accepted
+ * values and help. --set, JSON config files, config.json in a run directory, checkpoint
+ * metadata and `dormouse train --help` all go through it. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dormouse.h"
+
+enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM };
+
+typedef struct {
+    const char *name;
+    int type;
+    size_t off;
+    double lo, hi;       /* inclusive range for numbers */
+    const char *choices; /* K_ENUM: names separated by '|', in enum order */
+    const char *help;
+} key_t_;
+
+#define F(field) offsetof(dm_config, field)
+static const key_t_ KEYS[] = {
+    /* model */
+    {"d_model", K_INT, F(d_model), 1, 65536, NULL, "residual width"},
+    {"n_layer", K_INT, F(n_layer), 1, 1024, NULL, "number of blocks"},
+    {"n_head", K_INT, F(n_head), 1, 1024, NULL, "delta-rule heads"},
+    {"head_dim", K_INT, F(head_dim), 1, 1024, NULL,
+     "key/value dim per head; n_head*head_dim must equal d_model"},
+    {"gate_rank", K_INT, F(gate_rank), 1, 65536, NULL,
+     "rank of the KDA gate (W_f1,W_f2) and output gate (W_g1,W_g2) projections"},
+    {"conv_size", K_INT, F(conv_size), 1, 64, NULL, "width of the causal conv on q, k, v"},
+    {"mixer", K_ENUM, F(mixer), 0, 0, "kda|gdn",
+     "token mixer: kda (per-channel gate) or gdn (scalar gate)"},
+    {"gate_lower_bound", K_FLOAT, F(gate_lower_bound), -100, 0, NULL,
+     "0: softplus gate; < 0: g = lb*sigmoid(...) bounded in (lb, 0)"},
+    {"tie_embeddings", K_BOOL, F(tie_embeddings), 0, 1, NULL,
+     "lm_head shares the embedding table"},
+    /* run */
+    {"seed", K_U64, F(seed), 0, 0, NULL, "seed of init, batches and sampling"},
+    {"batch_size", K_INT, F(batch_size), 1, 1 << 20, NULL, "sequences per step"},
+    {"seq_len", K_INT, F(seq_len), 1, 1 << 24, NULL, "bytes per training sequence"},
+    {"steps", K_INT, F(steps), 0, 1 << 30, NULL, "optimizer steps"},
+    {"lr", K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
+    {"muon_lr", K_FLOAT, F(muon_lr), 0, 10, NULL, "peak learning rate of Muon matrices"},
+    {"weight_decay", K_FLOAT, F(weight_decay), 0, 10, NULL,
+     "decoupled weight decay on matrices (times the base lr)"},
+    {"beta1", K_FLOAT, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
+    {"beta2", K_FLOAT, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
+    {"adam_eps", K_FLOAT, F(adam_eps), 0, 1, NULL, "AdamW epsilon"},
+    {"muon_momentum", K_FLOAT, F(muon_momentum), 0, 0.999999, NULL, "Muon momentum (Nesterov)"},
+    {"warmup_steps", K_INT, F(warmup_steps), 0, 1 << 30, NULL, "linear warmup steps"},
+    {"lr_schedule", K_ENUM, F(lr_schedule), 0, 0, "cosine|wsd|constant",
+     "decay after warmup: cosine, wsd (flat then linear decay over the last 20%), constant"},
+    {"min_lr_frac", K_FLOAT, F(min_lr_frac), 0, 1, NULL, "final lr as a fraction of the peak"},
+    {"grad_clip", K_FLOAT, F(grad_clip), 0, 1e9, NULL, "clip the global gradient norm; 0 = off"},
+    {"eval_every", K_INT, F(eval_every), 0, 1 << 30, NULL,
+     "steps between evaluations; 0 = only at the end"},
+    {"eval_window", K_LONG, F(eval_window), 2, 1e15, NULL,
+     "validation bytes: the last bytes of the corpus"},
+    {"log_every", K_INT, F(log_every), 1, 1 << 30, NULL, "steps between metrics lines"},
+    {"ckpt_every", K_INT, F(ckpt_every), 0, 1 << 30, NULL,
+     "steps between checkpoints; 0 = only at the end"},
+    {"kda_impl", K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
+     "delta-rule core: auto (fused where supported), chunked, reference"},
+    {"chunk_size", K_INT, F(chunk_size), 16, 64, NULL, "chunk of the fused core: 16, 32 or 64"},
+    {"verify_fused", K_INT, F(verify_fused), 0, 1 << 30, NULL,
+     "every N steps run fused and reference and compare; 0 = off"},
+    {"optimizer", K_ENUM, F(optimizer), 0, 0, "muon|adamw",
+     "muon: Muon on hidden matrices + AdamW on the rest; adamw: AdamW on all"},
+    {"ns", K_ENUM, F(ns), 0, 0, "quintic5|polar5", "Newton-Schulz schedule of Muon"},
+    {"ns_headwise", K_ENUM, F(ns_headwise), 0, 0, "qk|none",
+     "orthogonalize W_q, W_k per head (one batched NS) or as whole matrices"},
+    {"retract", K_ENUM, F(retract), 0, 0, "sphere|stiefel|off",
+     "retraction of Muon matrices after the update"},
+    {"retract_every", K_INT, F(retract_every), 1, 1 << 30, NULL,
+     "retract on steps where step % N == 0"},
+    {"checkpointing", K_ENUM, F(checkpointing), 0, 0, "none",
+     "activation checkpointing (none: keep every activation)"},
+    {"threads", K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
+    {"atlas", K_BOOL, F(atlas), 0, 1, NULL, "time every stage and op and print the step atlas"},
+};
+#undef F
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+void dm_config_default(dm_config *c) {
+    memset(c, 0, sizeof *c);
+    c->d_model = 256;
+    c->n_layer = 2;
+    c->n_head = 4;
+    c->head_dim = 64;
+    c->gate_rank = 64;
+    c->conv_size = 4;
+    c->mixer = DM_MIXER_KDA;
+    c->gate_lower_bound = 0.0f;
+    c->tie_embeddings = 0;
+    c->seed = 1;
+    c->batch_size = 8;
+    c->seq_len = 512;
+    c->steps = 1000;
+    c->lr = 3e-3f;
+    c->muon_lr = 0.02f;
+    c->weight_decay = 0.0f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->adam_eps = 1e-8f;
+    c->muon_momentum = 0.95f;
+    c->warmup_steps = 50;
+    c->lr_schedule = DM_SCHED_COSINE;
+    c->min_lr_frac = 0.1f;
+    c->grad_clip = 1.0f;
+    c->eval_every = 250;
+    c->eval_window = 81920;
+    c->log_every = 10;
+    c->ckpt_every = 0;
+    c->kda_impl = DM_IMPL_AUTO;
+    c->chunk_size = 64;
+    c->verify_fused = 0;
+    c->optimizer = DM_OPT_MUON;
+    c->ns = DM_NS_QUINTIC5;
+    c->ns_headwise = DM_HEADWISE_QK;
+    c->retract = DM_RETRACT_SPHERE;
+    c->retract_every = 1;
+    c->checkpointing = DM_CKPT_NONE;
+    c->threads = 0;
+    c->atlas = 0;
+}
+
+int dm_config_mlp_hidden(const dm_config *c) {
+    int h = (8 * c->d_model) / 3;
+    return 256 * ((h + 255) / 256);
+}
+
+static const key_t_ *find_key(const char *name) {
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].name, name) == 0) return &KEYS[i];
+    return NULL;
+}
+
+const char *dm_config_key_name(int i) { return i >= 0 && i < NKEYS ? KEYS[i].name : NULL; }
+const char *dm_config_key_help(int i) { return i >= 0 && i < NKEYS ? KEYS[i].help : NULL; }
+
+/* index of name within "a|b|c", or -1 */
+static int choice_index(const char *choices, const char *name) {
+    int idx = 0;
+    size_t n = strlen(name);
+    for (const char *p = choices;; idx++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return idx;
+        if (!bar) return -1;
+        p = bar + 1;
+    }
+}
+
+static void choice_name(const char *choices, int idx, char *buf, size_t buflen) {
+    const char *p = choices;
+    for (int i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (!p) { snprintf(buf, buflen, "%d", idx); return; }
+    const char *bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    snprintf(buf, buflen, "%.*s", (int)len, p);
+}
+
+static void accepts(const key_t_ *k, char *buf, size_t n) {
+    switch (k->type) {
+    case K_ENUM: snprintf(buf, n, "one of %s", k->choices); break;
+    case K_BOOL: snprintf(buf, n, "true|false|1|0"); break;
+    case K_U64: snprintf(buf, n, "an unsigned integer"); break;
+    case K_FLOAT: snprintf(buf, n, "a number in [%g, %g]", k->lo, k->hi); break;
+    default: snprintf(buf, n, "an integer in [%.0f, %.0f]", k->lo, k->hi); break;
+    }
+}
+
+int dm_config_set(dm_config *c, const char *key, const char *value, char *err, size_t errlen) {
+    const key_t_ *k = find_key(key);
+    if (!k) {
+        if (err) snprintf(err, errlen, "unknown config key '%s' (see `dormouse train --help`)", key);
+        return 1;
+    }
+    char acc[96];
+    accepts(k, acc, sizeof acc);
+    void *p = (char *)c + k->off;
+    char *end = NULL;
+    errno = 0;
+    switch (k->type) {
+    case K_ENUM: {
+        int i = choice_index(k->choices, value);
+        if (i < 0) goto bad;
+        *(int *)p = i;
+        return 0;
+    }
+    case K_BOOL:
+        if (!strcmp(value, "true") || !strcmp(value, "1")) *(int *)p = 1;
+        else if (!strcmp(value, "false") || !strcmp(value, "0")) *(int *)p = 0;
+        else goto bad;
+        return 0;
+    case K_U64: {
+        if (value[0] == '-') goto bad;
+        unsigned long long v = strtoull(value, &end, 10);
+        if (errno || end == value || *end) goto bad;
+        *(uint64_t *)p = (uint64_t)v;
+        return 0;
+    }
+    case K_FLOAT: {
+        double v = strtod(value, &end);
+        if (errno || end == value || *end || !isfinite(v) || v < k->lo || v > k->hi) goto bad;
+        *(float *)p = (float)v;
+        return 0;
+    }
+    default: {
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end || (double)v < k->lo || (double)v > k->hi) goto bad;
+        if (k->type == K_INT) *(int *)p = (int)v;
+        else *(long *)p = (long)v;
+        return 0;
+    }
+    }
+bad:
+    if (err) snprintf(err, errlen, "bad value '%s' for key '%s': expected %s", value, key, acc);
+    return 1;
+}
+
+int dm_config_get(const dm_config *c, const char *key, char *buf, size_t buflen) {
+    const key_t_ *k = find_key(key);
+    if (!k) return 1;
+    const void *p = (const char *)c + k->off;
+    switch (k->type) {
+    case K_ENUM: choice_name(k->choices, *(const int *)p, buf, buflen); break;
+    case K_BOOL: snprintf(buf, buflen, "%s", *(const int *)p ? "true" : "false"); break;
+    case K_U64: snprintf(buf, buflen, "%" PRIu64, *(const uint64_t *)p); break;
+    case K_FLOAT: snprintf(buf, buflen, "%.9g", (double)*(const float *)p); break;
+    case K_LONG: snprintf(buf, buflen, "%ld", *(const long *)p); break;
+    default: snprintf(buf, buflen, "%d", *(const int *)p); break;
+    }
+    return 0;
+}
+
+int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
+    char acc[96];
+    /* every key within its own range */
+    for (int i = 0; i < NKEYS; i++) {
+        const key_t_ *k = &KEYS[i];
+        const void *p = (const char *)c + k->off;
+        double v;
+        switch (k->type) {
+        case K_U64: continue;
+        case K_FLOAT: v = *(const float *)p; break;
+        case K_LONG: v = (double)*(const long *)p; break;
+        case K_ENUM: {
+            int n = 1;
+            for (const char *s = k->choices; *s; s++) n += *s == '|';
+            v = *(const int *)p;
+            if (v < 0 || v >= n) goto bad;
+            continue;
+        }
+        default: v = *(const int *)p; break;
+        }
+        if (!(v >= k->lo && v <= k->hi)) {
+        bad:
+            accepts(k, acc, sizeof acc);
+            if (err) snprintf(err, errlen, "%s: out of range (expected %s)", k->name, acc);
+            return 1;
+        }
+    }
+    /* relations between keys */
+    if (c->n_head * c->head_dim != c->d_model) {
+        if (err)
+            snprintf(err, errlen, "head_dim: n_head*head_dim (%d*%d = %d) must equal d_model (%d)",
+                     c->n_head, c->head_dim, c->n_head * c->head_dim, c->d_model);
+        return 1;
+    }
+    if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {
+        if (err) snprintf(err, errlen, "chunk_size: must be 16, 32 or 64 (got %d)", c->chunk_size);
+        return 1;
+    }
+    if (c->warmup_steps > c->steps && c->steps > 0) {
+        if (err)
+            snprintf(err, errlen, "warmup_steps: %d exceeds steps (%d)", c->warmup_steps, c->steps);
+        return 1;
+    }
+    return 0;
+}
+
+char *dm_config_to_json(const dm_config *c) {
+    cJSON *o = cJSON_CreateObject();
+    char buf[64];
+    for (int i = 0; i < NKEYS; i++) {
+        const key_t_ *k = &KEYS[i];
+        dm_config_get(c, k->name, buf, sizeof buf);
+        if (k->type == K_ENUM || k->type == K_U64) cJSON_AddStringToObject(o, k->name, buf);
+        else if (k->type == K_BOOL) cJSON_AddBoolToObject(o, k->name, *(const int *)((const char *)c + k->off));
+        else cJSON_AddRawToObject(o, k->name, buf);
+    }
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen) {
+    cJSON *o = cJSON_Parse(json);
+    if (!cJSON_IsObject(o)) {
+        if (err) snprintf(err, errlen, "config is not a JSON object");
+        cJSON_Delete(o);
+        return 1;
+    }
+    int rc = 0;
+    char buf[64];
+    for (cJSON *e = o->child; e && !rc; e = e->next) {
+        const char *v = buf;
+        if (cJSON_IsString(e)) v = e->valuestring;
+        else if (cJSON_IsBool(e)) v = cJSON_IsTrue(e) ? "true" : "false";
+        else if (cJSON_IsNumber(e)) snprintf(buf, sizeof buf, "%.17g", e->valuedouble);
+        else {
+            if (err) snprintf(err, errlen, "config key '%s': expected a number, string or boolean", e->string);
+            rc = 1;
+            break;
+        }
+        rc = dm_config_set(c, e->string, v, err, errlen);
+    }
+    cJSON_Delete(o);
+    return rc;
+}

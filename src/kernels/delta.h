@@ -1,0 +1,66 @@
+/* delta.h — the gated delta-rule core (KDA / GDN) kernels.
+ *
+ * Shapes and semantics: dm_delta_dims in include/dormouse.h (token-major layout
+ * q,k [B,T,H,dk], v,o [B,T,H,dv], g [B,T,H,dk] or [B,T,H], beta [B,T,H],
+ * states [B,H,dk,dv]). Math: docs/kda.md sections 2 (recurrence) and 4 (backward).
+ *
+ * Kernels take their scratch memory as an argument (sizes from the *_work functions,
+ * in floats) and the number of threads they may use; (b,h) pairs run in parallel, each
+ * pair serially, so results do not depend on the thread count.
+ */
+#ifndef DM_DELTA_H
+#define DM_DELTA_H
+
+#include <stddef.h>
+#include "dormouse.h"
+
+/* ---- reference: token-serial recurrence (delta_ref.c) ---- */
+
+/* o = forward(q,k,v,g,beta,h0); hT written when non-NULL; h0 NULL = zero state. */
+void dm_delta_ref_fwd(const dm_delta_dims *d, const float *q, const float *k, const float *v,
+                      const float *g, const float *beta, const float *h0, float *o, float *hT,
+                      int nthreads);
+
+/* Scratch for dm_delta_ref_bwd: nthreads * (T*dk*dv + small) floats (each thread stores
+ * the states S_0..S_{T-1} of its (b,h) pair, recomputed by a forward pass). */
+size_t dm_delta_ref_bwd_work(const dm_delta_dims *d, int nthreads);
+
+/* Reverse-time backward. dO [B,T,H,dv]; dhT [B,H,dk,dv] or NULL (= 0).
+ * Writes (overwrites) dq, dk, dv, dg, dbeta; dh0 when non-NULL. */
+void dm_delta_ref_bwd(const dm_delta_dims *d, const float *q, const float *k, const float *v,
+                      const float *g, const float *beta, const float *h0, const float *dO,
+                      const float *dhT, float *dq, float *dk, float *dv, float *dg,
+                      float *dbeta, float *dh0, float *work, int nthreads);
+
+/* ==== chunked (fused) core: delta_chunk.c ============================================
+ * Same semantics and layout as the reference; docs/kda.md sections 3-5. fp32 with the
+ * in-chunk cumulative gates in double; exact pairwise decays; (b,h) pairs over threads,
+ * bitwise independent of nthreads. chunk in {16, 32, 64}; any T (a partial last chunk is
+ * ordinary input).
+ * hs (optional) [B, H, nc, dk, dv], nc = ceil(T/chunk): the state at the start of every
+ * chunk. The forward writes it when hs != NULL; the backward uses it when hs != NULL and
+ * otherwise reruns the forward scan itself (same bits either way). */
+
+/* 1 if the chunked kernel handles these dims and chunk size; else 0 with a reason
+ * (a static string) in *why (why may be NULL). */
+int dm_delta_chunk_supports(const dm_delta_dims *d, int chunk, const char **why);
+/* Floats of hs for these dims. */
+size_t dm_delta_chunk_states(const dm_delta_dims *d, int chunk);
+/* Scratch sizes in floats (nthreads slices; 64-byte aligned work is fastest). */
+size_t dm_delta_chunk_fwd_work(const dm_delta_dims *d, int chunk, int nthreads);
+size_t dm_delta_chunk_bwd_work(const dm_delta_dims *d, int chunk, int nthreads);
+
+/* o = forward(q,k,v,g,beta,h0); hT and hs written when non-NULL; h0 NULL = zero state. */
+void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
+                        const float *v, const float *g, const float *beta, const float *h0,
+                        float *o, float *hT, float *hs, float *work, int nthreads);
+/* Backward, same outputs as dm_delta_ref_bwd (overwrites dq, dk, dv, dg, dbeta; dh0 when
+ * non-NULL); hs from dm_delta_chunk_fwd or NULL. */
+void dm_delta_chunk_bwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
+                        const float *v, const float *g, const float *beta, const float *h0,
+                        const float *hs, const float *dO, const float *dhT, float *dq,
+                        float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
+                        int nthreads);
+/* ==== end of the chunked section ==================================================== */
+
+#endif /* DM_DELTA_H */

@@ -1,0 +1,42 @@
+/* gemm.c — the one entry to BLAS sgemm for the whole library.
+ *
+ * OpenBLAS's own threading does not give the same bits on 1 and 2 threads (measured:
+ * 4096x768x256 and 256x256x4096 products differ in the last bits). dm_gemm tiles C into
+ * blocks fixed by the SHAPE alone and runs one single-threaded sgemm per tile inside our
+ * OpenMP region (OpenBLAS's OpenMP build runs single-threaded inside a parallel region:
+ * one thread pool, never two). Every output element is then computed by the same call
+ * whatever the thread count, so results are bitwise reproducible; measured speed is the
+ * same as OpenBLAS's own threading at our shapes (bench_gemm). */
+#include "kernels.h" /* before cblas.h (see kernels.h) */
+
+#include <cblas.h>
+#include <omp.h>
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+static int clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    const enum CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+    const enum CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+    double flops = 2.0 * M * N * (K > 0 ? K : 1);
+    if (flops < 4e6 || omp_in_parallel()) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* tiles of mb x nb, chosen from the shape only (never from the thread count) */
+    int mb = clamp(round_up((M + 3) / 4, 64), 64, 256);
+    int nb = clamp(round_up((N + 3) / 4, 64), 64, 512);
+    int tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < tm * tn; t++) {
+        int i0 = (t / tn) * mb, j0 = (t % tn) * nb;
+        int mi = M - i0 < mb ? M - i0 : mb, nj = N - j0 < nb ? N - j0 : nb;
+        /* row-major: A is [M,K] (or [K,M] when transposed), B is [K,N] (or [N,K]) */
+        const float *Ai = transA ? A + i0 : A + (size_t)i0 * lda;
+        const float *Bj = transB ? B + (size_t)j0 * ldb : B + j0;
+        cblas_sgemm(CblasRowMajor, ta, tb, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
+                    C + (size_t)i0 * ldc + j0, ldc);
+    }
+}

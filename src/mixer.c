@@ -1,0 +1,132 @@
+/* mixer.c — the KDA / GDN token mixer (DESIGN.md section 3), forward and backward.
+ *
+ *   q~,k~,v~ = W_q x, W_k x, W_v x                    x = RMSNorm(residual) = xn1
+ *   q,k,v    = silu(conv(q~)), silu(conv(k~)), silu(conv(v~))
+ *   q^,k^    = l2norm per head
+ *   KDA: g = gate(W_f2 W_f1 x)  per head and key channel     GDN: g = gate(W_a x) per head
+ *   beta     = sigmoid(W_b x)
+ *   o        = delta-rule core(q^, k^, v, g, beta), scale dh^-1/2
+ *   KDA: o' = RMSNorm_head(o) * w_o * sigmoid(W_g2 W_g1 x + b_g2)
+ *   GDN: o' = RMSNorm_head(o) * w_o * silu(W_z x)
+ *   y        = W_o o'
+ */
+#include <math.h>
+
+#include "kernels/delta.h"
+#include "kernels/kernels.h"
+#include "model.h"
+
+static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
+    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim,
+                       c->mixer == DM_MIXER_GDN, 1.0f / sqrtf((float)c->head_dim)};
+    return d;
+}
+
+void dm_mixer_fwd(dm_model *m, int layer, int B, int T, float *y) {
+    const dm_config *c = &m->cfg;
+    const dm_layer_off *o = &m->L[layer];
+    dm_layer_act *a = &m->act[layer];
+    const float *P = m->params;
+    int N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh;
+    int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
+    int Cg = kda ? dh : 1;
+    size_t nhd = (size_t)N * HD;
+
+    /* q, k, v: projection, causal conv, SiLU (q, k then L2-normalized per head) */
+    dm_matmul_fwd(a->qt, a->xn1, P + o->w_q, NULL, N, D, HD);
+    dm_matmul_fwd(a->kt, a->xn1, P + o->w_k, NULL, N, D, HD);
+    dm_matmul_fwd(a->vt, a->xn1, P + o->w_v, NULL, N, D, HD);
+    dm_conv_fwd(a->qc, a->qt, P + o->conv_q, B, T, HD, W);
+    dm_conv_fwd(a->kc, a->kt, P + o->conv_k, B, T, HD, W);
+    dm_conv_fwd(a->vc, a->vt, P + o->conv_v, B, T, HD, W);
+    dm_silu_fwd(a->v, a->vc, nhd);
+    float *tmp = m->s.dq; /* backward scratch is free during the forward */
+    dm_silu_fwd(tmp, a->qc, nhd);
+    dm_l2norm_fwd(a->qh, a->rq, tmp, N * H, dh, DM_L2_EPS);
+    dm_silu_fwd(tmp, a->kc, nhd);
+    dm_l2norm_fwd(a->kh, a->rk, tmp, N * H, dh, DM_L2_EPS);
+
+    /* gate and beta */
+    if (kda) {
+        dm_matmul_fwd(a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
+        dm_matmul_fwd(a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
+    } else {
+        dm_matmul_fwd(a->f, a->xn1, P + o->w_a, NULL, N, D, H);
+    }
+    dm_gate_fwd(a->g, a->f, P + o->a_log, P + o->dt_bias, N, H, Cg, c->gate_lower_bound);
+    dm_matmul_fwd(tmp, a->xn1, P + o->w_b, NULL, N, D, H);
+    dm_sigmoid_fwd(a->beta, tmp, (size_t)N * H);
+
+    /* the delta-rule core */
+    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_ref_fwd(&dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, m->nthreads);
+
+    /* output gate, per-head norm, output projection */
+    if (kda) {
+        dm_matmul_fwd(a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
+        dm_matmul_fwd(a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
+    } else {
+        dm_matmul_fwd(a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
+    }
+    dm_gatednorm_fwd(a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh, DM_NORM_EPS,
+                     kda ? DM_GATE_SIGMOID : DM_GATE_SWISH);
+    dm_matmul_fwd(y, a->op, P + o->w_o, NULL, N, HD, D);
+}
+
+void dm_mixer_bwd(dm_model *m, int layer, int B, int T, const float *dy) {
+    const dm_config *c = &m->cfg;
+    const dm_layer_off *o = &m->L[layer];
+    dm_layer_act *a = &m->act[layer];
+    dm_scratch *s = &m->s;
+    const float *P = m->params;
+    float *G = m->grads;
+    int N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh;
+    int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
+    int Cg = kda ? dh : 1;
+    size_t nhd = (size_t)N * HD;
+
+    /* y = W_o o';  o' = gatednorm(o, z) */
+    dm_matmul_bwd(s->dop, G + o->w_o, NULL, dy, a->op, P + o->w_o, N, HD, D, 0);
+    dm_gatednorm_bwd(s->do_, s->dz, G + o->o_norm, s->dop, a->o, a->z, P + o->o_norm,
+                     a->rstd_o, N * H, dh, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH);
+    /* dxn starts here (overwritten), every other branch accumulates into it */
+    if (kda) {
+        dm_matmul_bwd(s->dr, G + o->w_g2, G + o->b_g2, s->dz, a->z1, P + o->w_g2, N, R, HD, 0);
+        dm_matmul_bwd(s->dxn, G + o->w_g1, NULL, s->dr, a->xn1, P + o->w_g1, N, D, R, 0);
+    } else {
+        dm_matmul_bwd(s->dxn, G + o->w_z, NULL, s->dz, a->xn1, P + o->w_z, N, D, HD, 0);
+    }
+
+    /* the delta-rule core */
+    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_ref_bwd(&dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, s->do_, NULL, s->dq, s->dk,
+                     s->dv, s->dg, s->dbeta, NULL, s->delta_work, m->nthreads);
+
+    /* beta = sigmoid(W_b x) */
+    dm_sigmoid_bwd(s->dbeta, s->dbeta, a->beta, (size_t)N * H);
+    dm_matmul_bwd(s->dxn, G + o->w_b, NULL, s->dbeta, a->xn1, P + o->w_b, N, D, H, 1);
+    /* g = gate(f); df goes to dz (free since the output gate's backward) */
+    float *df = s->dz;
+    dm_gate_bwd(df, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
+                N, H, Cg, c->gate_lower_bound);
+    if (kda) {
+        dm_matmul_bwd(s->dr, G + o->w_f2, NULL, df, a->f1, P + o->w_f2, N, R, HD, 0);
+        dm_matmul_bwd(s->dxn, G + o->w_f1, NULL, s->dr, a->xn1, P + o->w_f1, N, D, R, 1);
+    } else {
+        dm_matmul_bwd(s->dxn, G + o->w_a, NULL, df, a->xn1, P + o->w_a, N, D, H, 1);
+    }
+
+    /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection.
+     * do_ (free since the core's backward) carries each conv-output gradient. */
+    dm_l2norm_bwd(s->do_, s->dq, a->qh, a->rq, N * H, dh);
+    dm_silu_bwd(s->do_, s->do_, a->qc, nhd);
+    dm_conv_bwd(s->dq, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
+    dm_matmul_bwd(s->dxn, G + o->w_q, NULL, s->dq, a->xn1, P + o->w_q, N, D, HD, 1);
+    dm_l2norm_bwd(s->do_, s->dk, a->kh, a->rk, N * H, dh);
+    dm_silu_bwd(s->do_, s->do_, a->kc, nhd);
+    dm_conv_bwd(s->dk, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
+    dm_matmul_bwd(s->dxn, G + o->w_k, NULL, s->dk, a->xn1, P + o->w_k, N, D, HD, 1);
+    dm_silu_bwd(s->dv, s->dv, a->vc, nhd);
+    dm_conv_bwd(s->do_, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
+    dm_matmul_bwd(s->dxn, G + o->w_v, NULL, s->do_, a->xn1, P + o->w_v, N, D, HD, 1);
+}

@@ -1,0 +1,107 @@
+/* muon.c — Muon for the hidden matrices (docs/muon.md sections 2-4):
+ *   m <- beta m + (1 - beta) g;   u = (1 - beta) g + beta m          (Nesterov)
+ *   O = NS(u), per slice (head-wise Q/K: [n_head, head_dim, d_model], ONE batched call)
+ *   W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O                 ([out, in] layout)
+ *   then, on steps where step % retract_every == 0, retraction per slice:
+ *   sphere W <- R W/||W||_F, or stiefel W <- s polar(W), with R, s fixed at init. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/ns.h"
+#include "optim/retract.h"
+#include "optim_internal.h"
+
+static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *cols) {
+    *rows = t->shape[0] / g->slices;
+    *cols = t->shape[1];
+}
+
+int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
+    size_t biggest = 0, work = 0;
+    o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
+    if (!o->slice_off) goto oom;
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        const dm_group *g = &o->groups[i];
+        if (g->kind != DM_GROUP_MUON) continue;
+        int r, c;
+        slice_shape(t, g, &r, &c);
+        o->slice_off[i] = o->n_slices;
+        o->n_slices += g->slices;
+        if (t->numel > biggest) biggest = t->numel;
+        size_t w = dm_ns_work(g->slices, r, c), ws = dm_retract_stiefel_work(g->slices, r, c);
+        if (w > work) work = w;
+        if (ws > work) work = ws;
+    }
+    o->mom = calloc(o->n, sizeof(float));
+    o->upd = malloc(biggest * sizeof(float));
+    o->ns_work = malloc(work * sizeof(float));
+    o->radius = calloc((size_t)o->n_slices, sizeof(float));
+    o->scale = calloc((size_t)o->n_slices, sizeof(float));
+    if (!o->mom || !o->upd || !o->ns_work || !o->radius || !o->scale) goto oom;
+    /* retraction constants from the weights as they are now (init; a resumed run then
+     * loads the saved ones over these) */
+    const float *P = dm_model_params(m);
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        const dm_group *g = &o->groups[i];
+        if (g->kind != DM_GROUP_MUON) continue;
+        int r, c;
+        slice_shape(t, g, &r, &c);
+        dm_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i], P + t->offset,
+                        g->slices, r, c);
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory creating the Muon optimizer state");
+    return 1;
+}
+
+void dm_muon_free(dm_optim *o) {
+    free(o->mom);
+    free(o->upd);
+    free(o->ns_work);
+    free(o->slice_off);
+    free(o->radius);
+    free(o->scale);
+}
+
+void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, long step) {
+    const dm_config *c = &o->cfg;
+    const dm_tensor *t = dm_model_tensor(m, i);
+    const dm_group *g = &o->groups[i];
+    float *W = dm_model_params(m) + t->offset;
+    const float *G = dm_model_grads(m) + t->offset;
+    float *mom = o->mom + t->offset, *u = o->upd;
+    size_t n = t->numel;
+    float beta = c->muon_momentum;
+    int r, cols;
+    slice_shape(t, g, &r, &cols);
+
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+    for (size_t j = 0; j < n; j++) {
+        float gj = G[j] * gscale;
+        mom[j] = beta * mom[j] + (1.0f - beta) * gj;
+        u[j] = (1.0f - beta) * gj + beta * mom[j];
+    }
+    dm_ns(u, u, g->slices, r, cols, c->ns, o->ns_work);
+    float step_scale = lr * sqrtf(fmaxf(1.0f, (float)r / (float)cols));
+    float decay = 1.0f - lr * g->wd;
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+    for (size_t j = 0; j < n; j++) W[j] = W[j] * decay - step_scale * u[j];
+
+    if (c->retract != DM_RETRACT_OFF && step % c->retract_every == 0) {
+        const float *R = o->radius + o->slice_off[i], *S = o->scale + o->slice_off[i];
+        if (c->retract == DM_RETRACT_SPHERE) dm_retract_sphere(W, R, g->slices, r, cols);
+        else dm_retract_stiefel(W, S, g->slices, r, cols, o->ns_work, NULL);
+    }
+}
+
+int dm_muon_state(const dm_optim *o, dm_st_tensor *out, int max) {
+    if (!o->mom || max < 3) return 0;
+    out[0] = (dm_st_tensor){"muon_momentum", o->mom, 1, {(int64_t)o->n}};
+    out[1] = (dm_st_tensor){"retract_radius", o->radius, 1, {(int64_t)o->n_slices}};
+    out[2] = (dm_st_tensor){"retract_scale", o->scale, 1, {(int64_t)o->n_slices}};
+    return 3;
+}

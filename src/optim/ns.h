@@ -1,0 +1,93 @@
+/* ns.h — Newton–Schulz orthogonalization for Muon (docs/muon.md sections 1, 3, 6).
+ *
+ * Input is a STACK of n matrices ("slices"), float32, row-major, slices contiguous:
+ *   G[n, rows, cols]:  slice i is G + i*rows*cols, element (r, c) at [r*cols + c].
+ * A single matrix is the stack of one (n = 1). Head-wise Q/K: W_q [H*dh, d] stored
+ * [out, in] is already the stack [H, dh, d] (a free reshape).
+ *
+ * Each slice is orthogonalized on its own: out_i ~= polar(G_i) = U_i V_i^T, with
+ *   X0 = G_i / (safety * ||G_i||_F)              (Frobenius norm PER SLICE, in double;
+ *                                                  a zero slice gives a zero output)
+ *   repeat over the schedule's (a, b, c):  A = X X^T;  X <- (a I + b A + c A^2) X
+ * Each singular value x = sigma/(safety ||G_i||_F) goes through p(x) = a x + b x^3 + c x^5.
+ * Tall slices (rows > cols) are handled as their transpose (Gram A = X^T X and
+ * X <- X (a I + b A + c A^2)), so the Gram matrix is always m x m, m = min(rows, cols).
+ *
+ * Every matrix product is a cblas_sgemm call. Threads (one pool: OpenBLAS's OpenMP build
+ * runs single-threaded inside an active OpenMP region, so we never nest two pools):
+ *   - a stack of several slices runs one slice per OpenMP thread, single-threaded sgemm;
+ *   - a single BIG slice (per-iteration FLOPs >= DM_NS_THREAD_MIN_FLOPS), or fewer big
+ *     slices than threads, runs slices in order and lets sgemm use the threads;
+ *   - a single SMALL slice runs on one thread of an active region: single-threaded sgemm
+ *     (threading a 64x64x256 GEMM costs more than it saves);
+ *   - called from inside a parallel region: in order, single-threaded sgemm.
+ * Bits: every slice runs the same code (dm_ns_slice) and the same sgemm calls, so a slice's
+ * result depends only on its data, its shape, the schedule, and whether its GEMMs ran
+ * single-threaded or OpenBLAS-threaded (OpenBLAS 0.3.21's threaded sgemm is NOT bitwise
+ * equal to its single-threaded sgemm, nor across M/N sub-blocks; measured). Hence:
+ *   - small slices (all head-wise Q/K shapes up to [*, 64, 768]): batched == per-slice
+ *     loop == in place, bitwise, and bitwise independent of the thread count;
+ *   - big slices: batched == loop bitwise at 1 thread; with threads, a lone big slice
+ *     (sgemm-threaded) differs from the same slice in a batch at rounding level (~1e-7).
+ *
+ * No allocation: the caller passes `work` of dm_ns_work(...) floats.
+ * `out` may equal `G` (in place); otherwise they must not overlap.
+ */
+#ifndef DM_OPTIM_NS_H
+#define DM_OPTIM_NS_H
+
+#include <stddef.h>
+
+#include "dormouse.h"
+
+/* Schedules: DM_NS_QUINTIC5 = (3.4445, -4.7750, 2.0315) x 5, X0 = G/||G||_F (KJ / Moonlight);
+ * DM_NS_POLAR5 = Polar Express, modded-nanogpt 5-step table, X0 = G/(1.02||G||_F).
+ * The values are the config's (the `ns` key, include/dormouse.h). */
+typedef int dm_ns_sched;
+
+/* Config names: "quintic5", "polar5". parse returns 0 and sets *s, or -1 if unknown. */
+const char *dm_ns_sched_name(dm_ns_sched s);
+int dm_ns_sched_parse(const char *name, dm_ns_sched *s);
+int dm_ns_sched_steps(dm_ns_sched s);             /* iterations: 5 for both */
+double dm_ns_sched_safety(dm_ns_sched s);         /* 1.0 quintic5, 1.02 polar5 */
+/* coefficient (a, b, c) of iteration `step` (0-based, < steps) */
+void dm_ns_sched_coeffs(dm_ns_sched s, int step, double abc[3]);
+
+/* Per-iteration FLOPs (4 m^2 k + 2 m^3) from which a lone slice lets sgemm thread:
+ * [64, 256] = 4.7e6 and [64, 768] = 1.3e7 stay single-threaded; [256, 256] = 1.0e8 threads. */
+#define DM_NS_THREAD_MIN_FLOPS 3.2e7
+int dm_ns_slice_threaded(int rows, int cols); /* 1 if a lone slice of this shape threads */
+
+/* Scratch floats for dm_ns on a [n, rows, cols] stack: n * dm_ns_slice_work(rows, cols). */
+size_t dm_ns_work(int n, int rows, int cols);
+/* Scratch floats for one slice: rows*cols + 2*m*m, m = min(rows, cols). */
+size_t dm_ns_slice_work(int rows, int cols);
+
+/* out[n, rows, cols] = NS(G[n, rows, cols]) slice by slice.  work: dm_ns_work(n,rows,cols) */
+void dm_ns(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+           float *work);
+
+/* The same over n slices of one shape that are NOT contiguous (e.g. W_f1 of every layer):
+ * out[i], G[i] point at [rows, cols] matrices; out[i] == G[i] allowed; work as dm_ns_work. */
+void dm_ns_many(float *const *out, const float *const *G, int n, int rows, int cols,
+                dm_ns_sched s, float *work);
+
+/* One slice, in the calling thread (sgemm threads itself unless inside a parallel region).
+ * out[rows, cols], G[rows, cols], work: dm_ns_slice_work(rows, cols). dm_ns calls this. */
+void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work);
+
+/* FLOPs of dm_ns on the stack: n * steps * (4 m^2 k + 2 m^3), m = min, k = max(rows, cols)
+ * (X X^T 2m^2k, A^2 2m^3, B X 2m^2k; the O(m^2 + mk) elementwise work is not counted). */
+double dm_ns_flops(int n, int rows, int cols, dm_ns_sched s);
+
+/* ---- building blocks (one slice; also used by the Stiefel retraction) ----
+ * Gram: A[m, m] = X X^T if rows <= cols, else X^T X.          X: [rows, cols] */
+void dm_ns_gram(float *A, const float *X, int rows, int cols);
+/* One odd-polynomial step: with P = a I + b A + c A^2 (B[m, m] receives P),
+ *   Y = P X (rows <= cols)  or  Y = X P^T (rows > cols).   Y, X: [rows, cols]; Y != X. */
+void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
+                float a, float b, float c);
+/* Frobenius norm of x[len], summed in double in a fixed order (thread-count independent). */
+double dm_frob_norm(const float *x, size_t len);
+
+#endif /* DM_OPTIM_NS_H */

@@ -1,0 +1,127 @@
+#include "check.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+#define T_MAX 512
+static struct { const char *name; t_fn fn; } t_cases[T_MAX];
+static int t_ncases, t_failed_checks;
+
+void t_register(const char *name, t_fn fn) {
+    if (t_ncases == T_MAX) { fprintf(stderr, "too many tests\n"); exit(2); }
+    t_cases[t_ncases].name = name;
+    t_cases[t_ncases++].fn = fn;
+}
+
+void t_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "  FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    t_failed_checks++;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < t_ncases; i++) printf("%s\n", t_cases[i].name);
+        return 0;
+    }
+    int ran = 0, failed = 0;
+    for (int i = 0; i < t_ncases; i++) {
+        if (argc > 1 && strcmp(argv[1], t_cases[i].name) != 0) continue;
+        int before = t_failed_checks;
+        printf("RUN  %s\n", t_cases[i].name);
+        fflush(stdout);
+        t_cases[i].fn();
+        int bad = t_failed_checks != before;
+        printf("%s %s\n", bad ? "FAIL" : "PASS", t_cases[i].name);
+        fflush(stdout);
+        ran++;
+        failed += bad;
+    }
+    if (ran == 0) { fprintf(stderr, "no test named %s\n", argc > 1 ? argv[1] : "(any)"); return 2; }
+    return failed ? 1 : 0;
+}
+
+void t_fill_normal(float *x, size_t n, uint64_t seed, float scale) {
+    dm_rng r;
+    dm_rng_seed(&r, seed, 0x7e57);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(dm_rng_normal(&r) * scale);
+}
+
+void t_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    dm_rng r;
+    dm_rng_seed(&r, seed, 0x7e58);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * dm_rng_uniform(&r));
+}
+
+void t_to_double(double *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+float *t_alloc(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) { fprintf(stderr, "out of memory\n"); abort(); }
+    return p;
+}
+
+double *t_allocd(size_t n) {
+    double *p = calloc(n ? n : 1, sizeof(double));
+    if (!p) { fprintf(stderr, "out of memory\n"); abort(); }
+    return p;
+}
+
+double t_rel_rms(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - ref[i];
+        num += e * e;
+        den += ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? sqrt(num / den) : sqrt(num / (double)(n ? n : 1));
+}
+
+double t_rel_rms_ff(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - (double)ref[i];
+        num += e * e;
+        den += (double)ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? sqrt(num / den) : sqrt(num / (double)(n ? n : 1));
+}
+
+double t_max_rel(const float *a, const double *ref, size_t n) {
+    double m = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - ref[i]);
+        if (isnan(e)) return INFINITY;
+        if (e > m) m = e;
+        if (fabs(ref[i]) > r) r = fabs(ref[i]);
+    }
+    return r > 0 ? m / r : m;
+}
+
+int t_all_finite(const float *a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i])) return 0;
+    return 1;
+}
+
+double t_fd(t_lossfn f, void *ctx, double *x, size_t i, double h) {
+    double x0 = x[i];
+    x[i] = x0 + h;
+    double fp = f(ctx);
+    x[i] = x0 - h;
+    double fm = f(ctx);
+    x[i] = x0;
+    return (fp - fm) / (2 * h);
+}

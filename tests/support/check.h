@@ -1,0 +1,49 @@
+/* check.h — the test harness. Each TEST(name) in tests/test_*.c becomes one CTest case
+ * (CMake reads the TEST( lines); `test_x name` runs one case, `test_x` runs all,
+ * `test_x --list` lists them. A case fails when any CHECK fails; the process exits 1. */
+#ifndef DM_CHECK_H
+#define DM_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef void (*t_fn)(void);
+void t_register(const char *name, t_fn fn);
+void t_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define TEST(name)                                                                   \
+    static void name(void);                                                          \
+    __attribute__((constructor)) static void name##_register(void) {                 \
+        t_register(#name, name);                                                     \
+    }                                                                                \
+    static void name(void)
+
+#define CHECK(cond)                                                                  \
+    do { if (!(cond)) t_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)
+#define CHECKF(cond, ...)                                                            \
+    do { if (!(cond)) t_fail(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+/* ---- data ---- */
+void t_fill_normal(float *x, size_t n, uint64_t seed, float scale);
+void t_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+void t_to_double(double *dst, const float *src, size_t n);
+float *t_alloc(size_t n);   /* zeroed floats; aborts on OOM */
+double *t_allocd(size_t n); /* zeroed doubles */
+
+/* ---- comparisons ---- */
+/* rms(a - ref) / rms(ref)  (absolute rms when ref is all zero) */
+double t_rel_rms(const float *a, const double *ref, size_t n);
+double t_rel_rms_ff(const float *a, const float *ref, size_t n);
+/* max|a - ref| / max|ref| */
+double t_max_rel(const float *a, const double *ref, size_t n);
+int t_all_finite(const float *a, size_t n);
+
+/* ---- finite differences ----
+ * Central difference of f at x[i]: (f(x+h e_i) - f(x-h e_i)) / 2h, with x restored after.
+ * f evaluates the loss (in double) from the current contents of x. */
+typedef double (*t_lossfn)(void *ctx);
+double t_fd(t_lossfn f, void *ctx, double *x, size_t i, double h);
+
+#endif
