@@ -129,27 +129,23 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
 
 int dm_ckpt_resolve(const char *path, char *out, size_t outlen, char *err, size_t errlen) {
     struct stat st;
-    char p[4096];
+    char p[4200];
     if (stat(path, &st) != 0) {
         snprintf(err, errlen, "checkpoint not found: %s", path);
         return 1;
     }
-    if (S_ISREG(st.st_mode)) { /* a model.safetensors file: its directory */
-        snprintf(p, sizeof p, "%s", path);
-        char *slash = strrchr(p, '/');
-        if (slash) *slash = 0;
-        else snprintf(p, sizeof p, ".");
-        snprintf(out, outlen, "%s", p);
+    if (S_ISREG(st.st_mode)) {
+        snprintf(out, outlen, "%s", path);
         return 0;
     }
     snprintf(p, sizeof p, "%s/model.safetensors", path);
     if (stat(p, &st) == 0) {
-        snprintf(out, outlen, "%s", path);
+        snprintf(out, outlen, "%s", p);
         return 0;
     }
     long steps[256];
     if (list_ckpts(path, steps, 256) > 0) {
-        snprintf(out, outlen, "%s/ckpt-%08ld", path, steps[0]);
+        snprintf(out, outlen, "%s/ckpt-%08ld/model.safetensors", path, steps[0]);
         return 0;
     }
     snprintf(err, errlen, "no checkpoint in %s (expected model.safetensors or ckpt-* directories)",
@@ -157,10 +153,8 @@ int dm_ckpt_resolve(const char *path, char *out, size_t outlen, char *err, size_
     return 1;
 }
 
-int dm_ckpt_read_config(const char *ckpt_dir, dm_config *cfg, long *step, char *err,
+int dm_ckpt_read_config(const char *path, dm_config *cfg, long *step, char *err,
                         size_t errlen) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", ckpt_dir);
     dm_st_file *f = dm_st_open(path, err, errlen);
     if (!f) return 1;
     const char *fmt = dm_st_meta(f, "format"), *js = dm_st_meta(f, "config");
@@ -182,21 +176,21 @@ int dm_ckpt_read_config(const char *ckpt_dir, dm_config *cfg, long *step, char *
     return rc;
 }
 
-int dm_ckpt_load(const char *ckpt_dir, dm_model *m, dm_optim *opt, char *err, size_t errlen) {
-    char path[4096];
+int dm_ckpt_load(const char *model_path, dm_model *m, dm_optim *opt, char *err, size_t errlen) {
+    char path[4200];
     dm_config saved;
     long step;
-    if (dm_ckpt_read_config(ckpt_dir, &saved, &step, err, errlen)) return 1;
+    if (dm_ckpt_read_config(model_path, &saved, &step, err, errlen)) return 1;
     const char *diff = dm_config_model_diff(&saved, dm_model_config(m));
     if (diff) {
         char a[64], b[64];
         dm_config_get(&saved, diff, a, sizeof a);
         dm_config_get(dm_model_config(m), diff, b, sizeof b);
-        snprintf(err, errlen, "checkpoint %s has %s=%s but the run asks for %s=%s", ckpt_dir, diff,
-                 a, diff, b);
+        snprintf(err, errlen, "checkpoint %s has %s=%s but the run asks for %s=%s", model_path,
+                 diff, a, diff, b);
         return 1;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", ckpt_dir);
+    snprintf(path, sizeof path, "%s", model_path);
     dm_st_file *f = dm_st_open(path, err, errlen);
     if (!f) return 1;
     int nt = dm_model_num_tensors(m), rc = 0;
@@ -219,7 +213,9 @@ int dm_ckpt_load(const char *ckpt_dir, dm_model *m, dm_optim *opt, char *err, si
     }
     dm_st_close(f);
     if (rc || !opt) return rc;
-    snprintf(path, sizeof path, "%s/optim.safetensors", ckpt_dir);
+    char *slash = strrchr(path, '/');
+    if (slash) snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "optim.safetensors");
+    else snprintf(path, sizeof path, "optim.safetensors");
     f = dm_st_open(path, err, errlen);
     if (!f) return 1;
     const char *st = dm_st_meta(f, "step");

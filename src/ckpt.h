@@ -18,17 +18,16 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
                  size_t errlen);
 
 /* Resolve a user path: a run directory (its newest checkpoint), a checkpoint directory, or
- * a model.safetensors file. Writes the checkpoint directory (or the file's directory) into
- * out. 0 ok; 1 when nothing usable is there. */
+ * a model file. Writes the path of the model file into out. 0 ok; 1 when nothing is there. */
 int dm_ckpt_resolve(const char *path, char *out, size_t outlen, char *err, size_t errlen);
 
-/* Read the config stored in a checkpoint directory's model.safetensors. 0 ok. */
-int dm_ckpt_read_config(const char *ckpt_dir, dm_config *cfg, long *step, char *err,
+/* Read the config stored in a model file (as resolved). 0 ok. */
+int dm_ckpt_read_config(const char *model_path, dm_config *cfg, long *step, char *err,
                         size_t errlen);
 
 /* Load parameters into m (whose config must match the checkpoint's model keys), and the
- * optimizer state into opt when opt != NULL. 0 ok. */
-int dm_ckpt_load(const char *ckpt_dir, dm_model *m, dm_optim *opt, char *err, size_t errlen);
+ * optimizer state (optim.safetensors beside the model file) into opt when opt != NULL. */
+int dm_ckpt_load(const char *model_path, dm_model *m, dm_optim *opt, char *err, size_t errlen);
 
 /* The keys that fix the parameter layout and the function the model computes. */
 int dm_config_is_model_key(const char *key);

@@ -45,6 +45,19 @@ static int write_file_atomic(const char *dir, const char *name, const char *text
     return 0;
 }
 
+/* mkdir -p */
+static int mkdir_p(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return 1;
+            *s = '/';
+        }
+    return mkdir(p, 0755) != 0 && errno != EEXIST;
+}
+
 /* Keep the lines of metrics.jsonl whose step is <= last (a resumed run continues it). */
 static int trim_metrics(const char *dir, long last, char *err, size_t errlen) {
     char path[4200];
@@ -95,10 +108,6 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
         rc = 2;
         goto done;
     }
-    if (mkdir(a->out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "error: cannot create run directory %s: %s\n", a->out, strerror(errno));
-        goto done;
-    }
     m = dm_model_create(&cfg, err, sizeof err);
     if (!m) {
         fprintf(stderr, "error: %s\n", err);
@@ -108,6 +117,11 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
     opt = dm_optim_create(m, &cfg, err, sizeof err);
     if (!opt) {
         fprintf(stderr, "error: %s\n", err);
+        goto done;
+    }
+    /* inputs are good: only now does anything get written */
+    if (mkdir_p(a->out) != 0) {
+        fprintf(stderr, "error: cannot create run directory %s: %s\n", a->out, strerror(errno));
         goto done;
     }
     if (a->resume) {
@@ -130,6 +144,13 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
         char p[4200];
         snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
         unlink(p);
+        char *abs = realpath(a->data, NULL);
+        snprintf(p, sizeof p, "%s\n", abs ? abs : a->data);
+        free(abs);
+        if (write_file_atomic(a->out, "data_path", p, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            goto done;
+        }
     }
     char *cj = dm_config_to_json(&cfg);
     int wr = write_file_atomic(a->out, "config.json", cj, err, sizeof err);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+
 #include "ckpt.h"
 #include "cli.h"
 #include "train.h"
@@ -112,20 +113,8 @@ int dm_cmd_train(int argc, char **argv) {
         time_t t = time(NULL);
         struct tm tm;
         localtime_r(&t, &tm);
-        mkdir("runs", 0755);
         strftime(outbuf, sizeof outbuf, "runs/run-%Y%m%d-%H%M%S", &tm);
         out = outbuf;
-    }
-    if (!resume) {
-        mkdir(out, 0755);
-        snprintf(path, sizeof path, "%s/data_path", out);
-        FILE *f = fopen(path, "w");
-        if (f) {
-            char *abs = realpath(datapath, NULL);
-            fprintf(f, "%s\n", abs ? abs : datapath);
-            free(abs);
-            fclose(f);
-        }
     }
     dm_train_args ta = {datapath, out, resume != NULL, until};
     return dm_train(&cfg, &ta);

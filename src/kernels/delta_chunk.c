@@ -121,10 +121,12 @@ typedef struct {
     float *dX;    /* [2n, dk]: dQs, dKb                                         */
     float *dKg;   /* [C, dk]                                                   */
     float *dS;    /* [dk, dv] gradient of the state                            */
-    float *dqa, *dka, *dGa; /* [C, dk] accumulators                          */
-    float *dGend; /* [dk]                                                      */
+    float *dqa, *dka; /* [C, dk] accumulators                                */
+    double *dGa;  /* [C, dk] dG in DOUBLE: its terms cancel in pairs (+t at row r,
+                   * -t at row j) and the reverse cumsum must see exact cancellation  */
+    double *dGend; /* [dk]                                                     */
     float *dba;   /* [C] dbeta accumulator                                     */
-    float *dGs;   /* [C] GDN scalar dG                                          */
+    double *dGs;  /* [C] GDN scalar dG                                          */
     float *hs;    /* [nc, dk, dv] chunk-start states (when the caller has none) */
 } ws_t;
 
@@ -165,10 +167,10 @@ static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_
         TAKE(dS, float, dk * dv);
         TAKE(dqa, float, Cs * dk);
         TAKE(dka, float, Cs * dk);
-        TAKE(dGa, float, Cs * dk);
-        TAKE(dGend, float, dk);
+        TAKE(dGa, double, Cs * dk);
+        TAKE(dGend, double, dk);
         TAKE(dba, float, Cs);
-        TAKE(dGs, float, Cs);
+        TAKE(dGs, double, Cs);
         TAKE(hs, float, (size_t)nchunks(d, C) * dk * dv);
     }
 #undef TAKE
@@ -428,7 +430,7 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
     for (int r = 0; r < n; r++) {
         const float *restrict qr = Q + (size_t)r * ld, *restrict kr = K + (size_t)r * ld;
         float *restrict dqr = w->dqa + (size_t)r * dk, *restrict dkr = w->dka + (size_t)r * dk;
-        float *restrict dGr = w->dGa + (size_t)r * dk;
+        double *restrict dGr = w->dGa + (size_t)r * dk;
         const float br = in->beta[rows(d, b, t0 + r, h)];
         float dbr = 0.f;
         for (int j = 0; j < r; j++) {
@@ -437,14 +439,15 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
             dbr = FMA(dl, w->Lr[(size_t)r * C + j], dbr);
             const float *restrict D = w->Dc + ((size_t)r * (r + 1) / 2 + j) * dk;
             const float *restrict kj = K + (size_t)j * ld;
-            float *restrict dkj = w->dka + (size_t)j * dk, *restrict dGj = w->dGa + (size_t)j * dk;
+            float *restrict dkj = w->dka + (size_t)j * dk;
+            double *restrict dGj = w->dGa + (size_t)j * dk;
             for (int c = 0; c < dk; c++) {
                 const float p = D[c] * kj[c];
                 dqr[c] = FMA(a, p, dqr[c]);
                 dkr[c] = FMA(l, p, dkr[c]);
                 const float wv = D[c] * FMA(a, qr[c], l * kr[c]);
                 dkj[c] += wv;
-                const float tt = kj[c] * wv;
+                const double tt = (double)(kj[c] * wv);
                 dGr[c] += tt;
                 dGj[c] -= tt;
             }
@@ -481,9 +484,9 @@ static void intra_bwd_gdn(const in_t *in, int b, int h, int t0, int n, int C, ws
         for (int j = 0; j < r; j++) el[j] = br * el[j] * gm[j];
         for (int j = r + 1; j < n; j++) ea[j] = 0.f;
         for (int j = r; j < n; j++) el[j] = 0.f;
-        float rs = 0.f;
+        double rs = 0.;
         for (int j = 0; j < r; j++) {
-            const float m = FMA(ea[j], qk[j], el[j] * kk[j]);
+            const double m = (double)FMA(ea[j], qk[j], el[j] * kk[j]);
             rs += m;
             w->dGs[j] -= m;
         }
@@ -576,7 +579,7 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
 #pragma omp simd reduction(+ : acc)
             for (int j = 0; j < dv; j++) acc = FMA(s[j], ds[j], acc);
             const float e = w->eGend[c];
-            w->dGend[c] = e * acc;
+            w->dGend[c] = (double)(e * acc);
             for (int j = 0; j < dv; j++) ds[j] *= e;
         }
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dk, dv, 2 * n, 1.f, w->X, dk, w->Y,
@@ -591,8 +594,8 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
             const float *eG = w->eG + (size_t)r * dk, *eGk = w->eGk + (size_t)r * dk;
             const float *dqs = dQs + (size_t)r * dk, *dkb = dKb + (size_t)r * dk,
                         *dkg = w->dKg + (size_t)r * dk;
-            float *dqa = w->dqa + (size_t)r * dk, *dka = w->dka + (size_t)r * dk,
-                  *dGa = w->dGa + (size_t)r * dk;
+            float *dqa = w->dqa + (size_t)r * dk, *dka = w->dka + (size_t)r * dk;
+            double *dGa = w->dGa + (size_t)r * dk, *dGend = w->dGend;
             float db = 0.f;
 #pragma omp simd reduction(+ : db)
             for (int c = 0; c < dk; c++) {
@@ -602,10 +605,13 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
                 const float dkgi = eGk[c] * dkg[c];
                 dqa[c] = dqi;
                 dka[c] = dkbi + dkgi;
-                dGa[c] = qr[c] * dqi + kr[c] * (dkbi - dkgi);
+                /* the Kg term leaves row r and joins the last row: the same value both
+                 * ways, so rows that both lie in a reverse cumsum cancel exactly */
+                const double tg = (double)(kr[c] * dkgi);
+                dGa[c] = (double)(qr[c] * dqi + kr[c] * dkbi) - tg;
+                dGend[c] += tg;
                 db = FMA(kr[c], ekb, db);
             }
-            for (int c = 0; c < dk; c++) w->dGend[c] = FMA(kr[c], eGk[c] * dkg[c], w->dGend[c]);
             const float *ybr = Yb + (size_t)r * dv;
             float *dvr = gr->dv + rowv(d, b, t0 + r, h);
             float dbv = 0.f;
@@ -622,26 +628,27 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
         else intra_bwd_gdn(in, b, h, t0, n, C, w);
         /* dG_end joins the last row; dg = reverse cumsum of dG; write out */
         {
-            float *dGl = w->dGa + (size_t)(n - 1) * dk;
+            double *dGl = w->dGa + (size_t)(n - 1) * dk;
             for (int c = 0; c < dk; c++) dGl[c] += w->dGend[c];
         }
         if (kda) {
-            for (int r = n - 2; r >= 0; r--) {
-                float *a = w->dGa + (size_t)r * dk;
-                const float *nx = w->dGa + (size_t)(r + 1) * dk;
-                for (int c = 0; c < dk; c++) a[c] += nx[c];
-            }
-            for (int r = 0; r < n; r++)
-                memcpy(gr->dg + rowk(d, b, t0 + r, h), w->dGa + (size_t)r * dk,
-                       (size_t)dk * sizeof(float));
-        } else {
-            float acc = 0.f;
             for (int r = n - 1; r >= 0; r--) {
-                const float *a = w->dGa + (size_t)r * dk;
-                float s = w->dGs[r];
+                double *a = w->dGa + (size_t)r * dk;
+                float *out = gr->dg + rowk(d, b, t0 + r, h);
+                if (r < n - 1) {
+                    const double *nx = w->dGa + (size_t)(r + 1) * dk;
+                    for (int c = 0; c < dk; c++) a[c] += nx[c];
+                }
+                for (int c = 0; c < dk; c++) out[c] = (float)a[c];
+            }
+        } else {
+            double acc = 0.;
+            for (int r = n - 1; r >= 0; r--) {
+                const double *a = w->dGa + (size_t)r * dk;
+                double s = w->dGs[r];
                 for (int c = 0; c < dk; c++) s += a[c];
                 acc += s;
-                gr->dg[rows(d, b, t0 + r, h)] = acc;
+                gr->dg[rows(d, b, t0 + r, h)] = (float)acc;
             }
         }
         for (int r = 0; r < n; r++) {

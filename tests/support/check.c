@@ -125,3 +125,48 @@ double t_fd(t_lossfn f, void *ctx, double *x, size_t i, double h) {
     x[i] = x0;
     return (fp - fm) / (2 * h);
 }
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void t_tmpdir(char *buf, size_t n) {
+    snprintf(buf, n, "/tmp/dormouse-test-XXXXXX");
+    if (!mkdtemp(buf)) { perror("mkdtemp"); abort(); }
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb; (void)flag; (void)f;
+    return remove(p);
+}
+
+void t_rmtree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+int t_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int t_run(const char *cmd, char *err, size_t errlen) {
+    char errpath[] = "/tmp/dormouse-test-err-XXXXXX";
+    int fd = mkstemp(errpath);
+    if (fd < 0) { perror("mkstemp"); abort(); }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        freopen("/dev/null", "w", stdout);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (err && errlen) {
+        lseek(fd, 0, SEEK_SET);
+        ssize_t got = read(fd, err, errlen - 1);
+        err[got > 0 ? got : 0] = 0;
+    }
+    close(fd);
+    unlink(errpath);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}

@@ -46,4 +46,14 @@ int t_all_finite(const float *a, size_t n);
 typedef double (*t_lossfn)(void *ctx);
 double t_fd(t_lossfn f, void *ctx, double *x, size_t i, double h);
 
+/* ---- files and processes ---- */
+/* A fresh directory under /tmp (path written into buf). */
+void t_tmpdir(char *buf, size_t n);
+/* rm -rf path */
+void t_rmtree(const char *path);
+int t_exists(const char *path);
+/* Run `sh -c cmd`; returns the exit status (128+sig if killed by a signal) and the first
+ * errlen-1 bytes of its stderr in err (when err != NULL). stdout goes to /dev/null. */
+int t_run(const char *cmd, char *err, size_t errlen);
+
 #endif

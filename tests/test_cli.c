@@ -1,0 +1,137 @@
+/* test_cli.c — the `dormouse` command on bad input: each case a clear one-line error,
+ * exit code 2, no crash, no partial output files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
+#define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
+             "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set eval_window=1024 " \
+             "--set warmup_steps=1 --set log_every=1 --set threads=1"
+
+/* Run cmd; expect exit `code`, a single stderr line containing `needle`. */
+static void expect(const char *cmd, int code, const char *needle) {
+    char err[4096];
+    int rc = t_run(cmd, err, sizeof err);
+    int lines = 0;
+    for (const char *p = err; *p; p++) lines += *p == '\n';
+    printf("  [%d] %s\n       -> %s", rc, cmd, err[0] ? err : "(no stderr)\n");
+    CHECKF(rc == code, "exit %d, expected %d: %s", rc, code, cmd);
+    CHECKF(rc < 128, "killed by signal %d: %s", rc - 128, cmd);
+    CHECKF(strstr(err, needle) != NULL, "stderr lacks '%s': %s", needle, err);
+    CHECKF(lines == 1, "expected one line of error, got %d", lines);
+}
+
+TEST(cli_bad_corpus) {
+    char d[256], cmd[2048], run[512], f[512];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s/missing.txt --out %s " TINY, d, run);
+    expect(cmd, 2, "not found");
+    CHECKF(!t_exists(run), "run directory created for a failed run");
+    snprintf(f, sizeof f, "%s/empty.txt", d);
+    fclose(fopen(f, "w"));
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY, f, run);
+    expect(cmd, 2, "empty");
+    CHECK(!t_exists(run));
+    snprintf(f, sizeof f, "%s/small.txt", d);
+    FILE *fp = fopen(f, "w");
+    for (int i = 0; i < 100; i++) fputs("In the beginning. ", fp); /* 1800 bytes < 1024+33+... */
+    fclose(fp);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY " --set eval_window=1800", f, run);
+    expect(cmd, 2, "too small");
+    CHECK(!t_exists(run));
+    snprintf(f, sizeof f, "%s/emptydir", d);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && " DM_CLI " train --data %s --out %s " TINY, f, f, run);
+    expect(cmd, 2, "no regular files");
+    t_rmtree(d);
+}
+
+TEST(cli_bad_flags_and_keys) {
+    char d[256], cmd[2048], run[512];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --set no_such_key=3", run);
+    expect(cmd, 2, "no_such_key");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --set n_head=0", run);
+    expect(cmd, 2, "n_head");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --set mixer=mamba", run);
+    expect(cmd, 2, "kda|gdn");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --set head_dim=32", run);
+    expect(cmd, 2, "head_dim");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --set lr", run);
+    expect(cmd, 2, "key=value");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --bogus", run);
+    expect(cmd, 2, "unknown option --bogus");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s --until", run);
+    expect(cmd, 2, "needs a value");
+    snprintf(cmd, sizeof cmd, "echo '{\"d_model\": \"wide\"}' > %s/c.json && " DM_CLI
+             " train --out %s --config %s/c.json", d, run, d);
+    expect(cmd, 2, "d_model");
+    snprintf(cmd, sizeof cmd, "echo 'not json' > %s/c.json && " DM_CLI
+             " train --out %s --config %s/c.json", d, run, d);
+    expect(cmd, 2, "JSON");
+    CHECK(!t_exists(run));
+    expect(DM_CLI " frobnicate", 2, "unknown command");
+    expect(DM_CLI " sample", 2, "missing CKPT");
+    expect(DM_CLI " sample x --temperature -1", 2, "--temperature");
+    t_rmtree(d);
+}
+
+TEST(cli_bad_checkpoints) {
+    char d[256], cmd[4096], run[512], err[4096];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY " --set steps=2", CORPUS, run);
+    int rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0, "tiny training run failed (%d): %s", rc, err);
+    /* the good checkpoint evaluates */
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s --data %s", run, CORPUS);
+    CHECK(t_run(cmd, err, sizeof err) == 0);
+    /* truncated */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/trunc && cp %s/ckpt-00000002/model.safetensors %s/trunc/ && "
+             "truncate -s -1000 %s/trunc/model.safetensors && " DM_CLI " eval %s/trunc",
+             d, run, d, d, d);
+    expect(cmd, 2, "model.safetensors");
+    /* truncated inside the header */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/trunc2 && head -c 100 %s/ckpt-00000002/model.safetensors > "
+             "%s/trunc2/model.safetensors && " DM_CLI " eval %s/trunc2", d, run, d, d);
+    expect(cmd, 2, "not a safetensors checkpoint");
+    /* not a checkpoint at all */
+    snprintf(cmd, sizeof cmd, "echo 'hello world, not a checkpoint' > %s/x.safetensors && " DM_CLI
+             " eval %s/x.safetensors", d, d);
+    expect(cmd, 2, "not a safetensors checkpoint");
+    snprintf(cmd, sizeof cmd, DM_CLI " sample %s/nothing-here", d);
+    expect(cmd, 2, "not found");
+    /* config that disagrees with the flags */
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s --set d_model=64", run);
+    expect(cmd, 2, "d_model");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s --set n_layer=3", run);
+    expect(cmd, 2, "n_layer");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s/nothing", d);
+    expect(cmd, 2, "not a run directory");
+    /* nothing was written into the run by the failed commands */
+    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 5", run);
+    CHECKF(t_run(cmd, NULL, 0) == 0, "run directory changed by failed commands");
+    t_rmtree(d);
+}
+
+TEST(cli_help_and_sample) {
+    char d[256], cmd[4096], err[4096];
+    t_tmpdir(d, sizeof d);
+    CHECK(t_run(DM_CLI " --help", err, sizeof err) == 0);
+    CHECK(t_run(DM_CLI " train --help | grep -q retract_every", err, sizeof err) == 0);
+    CHECK(t_run(DM_CLI " eval --help", err, sizeof err) == 0);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s/run " TINY " --set steps=2 && "
+             DM_CLI " sample %s/run --len 20 --prompt Amen --seed 3 > %s/s1 && "
+             DM_CLI " sample %s/run --len 20 --prompt Amen --seed 3 > %s/s2 && cmp %s/s1 %s/s2 && "
+             "test $(head -c 4 %s/s1) = Amen && test $(wc -c < %s/s1) -eq 25",
+             CORPUS, d, d, d, d, d, d, d, d, d);
+    int rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0, "sample: %d %s", rc, err);
+    t_rmtree(d);
+}
