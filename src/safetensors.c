@@ -161,12 +161,17 @@ dm_st_file *dm_st_open(const char *path, char *err, size_t errlen) {
         }
         double b = cJSON_GetArrayItem(of, 0)->valuedouble, en = cJSON_GetArrayItem(of, 1)->valuedouble;
         if (!cJSON_IsNumber(of->child) || !cJSON_IsNumber(of->child->next) || b < 0 || en < b ||
-            en > (double)sf->data_bytes || en - b != 4 * numel || (uint64_t)b % 4 != 0)
+            en - b != 4 * numel || (uint64_t)b % 4 != 0)
             goto bad_entry;
+        if (en > (double)sf->data_bytes) {
+            snprintf(err, errlen, "%s is truncated: tensor '%s' ends at data byte %.0f, the file holds %zu",
+                     path, e->string, en, sf->data_bytes);
+            goto fail;
+        }
         covered += (uint64_t)(en - b);
         continue;
     bad_entry:
-        snprintf(err, errlen, "%s: bad or truncated header entry '%s'", path, e->string);
+        snprintf(err, errlen, "%s: bad header entry '%s'", path, e->string);
         goto fail;
     }
     if (covered > sf->data_bytes) {

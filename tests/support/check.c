@@ -152,6 +152,8 @@ int t_run(const char *cmd, char *err, size_t errlen) {
     char errpath[] = "/tmp/dormouse-test-err-XXXXXX";
     int fd = mkstemp(errpath);
     if (fd < 0) { perror("mkstemp"); abort(); }
+    fflush(stdout); /* else the child's copy of the buffer is written again */
+    fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd, 2);
