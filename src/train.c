@@ -119,6 +119,15 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
         fprintf(stderr, "error: %s\n", err);
         goto done;
     }
+    if (!a->resume) {
+        char found[4200];
+        if (dm_ckpt_resolve(a->out, found, sizeof found, err, sizeof err) == 0) {
+            fprintf(stderr, "error: %s already holds a run (%s); continue it with --resume or "
+                            "choose another --out\n", a->out, found);
+            rc = 2;
+            goto done;
+        }
+    }
     /* inputs are good: only now does anything get written */
     if (mkdir_p(a->out) != 0) {
         fprintf(stderr, "error: cannot create run directory %s: %s\n", a->out, strerror(errno));

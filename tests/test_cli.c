@@ -112,6 +112,8 @@ TEST(cli_bad_checkpoints) {
     expect(cmd, 2, "d_model");
     snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s --set n_layer=3", run);
     expect(cmd, 2, "n_layer");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY, CORPUS, run);
+    expect(cmd, 2, "already holds a run");
     snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s/nothing", d);
     expect(cmd, 2, "not a run directory");
     /* nothing was written into the run by the failed commands */
