@@ -3,52 +3,10 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "vmath.h"
 
 #define GATE_PAR_MIN 8192 /* elements below which a parallel region does not pay */
 #define GATE_CB 16        /* channel block of the backward (parameter-gradient columns) */
-
-/* e^x in plain C that gcc vectorizes (libm's expf does not vectorize without -ffast-math).
- * Cephes polynomial after x = n ln2 + r; 2^n applied as 2^n1 * 2^n2 so that underflow to
- * denormals and overflow to inf round correctly; no float-to-int conversion (n is read
- * from the bits of the rounded sum). Max error 0.98 ulp over [-104, 89]; e^x = inf above
- * 88.72, 0 below -103.9, NaN stays NaN. Identical copy in act.c, gate.c, gatednorm.c, xent.c
- * (no shared header yet). */
-static inline float exp_v(float x) {
-    x = x > 89.0f ? 89.0f : x;
-    x = x < -104.0f ? -104.0f : x;
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float t = x * 1.44269504088896341f + magic;
-    float n = t - magic;
-    union { float f; uint32_t u; } bt = {t}, s1, s2;
-    uint32_t ni = bt.u - 0x4B400000u; /* n as two's complement, |n| <= 151 */
-    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    uint32_t n1 = (uint32_t)((int32_t)ni >> 1), n2 = ni - n1; /* both in the normal range */
-    s1.u = (n1 + 127u) << 23;
-    s2.u = (n2 + 127u) << 23;
-    return p * s1.f * s2.f;
-}
-
-/* log(1 + t) for t in [0, 1] (vectorizes): 2 atanh(s), s = t / (2 + t) in [0, 1/3], series
- * to s^15; no cancellation for small t. Max error 2.8 ulp. */
-static inline float log1p01(float t) {
-    float s = t / (2.0f + t), z = s * s;
-    float p = 1.0f / 15.0f;
-    p = p * z + 1.0f / 13.0f;
-    p = p * z + 1.0f / 11.0f;
-    p = p * z + 1.0f / 9.0f;
-    p = p * z + 1.0f / 7.0f;
-    p = p * z + 1.0f / 5.0f;
-    p = p * z + 1.0f / 3.0f;
-    p = p * z + 1.0f;
-    return 2.0f * s * p;
-}
 
 /* With e = exp(-|u|) (shared by both):
  * softplus(u) = log(1 + e^u) = max(u, 0) + log1p(e), never overflows (u > 20: exactly u);
@@ -59,7 +17,6 @@ static inline float softplus_e(float u, float e) {
 static inline float sigm_e(float u, float e) {
     return u >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
-static inline float sigm(float x) { return sigm_e(x, exp_v(-fabsf(x))); }
 
 /* f, g: [N,H,Cg]; A_log: [H]; dt_bias: [H,Cg];  u = f + dt_bias[h,c]
  *   lb == 0: g = -exp(A_log[h]) * softplus(u)

@@ -21,8 +21,16 @@ void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const flo
     const enum CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
     double flops = 2.0 * M * N * (K > 0 ? K : 1);
-    if (flops < 4e6 || omp_in_parallel()) {
+    if (omp_in_parallel()) { /* OpenBLAS runs it single-threaded here */
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (flops < 4e6) { /* one tile; keep OpenBLAS from threading it (it would above ~3e5) */
+#pragma omp parallel num_threads(1)
+        {
+            omp_set_num_threads(1); /* this region's task only: OpenBLAS reads it */
+            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        }
         return;
     }
     /* tiles of mb x nb, chosen from the shape only (never from the thread count) */

@@ -20,7 +20,7 @@
 /* ---- embedding (embed.c) ----
  * out[N,C] = table[tok[n], :]                       table: [V,C] */
 void dm_embed_fwd(float *out, const uint8_t *tok, const float *table, int N, int C);
-/* dtable[V,C] += sum_n onehot(tok[n]) x dout[n,:] */
+/* dtable[V,C] += sum_n onehot(tok[n]) x dout[n,:]   (V = 256: tok are bytes) */
 void dm_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C);
 
 /* ---- RMSNorm (rmsnorm.c) ----
@@ -51,7 +51,9 @@ void dm_matmul_bwd(float *din, float *dW, float *dbias, const float *dout, const
 void dm_silu_fwd(float *y, const float *x, size_t n);                  /* y = x*sigmoid(x) */
 void dm_silu_bwd(float *dx, const float *dy, const float *x, size_t n);
 void dm_sigmoid_fwd(float *y, const float *x, size_t n);
-void dm_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n); /* from output y */
+/* from the output y: where y rounds to 1 (x > ~16.6) the float gradient y(1-y) loses
+ * its relative precision; inherent to a backward from y */
+void dm_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n);
 void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n); /* h = silu(a)*b */
 void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
                    size_t n);
@@ -68,7 +70,7 @@ void dm_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const fl
  * x, y: [R,D] (R = rows = N*H, one head-vector per row);
  * y = x * rn[r],  rn[r] = 1/sqrt(sum_d x^2 + eps) */
 void dm_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, float eps);
-/* dx = rn * (dy - (dy.y) y) */
+/* dx = rn * (dy - (dy.y) y);  dx may == dy */
 void dm_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn, int R, int D);
 
 /* ---- forget gate in log space (gate.c) ----
@@ -78,7 +80,7 @@ void dm_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn, 
  *   lb <  0: g = lb * sigmoid(exp(A_log[h]) * u)          (in (lb, 0)) */
 void dm_gate_fwd(float *g, const float *f, const float *A_log, const float *dt_bias, int N,
                  int H, int Cg, float lb);
-/* df[N,H,Cg] = ;  dA_log[H] += ;  ddt_bias[H,Cg] += */
+/* df[N,H,Cg] = ;  dA_log[H] += ;  ddt_bias[H,Cg] += ;  df may == dg */
 void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, const float *f,
                  const float *A_log, const float *dt_bias, int N, int H, int Cg, float lb);
 
@@ -89,7 +91,8 @@ void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, con
 enum { DM_GATE_SIGMOID = 0, DM_GATE_SWISH = 1 };
 void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
                       int R, int D, float eps, int act);
-/* do_[R,D] = ;  dz[R,D] = ;  dw[D] += */
+/* do_[R,D] = ;  dz[R,D] = ;  dw[D] +=   (dz is used as scratch: it must not alias
+ * do_, dy, o or z) */
 void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
                       const float *z, const float *w, const float *rstd, int R, int D, int act);
 

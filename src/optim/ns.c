@@ -145,9 +145,11 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
         /* one thread, or fewer big slices than threads: in order, sgemm uses the threads */
         for (int i = 0; i < n; i++) dm_ns_slice(NS_OUT(i), NS_IN(i), rows, cols, s, work + i * ws);
     } else if (n > 1) {
-        /* one slice per thread; sgemm sees omp_in_parallel() and stays single-threaded */
+        /* one slice per thread; sgemm sees omp_in_parallel() and stays single-threaded.
+         * Dynamic: a core slowed by another process does not hold the others back; the
+         * bits do not depend on which thread runs a slice. */
         int use = nt < n ? nt : n;
-#pragma omp parallel for schedule(static) num_threads(use)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
         for (int i = 0; i < n; i++) dm_ns_slice(NS_OUT(i), NS_IN(i), rows, cols, s, work + i * ws);
     } else {
         /* one small slice: run it on one thread of an ACTIVE region so sgemm stays

@@ -150,7 +150,7 @@ int dm_retract_stiefel(float *W, const float *s, int n, int rows, int cols, floa
     /* several slices: one per thread; a lone small slice: one thread of an active region
      * (the other idles), so its sgemm stays single-threaded as in a batch */
     int use = n < 2 ? 2 : (nt < n ? nt : n);
-#pragma omp parallel for schedule(static) num_threads(use) reduction(+ : bad)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use) reduction(+ : bad)
     for (int i = 0; i < n; i++) bad += stiefel_one(W, s, i, rows, cols, work, resid);
     return bad;
 }

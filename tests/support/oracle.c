@@ -7,7 +7,8 @@
 
 static double o_sig(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-static double o_softplus(double x) { return x > 30.0 ? x : log(1.0 + exp(x)); }
+/* log(1 + e^x), exact in double on both sides (log(1 + e^x) would round to 0 below -37) */
+static double o_softplus(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
 
 void o_embed(double *out, const uint8_t *tok, const double *table, int N, int C) {
     for (int n = 0; n < N; n++)
