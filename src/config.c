@@ -236,7 +236,14 @@ int dm_config_get(const dm_config *c, const char *key, char *buf, size_t buflen)
     case K_ENUM: choice_name(k->choices, *(const int *)p, buf, buflen); break;
     case K_BOOL: snprintf(buf, buflen, "%s", *(const int *)p ? "true" : "false"); break;
     case K_U64: snprintf(buf, buflen, "%" PRIu64, *(const uint64_t *)p); break;
-    case K_FLOAT: snprintf(buf, buflen, "%.9g", (double)*(const float *)p); break;
+    case K_FLOAT: { /* the shortest text that reads back as the same float */
+        float v = *(const float *)p;
+        for (int prec = 6; prec <= 9; prec++) {
+            snprintf(buf, buflen, "%.*g", prec, (double)v);
+            if (strtof(buf, NULL) == v) break;
+        }
+        break;
+    }
     case K_LONG: snprintf(buf, buflen, "%ld", *(const long *)p); break;
     default: snprintf(buf, buflen, "%d", *(const int *)p); break;
     }
