@@ -4,13 +4,15 @@
  *
  * Prints one TSV row per measurement (header first):
  *   date  what  T  impl  ms  ns_per_token  ratio
- *   what          kda.fwd | kda.bwd | kda.fwd+bwd | gdn.* (bwd includes nothing else)
- *   impl          ref | chunkC (forward keeps the chunk states hs, backward uses them)
- *                 | chunkC-recompute (no hs: the backward reruns the forward scan)
- *   ms            best of `reps` wall-clock runs of the whole call, all threads
+ *   what          kda.fwd | kda.bwd | kda.fwd+bwd | gdn.*
+ *   impl          ref | chunkC (the forward keeps its saved data, the backward uses it)
+ *                 | chunkC-recompute (nothing saved: the backward reruns the forward scan)
+ *   ms            wall-clock time of the whole call on all threads, median over rounds;
+ *                 all variants run interleaved round by round, so drift hits them alike
  *   ns_per_token  ms / (B*T*H) in ns: per token and head, so flat = linear in T
- *   ratio         ref ms / impl ms of the same row kind and T (speed-up; 1 for ref)
- * Usage: bench_delta [--quick] [--T N]... [--reps N] [--dh N] [--chunk C]... */
+ *   ratio         speed-up over the reference: median over rounds of ref ms / impl ms
+ * Usage: bench_delta [--quick] [--T N]... [--chunk C]... [--rounds N] [--dh N]
+ * Run with OMP_WAIT_POLICY=passive (as the tests do). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -81,46 +83,75 @@ static void prob_free(prob *p) {
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
 }
 
-typedef struct { double fwd, bwd, both; } times;
+/* One implementation under test: reference (C == 0) or chunked with chunk C, with the
+ * forward's saved data handed to the backward (saved != NULL) or not (recompute). */
+typedef struct {
+    char name[32];
+    int C, recompute;
+    float *work, *wf, *saved;
+    double *t[3]; /* per round: fwd, bwd, fwd+bwd seconds */
+} impl;
 
-/* impl: 0 = reference; C > 0 = chunked with chunk C; recompute: no hs */
-static times run(prob *p, int C, int recompute, int nt, int reps) {
-    const dm_delta_dims *d = &p->d;
-    times best = {1e30, 1e30, 1e30};
-    float *work, *wf = NULL, *hs = NULL;
+static void impl_init(impl *m, const dm_delta_dims *d, int C, int recompute, int nt, int rounds) {
+    memset(m, 0, sizeof *m);
+    m->C = C;
+    m->recompute = recompute;
     if (C == 0) {
-        work = falloc(dm_delta_ref_bwd_work(d, nt));
+        snprintf(m->name, sizeof m->name, "ref");
+        m->work = falloc(dm_delta_ref_bwd_work(d, nt));
     } else {
-        work = falloc(dm_delta_chunk_bwd_work(d, C, nt));
-        wf = falloc(dm_delta_chunk_fwd_work(d, C, nt));
-        if (!recompute) hs = falloc(dm_delta_chunk_states(d, C));
+        snprintf(m->name, sizeof m->name, recompute ? "chunk%d-recompute" : "chunk%d", C);
+        m->work = falloc(dm_delta_chunk_bwd_work(d, C, nt));
+        m->wf = falloc(dm_delta_chunk_fwd_work(d, C, nt));
+        if (!recompute) m->saved = falloc(dm_delta_chunk_saved(d, C));
     }
-    for (int r = 0; r < reps + 1; r++) { /* first run warms up */
-        double t0 = now();
-        if (C == 0) dm_delta_ref_fwd(d, p->q, p->k, p->v, p->g, p->beta, NULL, p->o, p->hT, nt);
-        else dm_delta_chunk_fwd(d, C, p->q, p->k, p->v, p->g, p->beta, NULL, p->o, p->hT, hs, wf, nt);
-        double t1 = now();
-        if (C == 0)
-            dm_delta_ref_bwd(d, p->q, p->k, p->v, p->g, p->beta, NULL, p->dO, NULL, p->dq, p->dk,
-                             p->dv, p->dg, p->db, p->dh0, work, nt);
-        else
-            dm_delta_chunk_bwd(d, C, p->q, p->k, p->v, p->g, p->beta, NULL, hs, p->dO, NULL, p->dq,
-                               p->dk, p->dv, p->dg, p->db, p->dh0, work, nt);
-        double t2 = now();
-        if (r == 0) continue;
-        if (t1 - t0 < best.fwd) best.fwd = t1 - t0;
-        if (t2 - t1 < best.bwd) best.bwd = t2 - t1;
-        if (t2 - t0 < best.both) best.both = t2 - t0;
+    for (int k = 0; k < 3; k++) m->t[k] = calloc((size_t)rounds, sizeof(double));
+}
+
+static void impl_free(impl *m) {
+    free(m->work); free(m->wf); free(m->saved);
+    for (int k = 0; k < 3; k++) free(m->t[k]);
+}
+
+static void impl_run(impl *m, prob *p, int nt, int round) {
+    const dm_delta_dims *d = &p->d;
+    double t0 = now();
+    if (m->C == 0) dm_delta_ref_fwd(d, p->q, p->k, p->v, p->g, p->beta, NULL, p->o, p->hT, nt);
+    else dm_delta_chunk_fwd(d, m->C, p->q, p->k, p->v, p->g, p->beta, NULL, p->o, p->hT, m->saved,
+                            m->wf, nt);
+    double t1 = now();
+    if (m->C == 0)
+        dm_delta_ref_bwd(d, p->q, p->k, p->v, p->g, p->beta, NULL, p->dO, NULL, p->dq, p->dk, p->dv,
+                         p->dg, p->db, p->dh0, m->work, nt);
+    else
+        dm_delta_chunk_bwd(d, m->C, p->q, p->k, p->v, p->g, p->beta, NULL, m->saved, p->dO, NULL,
+                           p->dq, p->dk, p->dv, p->dg, p->db, p->dh0, m->work, nt);
+    double t2 = now();
+    if (round >= 0) {
+        m->t[0][round] = t1 - t0;
+        m->t[1][round] = t2 - t1;
+        m->t[2][round] = t2 - t0;
     }
-    free(work); free(wf); free(hs);
-    return best;
+}
+
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(const double *x, int n) {
+    double *c = malloc(sizeof(double) * (size_t)n);
+    memcpy(c, x, sizeof(double) * (size_t)n);
+    qsort(c, (size_t)n, sizeof(double), cmpd);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
 }
 
 int main(int argc, char **argv) {
-    int Tlist[8] = {512, 2048, 8192}, nT = 3, reps = 3, dh = 64;
+    int Tlist[8] = {512, 2048, 8192}, nT = 3, rounds = 5, dh = 64;
     int Clist[4] = {64, 32}, nC = 2, userT = 0, userC = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) { Tlist[0] = 512; Tlist[1] = 2048; nT = 2; reps = 2; }
+        if (!strcmp(argv[i], "--quick")) { Tlist[0] = 512; Tlist[1] = 2048; nT = 2; rounds = 3; }
         else if (!strcmp(argv[i], "--T") && i + 1 < argc) {
             if (!userT) nT = 0;
             userT = 1;
@@ -129,56 +160,59 @@ int main(int argc, char **argv) {
             if (!userC) nC = 0;
             userC = 1;
             if (nC < 4) Clist[nC++] = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dh") && i + 1 < argc) dh = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--T N]... [--chunk C]... [--reps N] [--dh N]\n", argv[0]); return 2; }
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--T N]... [--chunk C]... [--rounds N] [--dh N]\n",
+                    argv[0]);
+            return 2;
+        }
     }
+    if (rounds < 1) rounds = 1;
     const int nt = omp_get_max_threads();
     const int B = 1, H = 2 * nt;
     char date[32];
     time_t tt = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", localtime(&tt));
-    fprintf(stderr, "# bench_delta: threads %d, B %d, H %d, dk = dv = %d, best of %d\n", nt, B, H,
-            dh, reps);
+    fprintf(stderr,
+            "# bench_delta: threads %d, B %d, H %d, dk = dv = %d; variants interleaved round by "
+            "round, median of %d rounds; ratio = median over rounds of ref/impl\n",
+            nt, B, H, dh, rounds);
     printf("date\twhat\tT\timpl\tms\tns_per_token\tratio\n");
     for (int scalar = 0; scalar < 2; scalar++)
         for (int it = 0; it < nT; it++) {
             const int T = Tlist[it];
             prob p;
             prob_init(&p, B, T, H, dh, scalar);
-            const char *dl = dm_delta_chunk_supports(&p.d, 64, NULL) ? NULL : "unsupported";
-            (void)dl;
-            times ref = run(&p, 0, 0, nt, reps);
-            const double tok = (double)B * T * H;
-            const char *mix = scalar ? "gdn" : "kda";
-            struct { const char *impl; times t; } rows[1 + 2 * 4];
-            int nr = 0;
-            rows[nr].impl = "ref";
-            rows[nr++].t = ref;
-            static char names[8][32];
+            impl m[1 + 2 * 4];
+            int nm = 0;
+            impl_init(&m[nm++], &p.d, 0, 0, nt, rounds);
             for (int ic = 0; ic < nC; ic++) {
-                const int C = Clist[ic];
                 const char *why;
-                if (!dm_delta_chunk_supports(&p.d, C, &why)) {
-                    fprintf(stderr, "# chunk %d: %s\n", C, why);
+                if (!dm_delta_chunk_supports(&p.d, Clist[ic], &why)) {
+                    fprintf(stderr, "# chunk %d: %s\n", Clist[ic], why);
                     continue;
                 }
-                snprintf(names[2 * ic], 32, "chunk%d", C);
-                rows[nr].impl = names[2 * ic];
-                rows[nr++].t = run(&p, C, 0, nt, reps);
-                snprintf(names[2 * ic + 1], 32, "chunk%d-recompute", C);
-                rows[nr].impl = names[2 * ic + 1];
-                rows[nr++].t = run(&p, C, 1, nt, reps);
+                impl_init(&m[nm++], &p.d, Clist[ic], 0, nt, rounds);
+                impl_init(&m[nm++], &p.d, Clist[ic], 1, nt, rounds);
             }
-            for (int kind = 0; kind < 3; kind++)
-                for (int r = 0; r < nr; r++) {
-                    double ms = (kind == 0 ? rows[r].t.fwd : kind == 1 ? rows[r].t.bwd : rows[r].t.both) * 1e3;
-                    double rms = (kind == 0 ? ref.fwd : kind == 1 ? ref.bwd : ref.both) * 1e3;
-                    printf("%s\t%s.%s\t%d\t%s\t%.3f\t%.1f\t%.2f\n", date, mix,
-                           kind == 0 ? "fwd" : kind == 1 ? "bwd" : "fwd+bwd", T, rows[r].impl, ms,
-                           ms * 1e6 / tok, rms / ms);
+            for (int i = 0; i < nm; i++) impl_run(&m[i], &p, nt, -1); /* warm-up */
+            for (int r = 0; r < rounds; r++)
+                for (int i = 0; i < nm; i++) impl_run(&m[i], &p, nt, r);
+            const double tok = (double)B * T * H;
+            const char *mix = scalar ? "gdn" : "kda";
+            static const char *kind[3] = {"fwd", "bwd", "fwd+bwd"};
+            double *ratio = malloc(sizeof(double) * (size_t)rounds);
+            for (int k = 0; k < 3; k++)
+                for (int i = 0; i < nm; i++) {
+                    for (int r = 0; r < rounds; r++) ratio[r] = m[0].t[k][r] / m[i].t[k][r];
+                    const double ms = median(m[i].t[k], rounds) * 1e3;
+                    printf("%s\t%s.%s\t%d\t%s\t%.3f\t%.1f\t%.2f\n", date, mix, kind[k], T,
+                           m[i].name, ms, ms * 1e6 / tok, median(ratio, rounds));
                 }
             fflush(stdout);
+            free(ratio);
+            for (int i = 0; i < nm; i++) impl_free(&m[i]);
             prob_free(&p);
         }
     return 0;

@@ -89,7 +89,7 @@ static void run_ref(const prob *p, outs *o) {
 /* chunked forward + backward; use_hs: pass the forward's chunk states to the backward */
 static void run_chunk(const prob *p, int C, int use_hs, int nthreads, outs *o) {
     const dm_delta_dims *d = &p->d;
-    float *hs = use_hs ? t_alloc(dm_delta_chunk_states(d, C)) : NULL;
+    float *hs = use_hs ? t_alloc(dm_delta_chunk_saved(d, C)) : NULL;
     float *wf = t_alloc(dm_delta_chunk_fwd_work(d, C, nthreads));
     float *wb = t_alloc(dm_delta_chunk_bwd_work(d, C, nthreads));
     dm_delta_chunk_fwd(d, C, p->q, p->k, p->v, p->g, p->beta, p->h0, o->x[O_O], o->x[O_HT], hs,
@@ -329,6 +329,29 @@ TEST(delta_chunk_vs_double_truth) {
             for (int a = 0; a < NOUT; a++) free(tr[a]);
             outs_free(&r);
             outs_free(&ch);
+            prob_free(&p);
+        }
+}
+
+/* Forward and backward bitwise equal with 1, 2 and 3 threads, with and without the saved
+ * data; and the saved path equal to the recompute path. */
+TEST(delta_chunk_deterministic_threads) {
+    for (int scalar = 0; scalar < 2; scalar++)
+        for (int ic = 0; ic < 3; ic++) {
+            prob p;
+            prob_init(&p, 2, 200, 3, 64, 64, scalar, GATE_MILD, 1, (uint64_t)(555 + scalar));
+            outs o[4];
+            const int nts[4] = {1, 2, 3, 2};
+            for (int r = 0; r < 4; r++) {
+                outs_alloc(&o[r], &p);
+                run_chunk(&p, Cs[ic], r < 3, nts[r], &o[r]);
+            }
+            for (int r = 1; r < 4; r++)
+                for (int a = 0; a < NOUT; a++)
+                    CHECKF(memcmp(o[0].x[a], o[r].x[a], o[0].n[a] * sizeof(float)) == 0,
+                           "%s C=%d: %s differs (1 thread vs %d threads%s)", scalar ? "GDN" : "KDA",
+                           Cs[ic], out_name[a], nts[r], r == 3 ? ", recompute" : "");
+            for (int r = 0; r < 4; r++) outs_free(&o[r]);
             prob_free(&p);
         }
 }

@@ -37,28 +37,30 @@ void dm_delta_ref_bwd(const dm_delta_dims *d, const float *q, const float *k, co
  * in-chunk cumulative gates in double; exact pairwise decays; (b,h) pairs over threads,
  * bitwise independent of nthreads. chunk in {16, 32, 64}; any T (a partial last chunk is
  * ordinary input).
- * hs (optional) [B, H, nc, dk, dv], nc = ceil(T/chunk): the state at the start of every
- * chunk. The forward writes it when hs != NULL; the backward uses it when hs != NULL and
- * otherwise reruns the forward scan itself (same bits either way). */
+ * saved (optional): what the forward keeps for the backward, dm_delta_chunk_saved()
+ * floats: per (b,h) pair the state at the start of every chunk [nc, dk, dv] (nc =
+ * ceil(T/chunk)) and the corrected values v_new = (I+L)^-1 (beta.v - Kb h) [T, dv].
+ * The forward writes it when saved != NULL; the backward uses it when saved != NULL and
+ * otherwise reruns the forward scan itself first (same bits either way). */
 
 /* 1 if the chunked kernel handles these dims and chunk size; else 0 with a reason
  * (a static string) in *why (why may be NULL). */
 int dm_delta_chunk_supports(const dm_delta_dims *d, int chunk, const char **why);
-/* Floats of hs for these dims. */
-size_t dm_delta_chunk_states(const dm_delta_dims *d, int chunk);
+/* Floats of the saved buffer for these dims: B*H*(nc*dk*dv + T*dv). */
+size_t dm_delta_chunk_saved(const dm_delta_dims *d, int chunk);
 /* Scratch sizes in floats (nthreads slices; 64-byte aligned work is fastest). */
 size_t dm_delta_chunk_fwd_work(const dm_delta_dims *d, int chunk, int nthreads);
 size_t dm_delta_chunk_bwd_work(const dm_delta_dims *d, int chunk, int nthreads);
 
-/* o = forward(q,k,v,g,beta,h0); hT and hs written when non-NULL; h0 NULL = zero state. */
+/* o = forward(q,k,v,g,beta,h0); hT and saved written when non-NULL; h0 NULL = zero state. */
 void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
                         const float *v, const float *g, const float *beta, const float *h0,
-                        float *o, float *hT, float *hs, float *work, int nthreads);
+                        float *o, float *hT, float *saved, float *work, int nthreads);
 /* Backward, same outputs as dm_delta_ref_bwd (overwrites dq, dk, dv, dg, dbeta; dh0 when
- * non-NULL); hs from dm_delta_chunk_fwd or NULL. */
+ * non-NULL); saved from dm_delta_chunk_fwd or NULL. */
 void dm_delta_chunk_bwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
                         const float *v, const float *g, const float *beta, const float *h0,
-                        const float *hs, const float *dO, const float *dhT, float *dq,
+                        const float *saved, const float *dO, const float *dhT, float *dq,
                         float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
                         int nthreads);
 /* ==== end of the chunked section ==================================================== */

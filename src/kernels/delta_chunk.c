@@ -2,7 +2,8 @@
  * docs/kda.md sections 3-5 and 7; DESIGN.md section 4; declarations at the end of
  * kernels/delta.h. Same semantics and layout as the reference (delta_ref.c):
  *   q,k [B,T,H,dk]  v,o,dO [B,T,H,dv]  g [B,T,H,dk] (KDA) or [B,T,H] (GDN)  beta [B,T,H]
- *   h0,hT,dhT,dh0 [B,H,dk,dv]   hs (optional) [B,H,nc,dk,dv], nc = ceil(T/C)
+ *   h0,hT,dhT,dh0 [B,H,dk,dv]   saved (optional): per pair [nc,dk,dv] chunk-start
+ *   states and [T,dv] rows of Dl, nc = ceil(T/C)
  *
  * Per (b,h) pair and chunk of n <= C tokens (rows r = 0..n-1), h = state at chunk start:
  *   G_r   = sum_{i<=r} g_i                       cumulative gate, in DOUBLE
@@ -24,13 +25,13 @@
  *   then the elementwise chains (Qs, Kb, Kg, beta.V), the pairwise terms of A and L, and
  *   dg = reverse cumsum of dG within the chunk.
  *
- * fp32 throughout except the cumulative gates. Matrix products through cblas_sgemm
- * (single-threaded inside our OpenMP region: one pool); (b,h) pairs over threads, each
- * pair serial: results are bitwise independent of the thread count.
- * The forward can keep the chunk-start states (hs) for the backward; without them the
- * backward reruns the forward scan first.
+ * fp32 throughout except the cumulative gates. Matrix products by a small register-tiled
+ * kernel of our own (mm, below: faster than cblas_sgemm at these sizes, see there); (b,h)
+ * pairs over threads, each pair serial: results are bitwise independent of the thread
+ * count.
+ * The forward can keep the chunk-start states and Dl for the backward ("saved"); without
+ * them the backward reruns the forward scan first.
  */
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -179,6 +180,158 @@ static inline float hsum(vf v) {
     return v[0];
 }
 
+/* out[i] = sum of the lanes of v[i], i < 8: a transposing tree (24 shuffles and adds for
+ * all eight, instead of 8 each) */
+static inline void hsum8(const vf v[8], float out[8]) {
+#if VL == 16
+    vf w4[4], z[2];
+    for (int p = 0; p < 4; p++)
+        w4[p] = __builtin_shufflevector(v[2 * p], v[2 * p + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
+                                        18, 19, 20, 21, 22, 23) +
+                __builtin_shufflevector(v[2 * p], v[2 * p + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
+                                        25, 26, 27, 28, 29, 30, 31);
+    for (int q = 0; q < 2; q++)
+        z[q] = __builtin_shufflevector(w4[2 * q], w4[2 * q + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17,
+                                       18, 19, 24, 25, 26, 27) +
+               __builtin_shufflevector(w4[2 * q], w4[2 * q + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20,
+                                       21, 22, 23, 28, 29, 30, 31);
+    const vf u = __builtin_shufflevector(z[0], z[1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24,
+                                         25, 28, 29) +
+                 __builtin_shufflevector(z[0], z[1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26,
+                                         27, 30, 31);
+    const vf f = __builtin_shufflevector(u, u, 0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12,
+                                         14) +
+                 __builtin_shufflevector(u, u, 1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13,
+                                         15);
+    float t[16];
+    vst(t, f);
+    memcpy(out, t, 8 * sizeof(float));
+#else
+    for (int i = 0; i < 8; i++) out[i] = hsum(v[i]);
+#endif
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* small matrix products                                                                  */
+/* The chunk's products are small (sides <= 2*64 and <= 256) and run once per chunk on one
+ * thread. A register-tiled kernel of our own beats cblas_sgemm here: no packing, no
+ * OpenBLAS buffer lock shared by the threads (measured: 2 threads calling sgemm at once
+ * lose 15-30% each), and no OpenBLAS threading when the caller runs us on one thread
+ * (which changed the last bits between 1 and 2 threads). Each C element is one fixed-order
+ * sum over k whatever the shape of the tile it falls in: bitwise reproducible. */
+
+#define MR 4                      /* rows per tile */
+#define NV (VL == 16 ? 4 : 2)     /* vectors per tile: 4 x 64 or 4 x 2VL accumulators */
+
+/* C[i][j] (=|+=) alpha * sum_k A(i,k) B[k][j] over a tile of mr <= MR rows and nv <= NV full
+ * vectors; A(i,k) = A[i*sai + k*sak]. Called with constant mr, nv (see mm_tiles) so that
+ * the accumulators live in registers. */
+static inline __attribute__((always_inline)) void mm_tile(int mr, int nv, int K, float alpha,
+                                                          const float *A, size_t sai, size_t sak,
+                                                          const float *B, size_t ldb, int beta,
+                                                          float *C, size_t ldc) {
+    vf acc[MR][NV];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[i][v] = vsplat(0.f);
+    for (int k = 0; k < K; k++) {
+        const float *bk = B + (size_t)k * ldb;
+        vf bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) bv[v] = vld(bk + v * VL);
+#pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            const vf a = vsplat(A[(size_t)i * sai + (size_t)k * sak]);
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++) acc[i][v] = vfma(a, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) {
+            float *c = C + (size_t)i * ldc + v * VL;
+            vf r = acc[i][v] * alpha;
+            if (beta) r += vld(c);
+            vst(c, r);
+        }
+}
+
+#define MM_ARGS K, alpha, A, sai, sak, B, ldb, beta, C, ldc
+static void mm_tiles(int mr, int nv, int K, float alpha, const float *A, size_t sai, size_t sak,
+                     const float *B, size_t ldb, int beta, float *C, size_t ldc) {
+    if (mr == MR) {
+        switch (nv) {
+        case 1: mm_tile(MR, 1, MM_ARGS); return;
+        case 2: mm_tile(MR, 2, MM_ARGS); return;
+#if NV == 4
+        case 3: mm_tile(MR, 3, MM_ARGS); return;
+        case 4: mm_tile(MR, 4, MM_ARGS); return;
+#endif
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        const float *Ai = A + (size_t)i * sai;
+        float *Ci = C + (size_t)i * ldc;
+        switch (nv) {
+        case 1: mm_tile(1, 1, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
+        case 2: mm_tile(1, 2, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
+#if NV == 4
+        case 3: mm_tile(1, 3, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
+        case 4: mm_tile(1, 4, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
+#endif
+        }
+    }
+}
+#undef MM_ARGS
+
+enum { TRI_NONE = 0, TRI_A_LOWER, TRI_A_UPPER, TRI_C_LOWER };
+
+/* C[M,N] = alpha op(A) op(B) + beta C (beta 0 or 1), row-major, cblas argument order.
+ * op(B) = B^T is first transposed into scratch (>= N*K floats). tri skips known zeros:
+ *   TRI_A_LOWER  op(A) is lower triangular (row i has k <= i only)
+ *   TRI_A_UPPER  op(A) is upper triangular (row i has k >= i only)
+ *   TRI_C_LOWER  only C[i][j] with j <= i is wanted (others may hold anything after) */
+static void mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc, float *scratch, int tri) {
+    if (M <= 0 || N <= 0) return;
+    const int bet = beta != 0.f;
+    if (tb) { /* B is [N, K]: scratch = B^T [K, N] */
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < K; k++) scratch[(size_t)k * N + j] = B[(size_t)j * ldb + k];
+        B = scratch;
+        ldb = N;
+    }
+    const size_t sai = ta ? 1 : (size_t)lda, sak = ta ? (size_t)lda : 1;
+    const int nvec = N / VL, jt = nvec * VL;
+    for (int i0 = 0; i0 < M; i0 += MR) {
+        const int mr = M - i0 < MR ? M - i0 : MR;
+        int k0 = 0, k1 = K, nve = nvec, je = N;
+        if (tri == TRI_A_LOWER && i0 + mr < K) k1 = i0 + mr;
+        if (tri == TRI_A_UPPER) k0 = i0 < K ? i0 : K;
+        if (tri == TRI_C_LOWER) {
+            je = i0 + mr < N ? i0 + mr : N;
+            nve = (je + VL - 1) / VL < nvec ? (je + VL - 1) / VL : nvec;
+        }
+        const float *Ai = A + (size_t)i0 * sai + (size_t)k0 * sak;
+        const float *Bk = B + (size_t)k0 * ldb;
+        for (int v0 = 0; v0 < nve; v0 += NV) {
+            const int nv = nve - v0 < NV ? nve - v0 : NV;
+            mm_tiles(mr, nv, k1 - k0, alpha, Ai, sai, sak, Bk + (size_t)v0 * VL, (size_t)ldb, bet,
+                     C + (size_t)i0 * ldc + (size_t)v0 * VL, (size_t)ldc);
+        }
+        for (int i = i0; i < i0 + mr; i++) /* columns past the last full vector */
+            for (int j = jt; j < je; j++) {
+                float acc = 0.f;
+                for (int k = k0; k < k1; k++)
+                    acc = FMA(A[(size_t)i * sai + (size_t)k * sak], B[(size_t)k * ldb + j], acc);
+                float *c = C + (size_t)i * ldc + j;
+                *c = bet ? alpha * acc + *c : alpha * acc;
+            }
+    }
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* support, sizes                                                                        */
 
@@ -198,8 +351,12 @@ static inline size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
 static inline int nchunks(const dm_delta_dims *d, int C) { return (d->T + C - 1) / C; }
 static inline int padk(int dk) { return (dk + VL - 1) / VL * VL; }
 
-size_t dm_delta_chunk_states(const dm_delta_dims *d, int chunk) {
-    return (size_t)d->B * d->H * nchunks(d, chunk) * d->dk * d->dv;
+/* per (b,h) pair: the chunk-start states [nc, dk, dv], then the rows of Dl [T, dv] */
+static size_t saved_pair(const dm_delta_dims *d, int C) {
+    return (size_t)nchunks(d, C) * d->dk * d->dv + (size_t)d->T * d->dv;
+}
+size_t dm_delta_chunk_saved(const dm_delta_dims *d, int chunk) {
+    return (size_t)d->B * d->H * saved_pair(d, chunk);
 }
 
 /* Per-thread workspace. All sizes in floats, each buffer 64-byte aligned relative to
@@ -224,6 +381,7 @@ typedef struct {
     float *Gm;    /* [C, C] GDN: exp(G_r - G_j), j <= r                        */
     float *Dl;    /* [C, dv] R, then (I+L)^-1 R                                */
     float *S;     /* [dk, dv] state                                            */
+    float *mmT;   /* scratch of mm for a transposed B                            */
     /* backward only */
     float *Dc;    /* [C(C+1)/2, dkp] KDA pairwise decays D_rj of the chunk     */
     float *Y;     /* [2n, dv]: dO rows 0..n-1, -dR rows n..2n-1                */
@@ -238,7 +396,7 @@ typedef struct {
     float *eGH;   /* [dk] e^{G_end} . rowsum(h . dh)                           */
     float *dba;   /* [C] dbeta                                                 */
     float *dgs;   /* [C] GDN pairwise terms in dg form                         */
-    float *hs;    /* [nc, dk, dv] chunk-start states (when the caller has none) */
+    float *hs;    /* [nc*dk*dv + T*dv] this pair's saved data (when the caller has none) */
 } ws_t;
 
 static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_t *w) {
@@ -274,6 +432,11 @@ static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_
     }
     TAKE(Dl, float, Cs * dv);
     TAKE(S, float, dk * dv);
+    {
+        size_t a = Cs > dk ? Cs : dk, b2 = dk > dv ? dk : dv;
+        if (dv > a) a = dv;
+        TAKE(mmT, float, a * (b2 > (size_t)dkp ? b2 : (size_t)dkp));
+    }
     if (bwd) {
         if (kda) TAKE(Dc, float, Cs * (Cs + 1) / 2 * dkp);
         TAKE(Y, float, 2 * Cs * dv);
@@ -288,7 +451,7 @@ static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_
         TAKE(eGH, float, dk);
         TAKE(dba, float, Cs);
         TAKE(dgs, float, Cs);
-        TAKE(hs, float, (size_t)nchunks(d, C) * dk * dv);
+        TAKE(hs, float, saved_pair(d, C));
     }
 #undef TAKE
     return off;
@@ -304,7 +467,9 @@ size_t dm_delta_chunk_bwd_work(const dm_delta_dims *d, int chunk, int nthreads) 
 /* Zero what must start as zero once per slice: the upper triangles of A / Lr (never
  * written) and the padding of every [., dkp] buffer (never written either). */
 static void ws_zero(const dm_delta_dims *d, int C, int bwd, float *base) {
-    memset(base, 0, ws_layout(d, C, bwd, NULL, NULL) * sizeof(float));
+    size_t n = ws_layout(d, C, bwd, NULL, NULL);
+    if (bwd) n -= al16(saved_pair(d, C)); /* hs, the last buffer, is written before read */
+    memset(base, 0, n * sizeof(float));
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -363,26 +528,37 @@ static void chunk_gates(const in_t *in, int b, int h, int t0, int n, ws_t *w) {
             double *Gr = w->Gd + (size_t)r * dk;
             for (int c = 0; c < dk; c++) Gr[c] = Gp[c] + (double)gr[c];
         }
-        const double *Ge = w->Gd + (size_t)(n - 1) * dk;
         for (int r = 0; r < n; r++) {
             const double *Gr = w->Gd + (size_t)r * dk;
-            float *eG = w->eG + (size_t)r * dk, *eGk = w->eGk + (size_t)r * dk;
             float *gh = w->Gh + (size_t)r * dkp, *gl = w->Gl + (size_t)r * dkp;
             for (int c = 0; c < dk; c++) {
-                eG[c] = dc_exp((float)Gr[c]);
-                eGk[c] = dc_exp((float)(Ge[c] - Gr[c]));
                 gh[c] = (float)Gr[c];
                 gl[c] = (float)(Gr[c] - (double)gh[c]);
             }
+        }
+        /* eG = exp(G_r), eGk = exp(G_end - G_r), arguments from the float pairs */
+        const float *ghe = w->Gh + (size_t)(n - 1) * dkp, *gle = w->Gl + (size_t)(n - 1) * dkp;
+        for (int r = 0; r < n; r++) {
+            const float *gh = w->Gh + (size_t)r * dkp, *gl = w->Gl + (size_t)r * dkp;
+            float eGp[CH_MAX_D + VL], eGkp[CH_MAX_D + VL];
+            for (int c = 0; c < dkp; c += VL) {
+                const vf ghc = vld(gh + c), glc = vld(gl + c);
+                vst(eGp + c, vexp(ghc + glc));
+                vst(eGkp + c, vexp((vld(ghe + c) - ghc) + (vld(gle + c) - glc)));
+            }
+            memcpy(w->eG + (size_t)r * dk, eGp, (size_t)dk * sizeof(float));
+            memcpy(w->eGk + (size_t)r * dk, eGkp, (size_t)dk * sizeof(float));
         }
         memcpy(w->eGend, w->eG + (size_t)(n - 1) * dk, (size_t)dk * sizeof(float));
     }
     float *Qs = w->X, *Kb = w->X + (size_t)n * dk;
     for (int r = 0; r < n; r++) {
-        const float *qr = w->Qp + (size_t)r * dkp, *kr = w->Kp + (size_t)r * dkp;
+        const float *restrict qr = w->Qp + (size_t)r * dkp, *restrict kr = w->Kp + (size_t)r * dkp;
         const float br = in->beta[rows(d, b, t0 + r, h)];
-        const float *eG = w->eG + (size_t)r * dk, *eGk = w->eGk + (size_t)r * dk;
-        float *qs = Qs + (size_t)r * dk, *kb = Kb + (size_t)r * dk, *kg = w->Kg + (size_t)r * dk;
+        const float *restrict eG = w->eG + (size_t)r * dk, *restrict eGk = w->eGk + (size_t)r * dk;
+        float *restrict qs = Qs + (size_t)r * dk, *restrict kb = Kb + (size_t)r * dk,
+                        *restrict kg = w->Kg + (size_t)r * dk;
+#pragma omp simd
         for (int c = 0; c < dk; c++) {
             qs[c] = scale * qr[c] * eG[c];
             kb[c] = br * eG[c] * kr[c];
@@ -402,10 +578,10 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float
     const float scale = d->scale;
     if (d->scalar_gate) {
         /* QK, KK full n x n; Gm lower incl. diagonal (upper never evaluated) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dk, 1.f, w->Qp, dkp, w->Kp,
-                    dkp, 0.f, w->QK, C);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dk, 1.f, w->Kp, dkp, w->Kp,
-                    dkp, 0.f, w->KK, C);
+        mm(0, 1, n, n, dk, 1.f, w->Qp, dkp, w->Kp,
+                    dkp, 0.f, w->QK, C, w->mmT, TRI_C_LOWER);
+        mm(0, 1, n, n, dk, 1.f, w->Kp, dkp, w->Kp,
+                    dkp, 0.f, w->KK, C, w->mmT, TRI_C_LOWER);
         for (int r = 0; r < n; r++) {
             const double Gr = w->Gd[r];
             float *gm = w->Gm + (size_t)r * C, *a = w->A + (size_t)r * C,
@@ -421,92 +597,171 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float
         const float *ghr = w->Gh + (size_t)r * dkp, *glr = w->Gl + (size_t)r * dkp;
         const float *qr = w->Qp + (size_t)r * dkp, *kr = w->Kp + (size_t)r * dkp;
         float *a = w->A + (size_t)r * C, *l = w->Lr + (size_t)r * C;
-        for (int j = 0; j <= r; j++) {
+        float *Dr = Dc ? Dc + (size_t)r * (r + 1) / 2 * dkp : NULL;
+        int j = 0;
+        /* four pairs at a time: four independent exp chains, one 8-way lane reduction */
+        for (; j + 3 <= r; j += 4) {
+            vf sa[4], sl[4];
+            for (int u = 0; u < 4; u++) sa[u] = sl[u] = vsplat(0.f);
             const float *ghj = w->Gh + (size_t)j * dkp, *glj = w->Gl + (size_t)j * dkp;
             const float *kj = w->Kp + (size_t)j * dkp;
-            float *D = Dc ? Dc + ((size_t)r * (r + 1) / 2 + j) * dkp : NULL;
+            for (int c = 0; c < dkp; c += VL) {
+                const vf gh = vld(ghr + c), gl = vld(glr + c), q = vld(qr + c), k = vld(kr + c);
+#pragma GCC unroll 4
+                for (int u = 0; u < 4; u++) {
+                    const size_t o = (size_t)u * dkp + c;
+                    const vf e = vexp((gh - vld(ghj + o)) + (gl - vld(glj + o)));
+                    if (Dr) vst(Dr + (size_t)j * dkp + o, e);
+                    const vf ke = vld(kj + o) * e;
+                    sa[u] = vfma(q, ke, sa[u]);
+                    sl[u] = vfma(k, ke, sl[u]);
+                }
+            }
+            const vf v8[8] = {sa[0], sa[1], sa[2], sa[3], sl[0], sl[1], sl[2], sl[3]};
+            float s8[8];
+            hsum8(v8, s8);
+            for (int u = 0; u < 4; u++) {
+                a[j + u] = scale * s8[u];
+                if (j + u < r) l[j + u] = s8[4 + u];
+            }
+        }
+        for (; j <= r; j++) {
+            const float *ghj = w->Gh + (size_t)j * dkp, *glj = w->Gl + (size_t)j * dkp;
+            const float *kj = w->Kp + (size_t)j * dkp;
+            float *D = Dr ? Dr + (size_t)j * dkp : NULL;
             vf sa = vsplat(0.f), sl = vsplat(0.f);
             for (int c = 0; c < dkp; c += VL) {
-                const vf x = (vld(ghr + c) - vld(ghj + c)) + (vld(glr + c) - vld(glj + c));
-                const vf e = vexp(x);
+                const vf e = vexp((vld(ghr + c) - vld(ghj + c)) + (vld(glr + c) - vld(glj + c)));
                 if (D) vst(D + c, e);
                 const vf ke = vld(kj + c) * e;
                 sa = vfma(vld(qr + c), ke, sa);
                 sl = vfma(vld(kr + c), ke, sl);
             }
-            if (want_A) a[j] = scale * hsum(sa);
+            a[j] = scale * hsum(sa);
             if (j < r) l[j] = hsum(sl);
         }
     }
+    (void)want_A;
 }
 
-/* Dl = beta.V - Kb h, then Dl <- (I + L)^-1 Dl by forward substitution, L = Diag(beta) Lr. */
+/* y[0..dv) += sum_{j in js} cf[j] * Y[j][0..dv): up to 4 vectors of columns per pass (four
+ * independent accumulator chains), the sum over j in the given order. */
+static inline void axpy_rows(float *yr, const float *Y, int dv, const float *cf, int j0, int j1,
+                             int step) {
+    int x = 0;
+    for (; x + 4 * VL <= dv; x += 4 * VL) {
+        vf a0 = vld(yr + x), a1 = vld(yr + x + VL), a2 = vld(yr + x + 2 * VL),
+           a3 = vld(yr + x + 3 * VL);
+        for (int j = j0; j != j1; j += step) {
+            const vf c = vsplat(cf[j]);
+            const float *yj = Y + (size_t)j * dv + x;
+            a0 = vfma(c, vld(yj), a0);
+            a1 = vfma(c, vld(yj + VL), a1);
+            a2 = vfma(c, vld(yj + 2 * VL), a2);
+            a3 = vfma(c, vld(yj + 3 * VL), a3);
+        }
+        vst(yr + x, a0);
+        vst(yr + x + VL, a1);
+        vst(yr + x + 2 * VL, a2);
+        vst(yr + x + 3 * VL, a3);
+    }
+    for (; x + VL <= dv; x += VL) {
+        vf a0 = vld(yr + x);
+        for (int j = j0; j != j1; j += step) a0 = vfma(vsplat(cf[j]), vld(Y + (size_t)j * dv + x), a0);
+        vst(yr + x, a0);
+    }
+    for (; x < dv; x++) {
+        float acc = yr[x];
+        for (int j = j0; j != j1; j += step) acc = FMA(cf[j], Y[(size_t)j * dv + x], acc);
+        yr[x] = acc;
+    }
+}
+
+/* Forward substitution in place: Y <- (I + L)^-1 Y, L = Diag(beta) Lr strictly lower;
+ * Y [n, dv] (ld dv). Row r = Y_r - sum_{j<r} beta_r Lr_rj Y_j. */
+static void solve_lower(const float *Lr, int C, const float *beta_rows, float *Y, int n, int dv) {
+    for (int r = 1; r < n; r++) {
+        const float *l = Lr + (size_t)r * C;
+        const float br = beta_rows[r];
+        float cf[64];
+        for (int j = 0; j < r; j++) cf[j] = -br * l[j];
+        axpy_rows(Y + (size_t)r * dv, Y, dv, cf, 0, r, 1);
+    }
+}
+
+/* Back substitution in place: Y <- (I + L)^-T Y, same L: row r = Y_r - sum_{j>r}
+ * beta_j Lr_jr Y_j, rows from the last up. */
+static void solve_upper_t(const float *Lr, int C, const float *beta_rows, float *Y, int n,
+                          int dv) {
+    for (int r = n - 2; r >= 0; r--) {
+        float cf[64];
+        for (int j = r + 1; j < n; j++) cf[j] = -beta_rows[j] * Lr[(size_t)j * C + r];
+        axpy_rows(Y + (size_t)r * dv, Y, dv, cf, r + 1, n, 1);
+    }
+}
+
+/* Dl = beta.V - Kb h, then Dl <- (I + L)^-1 Dl (Dl [n, dv], the caller's buffer). */
 static void chunk_delta(const in_t *in, int b, int h, int t0, int n, int C, const float *S,
-                        ws_t *w) {
+                        ws_t *w, float *Dl) {
     const dm_delta_dims *d = in->d;
     const int dk = d->dk, dv = d->dv;
+    float br[64];
     for (int r = 0; r < n; r++) {
         const float *vr = in->v + rowv(d, b, t0 + r, h);
-        const float br = in->beta[rows(d, b, t0 + r, h)];
-        float *dl = w->Dl + (size_t)r * dv;
-        for (int j = 0; j < dv; j++) dl[j] = br * vr[j];
+        br[r] = in->beta[rows(d, b, t0 + r, h)];
+        float *dl = Dl + (size_t)r * dv;
+        for (int j = 0; j < dv; j++) dl[j] = br[r] * vr[j];
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, dk, -1.f, w->X + (size_t)n * dk,
-                dk, S, dv, 1.f, w->Dl, dv);
-    for (int r = 1; r < n; r++) {
-        const float br = in->beta[rows(d, b, t0 + r, h)];
-        const float *l = w->Lr + (size_t)r * C;
-        float *restrict dr = w->Dl + (size_t)r * dv;
-        for (int j = 0; j < r; j++) {
-            const float c = -br * l[j];
-            const float *restrict dj = w->Dl + (size_t)j * dv;
-            for (int x = 0; x < dv; x++) dr[x] = FMA(c, dj[x], dr[x]);
-        }
-    }
+    mm(0, 0, n, dv, dk, -1.f, w->X + (size_t)n * dk,
+                dk, S, dv, 1.f, Dl, dv, w->mmT, TRI_NONE);
+    solve_lower(w->Lr, C, br, Dl, n, dv);
 }
 
 /* S <- Diag(eGend) S + Kg^T Dl */
-static void chunk_state(const dm_delta_dims *d, int n, float *S, ws_t *w) {
+static void chunk_state(const dm_delta_dims *d, int n, float *S, ws_t *w, const float *Dl) {
     const int dk = d->dk, dv = d->dv;
     for (int c = 0; c < dk; c++) {
         const float e = w->eGend[c];
         float *s = S + (size_t)c * dv;
         for (int j = 0; j < dv; j++) s[j] *= e;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dk, dv, n, 1.f, w->Kg, dk, w->Dl, dv,
-                1.f, S, dv);
+    mm(1, 0, dk, dv, n, 1.f, w->Kg, dk, Dl, dv, 1.f,
+                S, dv, w->mmT, TRI_NONE);
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* forward                                                                               */
 
 static void fwd_pair(const in_t *in, int C, int b, int h, const float *h0, float *o,
-                     float *hT, float *hs, ws_t *w) {
+                     float *hT, float *saved, ws_t *w) {
     const dm_delta_dims *d = in->d;
     const int T = d->T, dk = d->dk, dv = d->dv, nc = nchunks(d, C);
     const size_t ss = (size_t)dk * dv, soff = ((size_t)b * d->H + h) * ss;
+    float *hs = saved ? saved + ((size_t)b * d->H + h) * saved_pair(d, C) : NULL;
+    float *dls = hs ? hs + (size_t)nc * ss : NULL;
     float *S = w->S;
     if (h0) memcpy(S, h0 + soff, ss * sizeof(float));
     else memset(S, 0, ss * sizeof(float));
     for (int ci = 0; ci < nc; ci++) {
         const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
-        if (hs) memcpy(hs + (((size_t)b * d->H + h) * nc + ci) * ss, S, ss * sizeof(float));
+        float *Dl = dls ? dls + (size_t)t0 * dv : w->Dl;
+        if (hs) memcpy(hs + (size_t)ci * ss, S, ss * sizeof(float));
         chunk_gates(in, b, h, t0, n, w);
         chunk_intra(in, n, C, w, 1, NULL);
-        chunk_delta(in, b, h, t0, n, C, S, w);
+        chunk_delta(in, b, h, t0, n, C, S, w, Dl);
         float *O = o + rowv(d, b, t0, h);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, dk, 1.f, w->X, dk, S, dv,
-                    0.f, O, (int)in->ldv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, n, 1.f, w->A, C, w->Dl, dv,
-                    1.f, O, (int)in->ldv);
-        chunk_state(d, n, S, w);
+        mm(0, 0, n, dv, dk, 1.f, w->X, dk, S, dv,
+                    0.f, O, (int)in->ldv, w->mmT, TRI_NONE);
+        mm(0, 0, n, dv, n, 1.f, w->A, C, Dl, dv,
+                    1.f, O, (int)in->ldv, w->mmT, TRI_A_LOWER);
+        chunk_state(d, n, S, w, Dl);
     }
     if (hT) memcpy(hT + soff, S, ss * sizeof(float));
 }
 
 void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
                         const float *v, const float *g, const float *beta, const float *h0,
-                        float *o, float *hT, float *hs, float *work, int nthreads) {
+                        float *o, float *hT, float *saved, float *work, int nthreads) {
     const int npair = d->B * d->H;
     if (nthreads < 1) nthreads = 1;
     const size_t slice = ws_layout(d, chunk, 0, NULL, NULL);
@@ -519,7 +774,7 @@ void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const
         ws_zero(d, chunk, 0, base);
 #pragma omp for schedule(static)
         for (int p = 0; p < npair; p++)
-            fwd_pair(&in, chunk, p / d->H, p % d->H, h0, o, hT, hs, &w);
+            fwd_pair(&in, chunk, p / d->H, p % d->H, h0, o, hT, saved, &w);
     }
 }
 
@@ -538,7 +793,9 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
     const dm_delta_dims *d = in->d;
     const int dkp = w->dkp;
     const float scale = d->scale;
-    const float *dA = w->dAL, *dL = w->dAL + (size_t)n * C;
+    const float *dA = w->dAL, *dL = w->dAL + (size_t)n * C, *Lr = w->Lr;
+    const float *Qp = w->Qp, *Kp = w->Kp, *Dc = w->Dc;
+    float *dqa = w->dqa, *dka = w->dka, *dgi = w->dgi;
     float ac[64], lc[64];
     for (int r = 0; r < n; r++) {
         const float br = in->beta[rows(d, b, t0 + r, h)];
@@ -547,33 +804,33 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
             const float dl = dL[(size_t)r * C + j];
             ac[j] = scale * dA[(size_t)r * C + j];
             lc[j] = br * dl;
-            dbr = FMA(dl, w->Lr[(size_t)r * C + j], dbr);
+            dbr = FMA(dl, Lr[(size_t)r * C + j], dbr);
         }
         w->dba[r] += dbr;
         const float ad = scale * dA[(size_t)r * C + r];
-        const float *Dr = w->Dc + (size_t)r * (r + 1) / 2 * dkp;
+        const float *Dr = Dc + (size_t)r * (r + 1) / 2 * dkp;
         for (int c0 = 0; c0 < dkp; c0 += VL) {
-            const vf q = vld(w->Qp + (size_t)r * dkp + c0), k = vld(w->Kp + (size_t)r * dkp + c0);
-            vf aq = vld(w->dqa + (size_t)r * dkp + c0), ak = vld(w->dka + (size_t)r * dkp + c0);
-            vf acc = q * 0.f;
-            for (int j = 0; j < r; j++) {
-                const vf D = vld(Dr + (size_t)j * dkp + c0);
-                const vf kj = vld(w->Kp + (size_t)j * dkp + c0);
+            const vf q = vld(Qp + (size_t)r * dkp + c0), k = vld(Kp + (size_t)r * dkp + c0);
+            vf aq = vld(dqa + (size_t)r * dkp + c0), ak = vld(dka + (size_t)r * dkp + c0);
+            vf acc = vsplat(0.f);
+            const float *Dj = Dr + c0, *kjp = Kp + c0;
+            float *dkj = dka + c0, *gj = dgi + dkp + c0;
+            for (int j = 0; j < r; j++, Dj += dkp, kjp += dkp, dkj += dkp, gj += dkp) {
+                const vf D = vld(Dj), kj = vld(kjp);
                 const vf p = D * kj;
-                aq = vfma(p, p * 0.f + ac[j], aq);
-                ak = vfma(p, p * 0.f + lc[j], ak);
-                const vf wv = D * vfma(q, q * 0.f + ac[j], k * lc[j]);
-                float *dkj = w->dka + (size_t)j * dkp + c0;
+                const vf av = vsplat(ac[j]), lv = vsplat(lc[j]);
+                aq = vfma(p, av, aq);
+                ak = vfma(p, lv, ak);
+                const vf wv = D * vfma(q, av, k * lv);
                 vst(dkj, vld(dkj) + wv);
                 acc = vfma(kj, wv, acc);
-                float *gj = w->dgi + (size_t)(j + 1) * dkp + c0;
                 vst(gj, vld(gj) + acc);
             }
             /* j = r: D = 1, no gate dependence */
-            aq = vfma(k, k * 0.f + ad, aq);
-            ak = vfma(q, q * 0.f + ad, ak);
-            vst(w->dqa + (size_t)r * dkp + c0, aq);
-            vst(w->dka + (size_t)r * dkp + c0, ak);
+            aq = vfma(k, vsplat(ad), aq);
+            ak = vfma(q, vsplat(ad), ak);
+            vst(dqa + (size_t)r * dkp + c0, aq);
+            vst(dka + (size_t)r * dkp + c0, ak);
         }
     }
 }
@@ -605,14 +862,14 @@ static void intra_bwd_gdn(const in_t *in, int b, int h, int t0, int n, int C, ws
             w->dgs[j + 1] += acc;
         }
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dk, n, 1.f, Ea, C, w->Kp, dkp, 1.f,
-                w->dqa, dkp);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, dk, n, 1.f, Ea, C, w->Qp, dkp, 1.f,
-                w->dka, dkp);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f,
-                w->dka, dkp);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f,
-                w->dka, dkp);
+    mm(0, 0, n, dk, n, 1.f, Ea, C, w->Kp, dkp, 1.f,
+                w->dqa, dkp, w->mmT, TRI_A_LOWER);
+    mm(1, 0, n, dk, n, 1.f, Ea, C, w->Qp, dkp, 1.f,
+                w->dka, dkp, w->mmT, TRI_A_UPPER);
+    mm(0, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f,
+                w->dka, dkp, w->mmT, TRI_A_LOWER);
+    mm(1, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f,
+                w->dka, dkp, w->mmT, TRI_A_UPPER);
 }
 
 typedef struct {
@@ -620,7 +877,7 @@ typedef struct {
     float *dq, *dk, *dv, *dg, *dbeta, *dh0;
 } grad_t;
 
-static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const float *hs_in,
+static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const float *saved,
                      const grad_t *gr, ws_t *w) {
     const dm_delta_dims *d = in->d;
     const int T = d->T, dk = d->dk, dv = d->dv, nc = nchunks(d, C), H = d->H, dkp = w->dkp;
@@ -628,25 +885,25 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
     const float scale = d->scale;
     const int kda = !d->scalar_gate;
 
-    /* 1. chunk-start states: the caller's, or a forward scan */
+    /* 1. chunk-start states and Dl rows: the forward's, or a forward scan of our own */
     const float *hs;
-    if (hs_in) {
-        hs = hs_in + ((size_t)b * H + h) * nc * ss;
+    if (saved) {
+        hs = saved + ((size_t)b * H + h) * saved_pair(d, C);
     } else {
-        float *S = w->S;
+        float *S = w->S, *dls = w->hs + (size_t)nc * ss;
         if (h0) memcpy(S, h0 + soff, ss * sizeof(float));
         else memset(S, 0, ss * sizeof(float));
         for (int ci = 0; ci < nc; ci++) {
             const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
             memcpy(w->hs + (size_t)ci * ss, S, ss * sizeof(float));
-            if (ci == nc - 1) break; /* the last chunk's end state is not needed */
             chunk_gates(in, b, h, t0, n, w);
             chunk_intra(in, n, C, w, 0, NULL);
-            chunk_delta(in, b, h, t0, n, C, S, w);
-            chunk_state(d, n, S, w);
+            chunk_delta(in, b, h, t0, n, C, S, w, dls + (size_t)t0 * dv);
+            if (ci < nc - 1) chunk_state(d, n, S, w, dls + (size_t)t0 * dv);
         }
         hs = w->hs;
     }
+    const float *dls = hs + (size_t)nc * ss;
 
     /* 2. reverse over chunks */
     float *dS = w->dS;
@@ -654,36 +911,29 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
     else memset(dS, 0, ss * sizeof(float));
     for (int ci = nc - 1; ci >= 0; ci--) {
         const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
-        const float *S = hs + (size_t)ci * ss;
+        const float *S = hs + (size_t)ci * ss, *Dl = dls + (size_t)t0 * dv;
+        float br[64];
+        for (int r = 0; r < n; r++) br[r] = in->beta[rows(d, b, t0 + r, h)];
         chunk_gates(in, b, h, t0, n, w);
         chunk_intra(in, n, C, w, 1, kda ? w->Dc : NULL);
-        chunk_delta(in, b, h, t0, n, C, S, w);
 
         float *Yt = w->Y, *Yb = w->Y + (size_t)n * dv;
         for (int r = 0; r < n; r++)
             memcpy(Yt + (size_t)r * dv, gr->dO + rowv(d, b, t0 + r, h), (size_t)dv * sizeof(float));
         /* -dDl = -(A^T dO + Kg dS), then -dR by back substitution with (I+L)^T */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, dv, n, -1.f, w->A, C, Yt, dv,
-                    0.f, Yb, dv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, dk, -1.f, w->Kg, dk, dS,
-                    dv, 1.f, Yb, dv);
-        for (int j = n - 1; j >= 1; j--) {
-            const float bj = in->beta[rows(d, b, t0 + j, h)];
-            const float *l = w->Lr + (size_t)j * C;
-            const float *restrict yj = Yb + (size_t)j * dv;
-            for (int r = 0; r < j; r++) {
-                const float c = -bj * l[r];
-                float *restrict yr = Yb + (size_t)r * dv;
-                for (int x = 0; x < dv; x++) yr[x] = FMA(c, yj[x], yr[x]);
-            }
-        }
+        mm(1, 0, n, dv, n, -1.f, w->A, C, Yt, dv,
+                    0.f, Yb, dv, w->mmT, TRI_A_UPPER);
+        mm(0, 0, n, dv, dk, -1.f, w->Kg, dk, dS,
+                    dv, 1.f, Yb, dv, w->mmT, TRI_NONE);
+        solve_upper_t(w->Lr, C, br, Yb, n, dv);
         /* [dA ; dL] = Y Dl^T;  [dQs ; dKb] = Y S^T;  dKg = Dl dS^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 2 * n, n, dv, 1.f, w->Y, dv, w->Dl,
-                    dv, 0.f, w->dAL, C);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 2 * n, dk, dv, 1.f, w->Y, dv, S, dv,
-                    0.f, w->dX, dk);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, dk, dv, 1.f, w->Dl, dv, dS, dv,
-                    0.f, w->dKg, dk);
+        mm(0, 1, n, n, dv, 1.f, Yt, dv, Dl, dv, 0.f, w->dAL, C, w->mmT, TRI_C_LOWER);
+        mm(0, 1, n, n, dv, 1.f, Yb, dv, Dl, dv, 0.f, w->dAL + (size_t)n * C, C, w->mmT,
+           TRI_C_LOWER);
+        mm(0, 1, 2 * n, dk, dv, 1.f, w->Y, dv, S, dv,
+                    0.f, w->dX, dk, w->mmT, TRI_NONE);
+        mm(0, 1, n, dk, dv, 1.f, Dl, dv, dS, dv, 0.f,
+                    w->dKg, dk, w->mmT, TRI_NONE);
         /* the e^{G_end} h term of the gate, then dS <- Diag(e^{G_end}) dS + [Qs;Kb]^T Y */
         for (int c = 0; c < dk; c++) {
             const float *s = S + (size_t)c * dv;
@@ -695,8 +945,8 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
             w->eGH[c] = e * acc;
             for (int j = 0; j < dv; j++) ds[j] *= e;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dk, dv, 2 * n, 1.f, w->X, dk, w->Y,
-                    dv, 1.f, dS, dv);
+        mm(1, 0, dk, dv, 2 * n, 1.f, w->X, dk, w->Y,
+                    dv, 1.f, dS, dv, w->mmT, TRI_NONE);
 
         /* elementwise chains: Qs, Kb, Kg, beta.V. Gate terms: Qs and Kb give d/dG_r
          * (reverse-cumsummed below); Kg = K e^{G_end - G} gives +t to G_end and -t to G_r,
@@ -788,7 +1038,7 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
 
 void dm_delta_chunk_bwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
                         const float *v, const float *g, const float *beta, const float *h0,
-                        const float *hs, const float *dO, const float *dhT, float *dq,
+                        const float *saved, const float *dO, const float *dhT, float *dq,
                         float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
                         int nthreads) {
     const int npair = d->B * d->H;
@@ -803,6 +1053,6 @@ void dm_delta_chunk_bwd(const dm_delta_dims *d, int chunk, const float *q, const
         ws_layout(d, chunk, 1, base, &w);
         ws_zero(d, chunk, 1, base);
 #pragma omp for schedule(static)
-        for (int p = 0; p < npair; p++) bwd_pair(&in, chunk, p / d->H, p % d->H, h0, hs, &gr, &w);
+        for (int p = 0; p < npair; p++) bwd_pair(&in, chunk, p / d->H, p % d->H, h0, saved, &gr, &w);
     }
 }

@@ -12,25 +12,36 @@
 #include <cblas.h>
 #include <omp.h>
 
+/* (Only whether a call is tiled, and how, must never depend on the thread count; so that
+ * choice is made from the shape alone, and callers that run their own parallel loops
+ * call dm_gemm_serial explicitly rather than relying on omp_in_parallel(), which is
+ * false in a team of one thread.) */
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 static int clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* one sgemm call on one thread, whatever the context */
+void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    const enum CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+    const enum CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+    if (omp_in_parallel()) { /* OpenBLAS runs single-threaded inside an active region */
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(1)
+    {
+        omp_set_num_threads(1); /* this region's task only: OpenBLAS reads it */
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+}
 
 void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    const enum CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
-    const enum CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
     double flops = 2.0 * M * N * (K > 0 ? K : 1);
-    if (omp_in_parallel()) { /* OpenBLAS runs it single-threaded here */
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    if (flops < 4e6) { /* one tile; keep OpenBLAS from threading it (it would above ~3e5) */
-#pragma omp parallel num_threads(1)
-        {
-            omp_set_num_threads(1); /* this region's task only: OpenBLAS reads it */
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        }
+    if (flops < 4e6) { /* one tile (OpenBLAS would thread it from ~3e5 on) */
+        dm_gemm_serial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     /* tiles of mb x nb, chosen from the shape only (never from the thread count) */
@@ -44,7 +55,7 @@ void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const flo
         /* row-major: A is [M,K] (or [K,M] when transposed), B is [K,N] (or [N,K]) */
         const float *Ai = transA ? A + i0 : A + (size_t)i0 * lda;
         const float *Bj = transB ? B + (size_t)j0 * ldb : B + j0;
-        cblas_sgemm(CblasRowMajor, ta, tb, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
-                    C + (size_t)i0 * ldc + j0, ldc);
+        dm_gemm_serial(transA, transB, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
+                       C + (size_t)i0 * ldc + j0, ldc);
     }
 }

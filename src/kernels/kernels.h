@@ -33,10 +33,13 @@ void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const
 
 /* ---- GEMM (gemm.c): the only way the library calls sgemm ----
  * C[M,N] = alpha op(A) op(B) + beta C, row-major, arguments as cblas_sgemm (trans = 0/1).
- * Bitwise independent of the thread count (fixed tiles by shape, one thread per tile);
- * inside a parallel region it is one single-threaded sgemm. */
+ * dm_gemm: bitwise independent of the thread count (tiles fixed by the shape, one thread
+ * per tile). dm_gemm_serial: one sgemm on the calling thread, for code that runs its own
+ * parallel loop (per slice, per head) around it. */
 void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
+void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* ---- matmul through dm_gemm (matmul.c) ----
  * out[N,O] = in[N,K] W[O,K]^T (+ bias[O] when bias != NULL)    ([out, in] weight layout) */
@@ -95,6 +98,20 @@ void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, con
  * do_, dy, o or z) */
 void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
                       const float *z, const float *w, const float *rstd, int R, int D, int act);
+
+/* ---- composed references of the two norms (norm_ref.c) ----
+ * The same ops as dm_rmsnorm_* / dm_gatednorm_*, written as chains of elementary steps
+ * with their intermediates in scratch (floats: fwd N*C, bwd 2*N*C); serial, the oracle
+ * of the fused kernels in the dispatch guard. Same accumulate rules as the fused ones. */
+void dm_rmsnorm_ref_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                        float eps, float *scratch);
+void dm_rmsnorm_ref_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                        const float *rstd, int N, int C, float *scratch);
+void dm_gatednorm_ref_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
+                          int R, int D, float eps, int act, float *scratch);
+void dm_gatednorm_ref_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
+                          const float *z, const float *w, const float *rstd, int R, int D,
+                          int act, float *scratch);
 
 /* ---- softmax cross-entropy (xent.c) ----
  * logits: [N,V]; targets: [N] bytes; losses[n] = logsumexp(logits[n]) - logits[n,t[n]].

@@ -1,9 +1,10 @@
 /* ns.c — batched Newton–Schulz (see ns.h for shapes, threading and the contract). */
 #include "optim/ns.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <string.h>
+
+#include "kernels/kernels.h"
 
 /* KJ / Moonlight quintic: p'(0) = 3.4445 maximized, output band, not convergence. */
 static const double ns_quintic5[5][3] = {
@@ -72,32 +73,38 @@ double dm_frob_norm(const float *x, size_t len) {
     return __builtin_sqrt(s);
 }
 
-void dm_ns_gram(float *A, const float *X, int rows, int cols) {
+/* serial: one single-threaded sgemm per product (the caller runs slices in parallel);
+ * else dm_gemm's shape-fixed tiles over the threads. Either way the bits depend only on
+ * the data, the shape and `serial`, never on the thread count. */
+static void gemm(int serial, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (serial) dm_gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else dm_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial) {
     if (rows <= cols) /* A[rows, rows] = X X^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, rows, cols, 1.0f, X, cols,
-                    X, cols, 0.0f, A, rows);
+        gemm(serial, 0, 1, rows, rows, cols, 1.0f, X, cols, X, cols, 0.0f, A, rows);
     else /* A[cols, cols] = X^T X */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, cols, rows, 1.0f, X, cols,
-                    X, cols, 0.0f, A, cols);
+        gemm(serial, 1, 0, cols, cols, rows, 1.0f, X, cols, X, cols, 0.0f, A, cols);
 }
 
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
-                float a, float b, float c) {
+                float a, float b, float c, int serial) {
     int m = imin(rows, cols);
     size_t mm = (size_t)m * m;
     /* B = b A + a I, then B += c A A */
     for (size_t i = 0; i < mm; i++) B[i] = b * A[i];
     for (int i = 0; i < m; i++) B[(size_t)i * m + i] += a;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, c, A, m, A, m, 1.0f, B, m);
+    gemm(serial, 0, 0, m, m, m, c, A, m, A, m, 1.0f, B, m);
     if (rows <= cols) /* Y[m, cols] = B X */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, cols, m, 1.0f, B, m, X,
-                    cols, 0.0f, Y, cols);
+        gemm(serial, 0, 0, rows, cols, m, 1.0f, B, m, X, cols, 0.0f, Y, cols);
     else /* Y[rows, m] = X B^T (the transpose of B X^T) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, m, 1.0f, X, cols, B,
-                    m, 0.0f, Y, cols);
+        gemm(serial, 0, 1, rows, cols, m, 1.0f, X, cols, B, m, 0.0f, Y, cols);
 }
 
-void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work) {
+void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work,
+                 int serial) {
     size_t len = (size_t)rows * cols;
     if (len == 0) return;
     int m = imin(rows, cols), steps = dm_ns_sched_steps(s);
@@ -120,9 +127,9 @@ void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, 
     for (int t = 0; t < steps; t++) {
         double abc[3];
         dm_ns_sched_coeffs(s, t, abc);
-        dm_ns_gram(A, buf[cur], rows, cols);
+        dm_ns_gram(A, buf[cur], rows, cols, serial);
         dm_ns_poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, (float)abc[0], (float)abc[1],
-                   (float)abc[2]);
+                   (float)abc[2], serial);
         cur ^= 1;
     }
 }
@@ -132,31 +139,27 @@ int dm_ns_slice_threaded(int rows, int cols) {
     return 4.0 * m * m * k + 2.0 * m * m * m >= DM_NS_THREAD_MIN_FLOPS;
 }
 
-/* Slice i is outp[i] / Gp[i] when the tables are given, else base + i * rows * cols. */
+/* Slice i is outp[i] / Gp[i] when the tables are given, else base + i * rows * cols.
+ * Scratch: one slot of dm_ns_slice_work per running thread (a slot is reused from slice to
+ * slice, so it stays in cache; every scratch value is written before it is read, so the
+ * bits do not depend on which slot a slice gets). */
 static void ns_run(float *const *outp, const float *const *Gp, float *outb, const float *Gb,
                    int n, int rows, int cols, dm_ns_sched s, float *work) {
     if (n <= 0 || rows <= 0 || cols <= 0) return;
     size_t len = (size_t)rows * cols, ws = dm_ns_slice_work(rows, cols);
 #define NS_OUT(i) (outp ? outp[i] : outb + (size_t)(i) * len)
 #define NS_IN(i) (Gp ? Gp[i] : Gb + (size_t)(i) * len)
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    int threaded = dm_ns_slice_threaded(rows, cols);
-    if (nt <= 1 || (threaded && n < nt)) {
-        /* one thread, or fewer big slices than threads: in order, sgemm uses the threads */
-        for (int i = 0; i < n; i++) dm_ns_slice(NS_OUT(i), NS_IN(i), rows, cols, s, work + i * ws);
-    } else if (n > 1) {
-        /* one slice per thread; sgemm sees omp_in_parallel() and stays single-threaded.
-         * Dynamic: a core slowed by another process does not hold the others back; the
-         * bits do not depend on which thread runs a slice. */
-        int use = nt < n ? nt : n;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
-        for (int i = 0; i < n; i++) dm_ns_slice(NS_OUT(i), NS_IN(i), rows, cols, s, work + i * ws);
+    if (n == 1 && dm_ns_slice_threaded(rows, cols)) {
+        /* a lone big slice: its GEMMs tile over the threads (dm_gemm) */
+        dm_ns_slice(NS_OUT(0), NS_IN(0), rows, cols, s, work, 0);
     } else {
-        /* one small slice: run it on one thread of an ACTIVE region so sgemm stays
-         * single-threaded (faster at this size, and the same GEMM path, so the same bits,
-         * as the slice-parallel batched case) */
-#pragma omp parallel num_threads(2)
-        if (omp_get_thread_num() == 0) dm_ns_slice(NS_OUT(0), NS_IN(0), rows, cols, s, work);
+        /* slices in parallel, each with single-threaded GEMMs (sgemm stays out of the
+         * way: one pool). Dynamic: a core slowed by another process does not hold the
+         * others back; the bits do not depend on which thread runs a slice. */
+        int nt = omp_get_max_threads(), use = nt < n ? nt : n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
+        for (int i = 0; i < n; i++)
+            dm_ns_slice(NS_OUT(i), NS_IN(i), rows, cols, s, work + omp_get_thread_num() * ws, 1);
     }
 #undef NS_OUT
 #undef NS_IN

@@ -13,22 +13,18 @@
  * Tall slices (rows > cols) are handled as their transpose (Gram A = X^T X and
  * X <- X (a I + b A + c A^2)), so the Gram matrix is always m x m, m = min(rows, cols).
  *
- * Every matrix product is a cblas_sgemm call. Threads (one pool: OpenBLAS's OpenMP build
- * runs single-threaded inside an active OpenMP region, so we never nest two pools):
- *   - a stack of several slices runs one slice per OpenMP thread, single-threaded sgemm;
- *   - a single BIG slice (per-iteration FLOPs >= DM_NS_THREAD_MIN_FLOPS), or fewer big
- *     slices than threads, runs slices in order and lets sgemm use the threads;
- *   - a single SMALL slice runs on one thread of an active region: single-threaded sgemm
- *     (threading a 64x64x256 GEMM costs more than it saves);
- *   - called from inside a parallel region: in order, single-threaded sgemm.
- * Bits: every slice runs the same code (dm_ns_slice) and the same sgemm calls, so a slice's
- * result depends only on its data, its shape, the schedule, and whether its GEMMs ran
- * single-threaded or OpenBLAS-threaded (OpenBLAS 0.3.21's threaded sgemm is NOT bitwise
- * equal to its single-threaded sgemm, nor across M/N sub-blocks; measured). Hence:
- *   - small slices (all head-wise Q/K shapes up to [*, 64, 768]): batched == per-slice
- *     loop == in place, bitwise, and bitwise independent of the thread count;
- *   - big slices: batched == loop bitwise at 1 thread; with threads, a lone big slice
- *     (sgemm-threaded) differs from the same slice in a batch at rounding level (~1e-7).
+ * Every matrix product goes through dm_gemm / dm_gemm_serial (kernels.h). Threads (one
+ * pool: sgemm runs single-threaded inside our OpenMP regions):
+ *   - a lone BIG slice (per-iteration FLOPs >= DM_NS_THREAD_MIN_FLOPS): its GEMMs are
+ *     tiled over the threads by dm_gemm (tiles fixed by the shape);
+ *   - anything else (a stack, or a lone small slice): slices in parallel, one per OpenMP
+ *     thread, each GEMM a single-threaded sgemm (dm_gemm_serial).
+ * Which path runs depends on (n, rows, cols) only, never on the thread count, so results
+ * are bitwise independent of the thread count. A slice's result depends on its data, its
+ * shape, the schedule and the path: batched == per-slice loop == in place, bitwise,
+ * whenever both take the same path (every slice of a stack, and every lone small slice:
+ * all head-wise Q/K shapes up to [*, 64, 768]); a lone big slice (tiled GEMMs) differs
+ * from the same slice inside a stack at rounding level (~1e-7).
  *
  * No allocation: the caller passes `work` of dm_ns_work(...) floats.
  * `out` may equal `G` (in place); otherwise they must not overlap.
@@ -58,7 +54,8 @@ void dm_ns_sched_coeffs(dm_ns_sched s, int step, double abc[3]);
 #define DM_NS_THREAD_MIN_FLOPS 3.2e7
 int dm_ns_slice_threaded(int rows, int cols); /* 1 if a lone slice of this shape threads */
 
-/* Scratch floats for dm_ns on a [n, rows, cols] stack: n * dm_ns_slice_work(rows, cols). */
+/* Scratch floats for dm_ns on a [n, rows, cols] stack: n * dm_ns_slice_work(rows, cols)
+ * (sized by n, so it never depends on the thread count; min(n, threads) slots are used). */
 size_t dm_ns_work(int n, int rows, int cols);
 /* Scratch floats for one slice: rows*cols + 2*m*m, m = min(rows, cols). */
 size_t dm_ns_slice_work(int rows, int cols);
@@ -72,9 +69,11 @@ void dm_ns(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
 void dm_ns_many(float *const *out, const float *const *G, int n, int rows, int cols,
                 dm_ns_sched s, float *work);
 
-/* One slice, in the calling thread (sgemm threads itself unless inside a parallel region).
- * out[rows, cols], G[rows, cols], work: dm_ns_slice_work(rows, cols). dm_ns calls this. */
-void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work);
+/* One slice: serial = 1 runs every GEMM single-threaded on the calling thread, 0 tiles
+ * them over the threads (dm_gemm). out[rows, cols], G[rows, cols],
+ * work: dm_ns_slice_work(rows, cols). dm_ns calls this. */
+void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work,
+                 int serial);
 
 /* FLOPs of dm_ns on the stack: n * steps * (4 m^2 k + 2 m^3), m = min, k = max(rows, cols)
  * (X X^T 2m^2k, A^2 2m^3, B X 2m^2k; the O(m^2 + mk) elementwise work is not counted). */
@@ -82,11 +81,11 @@ double dm_ns_flops(int n, int rows, int cols, dm_ns_sched s);
 
 /* ---- building blocks (one slice; also used by the Stiefel retraction) ----
  * Gram: A[m, m] = X X^T if rows <= cols, else X^T X.          X: [rows, cols] */
-void dm_ns_gram(float *A, const float *X, int rows, int cols);
+void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial);
 /* One odd-polynomial step: with P = a I + b A + c A^2 (B[m, m] receives P),
  *   Y = P X (rows <= cols)  or  Y = X P^T (rows > cols).   Y, X: [rows, cols]; Y != X. */
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
-                float a, float b, float c);
+                float a, float b, float c, int serial);
 /* Frobenius norm of x[len], summed in double in a fixed order (thread-count independent). */
 double dm_frob_norm(const float *x, size_t len);
 

@@ -78,14 +78,14 @@ static double gershgorin(const float *A, int m) {
 }
 
 /* one slice; returns the final ||A - I||_F (fp32 Gram) */
-static double stiefel_slice(float *W, float s, int rows, int cols, float *work) {
+static double stiefel_slice(float *W, float s, int rows, int cols, float *work, int serial) {
     size_t len = (size_t)rows * cols;
     int m = imin(rows, cols);
     float *A = work + len, *B = A + (size_t)m * m;
     float *buf[2] = {W, work};
     int cur = 0;
     scale(W, W, len, 1.0 / (double)s); /* X = W / s, in place */
-    dm_ns_gram(A, buf[cur], rows, cols);
+    dm_ns_gram(A, buf[cur], rows, cols, serial);
     double delta = gram_defect(A, m);
     /* far from the manifold: Polar Express, 8 steps, from X/(1.01 ||X||_F). Tiny singular
      * values (x < ~1e-3, e.g. a square Gaussian init) are not at 1 after one round: a
@@ -100,19 +100,19 @@ static double stiefel_slice(float *W, float s, int rows, int cols, float *work) 
             double f = t < 7 ? PE_SAFETY : 1.0;
             float a = (float)(pe8[t][0] / f), b = (float)(pe8[t][1] / (f * f * f)),
                   c = (float)(pe8[t][2] / (f * f * f * f * f));
-            dm_ns_gram(A, buf[cur], rows, cols);
-            dm_ns_poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, a, b, c);
+            dm_ns_gram(A, buf[cur], rows, cols, serial);
+            dm_ns_poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, a, b, c, serial);
             cur ^= 1;
         }
-        dm_ns_gram(A, buf[cur], rows, cols);
+        dm_ns_gram(A, buf[cur], rows, cols, serial);
         delta = gram_defect(A, m);
     }
     /* the convergent quintic (15/8, -5/4, 3/8): x -> 1 for x in (0, 1.53), cubically;
      * delta <= 0.5 means every x in [0.71, 1.22] */
     for (int it = 0; it < QUINTIC_MAX && delta > DM_RETRACT_STOP && delta <= 0.5; it++) {
-        dm_ns_poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, 1.875f, -1.25f, 0.375f);
+        dm_ns_poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, 1.875f, -1.25f, 0.375f, serial);
         cur ^= 1;
-        dm_ns_gram(A, buf[cur], rows, cols);
+        dm_ns_gram(A, buf[cur], rows, cols, serial);
         double prev = delta;
         delta = gram_defect(A, m);
         /* converged to the fp32 floor (big m puts it above DM_RETRACT_STOP): a cubic step
@@ -125,13 +125,13 @@ static double stiefel_slice(float *W, float s, int rows, int cols, float *work) 
 
 /* slice i of the stack; returns 1 when it was retracted but stayed above the tolerance */
 static int stiefel_one(float *W, const float *s, int i, int rows, int cols, float *work,
-                       float *resid) {
-    size_t len = (size_t)rows * cols, ws = dm_ns_slice_work(rows, cols);
+                       float *resid, int serial) {
+    size_t len = (size_t)rows * cols;
     if (!(s[i] > 0)) { /* zero init (or a bad constant): skipped, left as it is */
         if (resid) resid[i] = 0.0f;
         return 0;
     }
-    double d = stiefel_slice(W + i * len, s[i], rows, cols, work + i * ws);
+    double d = stiefel_slice(W + i * len, s[i], rows, cols, work, serial);
     if (resid) resid[i] = (float)d;
     return !(d <= DM_RETRACT_TOL);
 }
@@ -139,18 +139,15 @@ static int stiefel_one(float *W, const float *s, int i, int rows, int cols, floa
 int dm_retract_stiefel(float *W, const float *s, int n, int rows, int cols, float *work,
                        float *resid) {
     if (n <= 0 || rows <= 0 || cols <= 0) return 0;
+    size_t ws = dm_ns_slice_work(rows, cols); /* scratch slot per running thread (< n) */
     int bad = 0;
-    /* threads as dm_ns (ns.h): slice-parallel with single-threaded sgemm, except a lone
-     * big slice (or fewer big slices than threads), which lets sgemm thread */
-    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt <= 1 || (dm_ns_slice_threaded(rows, cols) && n < nt)) {
-        for (int i = 0; i < n; i++) bad += stiefel_one(W, s, i, rows, cols, work, resid);
-        return bad;
-    }
-    /* several slices: one per thread; a lone small slice: one thread of an active region
-     * (the other idles), so its sgemm stays single-threaded as in a batch */
-    int use = n < 2 ? 2 : (nt < n ? nt : n);
+    /* threads as dm_ns (ns.h): a lone big slice tiles its GEMMs over the threads; else
+     * slices in parallel with single-threaded GEMMs. Shape decides, never thread count. */
+    if (n == 1 && dm_ns_slice_threaded(rows, cols))
+        return stiefel_one(W, s, 0, rows, cols, work, resid, 0);
+    int nt = omp_get_max_threads(), use = nt < n ? nt : n;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(use) reduction(+ : bad)
-    for (int i = 0; i < n; i++) bad += stiefel_one(W, s, i, rows, cols, work, resid);
+    for (int i = 0; i < n; i++)
+        bad += stiefel_one(W, s, i, rows, cols, work + omp_get_thread_num() * ws, resid, 1);
     return bad;
 }

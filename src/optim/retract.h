@@ -38,7 +38,8 @@ void dm_retract_init(float *R, float *s, const float *W0, int n, int rows, int c
  * ||W_i||_F = 0 are left as they are. */
 void dm_retract_sphere(float *W, const float *R, int n, int rows, int cols);
 
-/* Scratch floats for dm_retract_stiefel: n * (rows*cols + 2*min(rows,cols)^2). */
+/* Scratch floats for dm_retract_stiefel: n * (rows*cols + 2*min(rows,cols)^2) (as dm_ns_work;
+ * only min(n, threads) slots are in use at a time). */
 size_t dm_retract_stiefel_work(int n, int rows, int cols);
 
 /* W[n, rows, cols] <- s_i polar(W_i), in place; slices with s_i <= 0 skipped.

@@ -7,48 +7,6 @@
 
 #include "rng.h"
 
-#define T_MAX 512
-static struct { const char *name; t_fn fn; } t_cases[T_MAX];
-static int t_ncases, t_failed_checks;
-
-void t_register(const char *name, t_fn fn) {
-    if (t_ncases == T_MAX) { fprintf(stderr, "too many tests\n"); exit(2); }
-    t_cases[t_ncases].name = name;
-    t_cases[t_ncases++].fn = fn;
-}
-
-void t_fail(const char *file, int line, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "  FAIL %s:%d: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    t_failed_checks++;
-}
-
-int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
-        for (int i = 0; i < t_ncases; i++) printf("%s\n", t_cases[i].name);
-        return 0;
-    }
-    int ran = 0, failed = 0;
-    for (int i = 0; i < t_ncases; i++) {
-        if (argc > 1 && strcmp(argv[1], t_cases[i].name) != 0) continue;
-        int before = t_failed_checks;
-        printf("RUN  %s\n", t_cases[i].name);
-        fflush(stdout);
-        t_cases[i].fn();
-        int bad = t_failed_checks != before;
-        printf("%s %s\n", bad ? "FAIL" : "PASS", t_cases[i].name);
-        fflush(stdout);
-        ran++;
-        failed += bad;
-    }
-    if (ran == 0) { fprintf(stderr, "no test named %s\n", argc > 1 ? argv[1] : "(any)"); return 2; }
-    return failed ? 1 : 0;
-}
-
 void t_fill_normal(float *x, size_t n, uint64_t seed, float scale) {
     dm_rng r;
     dm_rng_seed(&r, seed, 0x7e57);
