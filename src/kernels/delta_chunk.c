@@ -351,9 +351,13 @@ static inline size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
 static inline int nchunks(const dm_delta_dims *d, int C) { return (d->T + C - 1) / C; }
 static inline int padk(int dk) { return (dk + VL - 1) / VL * VL; }
 
-/* per (b,h) pair: the chunk-start states [nc, dk, dv], then the rows of Dl [T, dv] */
+/* per (b,h) pair: the chunk-start states [nc, dk, dv], the rows of Dl [T, dv], and for KDA
+ * the intra-chunk matrices of every chunk [nc, C, C]: A in the lower triangle (with the
+ * diagonal), Lr transposed in the strict upper one (so the backward needs no pairwise
+ * dot products, only the decays for the pairwise gradient terms) */
 static size_t saved_pair(const dm_delta_dims *d, int C) {
-    return (size_t)nchunks(d, C) * d->dk * d->dv + (size_t)d->T * d->dv;
+    const size_t nc = (size_t)nchunks(d, C);
+    return nc * d->dk * d->dv + (size_t)d->T * d->dv + (d->scalar_gate ? 0 : nc * C * C);
 }
 size_t dm_delta_chunk_saved(const dm_delta_dims *d, int chunk) {
     return (size_t)d->B * d->H * saved_pair(d, chunk);
@@ -383,7 +387,6 @@ typedef struct {
     float *S;     /* [dk, dv] state                                            */
     float *mmT;   /* scratch of mm for a transposed B                            */
     /* backward only */
-    float *Dc;    /* [C(C+1)/2, dkp] KDA pairwise decays D_rj of the chunk     */
     float *Y;     /* [2n, dv]: dO rows 0..n-1, -dR rows n..2n-1                */
     float *dAL;   /* [2C, C]: dA rows 0..n-1, dL rows n..2n-1 (ld C)           */
     float *dX;    /* [2n, dk]: dQs, dKb                                         */
@@ -438,7 +441,6 @@ static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_
         TAKE(mmT, float, a * (b2 > (size_t)dkp ? b2 : (size_t)dkp));
     }
     if (bwd) {
-        if (kda) TAKE(Dc, float, Cs * (Cs + 1) / 2 * dkp);
         TAKE(Y, float, 2 * Cs * dv);
         TAKE(dAL, float, 2 * Cs * Cs);
         TAKE(dX, float, 2 * Cs * dk);
@@ -570,9 +572,9 @@ static void chunk_gates(const in_t *in, int b, int h, int t0, int n, ws_t *w) {
 /* Intra-chunk matrices A (when want_A) and Lr.
  * KDA: exact pairwise decays D_rjc = exp(G_rc - G_jc) for j <= r only, the difference
  * taken from the float pair (Gh, Gl), which carries the double cumsum: the argument is
- * exact to ~1 ulp of the DIFFERENCE however large G is. Stored into Dc when non-NULL.
+ * exact to ~1 ulp of the DIFFERENCE however large G is.
  * GDN: Q K^T and K K^T by sgemm, times Gm = exp(G_r - G_j) (lower triangle only). */
-static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float *Dc) {
+static void chunk_intra(const in_t *in, int n, int C, ws_t *w) {
     const dm_delta_dims *d = in->d;
     const int dk = d->dk, dkp = w->dkp;
     const float scale = d->scale;
@@ -597,7 +599,6 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float
         const float *ghr = w->Gh + (size_t)r * dkp, *glr = w->Gl + (size_t)r * dkp;
         const float *qr = w->Qp + (size_t)r * dkp, *kr = w->Kp + (size_t)r * dkp;
         float *a = w->A + (size_t)r * C, *l = w->Lr + (size_t)r * C;
-        float *Dr = Dc ? Dc + (size_t)r * (r + 1) / 2 * dkp : NULL;
         int j = 0;
         /* four pairs at a time: four independent exp chains, one 8-way lane reduction */
         for (; j + 3 <= r; j += 4) {
@@ -611,7 +612,6 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float
                 for (int u = 0; u < 4; u++) {
                     const size_t o = (size_t)u * dkp + c;
                     const vf e = vexp((gh - vld(ghj + o)) + (gl - vld(glj + o)));
-                    if (Dr) vst(Dr + (size_t)j * dkp + o, e);
                     const vf ke = vld(kj + o) * e;
                     sa[u] = vfma(q, ke, sa[u]);
                     sl[u] = vfma(k, ke, sl[u]);
@@ -628,11 +628,9 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float
         for (; j <= r; j++) {
             const float *ghj = w->Gh + (size_t)j * dkp, *glj = w->Gl + (size_t)j * dkp;
             const float *kj = w->Kp + (size_t)j * dkp;
-            float *D = Dr ? Dr + (size_t)j * dkp : NULL;
             vf sa = vsplat(0.f), sl = vsplat(0.f);
             for (int c = 0; c < dkp; c += VL) {
                 const vf e = vexp((vld(ghr + c) - vld(ghj + c)) + (vld(glr + c) - vld(glj + c)));
-                if (D) vst(D + c, e);
                 const vf ke = vld(kj + c) * e;
                 sa = vfma(vld(qr + c), ke, sa);
                 sl = vfma(vld(kr + c), ke, sl);
@@ -641,7 +639,21 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w, int want_A, float
             if (j < r) l[j] = hsum(sl);
         }
     }
-    (void)want_A;
+}
+
+/* KDA: keep A (lower with diagonal) and Lr (strict lower, stored transposed in the upper
+ * triangle) of an n-row chunk in one [C, C] block, and back. */
+static void pack_al(const ws_t *w, int n, int C, float *P) {
+    for (int r = 0; r < n; r++) {
+        memcpy(P + (size_t)r * C, w->A + (size_t)r * C, (size_t)(r + 1) * sizeof(float));
+        for (int j = 0; j < r; j++) P[(size_t)j * C + r] = w->Lr[(size_t)r * C + j];
+    }
+}
+static void unpack_al(ws_t *w, int n, int C, const float *P) {
+    for (int r = 0; r < n; r++) {
+        memcpy(w->A + (size_t)r * C, P + (size_t)r * C, (size_t)(r + 1) * sizeof(float));
+        for (int j = 0; j < r; j++) w->Lr[(size_t)r * C + j] = P[(size_t)j * C + r];
+    }
 }
 
 /* y[0..dv) += sum_{j in js} cf[j] * Y[j][0..dv): up to 4 vectors of columns per pass (four
@@ -739,6 +751,7 @@ static void fwd_pair(const in_t *in, int C, int b, int h, const float *h0, float
     const size_t ss = (size_t)dk * dv, soff = ((size_t)b * d->H + h) * ss;
     float *hs = saved ? saved + ((size_t)b * d->H + h) * saved_pair(d, C) : NULL;
     float *dls = hs ? hs + (size_t)nc * ss : NULL;
+    float *als = hs && !d->scalar_gate ? dls + (size_t)T * dv : NULL;
     float *S = w->S;
     if (h0) memcpy(S, h0 + soff, ss * sizeof(float));
     else memset(S, 0, ss * sizeof(float));
@@ -747,7 +760,8 @@ static void fwd_pair(const in_t *in, int C, int b, int h, const float *h0, float
         float *Dl = dls ? dls + (size_t)t0 * dv : w->Dl;
         if (hs) memcpy(hs + (size_t)ci * ss, S, ss * sizeof(float));
         chunk_gates(in, b, h, t0, n, w);
-        chunk_intra(in, n, C, w, 1, NULL);
+        chunk_intra(in, n, C, w);
+        if (als) pack_al(w, n, C, als + (size_t)ci * C * C);
         chunk_delta(in, b, h, t0, n, C, S, w, Dl);
         float *O = o + rowv(d, b, t0, h);
         mm(0, 0, n, dv, dk, 1.f, w->X, dk, S, dv,
@@ -782,8 +796,9 @@ void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const
 /* backward                                                                              */
 
 /* Pairwise (A, L) terms of one KDA chunk, VL key channels at a time with the row-r
- * accumulators in registers. With a = scale dA_rj (j <= r), l = beta_r dL_rj (j < r),
- * D = D_rj (cached by chunk_intra):
+ * accumulators in registers. The decays D = D_rj = exp(G_r - G_j), j < r, are computed
+ * here again, exactly as chunk_intra computed them (same operations, same bits). With
+ * a = scale dA_rj (j <= r), l = beta_r dL_rj (j < r):
  *   dq_r += a D.k_j;  dk_r += l D.k_j;  dk_j += D.(a q_r + l k_r);
  *   the gate: t_rj = k_j.D.(a q_r + l k_r) is d/dG_r (and -d/dG_j), so it adds to dg_i
  *   for j < i <= r. Summed directly in that form, dg_i += sum_{r>=i} sum_{j<i} t_rj, as
@@ -794,7 +809,7 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
     const int dkp = w->dkp;
     const float scale = d->scale;
     const float *dA = w->dAL, *dL = w->dAL + (size_t)n * C, *Lr = w->Lr;
-    const float *Qp = w->Qp, *Kp = w->Kp, *Dc = w->Dc;
+    const float *Qp = w->Qp, *Kp = w->Kp, *Gh = w->Gh, *Gl = w->Gl;
     float *dqa = w->dqa, *dka = w->dka, *dgi = w->dgi;
     float ac[64], lc[64];
     for (int r = 0; r < n; r++) {
@@ -808,15 +823,16 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
         }
         w->dba[r] += dbr;
         const float ad = scale * dA[(size_t)r * C + r];
-        const float *Dr = Dc + (size_t)r * (r + 1) / 2 * dkp;
         for (int c0 = 0; c0 < dkp; c0 += VL) {
-            const vf q = vld(Qp + (size_t)r * dkp + c0), k = vld(Kp + (size_t)r * dkp + c0);
-            vf aq = vld(dqa + (size_t)r * dkp + c0), ak = vld(dka + (size_t)r * dkp + c0);
+            const size_t ro = (size_t)r * dkp + c0;
+            const vf q = vld(Qp + ro), k = vld(Kp + ro), gh = vld(Gh + ro), gl = vld(Gl + ro);
+            vf aq = vld(dqa + ro), ak = vld(dka + ro);
             vf acc = vsplat(0.f);
-            const float *Dj = Dr + c0, *kjp = Kp + c0;
+            const float *kjp = Kp + c0, *ghj = Gh + c0, *glj = Gl + c0;
             float *dkj = dka + c0, *gj = dgi + dkp + c0;
-            for (int j = 0; j < r; j++, Dj += dkp, kjp += dkp, dkj += dkp, gj += dkp) {
-                const vf D = vld(Dj), kj = vld(kjp);
+            for (int j = 0; j < r; j++, kjp += dkp, ghj += dkp, glj += dkp, dkj += dkp, gj += dkp) {
+                const vf D = vexp((gh - vld(ghj)) + (gl - vld(glj)));
+                const vf kj = vld(kjp);
                 const vf p = D * kj;
                 const vf av = vsplat(ac[j]), lv = vsplat(lc[j]);
                 aq = vfma(p, av, aq);
@@ -829,8 +845,8 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
             /* j = r: D = 1, no gate dependence */
             aq = vfma(k, vsplat(ad), aq);
             ak = vfma(q, vsplat(ad), ak);
-            vst(dqa + (size_t)r * dkp + c0, aq);
-            vst(dka + (size_t)r * dkp + c0, ak);
+            vst(dqa + ro, aq);
+            vst(dka + ro, ak);
         }
     }
 }
@@ -885,25 +901,26 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
     const float scale = d->scale;
     const int kda = !d->scalar_gate;
 
-    /* 1. chunk-start states and Dl rows: the forward's, or a forward scan of our own */
+    /* 1. chunk-start states, Dl rows and (KDA) A/Lr: the forward's, or a scan of our own */
     const float *hs;
     if (saved) {
         hs = saved + ((size_t)b * H + h) * saved_pair(d, C);
     } else {
-        float *S = w->S, *dls = w->hs + (size_t)nc * ss;
+        float *S = w->S, *dls = w->hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
         if (h0) memcpy(S, h0 + soff, ss * sizeof(float));
         else memset(S, 0, ss * sizeof(float));
         for (int ci = 0; ci < nc; ci++) {
             const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
             memcpy(w->hs + (size_t)ci * ss, S, ss * sizeof(float));
             chunk_gates(in, b, h, t0, n, w);
-            chunk_intra(in, n, C, w, 0, NULL);
+            chunk_intra(in, n, C, w);
+            if (kda) pack_al(w, n, C, als + (size_t)ci * C * C);
             chunk_delta(in, b, h, t0, n, C, S, w, dls + (size_t)t0 * dv);
             if (ci < nc - 1) chunk_state(d, n, S, w, dls + (size_t)t0 * dv);
         }
         hs = w->hs;
     }
-    const float *dls = hs + (size_t)nc * ss;
+    const float *dls = hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
 
     /* 2. reverse over chunks */
     float *dS = w->dS;
@@ -915,7 +932,8 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
         float br[64];
         for (int r = 0; r < n; r++) br[r] = in->beta[rows(d, b, t0 + r, h)];
         chunk_gates(in, b, h, t0, n, w);
-        chunk_intra(in, n, C, w, 1, kda ? w->Dc : NULL);
+        if (kda) unpack_al(w, n, C, als + (size_t)ci * C * C);
+        else chunk_intra(in, n, C, w); /* GDN: cheap, and intra_bwd_gdn wants QK, KK, Gm */
 
         float *Yt = w->Y, *Yb = w->Y + (size_t)n * dv;
         for (int r = 0; r < n; r++)
