@@ -71,6 +71,7 @@ typedef struct dm_config {
     int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
     int kda_impl;           /* DM_IMPL_*                                         */
     int chunk_size;         /* 16 | 32 | 64                                      */
+    int norm_impl;          /* DM_IMPL_AUTO | DM_IMPL_CHUNKED (= fused) | DM_IMPL_REFERENCE */
     int verify_fused;       /* every N steps run fused and reference; 0 = off    */
     int optimizer;          /* DM_OPT_*                                          */
     int ns;                 /* DM_NS_*                                           */
@@ -155,6 +156,19 @@ size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads);
 float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *logits);
 /* Backward of the last forward: grads += d(mean loss)/d(params). */
 void dm_model_backward(dm_model *m);
+
+/* The dispatch guard's counters as one line, e.g.
+ * "fused delta=412/412 delta_bwd=412/412 rmsnorm=... declined=0". */
+void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n);
+/* Verify mode: while on, every fused op also runs its reference (and the reverse) and
+ * the largest relative RMS difference of outputs and gradients is recorded. */
+void dm_model_set_verify(dm_model *m, int on);
+/* The largest relative difference recorded since the last call (then reset), and the
+ * output or gradient it came from in what. -1 if no op was verified. */
+double dm_model_verify_take(dm_model *m, char *what, size_t n);
+/* Time every op into atlas (struct dm_atlas, src/atlas.h); NULL turns timing off. */
+struct dm_atlas;
+void dm_model_set_atlas(dm_model *m, struct dm_atlas *atlas);
 
 /* ------------------------------------------------------------------------------------ */
 /* The delta-rule core, standalone                                                       */

@@ -68,6 +68,8 @@ static const key_t_ KEYS[] = {
     {"kda_impl", K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
      "delta-rule core: auto (fused where supported), chunked, reference"},
     {"chunk_size", K_INT, F(chunk_size), 16, 64, NULL, "chunk of the fused core: 16, 32 or 64"},
+    {"norm_impl", K_ENUM, F(norm_impl), 0, 0, "auto|fused|reference",
+     "RMSNorm and gated norm: auto (fused), fused, reference (composed, slow)"},
     {"verify_fused", K_INT, F(verify_fused), 0, 1 << 30, NULL,
      "every N steps run fused and reference and compare; 0 = off"},
     {"optimizer", K_ENUM, F(optimizer), 0, 0, "muon|adamw",
@@ -119,6 +121,7 @@ void dm_config_default(dm_config *c) {
     c->ckpt_every = 0;
     c->kda_impl = DM_IMPL_AUTO;
     c->chunk_size = 64;
+    c->norm_impl = DM_IMPL_AUTO;
     c->verify_fused = 0;
     c->optimizer = DM_OPT_MUON;
     c->ns = DM_NS_QUINTIC5;
@@ -286,11 +289,6 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
     }
     if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {
         if (err) snprintf(err, errlen, "chunk_size: must be 16, 32 or 64 (got %d)", c->chunk_size);
-        return 1;
-    }
-    if (c->warmup_steps > c->steps && c->steps > 0) {
-        if (err)
-            snprintf(err, errlen, "warmup_steps: %d exceeds steps (%d)", c->warmup_steps, c->steps);
         return 1;
     }
     return 0;

@@ -140,6 +140,19 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     if (!m->params || !m->grads) goto oom;
     init_params(m, tb->kinds);
     free(tb);
+    dm_dispatch_init(&m->dp, cfg);
+    if (cfg->kda_impl == DM_IMPL_CHUNKED) {
+        dm_delta_dims d = {1, 1, cfg->n_head, cfg->head_dim, cfg->head_dim,
+                           cfg->mixer == DM_MIXER_GDN, 1.0f};
+        const char *why;
+        if (!dm_delta_chunk_supports(&d, cfg->chunk_size, &why)) {
+            if (err)
+                snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support "
+                                      "this model (%s); use kda_impl=auto or reference", why);
+            dm_model_free(m);
+            return NULL;
+        }
+    }
     return m;
 oom:
     if (err) snprintf(err, errlen, "out of memory creating the model");
@@ -150,6 +163,7 @@ oom:
 
 void dm_model_free(dm_model *m) {
     if (!m) return;
+    dm_dispatch_free(&m->dp);
     free(m->tensors);
     free(m->L);
     free(m->params);
@@ -233,9 +247,22 @@ static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump 
     s->do_ = take(b, N * HD); s->dz = take(b, N * HD); s->dop = take(b, N * HD);
     s->dr = take(b, N * R);
     s->da = take(b, N * F); s->db = take(b, N * F); s->dh = take(b, N * F);
-    dm_delta_dims dd = {(int)(N / T), (int)T, (int)H, c->head_dim, c->head_dim,
-                        !kda, 1.0f};
-    s->delta_work = take(b, dm_delta_ref_bwd_work(&dd, nthreads));
+    s->norm_scratch = take(b, 2 * N * (D > HD ? D : HD));
+    /* the delta core: scratch for whichever path the guard may pick (sequences of up to T;
+     * verify mode runs both, one after the other) */
+    dm_delta_dims dd = {(int)(N / T), (int)T, (int)H, c->head_dim, c->head_dim, !kda, 1.0f};
+    size_t w = dm_delta_ref_bwd_work(&dd, nthreads);
+    if (dm_delta_chunk_supports(&dd, c->chunk_size, NULL) && c->kda_impl != DM_IMPL_REFERENCE) {
+        size_t wf = dm_delta_chunk_fwd_work(&dd, c->chunk_size, nthreads);
+        size_t wb = dm_delta_chunk_bwd_work(&dd, c->chunk_size, nthreads);
+        w = w > wf ? w : wf;
+        w = w > wb ? w : wb;
+        for (int l = 0; l < c->n_layer; l++) {
+            float *sv = take(b, dm_delta_chunk_saved(&dd, c->chunk_size));
+            if (act) act[l].saved = sv;
+        }
+    }
+    s->delta_work = take(b, w);
     return b->used;
 }
 
@@ -312,4 +339,24 @@ void dm_model_backward(dm_model *m) {
     if (!m->have_forward) return;
     dm_network_bwd(m);
     m->have_forward = 0; /* backward consumes the logits (turned into their gradient) */
+}
+
+void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n) {
+    dm_dispatch_report(&m->dp, buf, n);
+}
+
+void dm_model_set_verify(dm_model *m, int on) { m->dp.verify = on; }
+
+double dm_model_verify_take(dm_model *m, char *what, size_t n) {
+    double r = m->dp.verify_calls ? m->dp.verify_max : -1;
+    if (what) snprintf(what, n, "%s", m->dp.verify_what);
+    m->dp.verify_max = 0;
+    m->dp.verify_what[0] = 0;
+    m->dp.verify_calls = 0;
+    return r;
+}
+
+void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) {
+    m->atlas = atlas;
+    m->dp.atlas = atlas;
 }

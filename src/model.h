@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atlas.h"
+#include "dispatch.h"
 #include "dormouse.h"
 
 #define DM_NORM_EPS 1e-6f /* RMSNorm and the per-head output norm */
@@ -36,6 +38,7 @@ typedef struct {
     float *g;               /* [N,H*Cg] log decay                           */
     float *beta;            /* [N,H]                                        */
     float *o;               /* [N,HD] delta-rule core output                */
+    float *saved;           /* chunked core's forward state for its backward (or NULL) */
     float *z1;              /* [N,R]  KDA output-gate low-rank hidden        */
     float *z;               /* [N,HD] output gate pre-activation            */
     float *rstd_o;          /* [N*H]                                        */
@@ -55,6 +58,7 @@ typedef struct {
     float *dr;                  /* [N,R] */
     float *da, *db, *dh;        /* [N,F] */
     float *delta_work;          /* delta-rule core scratch */
+    float *norm_scratch;        /* [2*N*max(D,HD)] composed-norm reference intermediates */
 } dm_scratch;
 
 struct dm_model {
@@ -74,6 +78,9 @@ struct dm_model {
     dm_layer_act *act;         /* [n_layer] */
     float *x_final, *xnf, *rstdf, *logits; /* [N,D] [N,D] [N] [N,256] */
     dm_scratch s;
+
+    dm_dispatch dp;            /* the dispatch guard and its counters */
+    dm_atlas *atlas;           /* op timing, or NULL */
 
     /* last forward */
     int B, T;

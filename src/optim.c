@@ -8,6 +8,8 @@
 
 #include "optim_internal.h"
 
+void dm_optim_set_atlas(dm_optim *o, dm_atlas *atlas) { o->atlas = atlas; }
+
 const dm_group *dm_optim_group(const dm_optim *o, int tensor) { return &o->groups[tensor]; }
 
 dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t errlen) {
@@ -116,7 +118,8 @@ static void adamw(float *p, const float *g, float *m1, float *m2, size_t n, floa
 
 double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
-    double norm = dm_grad_norm(m);
+    double norm;
+    DM_TIMED(o->atlas, "grad_norm", 0, norm = dm_grad_norm(m));
     float gscale = 1.0f;
     if (c->grad_clip > 0 && norm > c->grad_clip) gscale = (float)(c->grad_clip / norm);
     float f = dm_lr_factor(c, step);
@@ -126,8 +129,10 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
         const dm_tensor *t = dm_model_tensor(m, i);
         const dm_group *g = &o->groups[i];
         if (g->kind == DM_GROUP_ADAMW)
-            adamw(P + t->offset, G + t->offset, o->m1 + t->offset, o->m2 + t->offset, t->numel,
-                  g->lr * f, g->wd, c->beta1, c->beta2, c->adam_eps, step + 1, gscale);
+            DM_TIMED(o->atlas, "adamw", 0,
+                     adamw(P + t->offset, G + t->offset, o->m1 + t->offset, o->m2 + t->offset,
+                           t->numel, g->lr * f, g->wd, c->beta1, c->beta2, c->adam_eps, step + 1,
+                           gscale));
         else
             dm_muon_update(o, m, i, g->lr * f, gscale, step);
     }

@@ -36,6 +36,10 @@ double dm_grad_norm(const dm_model *m);
  * then AdamW / Muon per group. Returns the gradient norm before clipping. */
 double dm_optim_step(dm_optim *o, dm_model *m, long step);
 
+/* Time the optimizer's ops (adamw, ns, retract) into atlas; NULL turns it off. */
+struct dm_atlas;
+void dm_optim_set_atlas(dm_optim *o, struct dm_atlas *atlas);
+
 /* Checkpoint state: the tensors to save (pointers into the optimizer; valid until the
  * next step) and loading them back. */
 int dm_optim_state(const dm_optim *o, dm_st_tensor *out, int max);

@@ -3,6 +3,7 @@
 #ifndef DM_OPTIM_INTERNAL_H
 #define DM_OPTIM_INTERNAL_H
 
+#include "atlas.h"
 #include "optim.h"
 
 struct dm_optim {
@@ -19,6 +20,7 @@ struct dm_optim {
     int n_slices;
     float *radius;     /* [n_slices] retraction radius ||W0||_F per slice */
     float *scale;      /* [n_slices] Stiefel scale per slice */
+    dm_atlas *atlas;   /* op timing, or NULL */
 };
 
 int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen);

@@ -15,18 +15,13 @@
 
 #include "ckpt.h"
 #include "data.h"
+#include "dispatch.h" /* DM_VERIFY_BOUND */
 #include "eval.h"
 #include "optim.h"
 #include "safetensors.h"
 
 static volatile sig_atomic_t g_stop; /* set by SIGINT/SIGTERM: stop after this step */
 static void on_signal(int sig) { g_stop = sig; }
-
-double dm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Write text to dir/name atomically (temp file, fsync, rename). */
 static int write_file_atomic(const char *dir, const char *name, const char *text, char *err,
@@ -99,6 +94,7 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
     dm_optim *opt = NULL;
     FILE *metrics = NULL;
     uint8_t *batch = NULL;
+    dm_atlas *atlas = NULL;
     long start = 0;
 
     int nthreads = dm_set_threads(cfg.threads);
@@ -199,27 +195,68 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
     float loss = NAN;
     long tokens_per_step = (long)cfg.batch_size * cfg.seq_len;
     rc = 0;
+    /* the atlas (atlas=1): every op and stage timed, after two warm-up steps */
+    atlas = cfg.atlas ? calloc(1, sizeof *atlas) : NULL;
+    if (atlas) {
+        dm_model_set_atlas(m, atlas);
+        dm_optim_set_atlas(opt, atlas);
+    }
+    long atlas_from = start + (cfg.steps - start > 4 ? 2 : 0);
+    double verify_worst = -1;
+    char verify_what[64] = "";
     for (long step = start; step < cfg.steps; step++) {
+        if (atlas && step == atlas_from) dm_atlas_reset(atlas);
+        /* verify_fused=N: fused and reference paths both run on every N-th step */
+        int verify = cfg.verify_fused > 0 && (step + 1) % cfg.verify_fused == 0;
+        dm_model_set_verify(m, verify);
         double t0 = dm_now();
         dm_corpus_batch(&corpus, cfg.seed, step, cfg.batch_size, cfg.seq_len, batch);
+        double t1 = dm_now();
         loss = dm_model_forward(m, batch, cfg.batch_size, cfg.seq_len, NULL);
+        double t2 = dm_now();
         if (!isfinite(loss)) {
             if (tty) printf("\n");
-            fprintf(stderr, "error: loss is %g at step %ld; stopping (the last checkpoint in %s is kept)\n",
-                    loss, step + 1, a->out);
+            fprintf(stderr, "error: loss is %g at step %ld; stopping (the last checkpoint in %s "
+                            "is kept)\n", loss, step + 1, a->out);
             rc = 1;
             break;
         }
         dm_model_zero_grad(m);
         dm_model_backward(m);
+        dm_model_set_verify(m, 0);
+        double t3 = dm_now();
         float lr = cfg.lr * dm_lr_factor(&cfg, step);
         double gnorm = dm_optim_step(opt, m, step);
+        if (atlas) {
+            dm_atlas_stage(atlas, DM_ST_DATA, t1 - t0);
+            dm_atlas_stage(atlas, DM_ST_FORWARD, t2 - t1);
+            dm_atlas_stage(atlas, DM_ST_BACKWARD, t3 - t2);
+            dm_atlas_stage(atlas, DM_ST_OPTIMIZER, dm_now() - t3);
+            atlas->steps++;
+        }
         if (!isfinite(gnorm)) {
             if (tty) printf("\n");
-            fprintf(stderr, "error: gradient norm is %g at step %ld; stopping (the last checkpoint in %s is kept)\n",
-                    gnorm, step + 1, a->out);
+            fprintf(stderr, "error: gradient norm is %g at step %ld; stopping (the last "
+                            "checkpoint in %s is kept)\n", gnorm, step + 1, a->out);
             rc = 1;
             break;
+        }
+        double vrel = -1;
+        if (verify) {
+            char what[64];
+            vrel = dm_model_verify_take(m, what, sizeof what);
+            if (vrel > verify_worst) {
+                verify_worst = vrel;
+                snprintf(verify_what, sizeof verify_what, "%s", what);
+            }
+            if (!(vrel <= DM_VERIFY_BOUND)) {
+                if (tty) printf("\n");
+                fprintf(stderr, "error: verify at step %ld: fused and reference differ by %.3g "
+                                "(relative RMS, %s) > %.0e\n", step + 1, vrel, what,
+                        DM_VERIFY_BOUND);
+                rc = 1;
+                break;
+            }
         }
         double dt = dm_now() - t0;
         t_train += dt;
@@ -230,7 +267,11 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
         int last = done == cfg.steps;
         int do_eval = last || (cfg.eval_every > 0 && done % cfg.eval_every == 0);
         if (do_eval) {
+            double te = dm_now();
+            dm_model_set_atlas(m, NULL); /* the op table is per training step */
             last_bpb = dm_eval_bpb(m, val, val_n, cfg.batch_size, cfg.seq_len);
+            dm_model_set_atlas(m, atlas);
+            if (atlas) dm_atlas_stage(atlas, DM_ST_EVAL, dm_now() - te);
             if (!isfinite(last_bpb)) {
                 fprintf(stderr, "error: validation BPB is %g at step %ld\n", last_bpb, done);
                 rc = 1;
@@ -245,6 +286,7 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
                     "\"elapsed_s\": %.2f",
                     done, loss, loss_sum / interval_n, lr, gnorm, ms, tps, dm_now() - t_start);
             if (do_eval) fprintf(metrics, ", \"val_bpb\": %.6f", last_bpb);
+            if (vrel >= 0) fprintf(metrics, ", \"verify_max_rel\": %.3g", vrel);
             fprintf(metrics, "}\n");
             fflush(metrics);
         }
@@ -286,25 +328,43 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
         }
     }
     if (tty) printf("\n");
+    char disp[1024];
+    dm_model_dispatch_report(m, disp, sizeof disp);
+    printf("dispatch: %s\n", disp);
+    if (verify_worst >= 0)
+        printf("verify: largest fused-vs-reference relative difference %.3g (%s), bound %.0e\n",
+               verify_worst, verify_what, DM_VERIFY_BOUND);
+    if (atlas && atlas->steps > 0) {
+        dm_atlas_print(atlas, stdout);
+        char ap[4200];
+        snprintf(ap, sizeof ap, "%s/atlas.txt", a->out);
+        FILE *af = fopen(ap, "w");
+        if (af) {
+            dm_atlas_print(atlas, af);
+            fclose(af);
+        }
+    }
     if (rc == 0 && (a->until <= 0 || a->until >= cfg.steps)) {
         long steps_run = cfg.steps - start;
         double tps = steps_run > 0 ? steps_run * tokens_per_step / t_train : 0;
         printf("summary: %zu parameters | %d steps | final train loss %.4f | val %.4f bpb | "
                "%.0f tokens/s | %.1f s\n",
                dm_model_num_params(m), cfg.steps, loss, last_bpb, tps, dm_now() - t_start);
-        char js[1024];
+        char js[2048];
         snprintf(js, sizeof js,
                  "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
                  "  \"val_bpb\": %.6f,\n  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n"
-                 "  \"threads\": %d\n}\n",
+                 "  \"threads\": %d,\n  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g\n}\n",
                  dm_model_num_params(m), cfg.steps, loss, last_bpb, tps, dm_now() - t_start,
-                 nthreads);
+                 nthreads, disp, verify_worst);
         if (write_file_atomic(a->out, "summary.json", js, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             rc = 1;
         }
     }
 done:
+    if (m) dm_model_set_atlas(m, NULL);
+    free(atlas);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     g_stop = 0;

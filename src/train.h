@@ -2,6 +2,7 @@
 #ifndef DM_TRAIN_H
 #define DM_TRAIN_H
 
+#include "atlas.h" /* dm_now */
 #include "dormouse.h"
 
 typedef struct {
@@ -16,7 +17,5 @@ typedef struct {
  * 130 interrupted (a checkpoint was saved first). */
 int dm_train(const dm_config *cfg, const dm_train_args *a);
 
-/* Seconds on a monotonic clock. */
-double dm_now(void);
 
 #endif

@@ -7,10 +7,14 @@
  * Covering set (each row of a table below is one problem; B x H = 2 x 2 unless noted):
  *   small: dk = dv = 16, every T in {1,15,63,64,65,200,1024} x chunk {16,32,64}, gates and
  *          h0 cycling, KDA and GDN (42 problems);
- *   dh64:  dk = dv = 64, T in {1,15,63,64,65,200,1024}, chunk 64 plus T in {63,65,200}
- *          at chunk 16/32, each gate, h0 on/off (KDA and GDN);
- *   dh128: dk = dv = 128, T in {15,65,200,1024}, chunks 64/32 (KDA and GDN);
- *   odd:   dk != dv (dk 48 / dv 80, dk 5 / dv 3), B x H = 1 x 3.
+ *   dh64:  dk = dv = 64, T in {1,15,63,64,65,200,1024} x each gate at chunk 64 (h0
+ *          alternating), plus T in {63,65,200,1024} at chunks 16 and 32 (gates cycling) and
+ *          T = 1024 strong at 16, zero at 32 (KDA and GDN, 28 problems each);
+ *   dh128: dk = dv = 128, T in {15,63,65,200,1024}, chunks 16/32/64 (8 problems each);
+ *   odd:   dk != dv (dk 48 / dv 80, dk 80 / dv 48, dk 5 / dv 3), B x H = 1 x 3 and 2 x 3;
+ *   plus: the double truth for the hardest rows, extreme gates (all -20, -1000 channels,
+ *   g = 0, small positive g) at every chunk size, optional pointers NULL, and bitwise
+ *   determinism over 1/2/3 threads and saved vs recompute.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -109,7 +113,8 @@ static void dbl_bwd(const prob *p, double *dq, double *dk, double *dv, double *d
     const dm_delta_dims *d = &p->d;
     const int T = d->T, H = d->H, K = d->dk, V = d->dv;
     double *P = malloc(sizeof(double) * (size_t)(T + 1) * K * V);
-    double *dS = malloc(sizeof(double) * (size_t)K * V), *Sp = malloc(sizeof(double) * (size_t)K * V);
+    double *dS = malloc(sizeof(double) * (size_t)K * V);
+    double *Sp = malloc(sizeof(double) * (size_t)K * V);
     double *e = malloc(sizeof(double) * V), *de = malloc(sizeof(double) * V);
     double *a = malloc(sizeof(double) * K);
     for (int b = 0; b < d->B; b++)
@@ -120,7 +125,8 @@ static void dbl_bwd(const prob *p, double *dq, double *dk, double *dv, double *d
                 size_t row = ((size_t)b * T + t) * H + h;
                 const double *Pt = P + (size_t)t * K * V;
                 double *Pn = P + (size_t)(t + 1) * K * V;
-                for (int i = 0; i < K; i++) a[i] = exp(d->scalar_gate ? p->g[row] : p->g[row * K + i]);
+                for (int i = 0; i < K; i++)
+                    a[i] = exp(d->scalar_gate ? p->g[row] : p->g[row * K + i]);
                 for (int j = 0; j < V; j++) {
                     double s = p->v[row * V + j];
                     for (int i = 0; i < K; i++) s -= a[i] * Pt[i * V + j] * p->k[row * K + i];
@@ -128,7 +134,8 @@ static void dbl_bwd(const prob *p, double *dq, double *dk, double *dv, double *d
                 }
                 for (int i = 0; i < K; i++)
                     for (int j = 0; j < V; j++)
-                        Pn[i * V + j] = a[i] * Pt[i * V + j] + p->beta[row] * p->k[row * K + i] * e[j];
+                        Pn[i * V + j] =
+                            a[i] * Pt[i * V + j] + p->beta[row] * p->k[row * K + i] * e[j];
             }
             for (size_t i = 0; i < (size_t)K * V; i++) dS[i] = p->dhT ? p->dhT[so + i] : 0;
             for (int t = T - 1; t >= 0; t--) {
@@ -136,7 +143,8 @@ static void dbl_bwd(const prob *p, double *dq, double *dk, double *dv, double *d
                 const double *Pt = P + (size_t)t * K * V, *St = P + (size_t)(t + 1) * K * V;
                 const float *q = p->q + row * K, *k = p->k + row * K, *dO = p->dO + row * V;
                 double bt = p->beta[row];
-                for (int i = 0; i < K; i++) a[i] = exp(d->scalar_gate ? p->g[row] : p->g[row * K + i]);
+                for (int i = 0; i < K; i++)
+                    a[i] = exp(d->scalar_gate ? p->g[row] : p->g[row * K + i]);
                 for (int i = 0; i < K; i++) {
                     double s = 0;
                     for (int j = 0; j < V; j++) {
@@ -158,7 +166,10 @@ static void dbl_bwd(const prob *p, double *dq, double *dk, double *dv, double *d
                 double dbt = 0, dgs = 0;
                 for (int i = 0; i < K; i++) {
                     double dse = 0, sde = 0, dgi = 0;
-                    for (int j = 0; j < V; j++) { dse += dS[i * V + j] * e[j]; sde += Sp[i * V + j] * de[j]; }
+                    for (int j = 0; j < V; j++) {
+                        dse += dS[i * V + j] * e[j];
+                        sde += Sp[i * V + j] * de[j];
+                    }
                     dk[row * K + i] = bt * dse - sde;
                     dbt += k[i] * dse;
                     for (int j = 0; j < V; j++) {
@@ -245,10 +256,12 @@ static void dh64_set(int scalar) {
             if (Ts[it] == 1024 && gate == GATE_MILD) continue;
             cs[n++] = (cfg){2, 2, Ts[it], 64, 64, 64, gate, (it + gate) & 1};
         }
-    const int Tm[] = {63, 65, 200};
-    for (int i = 0; i < 3; i++)
+    const int Tm[] = {63, 65, 200, 1024};
+    for (int i = 0; i < 4; i++)
         for (int ic = 0; ic < 2; ic++)
             cs[n++] = (cfg){2, 2, Tm[i], 64, 64, Cs[ic], (i + ic) % 3, ic};
+    cs[n++] = (cfg){2, 2, 1024, 64, 64, 16, GATE_STRONG, 1};
+    cs[n++] = (cfg){2, 2, 1024, 64, 64, 32, GATE_ZERO, 0};
     run_set(cs, n, scalar);
 }
 
@@ -256,7 +269,8 @@ static void dh128_set(int scalar) {
     const cfg cs[] = {
         {1, 2, 15, 128, 128, 64, GATE_MILD, 1},   {1, 2, 65, 128, 128, 64, GATE_STRONG, 0},
         {1, 2, 200, 128, 128, 32, GATE_ZERO, 1},  {1, 2, 1024, 128, 128, 64, GATE_MILD, 1},
-        {1, 2, 1024, 128, 128, 64, GATE_STRONG, 0},
+        {1, 2, 1024, 128, 128, 64, GATE_STRONG, 0}, {1, 2, 1024, 128, 128, 32, GATE_STRONG, 1},
+        {1, 2, 1024, 128, 128, 16, GATE_ZERO, 0},   {1, 2, 63, 128, 128, 16, GATE_MILD, 1},
     };
     run_set(cs, sizeof cs / sizeof cs[0], scalar);
 }
@@ -354,4 +368,89 @@ TEST(delta_chunk_deterministic_threads) {
             for (int r = 0; r < 4; r++) outs_free(&o[r]);
             prob_free(&p);
         }
+}
+
+TEST(delta_chunk_supports_reasons) {
+    const char *why = NULL;
+    dm_delta_dims d = {2, 100, 3, 64, 64, 0, 0.125f};
+    for (int c = 16; c <= 64; c *= 2) CHECK(dm_delta_chunk_supports(&d, c, &why) && why == NULL);
+    const int bad_chunks[] = {0, 8, 24, 48, 128, -64};
+    for (size_t i = 0; i < sizeof bad_chunks / sizeof bad_chunks[0]; i++) {
+        why = NULL;
+        CHECKF(!dm_delta_chunk_supports(&d, bad_chunks[i], &why) && why && why[0],
+               "chunk %d accepted", bad_chunks[i]);
+    }
+    dm_delta_dims bad[] = {{0, 1, 1, 8, 8, 0, 1.f},   {1, 0, 1, 8, 8, 0, 1.f},
+                           {1, 1, -1, 8, 8, 0, 1.f},  {1, 1, 1, 257, 8, 0, 1.f},
+                           {1, 1, 1, 8, 300, 0, 1.f}, {1, 1, 1, 8, 8, 2, 1.f}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        CHECKF(!dm_delta_chunk_supports(&bad[i], 64, &why) && why && why[0], "bad dims %zu", i);
+    }
+    CHECK(!dm_delta_chunk_supports(NULL, 64, &why));
+    CHECK(dm_delta_chunk_supports(&d, 64, NULL)); /* why may be NULL */
+    d.dk = d.dv = 256;
+    CHECK(dm_delta_chunk_supports(&d, 64, NULL));
+}
+
+/* Gates at the edges: every token -20 (a factored exp(-G_j) would overflow after 5 tokens),
+ * some channels -1000 per token, g = 0 everywhere, and small positive g (accepted by the
+ * contract). Chunked vs reference <= 1e-5 and no NaN/Inf anywhere. */
+TEST(delta_chunk_extreme_gates) {
+    for (int scalar = 0; scalar < 2; scalar++)
+        for (int mode = 0; mode < 4; mode++)
+            for (int ic = 0; ic < 3; ic++) {
+                prob p;
+                prob_init(&p, 1, 150, 2, 32, 24, scalar, GATE_ZERO, mode & 1,
+                          (uint64_t)(900 + 10 * mode + ic + 100 * scalar));
+                const int gw = scalar ? 1 : 32;
+                for (size_t i = 0; i < p.ng; i++) {
+                    if (mode == 0) p.g[i] = -20.f;
+                    else if (mode == 1) p.g[i] = (i % gw) % 3 == 0 ? -1000.f : -0.02f;
+                    else if (mode == 2) p.g[i] = 0.f;
+                    else p.g[i] = 0.05f * (float)((int)(i % 7) - 3) / 3.f;
+                }
+                static const char *mname[] = {"all -20", "-1000 channels", "zero", "+-0.05"};
+                char tag[96];
+                snprintf(tag, sizeof tag, "%s %s C=%d", scalar ? "GDN" : "KDA", mname[mode],
+                         Cs[ic]);
+                compare(&p, Cs[ic], tag);
+                prob_free(&p);
+            }
+    report();
+}
+
+/* The optional pointers: h0, hT, dhT, dh0 NULL (and the recompute path) give the same
+ * results as the reference run the same way. */
+TEST(delta_chunk_optional_pointers) {
+    for (int scalar = 0; scalar < 2; scalar++) {
+        prob p;
+        prob_init(&p, 2, 77, 2, 16, 16, scalar, GATE_MILD, 0, (uint64_t)(4040 + scalar));
+        free(p.dhT);
+        p.dhT = NULL;
+        const dm_delta_dims *d = &p.d;
+        float *o1 = t_alloc(p.nv), *o2 = t_alloc(p.nv);
+        float *g1[5], *g2[5];
+        size_t sz[5] = {p.nq, p.nq, p.nv, p.ng, p.nb};
+        for (int a = 0; a < 5; a++) { g1[a] = t_alloc(sz[a]); g2[a] = t_alloc(sz[a]); }
+        float *wr = t_alloc(dm_delta_ref_bwd_work(d, 2));
+        dm_delta_ref_fwd(d, p.q, p.k, p.v, p.g, p.beta, NULL, o1, NULL, 2);
+        dm_delta_ref_bwd(d, p.q, p.k, p.v, p.g, p.beta, NULL, p.dO, NULL, g1[0], g1[1], g1[2],
+                         g1[3], g1[4], NULL, wr, 2);
+        float *wf = t_alloc(dm_delta_chunk_fwd_work(d, 32, 2));
+        float *wb = t_alloc(dm_delta_chunk_bwd_work(d, 32, 2));
+        dm_delta_chunk_fwd(d, 32, p.q, p.k, p.v, p.g, p.beta, NULL, o2, NULL, NULL, wf, 2);
+        dm_delta_chunk_bwd(d, 32, p.q, p.k, p.v, p.g, p.beta, NULL, NULL, p.dO, NULL, g2[0],
+                           g2[1], g2[2], g2[3], g2[4], NULL, wb, 2);
+        double e = t_rel_rms_ff(o2, o1, p.nv);
+        CHECKF(e <= 1e-5, "%s: o rel rms %.3g", scalar ? "GDN" : "KDA", e);
+        for (int a = 0; a < 5; a++) {
+            e = t_rel_rms_ff(g2[a], g1[a], sz[a]);
+            CHECKF(e <= 1e-5 && t_all_finite(g2[a], sz[a]), "%s: %s rel rms %.3g",
+                   scalar ? "GDN" : "KDA", out_name[O_DQ + a], e);
+        }
+        for (int a = 0; a < 5; a++) { free(g1[a]); free(g2[a]); }
+        free(o1); free(o2); free(wr); free(wf); free(wb);
+        prob_free(&p);
+    }
 }

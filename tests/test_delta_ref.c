@@ -291,7 +291,8 @@ static void grad_sweep(int scalar) {
                     n++;
                 }
     printf("  %d cases; worst rel rms vs finite differences:\n", n);
-    for (int a = 0; a < NGRAD; a++) printf("    %-6s %.3g  (%s)\n", grad_name[a], worst[a], wtag[a]);
+    for (int a = 0; a < NGRAD; a++)
+        printf("    %-6s %.3g  (%s)\n", grad_name[a], worst[a], wtag[a]);
 }
 
 TEST(delta_ref_grad_kda_vs_fd) { grad_sweep(0); }

@@ -43,5 +43,6 @@ void dm_cli_print_keys(FILE *f);
 int dm_cmd_train(int argc, char **argv);
 int dm_cmd_eval(int argc, char **argv);
 int dm_cmd_sample(int argc, char **argv);
+int dm_cmd_ab(int argc, char **argv);
 
 #endif

@@ -39,14 +39,16 @@ void dm_delta_ref_bwd(const dm_delta_dims *d, const float *q, const float *k, co
  * ordinary input).
  * saved (optional): what the forward keeps for the backward, dm_delta_chunk_saved()
  * floats: per (b,h) pair the state at the start of every chunk [nc, dk, dv] (nc =
- * ceil(T/chunk)) and the corrected values v_new = (I+L)^-1 (beta.v - Kb h) [T, dv].
+ * ceil(T/chunk)), the corrected values v_new = (I+L)^-1 (beta.v - Kb h) [T, dv] and, for
+ * KDA, the intra-chunk matrices [nc, chunk, chunk]: dk*dv/chunk + dv (+ chunk) floats per
+ * token and head (192 at dk = dv = chunk = 64).
  * The forward writes it when saved != NULL; the backward uses it when saved != NULL and
  * otherwise reruns the forward scan itself first (same bits either way). */
 
 /* 1 if the chunked kernel handles these dims and chunk size; else 0 with a reason
  * (a static string) in *why (why may be NULL). */
 int dm_delta_chunk_supports(const dm_delta_dims *d, int chunk, const char **why);
-/* Floats of the saved buffer for these dims: B*H*(nc*dk*dv + T*dv). */
+/* Floats of the saved buffer for these dims: B*H*(nc*dk*dv + T*dv [+ nc*chunk^2 for KDA]). */
 size_t dm_delta_chunk_saved(const dm_delta_dims *d, int chunk);
 /* Scratch sizes in floats (nthreads slices; 64-byte aligned work is fastest). */
 size_t dm_delta_chunk_fwd_work(const dm_delta_dims *d, int chunk, int nthreads);

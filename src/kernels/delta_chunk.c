@@ -2,8 +2,8 @@
  * docs/kda.md sections 3-5 and 7; DESIGN.md section 4; declarations at the end of
  * kernels/delta.h. Same semantics and layout as the reference (delta_ref.c):
  *   q,k [B,T,H,dk]  v,o,dO [B,T,H,dv]  g [B,T,H,dk] (KDA) or [B,T,H] (GDN)  beta [B,T,H]
- *   h0,hT,dhT,dh0 [B,H,dk,dv]   saved (optional): per pair [nc,dk,dv] chunk-start
- *   states and [T,dv] rows of Dl, nc = ceil(T/C)
+ *   h0,hT,dhT,dh0 [B,H,dk,dv]   saved (optional, see saved_pair): per pair the chunk-start
+ *   states [nc,dk,dv], the rows of Dl [T,dv] and, for KDA, A and Lr [nc,C,C]; nc = ceil(T/C)
  *
  * Per (b,h) pair and chunk of n <= C tokens (rows r = 0..n-1), h = state at chunk start:
  *   G_r   = sum_{i<=r} g_i                       cumulative gate, in DOUBLE
@@ -22,15 +22,20 @@
  *   Y   = [dO ; -dR],   -dR = (I + L)^-T (-(A^T dO + Kg dh))      (back substitution)
  *   [dA ; dL] = Y Dl^T          [dQs ; dKb] = Y h^T          dKg = Dl dh^T
  *   dh_prev   = Diag(e^{G_end}) dh + [Qs ; Kb]^T Y
- *   then the elementwise chains (Qs, Kb, Kg, beta.V), the pairwise terms of A and L, and
- *   dg = reverse cumsum of dG within the chunk.
+ *   then the elementwise chains (Qs, Kb, Kg, beta.V) and the pairwise terms of A and L.
+ *   The gate: G_r = sum_{i<=r} g_i, so dg_i = sum_{r>=i} dG_r. Terms that touch one row
+ *   (Qs, Kb) are reverse-cumsummed; terms that move between two rows (Kg: +t at G_end,
+ *   -t at G_r; a pair (r,j): +t at G_r, -t at G_j) are summed straight into dg form
+ *   (dg_i gets t for each such pair that straddles i), so no large +t/-t ever has to cancel
+ *   in fp32 (that cancellation cost ~20x in dg accuracy under strong gates).
  *
  * fp32 throughout except the cumulative gates. Matrix products by a small register-tiled
  * kernel of our own (mm, below: faster than cblas_sgemm at these sizes, see there); (b,h)
  * pairs over threads, each pair serial: results are bitwise independent of the thread
  * count.
- * The forward can keep the chunk-start states and Dl for the backward ("saved"); without
- * them the backward reruns the forward scan first.
+ * The forward can keep what the backward needs ("saved"); without it the backward reruns
+ * the forward scan first. Either way the backward recomputes the pairwise decays (never
+ * stored: C/2*dk floats per token).
  */
 #include <math.h>
 #include <omp.h>
@@ -466,12 +471,19 @@ size_t dm_delta_chunk_bwd_work(const dm_delta_dims *d, int chunk, int nthreads) 
     return (size_t)(nthreads < 1 ? 1 : nthreads) * ws_layout(d, chunk, 1, NULL, NULL);
 }
 
-/* Zero what must start as zero once per slice: the upper triangles of A / Lr (never
- * written) and the padding of every [., dkp] buffer (never written either). */
-static void ws_zero(const dm_delta_dims *d, int C, int bwd, float *base) {
-    size_t n = ws_layout(d, C, bwd, NULL, NULL);
-    if (bwd) n -= al16(saved_pair(d, C)); /* hs, the last buffer, is written before read */
-    memset(base, 0, n * sizeof(float));
+/* Zero what must start as zero, once per slice: the upper triangle of A (never written;
+ * the triangular products read it inside their 4-row tiles) and, when dk is not a multiple
+ * of VL, the padding of the [., dkp] buffers (never written either; it meets zero k and q
+ * in every lane-wise product, so it must be finite). Everything else is written before it
+ * is read. */
+static void ws_zero(const dm_delta_dims *d, int C, int bwd, float *base, const ws_t *w) {
+    if (w->dkp != d->dk) {
+        size_t n = ws_layout(d, C, bwd, NULL, NULL);
+        if (bwd) n -= al16(saved_pair(d, C)); /* hs, the last buffer */
+        memset(base, 0, n * sizeof(float));
+    } else {
+        memset(w->A, 0, (size_t)C * C * sizeof(float));
+    }
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -580,10 +592,8 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w) {
     const float scale = d->scale;
     if (d->scalar_gate) {
         /* QK, KK full n x n; Gm lower incl. diagonal (upper never evaluated) */
-        mm(0, 1, n, n, dk, 1.f, w->Qp, dkp, w->Kp,
-                    dkp, 0.f, w->QK, C, w->mmT, TRI_C_LOWER);
-        mm(0, 1, n, n, dk, 1.f, w->Kp, dkp, w->Kp,
-                    dkp, 0.f, w->KK, C, w->mmT, TRI_C_LOWER);
+        mm(0, 1, n, n, dk, 1.f, w->Qp, dkp, w->Kp, dkp, 0.f, w->QK, C, w->mmT, TRI_C_LOWER);
+        mm(0, 1, n, n, dk, 1.f, w->Kp, dkp, w->Kp, dkp, 0.f, w->KK, C, w->mmT, TRI_C_LOWER);
         for (int r = 0; r < n; r++) {
             const double Gr = w->Gd[r];
             float *gm = w->Gm + (size_t)r * C, *a = w->A + (size_t)r * C,
@@ -679,7 +689,8 @@ static inline void axpy_rows(float *yr, const float *Y, int dv, const float *cf,
     }
     for (; x + VL <= dv; x += VL) {
         vf a0 = vld(yr + x);
-        for (int j = j0; j != j1; j += step) a0 = vfma(vsplat(cf[j]), vld(Y + (size_t)j * dv + x), a0);
+        for (int j = j0; j != j1; j += step)
+            a0 = vfma(vsplat(cf[j]), vld(Y + (size_t)j * dv + x), a0);
         vst(yr + x, a0);
     }
     for (; x < dv; x++) {
@@ -724,8 +735,7 @@ static void chunk_delta(const in_t *in, int b, int h, int t0, int n, int C, cons
         float *dl = Dl + (size_t)r * dv;
         for (int j = 0; j < dv; j++) dl[j] = br[r] * vr[j];
     }
-    mm(0, 0, n, dv, dk, -1.f, w->X + (size_t)n * dk,
-                dk, S, dv, 1.f, Dl, dv, w->mmT, TRI_NONE);
+    mm(0, 0, n, dv, dk, -1.f, w->X + (size_t)n * dk, dk, S, dv, 1.f, Dl, dv, w->mmT, TRI_NONE);
     solve_lower(w->Lr, C, br, Dl, n, dv);
 }
 
@@ -737,8 +747,7 @@ static void chunk_state(const dm_delta_dims *d, int n, float *S, ws_t *w, const 
         float *s = S + (size_t)c * dv;
         for (int j = 0; j < dv; j++) s[j] *= e;
     }
-    mm(1, 0, dk, dv, n, 1.f, w->Kg, dk, Dl, dv, 1.f,
-                S, dv, w->mmT, TRI_NONE);
+    mm(1, 0, dk, dv, n, 1.f, w->Kg, dk, Dl, dv, 1.f, S, dv, w->mmT, TRI_NONE);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -764,10 +773,8 @@ static void fwd_pair(const in_t *in, int C, int b, int h, const float *h0, float
         if (als) pack_al(w, n, C, als + (size_t)ci * C * C);
         chunk_delta(in, b, h, t0, n, C, S, w, Dl);
         float *O = o + rowv(d, b, t0, h);
-        mm(0, 0, n, dv, dk, 1.f, w->X, dk, S, dv,
-                    0.f, O, (int)in->ldv, w->mmT, TRI_NONE);
-        mm(0, 0, n, dv, n, 1.f, w->A, C, Dl, dv,
-                    1.f, O, (int)in->ldv, w->mmT, TRI_A_LOWER);
+        mm(0, 0, n, dv, dk, 1.f, w->X, dk, S, dv, 0.f, O, (int)in->ldv, w->mmT, TRI_NONE);
+        mm(0, 0, n, dv, n, 1.f, w->A, C, Dl, dv, 1.f, O, (int)in->ldv, w->mmT, TRI_A_LOWER);
         chunk_state(d, n, S, w, Dl);
     }
     if (hT) memcpy(hT + soff, S, ss * sizeof(float));
@@ -785,7 +792,7 @@ void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const
         float *base = work + (size_t)omp_get_thread_num() * slice;
         ws_t w;
         ws_layout(d, chunk, 0, base, &w);
-        ws_zero(d, chunk, 0, base);
+        ws_zero(d, chunk, 0, base, &w);
 #pragma omp for schedule(static)
         for (int p = 0; p < npair; p++)
             fwd_pair(&in, chunk, p / d->H, p % d->H, h0, o, hT, saved, &w);
@@ -878,14 +885,10 @@ static void intra_bwd_gdn(const in_t *in, int b, int h, int t0, int n, int C, ws
             w->dgs[j + 1] += acc;
         }
     }
-    mm(0, 0, n, dk, n, 1.f, Ea, C, w->Kp, dkp, 1.f,
-                w->dqa, dkp, w->mmT, TRI_A_LOWER);
-    mm(1, 0, n, dk, n, 1.f, Ea, C, w->Qp, dkp, 1.f,
-                w->dka, dkp, w->mmT, TRI_A_UPPER);
-    mm(0, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f,
-                w->dka, dkp, w->mmT, TRI_A_LOWER);
-    mm(1, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f,
-                w->dka, dkp, w->mmT, TRI_A_UPPER);
+    mm(0, 0, n, dk, n, 1.f, Ea, C, w->Kp, dkp, 1.f, w->dqa, dkp, w->mmT, TRI_A_LOWER);
+    mm(1, 0, n, dk, n, 1.f, Ea, C, w->Qp, dkp, 1.f, w->dka, dkp, w->mmT, TRI_A_UPPER);
+    mm(0, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f, w->dka, dkp, w->mmT, TRI_A_LOWER);
+    mm(1, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f, w->dka, dkp, w->mmT, TRI_A_UPPER);
 }
 
 typedef struct {
@@ -939,19 +942,15 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
         for (int r = 0; r < n; r++)
             memcpy(Yt + (size_t)r * dv, gr->dO + rowv(d, b, t0 + r, h), (size_t)dv * sizeof(float));
         /* -dDl = -(A^T dO + Kg dS), then -dR by back substitution with (I+L)^T */
-        mm(1, 0, n, dv, n, -1.f, w->A, C, Yt, dv,
-                    0.f, Yb, dv, w->mmT, TRI_A_UPPER);
-        mm(0, 0, n, dv, dk, -1.f, w->Kg, dk, dS,
-                    dv, 1.f, Yb, dv, w->mmT, TRI_NONE);
+        mm(1, 0, n, dv, n, -1.f, w->A, C, Yt, dv, 0.f, Yb, dv, w->mmT, TRI_A_UPPER);
+        mm(0, 0, n, dv, dk, -1.f, w->Kg, dk, dS, dv, 1.f, Yb, dv, w->mmT, TRI_NONE);
         solve_upper_t(w->Lr, C, br, Yb, n, dv);
         /* [dA ; dL] = Y Dl^T;  [dQs ; dKb] = Y S^T;  dKg = Dl dS^T */
         mm(0, 1, n, n, dv, 1.f, Yt, dv, Dl, dv, 0.f, w->dAL, C, w->mmT, TRI_C_LOWER);
         mm(0, 1, n, n, dv, 1.f, Yb, dv, Dl, dv, 0.f, w->dAL + (size_t)n * C, C, w->mmT,
            TRI_C_LOWER);
-        mm(0, 1, 2 * n, dk, dv, 1.f, w->Y, dv, S, dv,
-                    0.f, w->dX, dk, w->mmT, TRI_NONE);
-        mm(0, 1, n, dk, dv, 1.f, Dl, dv, dS, dv, 0.f,
-                    w->dKg, dk, w->mmT, TRI_NONE);
+        mm(0, 1, 2 * n, dk, dv, 1.f, w->Y, dv, S, dv, 0.f, w->dX, dk, w->mmT, TRI_NONE);
+        mm(0, 1, n, dk, dv, 1.f, Dl, dv, dS, dv, 0.f, w->dKg, dk, w->mmT, TRI_NONE);
         /* the e^{G_end} h term of the gate, then dS <- Diag(e^{G_end}) dS + [Qs;Kb]^T Y */
         for (int c = 0; c < dk; c++) {
             const float *s = S + (size_t)c * dv;
@@ -963,8 +962,7 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
             w->eGH[c] = e * acc;
             for (int j = 0; j < dv; j++) ds[j] *= e;
         }
-        mm(1, 0, dk, dv, 2 * n, 1.f, w->X, dk, w->Y,
-                    dv, 1.f, dS, dv, w->mmT, TRI_NONE);
+        mm(1, 0, dk, dv, 2 * n, 1.f, w->X, dk, w->Y, dv, 1.f, dS, dv, w->mmT, TRI_NONE);
 
         /* elementwise chains: Qs, Kb, Kg, beta.V. Gate terms: Qs and Kb give d/dG_r
          * (reverse-cumsummed below); Kg = K e^{G_end - G} gives +t to G_end and -t to G_r,
@@ -1046,8 +1044,9 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
             }
         }
         for (int r = 0; r < n; r++) {
-            memcpy(gr->dq + rowk(d, b, t0 + r, h), w->dqa + (size_t)r * dkp, (size_t)dk * sizeof(float));
-            memcpy(gr->dk + rowk(d, b, t0 + r, h), w->dka + (size_t)r * dkp, (size_t)dk * sizeof(float));
+            const size_t rk = rowk(d, b, t0 + r, h), ra = (size_t)r * dkp;
+            memcpy(gr->dq + rk, w->dqa + ra, (size_t)dk * sizeof(float));
+            memcpy(gr->dk + rk, w->dka + ra, (size_t)dk * sizeof(float));
             gr->dbeta[rows(d, b, t0 + r, h)] = w->dba[r];
         }
     }
@@ -1069,8 +1068,9 @@ void dm_delta_chunk_bwd(const dm_delta_dims *d, int chunk, const float *q, const
         float *base = work + (size_t)omp_get_thread_num() * slice;
         ws_t w;
         ws_layout(d, chunk, 1, base, &w);
-        ws_zero(d, chunk, 1, base);
+        ws_zero(d, chunk, 1, base, &w);
 #pragma omp for schedule(static)
-        for (int p = 0; p < npair; p++) bwd_pair(&in, chunk, p / d->H, p % d->H, h0, saved, &gr, &w);
+        for (int p = 0; p < npair; p++)
+            bwd_pair(&in, chunk, p / d->H, p % d->H, h0, saved, &gr, &w);
     }
 }

@@ -85,7 +85,8 @@ void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, lon
         mom[j] = beta * mom[j] + (1.0f - beta) * gj;
         u[j] = (1.0f - beta) * gj + beta * mom[j];
     }
-    dm_ns(u, u, g->slices, r, cols, c->ns, o->ns_work);
+    DM_TIMED(o->atlas, "ns", dm_ns_flops(g->slices, r, cols, c->ns),
+             dm_ns(u, u, g->slices, r, cols, c->ns, o->ns_work));
     float step_scale = lr * sqrtf(fmaxf(1.0f, (float)r / (float)cols));
     float decay = 1.0f - lr * g->wd;
 #pragma omp parallel for schedule(static) if (n > 1 << 15)
@@ -93,8 +94,11 @@ void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, lon
 
     if (c->retract != DM_RETRACT_OFF && step % c->retract_every == 0) {
         const float *R = o->radius + o->slice_off[i], *S = o->scale + o->slice_off[i];
-        if (c->retract == DM_RETRACT_SPHERE) dm_retract_sphere(W, R, g->slices, r, cols);
-        else dm_retract_stiefel(W, S, g->slices, r, cols, o->ns_work, NULL);
+        if (c->retract == DM_RETRACT_SPHERE)
+            DM_TIMED(o->atlas, "retract", 0, dm_retract_sphere(W, R, g->slices, r, cols));
+        else
+            DM_TIMED(o->atlas, "retract", 0,
+                     dm_retract_stiefel(W, S, g->slices, r, cols, o->ns_work, NULL));
     }
 }
 

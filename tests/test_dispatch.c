@@ -1,0 +1,200 @@
+/* test_dispatch.c — the dispatch guard: fused and reference paths of the whole model
+ * agree (loss and every gradient), unsupported calls are declined with their reason and
+ * stay correct, a forced fused path on an unsupported model is a clear error, the
+ * counters count, verify mode measures the adjoint equivalence, and the fused norms
+ * equal their composed references. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+#include "kernels/kernels.h"
+#include "rng.h"
+
+static dm_config small(int mixer) {
+    dm_config c;
+    dm_config_default(&c);
+    c.d_model = 64;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.head_dim = 32;
+    c.gate_rank = 16;
+    c.mixer = mixer;
+    c.chunk_size = 16;
+    return c;
+}
+
+static void tokens(uint8_t *t, size_t n, uint64_t seed) {
+    dm_rng r;
+    dm_rng_seed(&r, seed, 1);
+    for (size_t i = 0; i < n; i++) t[i] = (uint8_t)dm_rng_below(&r, 256);
+}
+
+/* loss and grads of cfg on a fixed batch; the model's params are scaled away from init so
+ * the gates and states carry real signal */
+static float run(dm_config c, int B, int T, float *grads, size_t *np, char *report, size_t rn) {
+    char err[256];
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    if (!m) return NAN;
+    float *p = dm_model_params(m);
+    for (int i = 0; i < dm_model_num_tensors(m); i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        if (!(t->flags & DM_P_NO_DECAY))
+            for (size_t j = 0; j < t->numel; j++) p[t->offset + j] *= 5.0f;
+    }
+    uint8_t *tok = malloc((size_t)B * (T + 1));
+    tokens(tok, (size_t)B * (T + 1), 9);
+    float loss = dm_model_forward(m, tok, B, T, NULL);
+    dm_model_zero_grad(m);
+    dm_model_backward(m);
+    *np = dm_model_num_params(m);
+    if (grads) memcpy(grads, dm_model_grads(m), *np * sizeof(float));
+    if (report) dm_model_dispatch_report(m, report, rn);
+    free(tok);
+    dm_model_free(m);
+    return loss;
+}
+
+static void fused_vs_reference(int mixer, int T) {
+    dm_config a = small(mixer), b = small(mixer);
+    a.kda_impl = DM_IMPL_CHUNKED;
+    b.kda_impl = DM_IMPL_REFERENCE;
+    size_t np;
+    run(a, 1, 4, NULL, &np, NULL, 0);
+    float *ga = t_alloc(np), *gb = t_alloc(np);
+    char ra[512], rb[512];
+    float la = run(a, 3, T, ga, &np, ra, sizeof ra), lb = run(b, 3, T, gb, &np, rb, sizeof rb);
+    double rel = t_rel_rms_ff(ga, gb, np);
+    printf("  %s T=%d: loss %.9g vs %.9g; all-gradient rel rms %.2e\n    chunked: %s\n    "
+           "reference: %s\n", mixer ? "gdn" : "kda", T, la, lb, rel, ra, rb);
+    CHECKF(fabs(la - lb) <= 1e-5 * fabs(lb), "loss %.9g vs %.9g", la, lb);
+    CHECKF(rel <= 1e-5, "gradients differ by %.3e", rel);
+    CHECK(strstr(ra, "fused delta=2/2 delta_bwd=2/2") != NULL);
+    CHECK(strstr(rb, "fused delta=0/2 delta_bwd=0/2") && strstr(rb, "kda_impl=reference"));
+    free(ga);
+    free(gb);
+}
+
+TEST(dispatch_model_chunked_equals_reference_kda) { fused_vs_reference(DM_MIXER_KDA, 100); }
+TEST(dispatch_model_chunked_equals_reference_gdn) { fused_vs_reference(DM_MIXER_GDN, 37); }
+
+TEST(dispatch_counts_and_declines) {
+    /* head_dim 300 is beyond the chunked kernel: auto declines it, with the reason */
+    dm_config c = small(DM_MIXER_KDA);
+    c.d_model = 300;
+    c.n_head = 1;
+    c.head_dim = 300;
+    c.n_layer = 1;
+    size_t np;
+    char rep[512];
+    float l_auto = run(c, 1, 20, NULL, &np, rep, sizeof rep);
+    printf("  auto, head_dim 300: %s\n", rep);
+    CHECK(strstr(rep, "fused delta=0/1 delta_bwd=0/1") != NULL);
+    CHECK(strstr(rep, "dk or dv above 256") != NULL);
+    CHECK(strstr(rep, "rmsnorm=3/3 rmsnorm_bwd=3/3 gatednorm=1/1 gatednorm_bwd=1/1") != NULL);
+    /* still correct: the same loss as the reference path, bit for bit */
+    c.kda_impl = DM_IMPL_REFERENCE;
+    float l_ref = run(c, 1, 20, NULL, &np, NULL, 0);
+    CHECK(memcmp(&l_auto, &l_ref, sizeof l_ref) == 0);
+    /* forcing the fused path on it is a clear error */
+    c.kda_impl = DM_IMPL_CHUNKED;
+    char err[256] = "";
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    printf("  kda_impl=chunked: %s\n", err);
+    CHECK(m == NULL && strstr(err, "kda_impl=chunked") && strstr(err, "256"));
+    dm_model_free(m);
+}
+
+TEST(dispatch_norm_reference_equals_fused) {
+    dm_config a = small(DM_MIXER_KDA), b = small(DM_MIXER_KDA);
+    b.norm_impl = DM_IMPL_REFERENCE;
+    size_t np;
+    run(a, 1, 4, NULL, &np, NULL, 0);
+    float *ga = t_alloc(np), *gb = t_alloc(np);
+    char rb[512];
+    float la = run(a, 2, 30, ga, &np, NULL, 0), lb = run(b, 2, 30, gb, &np, rb, sizeof rb);
+    double rel = t_rel_rms_ff(ga, gb, np);
+    printf("  fused vs composed norms: loss %.9g vs %.9g, gradients rel rms %.2e\n  %s\n", la, lb,
+           rel, rb);
+    CHECK(fabs(la - lb) <= 1e-6 * fabs(lb));
+    CHECK(rel <= 1e-5);
+    CHECK(strstr(rb, "rmsnorm=0/5") && strstr(rb, "norm_impl=reference"));
+    free(ga);
+    free(gb);
+}
+
+TEST(dispatch_verify_mode) {
+    for (int impl = 0; impl < 2; impl++) {
+        dm_config c = small(DM_MIXER_KDA);
+        c.kda_impl = impl ? DM_IMPL_REFERENCE : DM_IMPL_AUTO;
+        dm_model *m = dm_model_create(&c, NULL, 0);
+        uint8_t tok[2 * 81];
+        tokens(tok, sizeof tok, 4);
+        char what[64];
+        dm_model_forward(m, tok, 2, 80, NULL);
+        dm_model_backward(m);
+        CHECK(dm_model_verify_take(m, what, sizeof what) == -1); /* nothing verified yet */
+        dm_model_set_verify(m, 1);
+        float l1 = dm_model_forward(m, tok, 2, 80, NULL);
+        dm_model_zero_grad(m);
+        dm_model_backward(m);
+        double v = dm_model_verify_take(m, what, sizeof what);
+        printf("  verify (%s primary): largest relative difference %.2e (%s)\n",
+               impl ? "reference" : "chunked", v, what);
+        CHECK(v >= 0 && v <= 1e-5 && what[0]);
+        /* verify mode does not change the result */
+        dm_model_set_verify(m, 0);
+        float l2 = dm_model_forward(m, tok, 2, 80, NULL);
+        CHECK(memcmp(&l1, &l2, sizeof l1) == 0);
+        dm_model_free(m);
+    }
+}
+
+/* the fused norm kernels against their composed references, forward and backward */
+TEST(fused_norms_match_composed) {
+    const int N = 37, C = 48, D = 16, R = 3 * 37;
+    float *x = t_alloc(N * C), *w = t_alloc(C), *dy = t_alloc(N * C);
+    float *y1 = t_alloc(N * C), *y2 = t_alloc(N * C), *r1 = t_alloc(N), *r2 = t_alloc(N);
+    float *dx1 = t_alloc(N * C), *dx2 = t_alloc(N * C), *dw1 = t_alloc(C), *dw2 = t_alloc(C);
+    float *scratch = t_alloc(2 * (size_t)R * C);
+    t_fill_normal(x, N * C, 1, 2.0f);
+    t_fill_normal(w, C, 2, 1.0f);
+    t_fill_normal(dy, N * C, 3, 1.0f);
+    dm_rmsnorm_fwd(y1, r1, x, w, N, C, 1e-6f);
+    dm_rmsnorm_ref_fwd(y2, r2, x, w, N, C, 1e-6f, scratch);
+    dm_rmsnorm_bwd(dx1, dw1, dy, x, w, r1, N, C);
+    dm_rmsnorm_ref_bwd(dx2, dw2, dy, x, w, r2, N, C, scratch);
+    double e[8];
+    e[0] = t_rel_rms_ff(y1, y2, N * C);
+    e[1] = t_rel_rms_ff(dx1, dx2, N * C);
+    e[2] = t_rel_rms_ff(dw1, dw2, C);
+    printf("  rmsnorm fused vs composed: y %.2e dx %.2e dw %.2e\n", e[0], e[1], e[2]);
+    for (int i = 0; i < 3; i++) CHECK(e[i] <= 1e-6);
+    for (int act = 0; act < 2; act++) {
+        float *o = t_alloc(R * D), *z = t_alloc(R * D), *g = t_alloc(R * D), *wd = t_alloc(D);
+        float *a1 = t_alloc(R * D), *a2 = t_alloc(R * D), *s1 = t_alloc(R), *s2 = t_alloc(R);
+        float *do1 = t_alloc(R * D), *do2 = t_alloc(R * D), *dz1 = t_alloc(R * D),
+              *dz2 = t_alloc(R * D), *gw1 = t_alloc(D), *gw2 = t_alloc(D);
+        t_fill_normal(o, R * D, 4, 1.0f);
+        t_fill_normal(z, R * D, 5, 2.0f);
+        t_fill_normal(g, R * D, 6, 1.0f);
+        t_fill_normal(wd, D, 7, 1.0f);
+        dm_gatednorm_fwd(a1, s1, o, z, wd, R, D, 1e-6f, act);
+        dm_gatednorm_ref_fwd(a2, s2, o, z, wd, R, D, 1e-6f, act, scratch);
+        dm_gatednorm_bwd(do1, dz1, gw1, g, o, z, wd, s1, R, D, act);
+        dm_gatednorm_ref_bwd(do2, dz2, gw2, g, o, z, wd, s2, R, D, act, scratch);
+        e[3] = t_rel_rms_ff(a1, a2, R * D);
+        e[4] = t_rel_rms_ff(do1, do2, R * D);
+        e[5] = t_rel_rms_ff(dz1, dz2, R * D);
+        e[6] = t_rel_rms_ff(gw1, gw2, D);
+        printf("  gatednorm (%s) fused vs composed: y %.2e do %.2e dz %.2e dw %.2e\n",
+               act ? "swish" : "sigmoid", e[3], e[4], e[5], e[6]);
+        for (int i = 3; i < 7; i++) CHECK(e[i] <= 1e-6);
+        free(o); free(z); free(g); free(wd); free(a1); free(a2); free(s1); free(s2);
+        free(do1); free(do2); free(dz1); free(dz2); free(gw1); free(gw2);
+    }
+    free(x); free(w); free(dy); free(y1); free(y2); free(r1); free(r2);
+    free(dx1); free(dx2); free(dw1); free(dw2); free(scratch);
+}
