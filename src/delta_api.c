@@ -1,15 +1,15 @@
 /* delta_api.c — the public delta-rule core: dm_delta_forward / dm_delta_backward
- * (include/dormouse.h). Validates the dims, sizes and allocates the scratch, calls a
- * kernel (src/kernels/delta.h), frees, returns 0 or non-zero with a message.
- *
- * Kernel choice: always the reference for now. The chunked kernel (dm_delta_chunk_*) is
- * dispatched by the lead's dispatch guard; the hook is marked "DISPATCH HOOK" below. */
+ * (include/dormouse.h). Validates the dims, sizes and allocates the scratch, and calls the
+ * op through the dispatch guard (dispatch.c) with the default settings (kda_impl auto,
+ * the default chunk size): the chunked kernel where it supports the call, else the
+ * reference. Returns 0, or non-zero with a message. */
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dispatch.h"
 #include "kernels/delta.h"
 
 /* delta_ref.c keeps a [dk, <=16384/dk] forward state tile on the stack */
@@ -46,6 +46,30 @@ static int check_dims(const char *fn, const dm_delta_dims *d, char *err, size_t 
     return 0;
 }
 
+/* A guard with the default settings and the scratch of the path it picks for d (NULL with
+ * a message when it does not fit in memory). */
+static float *guard(dm_dispatch *dp, const dm_delta_dims *d, int nt, int bwd, char *err,
+                    size_t errlen, const char *fn) {
+    dm_config c;
+    dm_config_default(&c);
+    dm_dispatch_init(dp, &c);
+    size_t n;
+    if (dm_dispatch_delta_fused(dp, d, NULL)) {
+        n = bwd ? dm_delta_chunk_bwd_work(d, dp->chunk, nt)
+                : dm_delta_chunk_fwd_work(d, dp->chunk, nt);
+    } else {
+        if (((double)d->T + 3) * d->dk * d->dv * nt * sizeof(float) > 0x1p62) {
+            fail(err, errlen, "%s: scratch for T*dk*dv = %d*%d*%d does not fit", fn, d->T, d->dk,
+                 d->dv);
+            return NULL;
+        }
+        n = bwd ? dm_delta_ref_bwd_work(d, nt) : 1;
+    }
+    float *work = malloc((n ? n : 1) * sizeof(float));
+    if (!work) fail(err, errlen, "%s: out of memory (%zu bytes of scratch)", fn, n * sizeof(float));
+    return work;
+}
+
 int dm_delta_forward(const dm_delta_dims *d, const float *q, const float *k, const float *v,
                      const float *g, const float *beta, const float *h0, float *o, float *hT,
                      char *err, size_t errlen) {
@@ -55,8 +79,12 @@ int dm_delta_forward(const dm_delta_dims *d, const float *q, const float *k, con
         return fail(err, errlen, "%s: q, k, v, g, beta and o must be non-NULL", fn);
     int nt = omp_get_max_threads();
     if (nt > d->B * d->H) nt = d->B * d->H;
-    /* DISPATCH HOOK: the guard may send supported calls to dm_delta_chunk_fwd here. */
-    dm_delta_ref_fwd(d, q, k, v, g, beta, h0, o, hT, nt);
+    dm_dispatch dp;
+    float *work = guard(&dp, d, nt, 0, err, errlen, fn);
+    if (!work) return 1;
+    dm_op_delta_fwd(&dp, d, q, k, v, g, beta, h0, o, hT, NULL, work, nt);
+    free(work);
+    dm_dispatch_free(&dp);
     return 0;
 }
 
@@ -71,17 +99,12 @@ int dm_delta_backward(const dm_delta_dims *d, const float *q, const float *k, co
                     "%s: q, k, v, g, beta, dO, dq, dk, dv, dg and dbeta must be non-NULL", fn);
     int nt = omp_get_max_threads();
     if (nt > d->B * d->H) nt = d->B * d->H; /* no scratch for threads without a pair */
-    /* DISPATCH HOOK: the guard may send supported calls to dm_delta_chunk_bwd here
-     * (scratch from dm_delta_chunk_bwd_work). */
-    if (((double)d->T + 3) * d->dk * d->dv * nt * sizeof(float) > 0x1p62)
-        return fail(err, errlen, "%s: scratch for T*dk*dv = %d*%d*%d does not fit", fn, d->T,
-                    d->dk, d->dv);
-    size_t n = dm_delta_ref_bwd_work(d, nt);
-    float *work = malloc(n * sizeof(float));
-    if (!work)
-        return fail(err, errlen, "%s: out of memory (%zu bytes of scratch)", fn,
-                    n * sizeof(float));
-    dm_delta_ref_bwd(d, q, k, v, g, beta, h0, dO, dhT, dq, dk, dv, dg, dbeta, dh0, work, nt);
+    dm_dispatch dp;
+    float *work = guard(&dp, d, nt, 1, err, errlen, fn);
+    if (!work) return 1;
+    dm_op_delta_bwd(&dp, d, q, k, v, g, beta, h0, NULL, dO, dhT, dq, dk, dv, dg, dbeta, dh0, work,
+                    nt);
     free(work);
+    dm_dispatch_free(&dp);
     return 0;
 }

@@ -330,23 +330,32 @@ TEST(delta_ref_deterministic_threads) {
 }
 
 /* The public API: same bits as the kernel on valid input (thread count free). */
+/* the public API goes through the dispatch guard with the default settings: the chunked
+ * kernel for supported dims (bitwise the kernel's result), equal to the reference within
+ * the fp32 bound */
 TEST(delta_api_matches_kernel) {
     prob p;
     prob_init(&p, 2, 20, 2, 8, 6, 0, GATE_MILD, 1, 1, 91);
     const dm_delta_dims *d = &p.d;
+    dm_config cfg;
+    dm_config_default(&cfg);
+    int C = cfg.chunk_size;
     float *o1 = t_alloc(p.nv), *o2 = t_alloc(p.nv), *h1 = t_alloc(p.ns), *h2 = t_alloc(p.ns);
+    float *o3 = t_alloc(p.nv);
     char err[DM_ERRLEN] = "";
-    dm_delta_ref_fwd(d, p.q, p.k, p.v, p.g, p.beta, p.h0, o1, h1, 1);
+    float *fw = t_alloc(dm_delta_chunk_fwd_work(d, C, 1)), *bw = t_alloc(dm_delta_chunk_bwd_work(d, C, 1));
+    dm_delta_chunk_fwd(d, C, p.q, p.k, p.v, p.g, p.beta, p.h0, o1, h1, NULL, fw, 1);
     CHECKF(dm_delta_forward(d, p.q, p.k, p.v, p.g, p.beta, p.h0, o2, h2, err, sizeof err) == 0,
            "forward failed: %s", err);
     CHECK(memcmp(o1, o2, p.nv * sizeof(float)) == 0);
     CHECK(memcmp(h1, h2, p.ns * sizeof(float)) == 0);
+    dm_delta_ref_fwd(d, p.q, p.k, p.v, p.g, p.beta, p.h0, o3, NULL, 1);
+    CHECK(t_rel_rms_ff(o2, o3, p.nv) <= 1e-5);
     float *g1[6], *g2[6];
     size_t sz[6] = {p.nq, p.nq, p.nv, p.ng, p.nb, p.ns};
     for (int a = 0; a < 6; a++) { g1[a] = t_alloc(sz[a]); g2[a] = t_alloc(sz[a]); }
-    float *work = t_alloc(dm_delta_ref_bwd_work(d, 1));
-    dm_delta_ref_bwd(d, p.q, p.k, p.v, p.g, p.beta, p.h0, p.dO, p.dhT, g1[0], g1[1], g1[2],
-                     g1[3], g1[4], g1[5], work, 1);
+    dm_delta_chunk_bwd(d, C, p.q, p.k, p.v, p.g, p.beta, p.h0, NULL, p.dO, p.dhT, g1[0], g1[1],
+                       g1[2], g1[3], g1[4], g1[5], bw, 1);
     CHECKF(dm_delta_backward(d, p.q, p.k, p.v, p.g, p.beta, p.h0, p.dO, p.dhT, g2[0], g2[1],
                              g2[2], g2[3], g2[4], g2[5], err, sizeof err) == 0,
            "backward failed: %s", err);
@@ -356,7 +365,7 @@ TEST(delta_api_matches_kernel) {
     CHECK(dm_delta_backward(d, p.q, p.k, p.v, p.g, p.beta, p.h0, p.dO, NULL, g2[0], g2[1],
                             g2[2], g2[3], g2[4], NULL, err, sizeof err) == 0);
     for (int a = 0; a < 6; a++) { free(g1[a]); free(g2[a]); }
-    free(work); free(o1); free(o2); free(h1); free(h2);
+    free(fw); free(bw); free(o1); free(o2); free(o3); free(h1); free(h2);
     prob_free(&p);
 }
 
