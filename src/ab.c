@@ -372,7 +372,7 @@ done:
 
 /* Median ms_per_step of the metrics lines with step > warmup; NAN when none. */
 static double metrics_median_ms(const char *dir, int warmup) {
-    char path[4200], line[8192];
+    char path[4400], line[8192];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     FILE *f = fopen(path, "r");
     if (!f) return NAN;
@@ -422,7 +422,11 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
     dm_ab_cell_dir(s, a, k, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/summary.json", dir);
     char *summary = read_text(path);
-    if (!summary) return;
+    if (!summary) {
+        snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+        if (access(path, F_OK) == 0) snprintf(c->why, sizeof c->why, "unfinished");
+        return;
+    }
     cJSON *sj = cJSON_Parse(summary);
     free(summary);
     double bpb = json_num(sj, "val_bpb", NAN);
@@ -444,7 +448,7 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
     free(cj);
     const char *key = config_diff(&got, &want, va, vb);
     if (key) {
-        snprintf(c->why, sizeof c->why, "%s=%s, the sweep has %s=%s", key, va, key, vb);
+        snprintf(c->why, sizeof c->why, "%.20s=%.24s, the sweep has %.24s", key, va, vb);
         c->status = DM_CELL_STALE;
         return;
     }
@@ -510,7 +514,7 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 /* Clear what an unfinished run left in a cell directory (its checkpoints, which would
  * make a fresh run refuse, and our files), so the cell starts over. */
 static void clear_cell(const char *dir) {
-    char p[4400];
+    char p[4608];
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -640,7 +644,7 @@ static void print_cell_line(FILE *out, const char *tag, const dm_ab_cell *c, con
     char ms[48] = "no timing", fl[64];
     if (!isnan(c->ms)) snprintf(ms, sizeof ms, "%.2f ms/step median", c->ms);
     dm_probe_flags_text(c->flags, fl, sizeof fl);
-    fprintf(out, "%s: %s val %.4f bpb | %s%s%s%s\n", tag, how, c->bpb, ms,
+    fprintf(out, "%s: %sval %.4f bpb | %s%s%s%s\n", tag, how, c->bpb, ms,
             c->flags ? " (contended: " : "", fl, c->flags ? ")" : "");
 }
 
@@ -683,7 +687,7 @@ int dm_ab_run(const dm_ab_spec *s, dm_ab_results *r, int *ran, FILE *out) {
             snprintf(tag, sizeof tag, "[%d/%d] %s seed %" PRIu64, ++idx, total,
                      s->arms[a].name, s->seeds[k]);
             if (c->status == DM_CELL_DONE) {
-                print_cell_line(out, tag, c, "cached,");
+                print_cell_line(out, tag, c, "cached, ");
                 continue;
             }
             fflush(out);
@@ -747,7 +751,7 @@ static const char *cell_word(const dm_ab_cell *c) {
 }
 
 static void print_block(const dm_ab_spec *s, const dm_ab_results *r, FILE *f, int w, int timing) {
-    fprintf(f, "%-*s", w + 2, "");
+    fprintf(f, "%-*s", w + 4, "");
     for (int k = 0; k < s->n_seeds; k++) {
         char h[32];
         snprintf(h, sizeof h, "seed %" PRIu64, s->seeds[k]);
@@ -757,7 +761,7 @@ static void print_block(const dm_ab_spec *s, const dm_ab_results *r, FILE *f, in
     for (int a = 0; a < s->n_arms; a++) {
         const dm_ab_cell *cells = r->cell[a];
         dm_ab_stats st = dm_ab_arm_stats(cells, s->n_seeds);
-        fprintf(f, "  %-*s", w, s->arms[a].name);
+        fprintf(f, "  %-*s  ", w, s->arms[a].name);
         for (int k = 0; k < s->n_seeds; k++) {
             const dm_ab_cell *c = &cells[k];
             char v[32];
@@ -827,13 +831,22 @@ void dm_ab_print(const dm_ab_spec *s, const dm_ab_results *r, FILE *f) {
         for (int k = 0; k < s->n_seeds; k++) {
             const dm_ab_cell *c = &r->cell[a][k];
             if (c->status != DM_CELL_DONE || !c->flags) continue;
-            char fl[64];
-            dm_probe_flags_text(c->flags, fl, sizeof fl);
-            fprintf(f, "%s %s/seed%" PRIu64 " (%s", ncont++ ? "," : "\ncontended:",
-                    s->arms[a].name, s->seeds[k], fl);
-            if (c->flags & DM_PROBE_OTHERS) fprintf(f, "; others %.2f cores", c->others_cores);
-            if (c->flags & DM_PROBE_LOAD) fprintf(f, "; load %.2f", c->load_max);
-            if (c->flags & DM_PROBE_STEAL) fprintf(f, "; steal %.1f%%", 100 * c->steal_frac);
+            fprintf(f, "%s %s/seed%" PRIu64 " (", ncont++ ? "," : "\ncontended:",
+                    s->arms[a].name, s->seeds[k]);
+            const char *sep = "";
+            if (c->flags & DM_PROBE_LOAD) {
+                fprintf(f, "load %.2f", c->load_max);
+                sep = ", ";
+            }
+            if (c->flags & DM_PROBE_OTHERS) {
+                fprintf(f, "%sothers %.2f cores", sep, c->others_cores);
+                sep = ", ";
+            }
+            if (c->flags & DM_PROBE_STEAL) {
+                fprintf(f, "%ssteal %.1f%%", sep, 100 * c->steal_frac);
+                sep = ", ";
+            }
+            if (c->flags & DM_PROBE_UNMEASURED) fprintf(f, "%sunmeasured", sep);
             fprintf(f, ")");
         }
     if (ncont) fprintf(f, "\n");
@@ -859,8 +872,8 @@ int dm_ab_history(const dm_ab_spec *s, const dm_ab_results *r, const char *path,
         dm_config c;
         dm_ab_cell_config(s, a, 0, &c);
         nondefault_keys(&c, keys, sizeof keys);
-        snprintf(what[a], sizeof what[a], "ab:%s/%s", base, s->arms[a].name);
-        snprintf(config[a], sizeof config[a], "%s seeds=%s", keys, seeds);
+        snprintf(what[a], sizeof what[a], "ab:%.100s/%s", base, s->arms[a].name);
+        snprintf(config[a], sizeof config[a], "%.1500s seeds=%.500s", keys, seeds);
         rows[n++] = (dm_history_row){what[a], config[a], "val_bpb", st.mean, st.spread,
                                      st.n, NULL};
         rows[n++] = (dm_history_row){what[a], config[a], "ms_per_step", st.ms_mean,

@@ -51,7 +51,7 @@ void dm_history_commit(char *buf, size_t n, int *dirty) {
         snprintf(buf, n, "unknown");
         return;
     }
-    snprintf(buf, n, "%s", line);
+    snprintf(buf, n, "%.40s", line);
     /* tracked files changed since HEAD, except the history itself (which every append
      * changes): the measured code is then not exactly the commit */
     char st[256];
@@ -170,13 +170,15 @@ static double mono(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Sample the 1-minute load average into load_max; 0 ok. */
+/* Sample the 1-minute load average into load_max (and load_late past the first minute);
+ * 0 ok. */
 static int sample_load(dm_probe *p) {
     FILE *f = fopen("/proc/loadavg", "r");
     double l;
     int ok = f && fscanf(f, "%lf", &l) == 1;
     if (f) fclose(f);
     if (ok && l > p->load_max) p->load_max = l;
+    if (ok && p->t0 > 0 && mono() - p->t0 >= 60 && l > p->load_late) p->load_late = l;
     return !ok;
 }
 
@@ -184,6 +186,7 @@ void dm_probe_tick(dm_probe *p) { sample_load(p); }
 
 void dm_probe_begin(dm_probe *p) {
     memset(p, 0, sizeof *p);
+    p->load_late = -1; /* no sample past the first minute yet */
     cpu_set_t set;
     p->ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
     p->online = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -212,7 +215,8 @@ void dm_probe_end(dm_probe *p, int threads, dm_probe_result *r) {
     memset(r, 0, sizeof *r);
     r->wall_s = mono() - p->t0;
     r->own_cpu_s = cpu_seconds() - p->cpu0;
-    r->load_max = p->load_max;
+    /* past the first minute the average no longer carries the load of before the work */
+    r->load_max = p->load_late >= 0 ? p->load_late : p->load_max;
     r->threads = threads > 0 ? threads : p->ncpu;
     r->ncpu = p->ncpu;
     r->online = p->online;

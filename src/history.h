@@ -57,8 +57,9 @@ void dm_history_machine(char *buf, size_t n);
  *           cores does not count)
  *   load    the largest 1-minute load average sampled > max(T, CPUs online) + 0.5 (more
  *           runnable tasks than cores: with T = all cores, "load above our threads").
- *           The load average lags by about a minute, so a load that ended just before
- *           the work can still flag it: the probe errs towards "contended".
+ *           The average lags by about a minute: samples of the first minute are left
+ *           out when later ones exist; in work shorter than that, a load that ended
+ *           just before can still flag it (the probe errs towards "contended").
  *   unmeasured  /proc/stat or /proc/loadavg could not be read (not Linux?): unknown
  * Any of them marks the timing as contended: it must not yield a verdict. */
 enum {
@@ -75,6 +76,7 @@ typedef struct {
     double busy0, steal0, total0; /* /proc/stat jiffies over the mask at begin */
     double cpu0;              /* own + children CPU seconds at begin */
     double load_max;          /* largest 1-minute load average sampled */
+    double load_late;         /* the same over samples 60 s or more after begin (-1: none) */
     int proc_ok;              /* /proc/stat and /proc/loadavg were readable at begin */
 } dm_probe;
 

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ab.h"
 #include "cli.h"
@@ -25,16 +26,17 @@ static const char *HELP =
     "or wash. Time likewise: the median ms/step of each cell over the steps after the\n"
     "warm-up, judged against the control's timing spread. A timing taken while the\n"
     "machine was busy is marked * and gives no time verdict (\"n/a (contended)\"): the\n"
-    "1-minute load average above the cores, CPU steal above 2%, or other processes using\n"
-    "more than 0.1 of the cores the cell's threads needed (from /proc/stat over the cell,\n"
-    "less the cell's own CPU time). One seed gives no verdict (no spread to judge by).\n"
+    "1-minute load average above the cores + 0.5, CPU steal above 2%, or other processes\n"
+    "using more than 0.1 of the cores the cell's threads needed (from /proc/stat over the\n"
+    "cell, less the cell's own CPU time); readings in AB_DIR/ARM/seedK/cell.json. One\n"
+    "seed gives no verdict (no spread to judge by).\n"
     "\n"
     "Finished cells are kept: a cell whose summary.json exists and whose config and\n"
     "corpus match is never rerun, so a cancelled sweep (Ctrl-C) resumes when the same\n"
     "command runs again, and a finished sweep gains a variant by adding one --variant.\n"
     "A finished cell of another config is an error (use a new AB_DIR). A completed sweep\n"
-    "that trained any cell appends per arm a val_bpb row and a ms_per_step row to the\n"
-    "benchmark history.\n"
+    "that trained any cell appends per arm a val_bpb row and a ms_per_step row (flagged\n"
+    "\"contended\" when any of its timings was) to the benchmark history.\n"
     "\n"
     "options:\n"
     "  --dir AB_DIR        the sweep directory (AB_DIR/ab.json describes the sweep)\n"
@@ -190,6 +192,12 @@ int dm_cmd_ab(int argc, char **argv) {
     if (no_history) return EXIT_OK;
     if (ran == 0) {
         printf("\nhistory: every cell was cached; nothing appended\n");
+        return EXIT_OK;
+    }
+    if (!strcmp(history, DM_DEFAULT_HISTORY) && access(DM_SOURCE_DIR "/benches", F_OK) != 0) {
+        /* a binary away from its source tree: only an explicit --history is an error */
+        printf("\nhistory: %s is gone; nothing appended (use --history FILE)\n",
+               DM_SOURCE_DIR "/benches");
         return EXIT_OK;
     }
     if (dm_ab_history(&spec, &res, history, err, sizeof err)) {
