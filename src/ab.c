@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -18,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "history.h"
 #include "train.h"
 
@@ -247,36 +247,9 @@ static void seeds_text(const dm_ab_spec *s, char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%" PRIu64, k ? "," : "", s->seeds[k]);
 }
 
-static int write_text(const char *path, const char *text, char *err, size_t errlen) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f) ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return 1;
-    }
-    return 0;
-}
-
 static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
+    char err[64];
+    return dm_read_file(path, err, sizeof err);
 }
 
 int dm_ab_save_spec(const dm_ab_spec *s, char *err, size_t errlen) {
@@ -305,7 +278,7 @@ int dm_ab_save_spec(const dm_ab_spec *s, char *err, size_t errlen) {
     char *nl = malloc(len + 2);
     memcpy(nl, text, len);
     memcpy(nl + len, "\n", 2);
-    int rc = write_text(path, nl, err, errlen);
+    int rc = dm_write_file_atomic(path, nl, err, errlen);
     free(nl);
     free(text);
     return rc;
@@ -494,23 +467,6 @@ static void ab_on_signal(int sig) {
     if (g_ab_child > 0) kill((pid_t)g_ab_child, sig); /* the cell saves and stops */
 }
 
-static int mkdir_p(const char *path) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *q = p + 1; *q; q++)
-        if (*q == '/') {
-            *q = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return 1;
-            *q = '/';
-        }
-    return mkdir(p, 0755) != 0 && errno != EEXIST;
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
-    (void)sb, (void)flag, (void)f;
-    return remove(p);
-}
-
 /* Clear what an unfinished run left in a cell directory (its checkpoints, which would
  * make a fresh run refuse, and our files), so the cell starts over. */
 static void clear_cell(const char *dir) {
@@ -520,7 +476,7 @@ static void clear_cell(const char *dir) {
     while (d && (e = readdir(d))) {
         if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        dm_rmtree(p);
     }
     if (d) closedir(d);
     const char *files[] = {"summary.json", "cell.json", NULL};
@@ -557,14 +513,14 @@ static int write_cell_json(const char *dir, const dm_probe_result *pr, char *err
              "  \"load_max\": %.2f,\n  \"contention\": \"%s\",\n  \"contention_bits\": %u\n}\n",
              pr->wall_s, pr->own_cpu_s, pr->threads, pr->ncpu, pr->online, pr->others_cores,
              pr->steal_frac, pr->load_max, words, pr->flags);
-    return write_text(path, text, err, errlen);
+    return dm_write_file_atomic(path, text, err, errlen);
 }
 
 /* Run one cell in a child process; returns its exit code (128+signal when killed). */
 static int run_cell(const dm_ab_spec *s, int a, int k, const char *tag, FILE *out) {
     char dir[4200], err[512];
     dm_ab_cell_dir(s, a, k, dir, sizeof dir);
-    if (mkdir_p(dir) != 0) {
+    if (dm_mkdir_p(dir) != 0) {
         fprintf(stderr, "error: cannot create %s: %s\n", dir, strerror(errno));
         return 1;
     }
@@ -662,7 +618,7 @@ int dm_ab_run(const dm_ab_spec *s, dm_ab_results *r, int *ran, FILE *out) {
                         dir, r->cell[a][k].why);
                 return 2;
             }
-    if (mkdir_p(s->dir) != 0) {
+    if (dm_mkdir_p(s->dir) != 0) {
         fprintf(stderr, "error: cannot create %s: %s\n", s->dir, strerror(errno));
         return 1;
     }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "dormouse-1"
@@ -32,20 +33,6 @@ const char *dm_config_model_diff(const dm_config *a, const dm_config *b) {
         if (strcmp(va, vb) != 0) return MODEL_KEYS[i];
     }
     return NULL;
-}
-
-static int rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? 0 : 1;
-    struct dirent *e;
-    char p[4096];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    return rmdir(dir);
 }
 
 /* checkpoint directories of run_dir, newest first; returns how many (<= max) */
@@ -76,7 +63,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     snprintf(dir, sizeof dir, "%s/ckpt-%08ld", run_dir, step);
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    rm_dir(tmp);
+    dm_rmtree(tmp);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return 1;
@@ -106,14 +93,14 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
         rc = dm_st_write(path, os, n, ometa, err, errlen);
     }
     if (rc) {
-        rm_dir(tmp);
+        dm_rmtree(tmp);
         return 1;
     }
     dm_fsync_dir(tmp);
-    rm_dir(dir); /* a checkpoint of the same step written before (resumed run) */
+    dm_rmtree(dir); /* a checkpoint of the same step written before (resumed run) */
     if (rename(tmp, dir) != 0) {
         snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
-        rm_dir(tmp);
+        dm_rmtree(tmp);
         return 1;
     }
     dm_fsync_dir(run_dir);
@@ -122,7 +109,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     int n = list_ckpts(run_dir, steps, 256);
     for (int i = KEEP; i < n; i++) {
         snprintf(path, sizeof path, "%s/ckpt-%08ld", run_dir, steps[i]);
-        rm_dir(path);
+        dm_rmtree(path);
     }
     return 0;
 }

@@ -1,6 +1,8 @@
 /* safetensors.c — see safetensors.h. JSON through cJSON. */
 #include "safetensors.h"
 
+#include "files.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,14 +14,6 @@
 #include <unistd.h>
 
 #define MAX_HEADER (64u << 20)
-
-int dm_fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return 1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc != 0;
-}
 
 static void put_u64le(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));

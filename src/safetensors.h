@@ -35,7 +35,4 @@ int dm_st_count(const dm_st_file *f);
 /* Metadata value, or NULL. */
 const char *dm_st_meta(const dm_st_file *f, const char *key);
 
-/* fsync a directory (after renaming an entry in it). */
-int dm_fsync_dir(const char *dir);
-
 #endif

@@ -17,40 +17,19 @@
 #include "data.h"
 #include "dispatch.h" /* DM_VERIFY_BOUND */
 #include "eval.h"
+#include "files.h"
 #include "optim.h"
 #include "safetensors.h"
 
 static volatile sig_atomic_t g_stop; /* set by SIGINT/SIGTERM: stop after this step */
 static void on_signal(int sig) { g_stop = sig; }
 
-/* Write text to dir/name atomically (temp file, fsync, rename). */
+/* dir/name <- text, atomically */
 static int write_file_atomic(const char *dir, const char *name, const char *text, char *err,
                              size_t errlen) {
-    char path[4200], tmp[4300];
+    char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f) ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return 1;
-    }
-    return 0;
-}
-
-/* mkdir -p */
-static int mkdir_p(const char *path) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return 1;
-            *s = '/';
-        }
-    return mkdir(p, 0755) != 0 && errno != EEXIST;
+    return dm_write_file_atomic(path, text, err, errlen);
 }
 
 /* Keep the lines of metrics.jsonl whose step is <= last (a resumed run continues it). */
@@ -125,7 +104,7 @@ int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
         }
     }
     /* inputs are good: only now does anything get written */
-    if (mkdir_p(a->out) != 0) {
+    if (dm_mkdir_p(a->out) != 0) {
         fprintf(stderr, "error: cannot create run directory %s: %s\n", a->out, strerror(errno));
         goto done;
     }

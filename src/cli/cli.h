@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "dormouse.h"
+#include "files.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
@@ -26,8 +27,6 @@ typedef struct {
 } dm_args;
 int dm_args_next(dm_args *a, const char *cmd);
 
-/* Read a whole file (malloc'd, NUL-terminated), or NULL with err. */
-char *dm_read_file(const char *path, char *err, size_t errlen);
 
 /* Apply "key=value" to c; prints the error and returns non-zero on failure. */
 int dm_cli_set(dm_config *c, const char *kv);

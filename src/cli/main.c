@@ -77,31 +77,6 @@ int dm_args_next(dm_args *a, const char *cmd) {
     return 1;
 }
 
-char *dm_read_file(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) { free(buf); buf = NULL; }
-            else buf = nb;
-        }
-    }
-    fclose(f);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory reading %s", path);
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
-
 int dm_cli_set(dm_config *c, const char *kv) {
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv) {
