@@ -84,7 +84,7 @@ double t_fd(t_lossfn f, void *ctx, double *x, size_t i, double h) {
     return (fp - fm) / (2 * h);
 }
 
-#include <ftw.h>
+#include "files.h"
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,12 +94,7 @@ void t_tmpdir(char *buf, size_t n) {
     if (!mkdtemp(buf)) { perror("mkdtemp"); abort(); }
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
-    (void)sb; (void)flag; (void)f;
-    return remove(p);
-}
-
-void t_rmtree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+void t_rmtree(const char *path) { dm_rmtree(path); }
 
 int t_exists(const char *path) {
     struct stat st;
