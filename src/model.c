@@ -203,7 +203,7 @@ static float *take(bump *b, size_t n) {
     return p;
 }
 
-/* Lay out activations and scratch for N = cap_BT rows and sequences up to cap_T.
+/* Lay out activations and scratch for N = B*T rows of sequences of length T.
  * With b->base == NULL only counts; returns the floats needed. */
 static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump *b,
                      dm_layer_act *act, float **x_final, float **xnf, float **rstdf,
@@ -281,42 +281,40 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
     }
     size_t BT = (size_t)B * T;
     int nthreads = omp_get_max_threads();
-    if (m->arena && BT <= m->cap_BT && (size_t)T <= m->cap_T && nthreads <= m->nthreads)
-        return 0;
-    size_t cap_T = (size_t)T > m->cap_T ? (size_t)T : m->cap_T;
-    size_t cap_BT = BT > m->cap_BT ? BT : m->cap_BT;
-    if (nthreads < m->nthreads) nthreads = m->nthreads;
-    free(m->arena);
-    free(m->act);
-    free(m->inp);
-    free(m->tgt);
-    m->arena = NULL;
-    m->act = NULL;
-    m->inp = m->tgt = NULL;
-    m->cap_BT = m->cap_T = 0;
+    if (nthreads < m->nthreads) nthreads = m->nthreads; /* scratch never shrinks */
+    if (m->arena && B == m->lay_B && T == m->lay_T && nthreads == m->nthreads) return 0;
+    /* the regions depend on B and T separately (the chunked core keeps state per chunk),
+     * so every new shape is laid out anew; the memory only grows */
     m->have_forward = 0;
-    /* the delta scratch is per sequence length: size it for the largest T */
     bump count = {NULL, 0};
     float *x0, *x1, *x2, *x3;
     dm_scratch s;
-    size_t n = layout(&m->cfg, cap_BT, cap_T, nthreads, &count, NULL, &x0, &x1, &x2, &x3, &s);
-    m->arena = aligned_alloc(64, n * sizeof(float));
-    m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
-    m->inp = malloc(cap_BT);
-    m->tgt = malloc(cap_BT);
-    if (!m->arena || !m->act || !m->inp || !m->tgt) {
-        if (err)
-            snprintf(err, errlen, "out of memory: the activation arena for B*T = %zu needs %.1f MiB",
-                     cap_BT, n * 4.0 / (1 << 20));
+    size_t n = layout(&m->cfg, BT, (size_t)T, nthreads, &count, NULL, &x0, &x1, &x2, &x3, &s);
+    if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
+    if (n > m->arena_floats) {
         free(m->arena);
-        m->arena = NULL;
+        m->arena = aligned_alloc(64, n * sizeof(float));
+        m->arena_floats = m->arena ? n : 0;
+    }
+    if (BT > m->io_cap) {
+        free(m->inp);
+        free(m->tgt);
+        m->inp = malloc(BT);
+        m->tgt = malloc(BT);
+        m->io_cap = m->inp && m->tgt ? BT : 0;
+    }
+    if (!m->arena || !m->act || !m->io_cap) {
+        if (err)
+            snprintf(err, errlen, "out of memory: the activation arena for %d x %d needs %.1f MiB",
+                     B, T, n * 4.0 / (1 << 20));
+        m->lay_B = m->lay_T = 0;
         return 1;
     }
     bump b = {m->arena, 0};
-    layout(&m->cfg, cap_BT, cap_T, nthreads, &b, m->act, &m->x_final, &m->xnf, &m->rstdf,
+    layout(&m->cfg, BT, (size_t)T, nthreads, &b, m->act, &m->x_final, &m->xnf, &m->rstdf,
            &m->logits, &m->s);
-    m->cap_BT = cap_BT;
-    m->cap_T = cap_T;
+    m->lay_B = B;
+    m->lay_T = T;
     m->nthreads = nthreads;
     return 0;
 }

@@ -70,9 +70,10 @@ struct dm_model {
     size_t embed, norm_f, lm_head; /* offsets; lm_head == embed when tied */
     dm_layer_off *L;
 
-    /* arena: activations + scratch for batches up to cap_BT = B*T (and T <= cap_T) */
+    /* arena: activations + scratch, laid out for lay_B x lay_T (model.c: dm_model_reserve) */
     int nthreads;
-    size_t cap_BT, cap_T;
+    int lay_B, lay_T;
+    size_t arena_floats, io_cap;
     float *arena;
     uint8_t *inp, *tgt;        /* [N] input and target bytes */
     dm_layer_act *act;         /* [n_layer] */
