@@ -2,17 +2,25 @@
  * backward and forward+backward, KDA and GDN, at T = 512, 2048, 8192 (dk = dv = 64,
  * B = 1, H = 2 x threads so the (b,h) pairs fill the cores evenly).
  *
- * Prints one TSV row per measurement (header first):
- *   date  what  T  impl  ms  ns_per_token  ratio
- *   what          kda.fwd | kda.bwd | kda.fwd+bwd | gdn.*
- *   impl          ref | chunkC (the forward keeps its saved data, the backward uses it)
- *                 | chunkC-recompute (nothing saved: the backward reruns the forward scan)
- *   ms            wall-clock time of the whole call on all threads, median over rounds;
- *                 all variants run interleaved round by round, so drift hits them alike
- *   ns_per_token  ms / (B*T*H) in ns: per token and head, so flat = linear in T
- *   ratio         speed-up over the reference: median over rounds of ref ms / impl ms
- * Usage: bench_delta [--quick] [--T N]... [--chunk C]... [--rounds N] [--dh N]
- * Run with OMP_WAIT_POLICY=passive (as the tests do). */
+ * Usage: bench_delta [--quick] [--T N]... [--chunk C]... [--rounds N] [--dh N] [--history FILE]
+ * Run with OMP_WAIT_POLICY=passive (as the tests do).
+ *
+ * Output: notes (lines starting with '#'), then rows in the columns of benches/history.tsv
+ * (--history FILE appends them to FILE as well):
+ *   what     bench:delta
+ *   config   "kda T=512 impl=chunk64 B=1 H=4 dk=dv=64 threads=2"; the mixer is kda or gdn;
+ *            impl is ref | chunkC (the forward keeps its saved data, the backward uses it)
+ *            | chunkC-recompute (nothing saved: the backward reruns the forward scan)
+ *   metric   STAGE_ms, STAGE_ns_per_token, STAGE_speedup_over_ref (not for ref itself),
+ *            STAGE = fwd | bwd | fwd_bwd
+ *     ms               wall-clock time of the whole call on all threads, median over
+ *                      rounds; all variants run interleaved round by round, so drift hits
+ *                      them alike
+ *     ns_per_token     ms / (B*T*H) in ns: per token and head, so flat = linear in T
+ *     speedup_over_ref ref ms / impl ms per round, median over rounds
+ *   spread   max - min over the rounds;  n  rounds
+ *   flags    "contended,..." when the contention probe saw a busy machine during the
+ *            rounds of that mixer and T */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -20,20 +28,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
+#include "check.h"
 #include "kernels/delta.h"
-#include "rng.h"
-
-/* (no check.h helpers: tests/support/check.c carries the test main()) */
-static void fill_normal(float *x, size_t n, uint64_t seed, float scale) {
-    dm_rng r;
-    dm_rng_seed(&r, seed, 0xbe7c);
-    for (size_t i = 0; i < n; i++) x[i] = (float)(dm_rng_normal(&r) * scale);
-}
-static void fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
-    dm_rng r;
-    dm_rng_seed(&r, seed, 0xbe7d);
-    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * dm_rng_uniform(&r));
-}
 
 static double now(void) {
     struct timespec t;
@@ -69,12 +66,12 @@ static void prob_init(prob *p, int B, int T, int H, int dh, int scalar) {
     p->beta = falloc(p->nb); p->o = falloc(p->nv); p->hT = falloc(p->ns); p->dO = falloc(p->nv);
     p->dq = falloc(p->nq); p->dk = falloc(p->nq); p->dv = falloc(p->nv); p->dg = falloc(p->ng);
     p->db = falloc(p->nb); p->dh0 = falloc(p->ns);
-    fill_normal(p->q, p->nq, 1, 0.125f);
-    fill_normal(p->k, p->nq, 2, 0.125f);
-    fill_normal(p->v, p->nv, 3, 1.f);
-    fill_uniform(p->g, p->ng, 4, -0.1f, -0.001f);
-    fill_uniform(p->beta, p->nb, 5, 0.1f, 0.9f);
-    fill_normal(p->dO, p->nv, 6, 1.f);
+    t_fill_normal(p->q, p->nq, 1, 0.125f);
+    t_fill_normal(p->k, p->nq, 2, 0.125f);
+    t_fill_normal(p->v, p->nv, 3, 1.f);
+    t_fill_uniform(p->g, p->ng, 4, -0.1f, -0.001f);
+    t_fill_uniform(p->beta, p->nb, 5, 0.1f, 0.9f);
+    t_fill_normal(p->dO, p->nv, 6, 1.f);
 }
 
 static void prob_free(prob *p) {
@@ -134,22 +131,10 @@ static void impl_run(impl *m, prob *p, int nt, int round) {
     }
 }
 
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(const double *x, int n) {
-    double *c = malloc(sizeof(double) * (size_t)n);
-    memcpy(c, x, sizeof(double) * (size_t)n);
-    qsort(c, (size_t)n, sizeof(double), cmpd);
-    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-    free(c);
-    return m;
-}
-
 int main(int argc, char **argv) {
     int Tlist[8] = {512, 2048, 8192}, nT = 3, rounds = 5, dh = 64;
     int Clist[4] = {64, 32}, nC = 2, userT = 0, userC = 0;
+    const char *history = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) { Tlist[0] = 512; Tlist[1] = 2048; nT = 2; rounds = 3; }
         else if (!strcmp(argv[i], "--T") && i + 1 < argc) {
@@ -162,23 +147,19 @@ int main(int argc, char **argv) {
             if (nC < 4) Clist[nC++] = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dh") && i + 1 < argc) dh = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--history") && i + 1 < argc) history = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--quick] [--T N]... [--chunk C]... [--rounds N] [--dh N]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--T N]... [--chunk C]... [--rounds N] [--dh N] "
+                            "[--history FILE]\n", argv[0]);
             return 2;
         }
     }
     if (rounds < 1) rounds = 1;
     const int nt = omp_get_max_threads();
     const int B = 1, H = 2 * nt;
-    char date[32];
-    time_t tt = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", localtime(&tt));
-    fprintf(stderr,
-            "# bench_delta: threads %d, B %d, H %d, dk = dv = %d; variants interleaved round by "
-            "round, median of %d rounds; ratio = median over rounds of ref/impl\n",
-            nt, B, H, dh, rounds);
-    printf("date\twhat\tT\timpl\tms\tns_per_token\tratio\n");
+    printf("# bench_delta: threads %d, B %d, H %d, dk = dv = %d; variants interleaved round by "
+           "round, median of %d rounds; speedup = median over rounds of ref/impl\n#%s\n",
+           nt, B, H, dh, rounds, DM_HISTORY_HEADER);
     for (int scalar = 0; scalar < 2; scalar++)
         for (int it = 0; it < nT; it++) {
             const int T = Tlist[it];
@@ -190,30 +171,62 @@ int main(int argc, char **argv) {
             for (int ic = 0; ic < nC; ic++) {
                 const char *why;
                 if (!dm_delta_chunk_supports(&p.d, Clist[ic], &why)) {
-                    fprintf(stderr, "# chunk %d: %s\n", Clist[ic], why);
+                    printf("# chunk %d: %s\n", Clist[ic], why);
                     continue;
                 }
                 impl_init(&m[nm++], &p.d, Clist[ic], 0, nt, rounds);
                 impl_init(&m[nm++], &p.d, Clist[ic], 1, nt, rounds);
             }
             for (int i = 0; i < nm; i++) impl_run(&m[i], &p, nt, -1); /* warm-up */
-            for (int r = 0; r < rounds; r++)
+            dm_probe probe;
+            dm_probe_result pr;
+            dm_probe_begin(&probe);
+            for (int r = 0; r < rounds; r++) {
                 for (int i = 0; i < nm; i++) impl_run(&m[i], &p, nt, r);
+                dm_probe_tick(&probe);
+            }
+            dm_probe_end(&probe, nt, &pr);
             const double tok = (double)B * T * H;
             const char *mix = scalar ? "gdn" : "kda";
-            static const char *kind[3] = {"fwd", "bwd", "fwd+bwd"};
-            double *ratio = malloc(sizeof(double) * (size_t)rounds);
+            static const char *kind[3] = {"fwd", "bwd", "fwd_bwd"};
+            enum { MAXR = 3 * (1 + 2 * 4) * 3 };
+            static dm_history_row rows[MAXR];
+            static char cfg[1 + 2 * 4][128], metric[MAXR][48];
+            char flags[96], err[512];
+            dm_bench_flags(&pr, flags, sizeof flags);
+            double *x = malloc(sizeof(double) * (size_t)rounds);
+            int nr = 0;
+            for (int i = 0; i < nm; i++)
+                snprintf(cfg[i], sizeof cfg[i], "%s T=%d impl=%.31s B=%d H=%d dk=dv=%d threads=%d",
+                         mix, T, m[i].name, B, H, dh, nt);
             for (int k = 0; k < 3; k++)
                 for (int i = 0; i < nm; i++) {
-                    for (int r = 0; r < rounds; r++) ratio[r] = m[0].t[k][r] / m[i].t[k][r];
-                    const double ms = median(m[i].t[k], rounds) * 1e3;
-                    printf("%s\t%s.%s\t%d\t%s\t%.3f\t%.1f\t%.2f\n", date, mix, kind[k], T,
-                           m[i].name, ms, ms * 1e6 / tok, median(ratio, rounds));
+                    double sp;
+                    for (int r = 0; r < rounds; r++) x[r] = m[i].t[k][r] * 1e3;
+                    const double ms = dm_bench_median(x, rounds, &sp);
+                    snprintf(metric[nr], sizeof metric[nr], "%s_ms", kind[k]);
+                    rows[nr] = (dm_history_row){"bench:delta", cfg[i], metric[nr], ms, sp, rounds,
+                                                flags};
+                    nr++;
+                    snprintf(metric[nr], sizeof metric[nr], "%s_ns_per_token", kind[k]);
+                    rows[nr] = (dm_history_row){"bench:delta", cfg[i], metric[nr],
+                                                ms * 1e6 / tok, sp * 1e6 / tok, rounds, flags};
+                    nr++;
+                    if (i == 0) continue; /* ref over ref */
+                    for (int r = 0; r < rounds; r++) x[r] = m[0].t[k][r] / m[i].t[k][r];
+                    const double ratio = dm_bench_median(x, rounds, &sp);
+                    snprintf(metric[nr], sizeof metric[nr], "%s_speedup_over_ref", kind[k]);
+                    rows[nr] = (dm_history_row){"bench:delta", cfg[i], metric[nr], ratio, sp,
+                                                rounds, flags};
+                    nr++;
                 }
-            fflush(stdout);
-            free(ratio);
+            free(x);
             for (int i = 0; i < nm; i++) impl_free(&m[i]);
             prob_free(&p);
+            if (dm_history_report(stdout, history, rows, nr, err, sizeof err)) {
+                fprintf(stderr, "bench_delta: %s\n", err);
+                return 1;
+            }
         }
     return 0;
 }

@@ -2,33 +2,35 @@
  * the thread count) against OpenBLAS's own threaded cblas_sgemm on the products of a
  * d2 training step (B*T = 4096 rows), interleaved rounds, median ratio.
  *
- *   bench_gemm [--rounds R] [--rows N]
+ *   bench_gemm [--rounds R] [--rows N] [--history FILE]
  *
- * Output: TSV rows  date  what  config  metric  value  spread  n. */
+ * Output: notes (lines starting with '#'), then rows in the columns of benches/history.tsv
+ * (what "bench:gemm"; value = median over rounds, spread = max - min over rounds, n =
+ * rounds; flags "contended,..." when the contention probe saw a busy machine during that
+ * product's rounds). --history FILE appends the rows to FILE as well. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "atlas.h"
+#include "bench.h"
 #include "check.h"
 #include "kernels/kernels.h"
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv) {
-    int rounds = 9, N = 4096;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
+    int rounds = 9, N = 4096, bad = 0;
+    const char *history = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) bad = 1;
+        else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rows")) N = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--history")) history = argv[i + 1];
+        else bad = 1;
     }
-    if (rounds < 1 || rounds > 1000 || N < 1) {
-        fprintf(stderr, "usage: bench_gemm [--rounds R] [--rows N]\n");
+    if (bad || rounds < 1 || rounds > 1000 || N < 1) {
+        fprintf(stderr, "usage: bench_gemm [--rounds R] [--rows N] [--history FILE]\n");
         return 2;
     }
     /* (name, transA, transB, M, N, K): out = in W^T; din = dout W; dW = dout^T in */
@@ -40,20 +42,22 @@ int main(int argc, char **argv) {
         {"fwd N x 64 <- 256", 0, 1, N, 64, 256},     {"dW 64 x 256 over N", 1, 0, 64, 256, N},
     };
     int nc = (int)(sizeof cs / sizeof cs[0]), threads = omp_get_max_threads();
-    float *A = malloc(sizeof(float) * (size_t)N * 768), *B = malloc(sizeof(float) * (size_t)N * 768);
-    float *C = malloc(sizeof(float) * (size_t)N * 768);
-    t_fill_normal(A, (size_t)N * 768, 1, 1.0f);
-    t_fill_normal(B, (size_t)N * 768, 2, 1.0f);
-    char date[32];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    printf("# threads %d, %d rounds; ratio = cblas_sgemm (OpenBLAS threads) time / dm_gemm time\n",
-           threads, rounds);
+    /* every operand and output fits max(N, 768) x 768 floats (the dW outputs are 768 x 256
+     * whatever N is) */
+    size_t len = (size_t)(N > 768 ? N : 768) * 768;
+    float *A = t_alloc(len), *B = t_alloc(len), *C = t_alloc(len);
+    t_fill_normal(A, len, 1, 1.0f);
+    t_fill_normal(B, len, 2, 1.0f);
+    printf("# threads %d, %d rounds (dm_gemm and cblas_sgemm interleaved); ratio = cblas_sgemm "
+           "(OpenBLAS threads) time / dm_gemm time, per round, median\n#%s\n",
+           threads, rounds, DM_HISTORY_HEADER);
     for (int c = 0; c < nc; c++) {
         int M = cs[c].M, Nn = cs[c].Nn, K = cs[c].K;
         int lda = cs[c].ta ? M : K, ldb = cs[c].tb ? K : Nn;
         double *t0 = malloc(sizeof(double) * (size_t)rounds), *t1 = malloc(sizeof(double) * (size_t)rounds);
         double *r = malloc(sizeof(double) * (size_t)rounds);
+        dm_probe probe;
+        dm_probe_result pr;
         for (int k = -1; k < rounds; k++) {
             double a = dm_now();
             dm_gemm(cs[c].ta, cs[c].tb, M, Nn, K, 1.0f, A, lda, B, ldb, 0.0f, C, Nn);
@@ -62,26 +66,38 @@ int main(int argc, char **argv) {
                         cs[c].tb ? CblasTrans : CblasNoTrans, M, Nn, K, 1.0f, A, lda, B, ldb, 0.0f,
                         C, Nn);
             double e = dm_now();
-            if (k < 0) continue; /* warm-up */
+            if (k < 0) { /* warm-up */
+                dm_probe_begin(&probe);
+                continue;
+            }
+            dm_probe_tick(&probe);
             t0[k] = b - a;
             t1[k] = e - b;
             r[k] = t1[k] / t0[k];
         }
-        qsort(t0, (size_t)rounds, sizeof *t0, cmp);
-        qsort(t1, (size_t)rounds, sizeof *t1, cmp);
-        qsort(r, (size_t)rounds, sizeof *r, cmp);
-        double fl = 2.0 * M * Nn * K;
-        printf("%s\tbench_gemm\t%s,threads=%d\tdm_gemm_gflops\t%.1f\t%.1f\t%d\n", date, cs[c].name,
-               threads, fl / t0[rounds / 2] / 1e9, fl / t0[0] / 1e9 - fl / t0[rounds - 1] / 1e9,
-               rounds);
-        printf("%s\tbench_gemm\t%s,threads=%d\topenblas_gflops\t%.1f\t%.1f\t%d\n", date,
-               cs[c].name, threads, fl / t1[rounds / 2] / 1e9,
-               fl / t1[0] / 1e9 - fl / t1[rounds - 1] / 1e9, rounds);
-        printf("%s\tbench_gemm\t%s,threads=%d\topenblas_over_dm_gemm_time\t%.3f\t%.3f\t%d\n", date,
-               cs[c].name, threads, r[rounds / 2], r[rounds - 1] - r[0], rounds);
+        dm_probe_end(&probe, threads, &pr);
+        double fl = 2.0 * M * Nn * K, sp0, sp1, spr;
+        for (int k = 0; k < rounds; k++) {
+            t0[k] = fl / t0[k] / 1e9; /* GFLOP/s per round */
+            t1[k] = fl / t1[k] / 1e9;
+        }
+        double g0 = dm_bench_median(t0, rounds, &sp0), g1 = dm_bench_median(t1, rounds, &sp1);
+        double rm = dm_bench_median(r, rounds, &spr);
+        char cfg[128], flags[96], err[512];
+        snprintf(cfg, sizeof cfg, "%s N=%d threads=%d", cs[c].name, N, threads);
+        dm_bench_flags(&pr, flags, sizeof flags);
+        dm_history_row rows[3] = {
+            {"bench:gemm", cfg, "dm_gemm_gflops", g0, sp0, rounds, flags},
+            {"bench:gemm", cfg, "openblas_gflops", g1, sp1, rounds, flags},
+            {"bench:gemm", cfg, "openblas_over_dm_gemm_time", rm, spr, rounds, flags},
+        };
         free(t0);
         free(t1);
         free(r);
+        if (dm_history_report(stdout, history, rows, 3, err, sizeof err)) {
+            fprintf(stderr, "bench_gemm: %s\n", err);
+            return 1;
+        }
     }
     free(A);
     free(B);

@@ -82,19 +82,44 @@ void dm_history_machine(char *buf, size_t n) {
     snprintf(buf, n, "%s/%s/%dc", host, model, cores);
 }
 
-int dm_history_append(const char *path, const dm_history_row *rows, int n, char *err,
-                      size_t errlen) {
-    char date[32], commit[64], machine[384], flags[256];
+/* When and where rows are measured: the same for every row of one report. */
+typedef struct {
+    char date[32], commit[64], machine[384];
     int dirty;
+} stamp;
+
+static void stamp_now(stamp *s) {
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    dm_history_commit(commit, sizeof commit, &dirty);
+    strftime(s->date, sizeof s->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    dm_history_commit(s->commit, sizeof s->commit, &s->dirty);
     char mraw[384];
     dm_history_machine(mraw, sizeof mraw);
-    field(machine, sizeof machine, mraw);
+    field(s->machine, sizeof s->machine, mraw);
+}
 
+/* The one row formatter: rows in the history columns, one line each. */
+static void put_rows(FILE *f, const stamp *s, const dm_history_row *rows, int n) {
+    for (int i = 0; i < n; i++) {
+        const dm_history_row *r = &rows[i];
+        char what[256], config[2048], metric[128], value[64], spread[64], flags[256], fl[256];
+        field(what, sizeof what, r->what);
+        field(config, sizeof config, r->config);
+        field(metric, sizeof metric, r->metric);
+        snprintf(flags, sizeof flags, "%s%s%s", r->flags ? r->flags : "",
+                 s->dirty && r->flags && r->flags[0] ? "," : "", s->dirty ? "dirty" : "");
+        field(fl, sizeof fl, flags);
+        snprintf(value, sizeof value, "%.6g", r->value);
+        if (isnan(r->spread)) snprintf(spread, sizeof spread, "-");
+        else snprintf(spread, sizeof spread, "%.6g", r->spread);
+        fprintf(f, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s->date, s->commit, s->machine,
+                what, config, metric, value, spread, r->n, fl);
+    }
+}
+
+static int append_rows(const char *path, const stamp *s, const dm_history_row *rows, int n,
+                       char *err, size_t errlen) {
     struct stat st;
     int fresh = stat(path, &st) != 0 || st.st_size == 0;
     FILE *f = fopen(path, "a");
@@ -103,27 +128,28 @@ int dm_history_append(const char *path, const dm_history_row *rows, int n, char 
         return 1;
     }
     if (fresh) fprintf(f, "%s\n", DM_HISTORY_HEADER);
-    for (int i = 0; i < n; i++) {
-        const dm_history_row *r = &rows[i];
-        char what[256], config[2048], metric[128], value[64], spread[64];
-        field(what, sizeof what, r->what);
-        field(config, sizeof config, r->config);
-        field(metric, sizeof metric, r->metric);
-        snprintf(flags, sizeof flags, "%s%s%s", r->flags ? r->flags : "",
-                 dirty && r->flags && r->flags[0] ? "," : "", dirty ? "dirty" : "");
-        char fl[256];
-        field(fl, sizeof fl, flags);
-        snprintf(value, sizeof value, "%.6g", r->value);
-        if (isnan(r->spread)) snprintf(spread, sizeof spread, "-");
-        else snprintf(spread, sizeof spread, "%.6g", r->spread);
-        fprintf(f, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", date, commit, machine, what,
-                config, metric, value, spread, r->n, fl);
-    }
+    put_rows(f, s, rows, n);
     if (fflush(f) != 0 || fclose(f) != 0) {
         snprintf(err, errlen, "cannot write history %s: %s", path, strerror(errno));
         return 1;
     }
     return 0;
+}
+
+int dm_history_report(FILE *out, const char *path, const dm_history_row *rows, int n,
+                      char *err, size_t errlen) {
+    stamp s;
+    stamp_now(&s);
+    if (out) {
+        put_rows(out, &s, rows, n);
+        fflush(out);
+    }
+    return path ? append_rows(path, &s, rows, n, err, errlen) : 0;
+}
+
+int dm_history_append(const char *path, const dm_history_row *rows, int n, char *err,
+                      size_t errlen) {
+    return dm_history_report(NULL, path, rows, n, err, errlen);
 }
 
 /* ---- contention probe ---------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #define DM_HISTORY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define DM_HISTORY_HEADER "date\tcommit\tmachine\twhat\tconfig\tmetric\tvalue\tspread\tn\tflags"
 
@@ -36,6 +37,13 @@ typedef struct {
  * 0 ok; else a one-line error in err. */
 int dm_history_append(const char *path, const dm_history_row *rows, int n, char *err,
                       size_t errlen);
+
+/* How benchmarks report: print rows to out (when not NULL) in exactly the history
+ * columns, one line each with no header, so the lines can be pasted into the history
+ * file; and append the same lines (same date, commit, machine) to the history at path
+ * when path is not NULL, as dm_history_append does. 0 ok; else a one-line error in err. */
+int dm_history_report(FILE *out, const char *path, const dm_history_row *rows, int n,
+                      char *err, size_t errlen);
 
 /* Short commit of the source tree ("unknown" without git); *dirty = 1 when tracked files
  * other than benches/history.tsv have uncommitted changes. */

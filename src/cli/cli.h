@@ -43,5 +43,6 @@ int dm_cmd_train(int argc, char **argv);
 int dm_cmd_eval(int argc, char **argv);
 int dm_cmd_sample(int argc, char **argv);
 int dm_cmd_ab(int argc, char **argv);
+int dm_cmd_bench(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const char *USAGE =
     "  eval     bits per byte of a checkpoint on a corpus window\n"
     "  sample   generate text from a checkpoint\n"
     "  ab       seeded A/B sweep of config variants against a control, with verdicts\n"
+    "  bench    time forward, backward and the training step against the reference core\n"
     "\n"
     "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n";
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1);
     if (!strcmp(cmd, "ab")) return dm_cmd_ab(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
     return EXIT_USAGE;
 }
