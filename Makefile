@@ -2,7 +2,8 @@
 #   make run    install missing Debian packages, build, train the default model on the
 #               bundled corpus, evaluate, and print a sample
 #   make test   install missing Debian packages, build, run every test (CTest)
-# Also: make build | make asan (tests under ASan+UBSan) | make bench | make clean
+# Also: make build | make asan (tests under ASan+UBSan) | make clean
+#       make bench (every benchmark; rows appended to benches/history.tsv)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
@@ -27,6 +28,9 @@ asan: deps
 
 run: build
 	@bash scripts/run_default.sh $(BUILD)
+
+bench: build
+	@bash scripts/bench_all.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-asan
