@@ -8,16 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ab.h"    /* dm_ab_median */
 #include "atlas.h" /* dm_now */
 #include "data.h"
 #include "optim.h"
 
 /* ---- shared helpers ------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 double dm_bench_median(const double *x, int n, double *spread) {
     double *c = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
@@ -27,8 +23,7 @@ double dm_bench_median(const double *x, int n, double *spread) {
         return NAN;
     }
     memcpy(c, x, sizeof(double) * (size_t)n);
-    qsort(c, (size_t)n, sizeof(double), cmp_double);
-    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    double m = dm_ab_median(c, n); /* sorts c */
     if (spread) *spread = c[n - 1] - c[0];
     free(c);
     return m;

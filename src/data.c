@@ -88,7 +88,7 @@ int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
             names[nn++] = full;
         }
         closedir(d);
-        qsort(names, nn, sizeof *names, cmp_str);
+        if (nn > 1) qsort(names, nn, sizeof *names, cmp_str);
         int rc = 0;
         for (size_t i = 0; i < nn; i++) {
             if (!rc) rc = append_file(c, &cap, names[i], err, errlen);
