@@ -20,9 +20,10 @@
 #include "kernels/kernels.h"
 
 int main(int argc, char **argv) {
-    int rounds = 9, N = 4096, bad = 0;
+    int rounds = 9, N = 4096, bad = 0, tilings = 0;
     const char *history = NULL;
     for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--tilings")) { tilings = 1; i--; continue; }
         if (i + 1 >= argc) bad = 1;
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--rows")) N = atoi(argv[i + 1]);
@@ -30,7 +31,7 @@ int main(int argc, char **argv) {
         else bad = 1;
     }
     if (bad || rounds < 1 || rounds > 1000 || N < 1) {
-        fprintf(stderr, "usage: bench_gemm [--rounds R] [--rows N] [--history FILE]\n");
+        fprintf(stderr, "usage: bench_gemm [--rounds R] [--rows N] [--history FILE] [--tilings]\n");
         return 2;
     }
     /* (name, transA, transB, M, N, K): out = in W^T; din = dout W; dW = dout^T in */
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
         int lda = cs[c].ta ? M : K, ldb = cs[c].tb ? K : Nn;
         double *t0 = malloc(sizeof(double) * (size_t)rounds), *t1 = malloc(sizeof(double) * (size_t)rounds);
         double *r = malloc(sizeof(double) * (size_t)rounds);
+        double talt[3][1000];
         dm_probe probe;
         dm_probe_result pr;
         for (int k = -1; k < rounds; k++) {
@@ -66,6 +68,16 @@ int main(int argc, char **argv) {
                         cs[c].tb ? CblasTrans : CblasNoTrans, M, Nn, K, 1.0f, A, lda, B, ldb, 0.0f,
                         C, Nn);
             double e = dm_now();
+            /* --tilings: one-dimensional alternatives, the larger of M, N cut into 2/4/8 */
+            for (int v = 0; tilings && v < 3; v++) {
+                int parts = 2 << v, mb = M, nb = Nn;
+                if (M >= Nn) mb = (M / parts + 63) / 64 * 64;
+                else nb = (Nn / parts + 63) / 64 * 64;
+                double q = dm_now();
+                dm_gemm_tiled(cs[c].ta, cs[c].tb, M, Nn, K, 1.0f, A, lda, B, ldb, 0.0f, C, Nn,
+                              mb > 0 ? mb : 1, nb > 0 ? nb : 1);
+                if (k >= 0) talt[v][k] = dm_now() - q;
+            }
             if (k < 0) { /* warm-up */
                 dm_probe_begin(&probe);
                 continue;
@@ -91,6 +103,15 @@ int main(int argc, char **argv) {
             {"bench:gemm", cfg, "openblas_gflops", g1, sp1, rounds, flags},
             {"bench:gemm", cfg, "openblas_over_dm_gemm_time", rm, spr, rounds, flags},
         };
+        for (int v = 0; tilings && v < 3; v++) {
+            double g[1000], sp;
+            for (int k = 0; k < rounds; k++) g[k] = fl / talt[v][k] / 1e9;
+            char metric[64];
+            snprintf(metric, sizeof metric, "tiles_1d%d_gflops", 2 << v);
+            dm_history_row alt = {"bench:gemm", cfg, metric, dm_bench_median(g, rounds, &sp), sp,
+                                  rounds, flags};
+            if (dm_history_report(stdout, history, &alt, 1, err, sizeof err)) return 1;
+        }
         free(t0);
         free(t1);
         free(r);

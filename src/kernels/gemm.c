@@ -36,17 +36,9 @@ void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, co
     }
 }
 
-void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
-             const float *B, int ldb, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    double flops = 2.0 * M * N * (K > 0 ? K : 1);
-    if (flops < 4e6) { /* one tile (OpenBLAS would thread it from ~3e5 on) */
-        dm_gemm_serial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    /* tiles of mb x nb, chosen from the shape only (never from the thread count) */
-    int mb = clamp(round_up((M + 3) / 4, 64), 64, 256);
-    int nb = clamp(round_up((N + 3) / 4, 64), 64, 512);
+void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
+                   int nb) {
     int tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < tm * tn; t++) {
@@ -58,4 +50,23 @@ void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const flo
         dm_gemm_serial(transA, transB, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
                        C + (size_t)i0 * ldc + j0, ldc);
     }
+}
+
+void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb) {
+    (void)K;
+    *mb = clamp(round_up((M + 3) / 4, 64), 64, 256);
+    *nb = clamp(round_up((N + 3) / 4, 64), 64, 512);
+}
+
+void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    double flops = 2.0 * M * N * (K > 0 ? K : 1);
+    if (flops < 4e6) { /* one tile (OpenBLAS would thread it from ~3e5 on) */
+        dm_gemm_serial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    int mb, nb; /* from the shape only, never from the thread count */
+    dm_gemm_tile_shape(M, N, K, &mb, &nb);
+    dm_gemm_tiled(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mb, nb);
 }

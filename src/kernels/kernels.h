@@ -40,6 +40,12 @@ void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const flo
              const float *B, int ldb, float beta, float *C, int ldc);
 void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* The pieces of dm_gemm, for benchmarks that compare tilings: C in mb x nb tiles, one
+ * dm_gemm_serial per tile over the threads; and the tile shape dm_gemm picks. */
+void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
+                   int nb);
+void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb);
 
 /* ---- matmul through dm_gemm (matmul.c) ----
  * out[N,O] = in[N,K] W[O,K]^T (+ bias[O] when bias != NULL)    ([out, in] weight layout) */
