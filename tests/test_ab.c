@@ -178,17 +178,6 @@ TEST(ab_parse_inputs) {
 
 /* ---- a sweep through the command ---- */
 
-static int run_out(const char *cmd, const char *outpath, char *out, size_t n) {
-    char full[8192];
-    snprintf(full, sizeof full, "{ %s; } >%s 2>&1", cmd, outpath);
-    int rc = t_run(full, NULL, 0);
-    FILE *f = fopen(outpath, "r");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f) fclose(f);
-    printf("  [%d] %s\n", rc, cmd);
-    return rc;
-}
 
 static int count(const char *hay, const char *needle) {
     int n = 0;
@@ -220,7 +209,7 @@ TEST(ab_resume_skips_cached_cells) {
              "--seeds 1,2 --variant 'lr2: lr=0.006' --history %s", d, hist);
 
     /* the whole sweep: 4 cells, a table, 1 + 2 arms x 2 rows of history */
-    int rc = run_out(cmd, outp, out, sizeof out);
+    int rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "sweep failed (%d):\n%s", rc, out);
     CHECKF(strstr(out, "val BPB") && strstr(out, "spread") && strstr(out, "ms/step"),
            "no table:\n%s", out);
@@ -238,7 +227,7 @@ TEST(ab_resume_skips_cached_cells) {
     snprintf(p, sizeof p, "%s/ab/lr2/seed2/summary.json", d);
     remove(p);
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --report", d);
-    rc = run_out(cmd, outp, out, sizeof out);
+    rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "report failed (%d):\n%s", rc, out);
     CHECKF(strstr(out, "missing: lr2/seed2") != NULL, "missing cell not listed:\n%s", out);
     CHECKF(strstr(out, "n/a (missing cells)") != NULL, "a partial arm got a verdict:\n%s", out);
@@ -246,7 +235,7 @@ TEST(ab_resume_skips_cached_cells) {
     /* the same command again: only that cell runs */
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --data " CORPUS " " TINY " --steps 3 "
              "--seeds 1,2 --variant 'lr2: lr=0.006' --history %s", d, hist);
-    rc = run_out(cmd, outp, out, sizeof out);
+    rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "resume failed (%d):\n%s", rc, out);
     CHECKF(count(out, ": cached") == 3, "expected 3 cached cells:\n%s", out);
     CHECK(strstr(out, "missing:") == NULL);
@@ -262,13 +251,13 @@ TEST(ab_resume_skips_cached_cells) {
     CHECKF(lines_of(hist) == 9, "history has %d lines after the resume, expected 9", lines_of(hist));
 
     /* all cached: nothing runs, nothing is appended */
-    rc = run_out(cmd, outp, out, sizeof out);
+    rc = t_run_out(cmd, outp, out, sizeof out);
     CHECK(rc == 0 && count(out, ": cached") == 4 && lines_of(hist) == 9);
 
     /* a different config over finished cells is refused, and changes nothing */
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --data " CORPUS " " TINY " --steps 4 "
              "--seeds 1,2 --no-history", d);
-    rc = run_out(cmd, outp, out, sizeof out);
+    rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 2 && strstr(out, "another config"), "stale cells: exit %d:\n%s", rc, out);
     snprintf(p, sizeof p, "%s/ab/control/seed1/summary.json", d);
     struct timespec t = mtime_of(p);
@@ -286,25 +275,25 @@ TEST(ab_interrupt_then_report) {
              /* signal once the first cell is training (the sweep's handler is in place) */
              "for i in $(seq 300); do [ -s %s/ab/control/seed1/metrics.jsonl ] && break; "
              "sleep 0.1; done; kill -INT $pid; wait $pid", d, d);
-    int rc = run_out(cmd, outp, out, sizeof out);
+    int rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 130, "interrupted sweep exited %d:\n%s", rc, out);
     CHECKF(strstr(out, "interrupted") != NULL, "no word of the interruption:\n%s", out);
     snprintf(p, sizeof p, "%s/ab/control/seed1/summary.json", d);
     CHECK(!t_exists(p));
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --report", d);
-    rc = run_out(cmd, outp, out, sizeof out);
+    rc = t_run_out(cmd, outp, out, sizeof out);
     CHECK(rc == 0);
     CHECKF(strstr(out, "missing: control/seed1 (") && strstr(out, "control/seed2 (not run)"),
            "missing cells not listed:\n%s", out);
     /* bad input: one-line errors, exit 2 */
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/nothing --report", d);
-    CHECK(run_out(cmd, outp, out, sizeof out) == 2 && strstr(out, "no ab.json"));
+    CHECK(t_run_out(cmd, outp, out, sizeof out) == 2 && strstr(out, "no ab.json"));
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/x --variant 'v: seed=2'", d);
-    CHECK(run_out(cmd, outp, out, sizeof out) == 2 && strstr(out, "--seeds"));
+    CHECK(t_run_out(cmd, outp, out, sizeof out) == 2 && strstr(out, "--seeds"));
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/x --report --steps 3", d);
-    CHECK(run_out(cmd, outp, out, sizeof out) == 2);
-    CHECK(run_out(DM_CLI " ab --steps 3", outp, out, sizeof out) == 2 && strstr(out, "--dir"));
-    CHECK(run_out(DM_CLI " ab --help", outp, out, sizeof out) == 0 && strstr(out, "--variant"));
+    CHECK(t_run_out(cmd, outp, out, sizeof out) == 2);
+    CHECK(t_run_out(DM_CLI " ab --steps 3", outp, out, sizeof out) == 2 && strstr(out, "--dir"));
+    CHECK(t_run_out(DM_CLI " ab --help", outp, out, sizeof out) == 0 && strstr(out, "--variant"));
     snprintf(p, sizeof p, "%s/x", d);
     CHECK(!t_exists(p));
     t_rmtree(d);

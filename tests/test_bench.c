@@ -15,17 +15,6 @@
 
 /* ---- helpers ---- */
 
-static int run_out(const char *cmd, const char *outpath, char *out, size_t n) {
-    char full[8192];
-    snprintf(full, sizeof full, "{ %s; } >%s 2>&1", cmd, outpath);
-    int rc = t_run(full, NULL, 0);
-    FILE *f = fopen(outpath, "r");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f) fclose(f);
-    printf("  [%d] %s\n", rc, cmd);
-    return rc;
-}
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "r");
@@ -214,7 +203,7 @@ TEST(bench_cli_appends_history_rows) {
     snprintf(outp, sizeof outp, "%s/out.txt", d);
     snprintf(cmd, sizeof cmd, DM_CLI " bench " TINY " --reps 2 --history %s 2>&1", hist);
     for (int run = 1; run <= 2; run++) {
-        int rc = run_out(cmd, outp, out, sizeof out);
+        int rc = t_run_out(cmd, outp, out, sizeof out);
         CHECKF(rc == 0, "dormouse bench exited %d:\n%s", rc, out);
         if (rc) break;
         CHECKF(strstr(out, "speed-up") && strstr(out, "# history: appended 15 rows"),
@@ -277,17 +266,17 @@ TEST(bench_cli_bad_input) {
         snprintf(cmd, sizeof cmd, DM_CLI " bench %s --history %s", bad[i], hist);
         if (strstr(bad[i], "--history") || !strcmp(bad[i], "--reps"))
             snprintf(cmd, sizeof cmd, DM_CLI " bench " TINY " %s", bad[i]);
-        int rc = run_out(cmd, outp, out, sizeof out);
+        int rc = t_run_out(cmd, outp, out, sizeof out);
         int nl = 0;
         for (char *p = out; *p; p++) nl += *p == '\n';
         CHECKF(rc == 2, "'%s' exited %d, expected 2:\n%s", bad[i], rc, out);
         CHECKF(nl == 1, "'%s': %d lines of output, expected one:\n%s", bad[i], nl, out);
         CHECKF(!t_exists(hist), "'%s' created the history", bad[i]);
     }
-    CHECK(run_out(DM_CLI " bench --help", outp, out, sizeof out) == 0);
+    CHECK(t_run_out(DM_CLI " bench --help", outp, out, sizeof out) == 0);
     CHECK(strstr(out, "--reps") && strstr(out, "--history") && strstr(out, "--data") &&
           strstr(out, "--set") && strstr(out, "kda_impl=reference"));
-    CHECK(run_out(DM_CLI " --help", outp, out, sizeof out) == 0 && strstr(out, "  bench "));
+    CHECK(t_run_out(DM_CLI " --help", outp, out, sizeof out) == 0 && strstr(out, "  bench "));
     t_rmtree(d);
 }
 
@@ -314,7 +303,7 @@ TEST(bench_programs_print_history_rows) {
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd, "%s/%s %s --history %s 2>&1", dir, progs[i].prog,
                  progs[i].args, hist);
-        int rc = run_out(cmd, outp, out, sizeof out);
+        int rc = t_run_out(cmd, outp, out, sizeof out);
         CHECKF(rc == 0, "%s exited %d (built? it is a target of the same build):\n%s",
                progs[i].prog, rc, out);
         CHECK(strstr(out, "#" DM_HISTORY_HEADER "\n") != NULL); /* before rows_of splits out */
@@ -325,7 +314,7 @@ TEST(bench_programs_print_history_rows) {
         CHECK(check_rows(row, n, progs[i].what) == n);
         total += n;
         snprintf(cmd, sizeof cmd, "%s/%s --bogus", dir, progs[i].prog);
-        CHECK(run_out(cmd, outp, out, sizeof out) == 2);
+        CHECK(t_run_out(cmd, outp, out, sizeof out) == 2);
     }
     char *file = slurp(hist);
     CHECK(file != NULL);

@@ -37,16 +37,9 @@ static void project(char *d, size_t n, const char *cases, const char *red) {
 
 /* Run `sh -c cmd` with stdout+stderr into d/out; return the exit status, text in out. */
 static int run(const char *d, const char *cmd, char *out, size_t n) {
-    char full[2048], path[512];
+    char path[512];
     snprintf(path, sizeof path, "%s/out", d);
-    snprintf(full, sizeof full, "%s >%s 2>&1", cmd, path);
-    int rc = t_run(full, NULL, 0);
-    FILE *f = fopen(path, "r");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f) fclose(f);
-    printf("  [%d] %s\n", rc, cmd);
-    return rc;
+    return t_run_out(cmd, path, out, n);
 }
 
 /* The gate on d/build three ways: directly, piped through tee (pipefail: the pipeline

@@ -125,3 +125,15 @@ int t_run(const char *cmd, char *err, size_t errlen) {
     unlink(errpath);
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
+
+int t_run_out(const char *cmd, const char *outpath, char *out, size_t n) {
+    char full[8192];
+    snprintf(full, sizeof full, "{ %s; } >%s 2>&1", cmd, outpath);
+    int rc = t_run(full, NULL, 0);
+    FILE *f = fopen(outpath, "r");
+    size_t got = f ? fread(out, 1, n - 1, f) : 0;
+    out[got] = 0;
+    if (f) fclose(f);
+    printf("  [%d] %s\n", rc, cmd);
+    return rc;
+}

@@ -55,5 +55,8 @@ int t_exists(const char *path);
 /* Run `sh -c cmd`; returns the exit status (128+sig if killed by a signal) and the first
  * errlen-1 bytes of its stderr in err (when err != NULL). stdout goes to /dev/null. */
 int t_run(const char *cmd, char *err, size_t errlen);
+/* Run `sh -c cmd` with stdout and stderr both into outpath; returns the exit status and
+ * the first n-1 bytes of that output in out (the command line is echoed to stdout). */
+int t_run_out(const char *cmd, const char *outpath, char *out, size_t n);
 
 #endif
