@@ -28,9 +28,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
+#include "jobs/bench.h"
 #include "check.h"
-#include "kernels/delta.h"
+#include "kernels/cpu/delta_chunk.h"
+#include "kernels/ref/ref.h"
 
 static double now(void) {
     struct timespec t;

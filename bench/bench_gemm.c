@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atlas.h"
-#include "bench.h"
+#include "ops/atlas.h"
+#include "jobs/bench.h"
 #include "check.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 int main(int argc, char **argv) {
     int rounds = 9, N = 4096, bad = 0, tilings = 0;

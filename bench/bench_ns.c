@@ -23,10 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
+#include "jobs/bench.h"
 #include "check.h"
 #include "optim/ns.h"
-#include "rng.h"
+#include "base/rng.h"
 
 #define MAX_ROUNDS 400
 

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ab.h"
+#include "jobs/ab.h"
 #include "check.h"
-#include "history.h"
+#include "io/history.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
 #define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "jobs/bench.h"
 #include "check.h"
-#include "history.h"
+#include "io/history.h"
 
 #define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
              "--set gate_rank=8 --set batch_size=2 --set seq_len=32"

@@ -21,7 +21,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/delta.h"
+#include "kernels/cpu/delta_chunk.h"
+#include "kernels/ref/ref.h"
 #include "oracle.h"
 
 enum { GATE_ZERO = 0, GATE_MILD = 1, GATE_STRONG = 2 };

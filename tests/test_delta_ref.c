@@ -10,9 +10,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/delta.h"
+#include "kernels/cpu/delta_chunk.h"
+#include "kernels/ref/ref.h"
 #include "oracle.h"
-#include "rng.h"
+#include "base/rng.h"
 
 enum { GATE_ZERO = 0, GATE_MILD = 1, GATE_STRONG = 2 };
 static const char *gate_name[] = {"zero", "mild", "strong"};

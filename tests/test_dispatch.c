@@ -9,8 +9,9 @@
 
 #include "check.h"
 #include "dormouse.h"
-#include "kernels/kernels.h"
-#include "rng.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/ref/ref.h"
+#include "base/rng.h"
 
 static dm_config small(int mixer) {
     dm_config c;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 #include "oracle.h"
 
 #define FWD_TOL 1e-5  /* float forward vs double oracle, relative RMS */

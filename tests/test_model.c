@@ -9,7 +9,7 @@
 #include "check.h"
 #include "dormouse.h"
 #include "oracle_model.h"
-#include "rng.h"
+#include "base/rng.h"
 
 static void tokens_random(uint8_t *tok, size_t n, uint64_t seed) {
     dm_rng r;

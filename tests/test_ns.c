@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "optim/ns.h"
-#include "rng.h"
+#include "base/rng.h"
 
 /* LAPACK from libopenblas (Fortran symbol; LAPACKE headers may be absent). The trailing
  * size_t arguments are gfortran's hidden CHARACTER lengths. */

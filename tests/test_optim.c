@@ -7,9 +7,9 @@
 
 #include "check.h"
 #include "dormouse.h"
-#include "optim.h"
+#include "optim/optim.h"
 #include "optim/ns.h"
-#include "rng.h"
+#include "base/rng.h"
 
 TEST(cfg_retract_every_default_is_one) {
     dm_config c;

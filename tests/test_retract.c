@@ -5,7 +5,7 @@
 
 #include "check.h"
 #include "optim/retract.h"
-#include "rng.h"
+#include "base/rng.h"
 
 /* ||X X^T - I||_F (X^T X when tall) for X = W / s, in double */
 static double stiefel_defect(const float *W, int rows, int cols, double s) {

@@ -7,14 +7,14 @@
 #include <string.h>
 
 #include "check.h"
-#include "ckpt.h"
-#include "data.h"
+#include "io/ckpt.h"
+#include "io/data.h"
 #include "dormouse.h"
-#include "eval.h"
-#include "infer.h"
-#include "optim.h"
-#include "rng.h"
-#include "train.h"
+#include "jobs/eval.h"
+#include "model/infer.h"
+#include "optim/optim.h"
+#include "base/rng.h"
+#include "jobs/train.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
 

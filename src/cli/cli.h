@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "dormouse.h"
-#include "files.h"
+#include "io/files.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 

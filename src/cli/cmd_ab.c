@@ -4,8 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ab.h"
-#include "cli.h"
+#include "jobs/ab.h"
+#include "cli/cli.h"
 
 #define DM_DEFAULT_HISTORY DM_SOURCE_DIR "/benches/history.tsv"
 

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
-#include "cli.h"
+#include "jobs/bench.h"
+#include "cli/cli.h"
 
 static const char *HELP =
     "usage: dormouse bench [--data PATH] [--set key=value]... [--reps N] [--history FILE]\n"

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
-#include "cli.h"
-#include "data.h"
-#include "eval.h"
-#include "sample.h"
+#include "io/ckpt.h"
+#include "cli/cli.h"
+#include "io/data.h"
+#include "jobs/eval.h"
+#include "jobs/sample.h"
 
 /* Load the model of checkpoint path with --set overrides applied; model keys given in
  * sets must agree with the checkpoint. NULL (error printed) on failure. */

@@ -6,9 +6,9 @@
 #include <time.h>
 
 
-#include "ckpt.h"
-#include "cli.h"
-#include "train.h"
+#include "io/ckpt.h"
+#include "cli/cli.h"
+#include "jobs/train.h"
 
 static const char *HELP =
     "usage: dormouse train [--data PATH] [--out RUN_DIR] [--config FILE.json] [--set key=value]...\n"

@@ -10,7 +10,7 @@
 
 #include "optim/ns.h"
 #include "optim/retract.h"
-#include "optim_internal.h"
+#include "optim/optim_internal.h"
 
 static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *cols) {
     *rows = t->shape[0] / g->slices;

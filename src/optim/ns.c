@@ -4,7 +4,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 /* KJ / Moonlight quintic: p'(0) = 3.4445 maximized, output band, not convergence. */
 static const double ns_quintic5[5][3] = {

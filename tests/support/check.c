@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 void t_fill_normal(float *x, size_t n, uint64_t seed, float scale) {
     dm_rng r;
@@ -84,7 +84,7 @@ double t_fd(t_lossfn f, void *ctx, double *x, size_t i, double h) {
     return (fp - fm) / (2 * h);
 }
 
-#include "files.h"
+#include "io/files.h"
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

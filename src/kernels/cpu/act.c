@@ -1,0 +1,60 @@
+/* act.c — elementwise activations (SiLU, sigmoid, SwiGLU) and y += x.
+ * All arrays hold n elements. Backward kernels allow dx == dy (in place): each element
+ * is read before it is written. */
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vmath.h"
+
+#define ACT_PAR_MIN 65536 /* elements below which a parallel region does not pay */
+
+/* y = x * sigmoid(x) */
+void dm_silu_fwd(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * sigm(x[i]);
+}
+
+/* dx = dy * s * (1 + x (1 - s)),  s = sigmoid(x) */
+void dm_silu_bwd(float *dx, const float *dy, const float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float xi = x[i], s = sigm(xi);
+        dx[i] = dy[i] * s * (1.0f + xi * (1.0f - s));
+    }
+}
+
+/* y = sigmoid(x) */
+void dm_sigmoid_fwd(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) y[i] = sigm(x[i]);
+}
+
+/* dx = dy * y * (1 - y)   (from the output y) */
+void dm_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+/* h = silu(a) * b */
+void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) h[i] = a[i] * sigm(a[i]) * b[i];
+}
+
+/* da = dh * b * s * (1 + a (1 - s));  db = dh * silu(a)   (da or db may alias dh) */
+void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
+                   size_t n) {
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float ai = a[i], bi = b[i], g = dh[i], s = sigm(ai);
+        da[i] = g * bi * s * (1.0f + ai * (1.0f - s));
+        db[i] = g * ai * s;
+    }
+}
+
+/* y += x */
+void dm_add_inplace(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= 4 * ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}

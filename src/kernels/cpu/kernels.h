@@ -1,0 +1,120 @@
+/* kernels.h — the CPU kernels: pure functions on float arrays with explicit shapes.
+ *
+ * Rules for every kernel here:
+ *   - no allocation, no globals; OpenMP inside where it pays;
+ *   - results do not depend on the thread count (bitwise): every reduction runs in a
+ *     fixed order owned by one thread (reductions over rows are parallel over columns);
+ *   - parameter gradients ACCUMULATE (+=); input gradients OVERWRITE (=) unless the
+ *     comment says otherwise;
+ *   - elementwise backward kernels allow dx == dy (in place).
+ *   - no identifier named I: OpenBLAS's cblas.h includes <complex.h>, where I is a macro.
+ * Shapes: [N, C] is row-major with C fastest. N is usually B*T.
+ * Forward and backward of each kernel sit side by side.
+ */
+#ifndef DM_KERNELS_H
+#define DM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common.h"
+
+/* ---- embedding (embed.c) ----
+ * out[N,C] = table[tok[n], :]                       table: [V,C] */
+void dm_embed_fwd(float *out, const uint8_t *tok, const float *table, int N, int C);
+/* dtable[V,C] += sum_n onehot(tok[n]) x dout[n,:]   (V = 256: tok are bytes) */
+void dm_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C);
+
+/* ---- RMSNorm (rmsnorm.c) ----
+ * y[N,C] = x * rstd[n] * w,  rstd[n] = 1/sqrt(mean_c x^2 + eps)          w: [C] */
+void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                    float eps);
+/* dx[N,C] += (ACCUMULATES: RMSNorm always reads the residual stream);  dw[C] += */
+void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                    const float *rstd, int N, int C);
+
+/* ---- GEMM (gemm.c): the only way the library calls sgemm ----
+ * C[M,N] = alpha op(A) op(B) + beta C, row-major, arguments as cblas_sgemm (trans = 0/1).
+ * dm_gemm: bitwise independent of the thread count (tiles fixed by the shape, one thread
+ * per tile). dm_gemm_serial: one sgemm on the calling thread, for code that runs its own
+ * parallel loop (per slice, per head) around it. */
+void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+             const float *B, int ldb, float beta, float *C, int ldc);
+void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* The pieces of dm_gemm, for benchmarks that compare tilings: C in mb x nb tiles, one
+ * dm_gemm_serial per tile over the threads; and the tile shape dm_gemm picks. */
+void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
+                   int nb);
+void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb);
+
+/* ---- matmul through dm_gemm (matmul.c) ----
+ * out[N,O] = in[N,K] W[O,K]^T (+ bias[O] when bias != NULL)    ([out, in] weight layout) */
+void dm_matmul_fwd(float *out, const float *in, const float *W, const float *bias, int N,
+                   int K, int O);
+/* din[N,K] = dout W (or += when din_acc; skipped when din == NULL);
+ * dW[O,K] += dout^T in;  dbias[O] += sum_n dout[n,:] (when dbias != NULL) */
+void dm_matmul_bwd(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                   const float *W, int N, int K, int O, int din_acc);
+
+/* ---- activations (act.c) ----  n = number of elements */
+void dm_silu_fwd(float *y, const float *x, size_t n);                  /* y = x*sigmoid(x) */
+void dm_silu_bwd(float *dx, const float *dy, const float *x, size_t n);
+void dm_sigmoid_fwd(float *y, const float *x, size_t n);
+/* from the output y: where y rounds to 1 (x > ~16.6) the float gradient y(1-y) loses
+ * its relative precision; inherent to a backward from y */
+void dm_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n);
+void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n); /* h = silu(a)*b */
+void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
+                   size_t n);
+
+/* ---- depthwise causal conv along time (conv.c) ----
+ * x, y: [B,T,C]; w: [C,W];  y[b,t,c] = sum_{i<W} w[c,i] * x[b, t-W+1+i, c]
+ * (zero left padding: the last tap w[c,W-1] multiplies the current token) */
+void dm_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int W);
+/* dx[B,T,C] = ;  dw[C,W] += */
+void dm_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                 int B, int T, int C, int W);
+
+/* ---- per-head L2 norm (l2norm.c) ----
+ * x, y: [R,D] (R = rows = N*H, one head-vector per row);
+ * y = x * rn[r],  rn[r] = 1/sqrt(sum_d x^2 + eps) */
+void dm_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, float eps);
+/* dx = rn * (dy - (dy.y) y);  dx may == dy */
+void dm_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn, int R, int D);
+
+/* ---- forget gate in log space (gate.c) ----
+ * f, g: [N,H,Cg] with Cg = head_dim (KDA, per key channel) or 1 (GDN, per head);
+ * A_log: [H];  dt_bias: [H,Cg];  u = f + dt_bias[h,c]
+ *   lb == 0: g = -exp(A_log[h]) * softplus(u)            (in (-inf, 0])
+ *   lb <  0: g = lb * sigmoid(exp(A_log[h]) * u)          (in (lb, 0)) */
+void dm_gate_fwd(float *g, const float *f, const float *A_log, const float *dt_bias, int N,
+                 int H, int Cg, float lb);
+/* df[N,H,Cg] = ;  dA_log[H] += ;  ddt_bias[H,Cg] += ;  df may == dg */
+void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, const float *f,
+                 const float *A_log, const float *dt_bias, int N, int H, int Cg, float lb);
+
+/* ---- per-head gated RMSNorm (gatednorm.c) ----
+ * o, z, y: [R,D] (R = N*H rows, one head each); w: [D] shared by all heads; rstd: [R]
+ * y = o * rstd[r] * w * act(z),  rstd = 1/sqrt(mean_d o^2 + eps)
+ * act = sigmoid (DM_GATE_SIGMOID, KDA) or silu (DM_GATE_SWISH, GDN) */
+void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
+                      int R, int D, float eps, int act);
+/* do_[R,D] = ;  dz[R,D] = ;  dw[D] +=   (dz is used as scratch: it must not alias
+ * do_, dy, o or z) */
+void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
+                      const float *z, const float *w, const float *rstd, int R, int D, int act);
+
+/* ---- softmax cross-entropy (xent.c) ----
+ * logits: [N,V]; targets: [N] bytes; losses[n] = logsumexp(logits[n]) - logits[n,t[n]].
+ * Returns the mean over n, summed in double in row order. losses may be NULL. */
+double dm_xent_fwd(float *losses, const float *logits, const uint8_t *targets, int N, int V);
+/* dlogits[N,V] = (softmax(logits[n]) - onehot(t[n])) * scale;  dlogits may == logits */
+void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
+                 float scale);
+
+/* ---- elementwise helpers (act.c) ---- */
+void dm_add_inplace(float *y, const float *x, size_t n); /* y += x */
+
+#endif /* DM_KERNELS_H */

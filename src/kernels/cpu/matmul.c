@@ -1,0 +1,55 @@
+/* matmul.c — dense layer; weights in [out, in] layout. Every product goes through dm_gemm
+ * (gemm.c), which keeps sgemm results independent of the thread count. */
+#include "kernels/cpu/kernels.h"
+
+#define MM_PAR_MIN 32768 /* elements below which a parallel region does not pay */
+#define MM_CB 16         /* column block of the bias gradient */
+
+/* in: [N,K]; W: [O,K]; bias: [O] or NULL; out: [N,O]
+ * out = in W^T (+ bias) */
+void dm_matmul_fwd(float *out, const float *in, const float *W, const float *bias, int N,
+                   int K, int O) {
+    if (N <= 0 || O <= 0) return;
+    if (K > 0) dm_gemm(0, 1, N, O, K, 1.0f, in, K, W, K, 0.0f, out, O);
+    int par = (long)N * O >= MM_PAR_MIN;
+    if (K <= 0 || bias) {
+#pragma omp parallel for schedule(static) if (par)
+        for (int n = 0; n < N; n++) {
+            float *r = out + (size_t)n * O;
+            if (K <= 0)
+                for (int o = 0; o < O; o++) r[o] = 0.0f;
+            if (bias)
+                for (int o = 0; o < O; o++) r[o] += bias[o];
+        }
+    }
+}
+
+/* dout: [N,O]
+ * din[N,K]  = dout W        (+= when din_acc; skipped when din == NULL)
+ * dW[O,K]  += dout^T in
+ * dbias[O] += sum_n dout[n,:]  (when dbias != NULL; columns in parallel, rows in order) */
+void dm_matmul_bwd(float *din, float *dW, float *dbias, const float *dout, const float *in,
+                   const float *W, int N, int K, int O, int din_acc) {
+    if (N <= 0) return;
+    if (din && K > 0) {
+        if (O > 0)
+            dm_gemm(0, 0, N, K, O, 1.0f, dout, O, W, K, din_acc ? 1.0f : 0.0f, din, K);
+        else if (!din_acc)
+            for (long i = 0; i < (long)N * K; i++) din[i] = 0.0f;
+    }
+    if (O <= 0) return;
+    if (K > 0) dm_gemm(1, 0, O, K, N, 1.0f, dout, O, in, K, 1.0f, dW, K);
+    if (dbias) {
+        int nb = (O + MM_CB - 1) / MM_CB;
+#pragma omp parallel for schedule(static) if ((long)N * O >= MM_PAR_MIN)
+        for (int b = 0; b < nb; b++) {
+            int o0 = b * MM_CB, o1 = o0 + MM_CB < O ? o0 + MM_CB : O;
+            float acc[MM_CB] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *r = dout + (size_t)n * O;
+                for (int o = o0; o < o1; o++) acc[o - o0] += r[o];
+            }
+            for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+        }
+    }
+}

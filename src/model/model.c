@@ -1,0 +1,361 @@
+/* model.c — the parameter table (one flat buffer, grads in a second of the same layout),
+ * seeded initialization, and the activation arena sized from (config, B, T).
+ * Forward/backward of the network: network.c and mixer.c. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/delta_chunk.h"
+#include "kernels/ref/ref.h"
+#include "model/model.h"
+#include "base/rng.h"
+
+enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS, INIT_A_LOG, INIT_DT_BIAS };
+
+typedef struct {
+    dm_model *m;
+    int cap;
+    int kinds[512];
+} table_builder;
+
+static size_t add(table_builder *tb, const char *name, int rows, int cols, unsigned flags,
+                  int init) {
+    dm_model *m = tb->m;
+    if (m->n_tensors == tb->cap) {
+        tb->cap = tb->cap ? 2 * tb->cap : 64;
+        m->tensors = realloc(m->tensors, (size_t)tb->cap * sizeof *m->tensors);
+    }
+    dm_tensor *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 0;
+    t->numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    t->offset = m->n_params;
+    t->flags = flags;
+    if (m->n_tensors < (int)(sizeof tb->kinds / sizeof tb->kinds[0]))
+        tb->kinds[m->n_tensors] = init;
+    m->n_tensors++;
+    m->n_params += t->numel;
+    return t->offset;
+}
+
+/* Build the parameter table of cfg. Order and names are stable: checkpoints use them. */
+static int build_table(dm_model *m, table_builder *tb) {
+    const dm_config *c = &m->cfg;
+    int D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh, R = c->gate_rank;
+    int F = dm_config_mlp_hidden(c), W = c->conv_size;
+    int kda = c->mixer == DM_MIXER_KDA;
+    char n[64];
+    const unsigned MAT = DM_P_MATRIX, ND = DM_P_NO_DECAY, HW = DM_P_MATRIX | DM_P_HEADWISE;
+
+    m->embed = add(tb, "embed", DM_VOCAB, D, 0, INIT_NORMAL);
+    m->L = calloc((size_t)c->n_layer, sizeof *m->L);
+    if (!m->L) return 1;
+    for (int l = 0; l < c->n_layer; l++) {
+        dm_layer_off *o = &m->L[l];
+        memset(o, 0xff, sizeof *o); /* DM_NO_TENSOR everywhere */
+#define P(field, suffix, rows, cols, flags, init)                                      \
+    do {                                                                               \
+        snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                              \
+        o->field = add(tb, n, rows, cols, flags, init);                                \
+    } while (0)
+        P(norm1, "norm1", D, 0, ND, INIT_ONES);
+        P(w_q, "mixer.w_q", HD, D, HW, INIT_NORMAL);
+        P(w_k, "mixer.w_k", HD, D, HW, INIT_NORMAL);
+        P(w_v, "mixer.w_v", HD, D, MAT, INIT_NORMAL);
+        P(conv_q, "mixer.conv_q", HD, W, 0, INIT_NORMAL);
+        P(conv_k, "mixer.conv_k", HD, W, 0, INIT_NORMAL);
+        P(conv_v, "mixer.conv_v", HD, W, 0, INIT_NORMAL);
+        if (kda) {
+            P(w_f1, "mixer.w_f1", R, D, MAT, INIT_NORMAL);
+            P(w_f2, "mixer.w_f2", HD, R, MAT, INIT_NORMAL);
+            P(a_log, "mixer.a_log", H, 0, ND, INIT_A_LOG);
+            P(dt_bias, "mixer.dt_bias", HD, 0, ND, INIT_DT_BIAS);
+        } else {
+            P(w_a, "mixer.w_a", H, D, 0, INIT_NORMAL);
+            P(a_log, "mixer.a_log", H, 0, ND, INIT_A_LOG);
+            P(dt_bias, "mixer.dt_bias", H, 0, ND, INIT_DT_BIAS);
+        }
+        P(w_b, "mixer.w_b", H, D, 0, INIT_NORMAL);
+        if (kda) {
+            P(w_g1, "mixer.w_g1", R, D, MAT, INIT_NORMAL);
+            P(w_g2, "mixer.w_g2", HD, R, MAT, INIT_NORMAL);
+            P(b_g2, "mixer.b_g2", HD, 0, ND, INIT_ZEROS);
+        } else {
+            P(w_z, "mixer.w_z", HD, D, MAT, INIT_NORMAL);
+        }
+        P(o_norm, "mixer.o_norm", dh, 0, ND, INIT_ONES);
+        P(w_o, "mixer.w_o", D, HD, MAT, INIT_NORMAL);
+        P(norm2, "norm2", D, 0, ND, INIT_ONES);
+        P(w_gate, "mlp.w_gate", F, D, MAT, INIT_NORMAL);
+        P(w_up, "mlp.w_up", F, D, MAT, INIT_NORMAL);
+        P(w_down, "mlp.w_down", D, F, MAT, INIT_NORMAL);
+#undef P
+    }
+    m->norm_f = add(tb, "norm_f", D, 0, ND, INIT_ONES);
+    m->lm_head = c->tie_embeddings ? m->embed : add(tb, "lm_head", DM_VOCAB, D, 0, INIT_NORMAL);
+    return m->n_tensors > (int)(sizeof tb->kinds / sizeof tb->kinds[0]);
+}
+
+/* Each tensor draws from its own stream (seed, hash(name)): its init does not depend on
+ * the other tensors, the thread count or the machine. */
+static void init_params(dm_model *m, const int *kinds) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dm_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        dm_rng r;
+        dm_rng_seed(&r, m->cfg.seed, dm_hash_str(t->name));
+        for (size_t j = 0; j < t->numel; j++) {
+            double v = 0;
+            switch (kinds[i]) {
+            case INIT_NORMAL: v = 0.02 * dm_rng_normal(&r); break;
+            case INIT_ONES: v = 1; break;
+            case INIT_ZEROS: v = 0; break;
+            case INIT_A_LOG: v = log(1 + 15 * dm_rng_uniform(&r)); break; /* ln U(1,16) */
+            case INIT_DT_BIAS: {
+                double dt = exp(log(1e-3) + (log(0.1) - log(1e-3)) * dm_rng_uniform(&r));
+                if (dt < 1e-4) dt = 1e-4;
+                v = dt + log(-expm1(-dt)); /* softplus^-1(dt) */
+                break;
+            }
+            }
+            p[j] = (float)v;
+        }
+    }
+}
+
+dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
+    if (dm_config_validate(cfg, err, errlen)) return NULL;
+    dm_model *m = calloc(1, sizeof *m);
+    table_builder *tb = calloc(1, sizeof *tb);
+    if (!m || !tb) goto oom;
+    m->cfg = *cfg;
+    tb->m = m;
+    if (build_table(m, tb)) goto oom;
+    m->params = calloc(m->n_params, sizeof(float));
+    m->grads = calloc(m->n_params, sizeof(float));
+    if (!m->params || !m->grads) goto oom;
+    init_params(m, tb->kinds);
+    free(tb);
+    dm_dispatch_init(&m->dp, cfg);
+    if (cfg->kda_impl == DM_IMPL_CHUNKED) {
+        dm_delta_dims d = {1, 1, cfg->n_head, cfg->head_dim, cfg->head_dim,
+                           cfg->mixer == DM_MIXER_GDN, 1.0f};
+        const char *why;
+        if (!dm_delta_chunk_supports(&d, cfg->chunk_size, &why)) {
+            if (err)
+                snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support "
+                                      "this model (%s); use kda_impl=auto or reference", why);
+            dm_model_free(m);
+            return NULL;
+        }
+    }
+    return m;
+oom:
+    if (err) snprintf(err, errlen, "out of memory creating the model");
+    free(tb);
+    dm_model_free(m);
+    return NULL;
+}
+
+void dm_model_free(dm_model *m) {
+    if (!m) return;
+    dm_dispatch_free(&m->dp);
+    free(m->tensors);
+    free(m->L);
+    free(m->params);
+    free(m->grads);
+    free(m->arena);
+    free(m->act);
+    free(m->inp);
+    free(m->tgt);
+    free(m);
+}
+
+const dm_config *dm_model_config(const dm_model *m) { return &m->cfg; }
+size_t dm_model_num_params(const dm_model *m) { return m->n_params; }
+int dm_model_num_tensors(const dm_model *m) { return m->n_tensors; }
+const dm_tensor *dm_model_tensor(const dm_model *m, int i) {
+    return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
+}
+const dm_tensor *dm_model_find(const dm_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+float *dm_model_params(dm_model *m) { return m->params; }
+float *dm_model_grads(dm_model *m) { return m->grads; }
+void dm_model_zero_grad(dm_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+
+/* ---- the arena ---- */
+
+typedef struct {
+    float *base; /* NULL: only count */
+    size_t used; /* floats */
+} bump;
+
+static float *take(bump *b, size_t n) {
+    float *p = b->base ? b->base + b->used : NULL;
+    b->used += (n + 15) & ~(size_t)15; /* 64-byte aligned slices */
+    return p;
+}
+
+/* Lay out activations and scratch for N = B*T rows of sequences of length T.
+ * With b->base == NULL only counts; returns the floats needed. */
+static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump *b,
+                     dm_layer_act *act, float **x_final, float **xnf, float **rstdf,
+                     float **logits, dm_scratch *s) {
+    size_t D = c->d_model, H = c->n_head, HD = H * c->head_dim, R = c->gate_rank;
+    size_t F = dm_config_mlp_hidden(c), Cg = c->mixer == DM_MIXER_KDA ? c->head_dim : 1;
+    int kda = c->mixer == DM_MIXER_KDA;
+    for (int l = 0; l < c->n_layer; l++) {
+        dm_layer_act a = {0};
+        a.x_in = take(b, N * D);
+        a.xn1 = take(b, N * D);
+        a.rstd1 = take(b, N);
+        a.qt = take(b, N * HD); a.kt = take(b, N * HD); a.vt = take(b, N * HD);
+        a.qc = take(b, N * HD); a.kc = take(b, N * HD); a.vc = take(b, N * HD);
+        a.qh = take(b, N * HD); a.kh = take(b, N * HD); a.v = take(b, N * HD);
+        a.rq = take(b, N * H); a.rk = take(b, N * H);
+        a.f1 = kda ? take(b, N * R) : NULL;
+        a.f = take(b, N * H * Cg);
+        a.g = take(b, N * H * Cg);
+        a.beta = take(b, N * H);
+        a.o = take(b, N * HD);
+        a.z1 = kda ? take(b, N * R) : NULL;
+        a.z = take(b, N * HD);
+        a.rstd_o = take(b, N * H);
+        a.op = take(b, N * HD);
+        a.x_mid = take(b, N * D);
+        a.xn2 = take(b, N * D);
+        a.rstd2 = take(b, N);
+        a.a = take(b, N * F); a.b = take(b, N * F); a.h = take(b, N * F);
+        if (act) act[l] = a;
+    }
+    *x_final = take(b, N * D);
+    *xnf = take(b, N * D);
+    *rstdf = take(b, N);
+    *logits = take(b, N * DM_VOCAB);
+    s->dres = take(b, N * D);
+    s->dxn = take(b, N * D);
+    s->dq = take(b, N * HD); s->dk = take(b, N * HD); s->dv = take(b, N * HD);
+    s->dg = take(b, N * H * Cg);
+    s->dbeta = take(b, N * H);
+    s->do_ = take(b, N * HD); s->dz = take(b, N * HD); s->dop = take(b, N * HD);
+    s->dr = take(b, N * R);
+    s->da = take(b, N * F); s->db = take(b, N * F); s->dh = take(b, N * F);
+    s->norm_scratch = take(b, 2 * N * (D > HD ? D : HD));
+    /* the delta core: scratch for whichever path the guard may pick (sequences of up to T;
+     * verify mode runs both, one after the other) */
+    dm_delta_dims dd = {(int)(N / T), (int)T, (int)H, c->head_dim, c->head_dim, !kda, 1.0f};
+    size_t w = dm_delta_ref_bwd_work(&dd, nthreads);
+    if (dm_delta_chunk_supports(&dd, c->chunk_size, NULL) && c->kda_impl != DM_IMPL_REFERENCE) {
+        size_t wf = dm_delta_chunk_fwd_work(&dd, c->chunk_size, nthreads);
+        size_t wb = dm_delta_chunk_bwd_work(&dd, c->chunk_size, nthreads);
+        w = w > wf ? w : wf;
+        w = w > wb ? w : wb;
+        for (int l = 0; l < c->n_layer; l++) {
+            float *sv = take(b, dm_delta_chunk_saved(&dd, c->chunk_size));
+            if (act) act[l].saved = sv;
+        }
+    }
+    s->delta_work = take(b, w);
+    return b->used;
+}
+
+size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads) {
+    bump b = {NULL, 0};
+    float *x0, *x1, *x2, *x3;
+    dm_scratch s;
+    return layout(cfg, (size_t)B * T, (size_t)T, nthreads, &b, NULL, &x0, &x1, &x2, &x3, &s) *
+           sizeof(float);
+}
+
+int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
+    if (B < 1 || T < 1) {
+        if (err) snprintf(err, errlen, "batch of %d x %d: both must be >= 1", B, T);
+        return 1;
+    }
+    size_t BT = (size_t)B * T;
+    int nthreads = omp_get_max_threads();
+    if (nthreads < m->nthreads) nthreads = m->nthreads; /* scratch never shrinks */
+    if (m->arena && B == m->lay_B && T == m->lay_T && nthreads == m->nthreads) return 0;
+    /* the regions depend on B and T separately (the chunked core keeps state per chunk),
+     * so every new shape is laid out anew; the memory only grows */
+    m->have_forward = 0;
+    bump count = {NULL, 0};
+    float *x0, *x1, *x2, *x3;
+    dm_scratch s;
+    size_t n = layout(&m->cfg, BT, (size_t)T, nthreads, &count, NULL, &x0, &x1, &x2, &x3, &s);
+    if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
+    if (n > m->arena_floats) {
+        free(m->arena);
+        m->arena = aligned_alloc(64, n * sizeof(float));
+        m->arena_floats = m->arena ? n : 0;
+    }
+    if (BT > m->io_cap) {
+        free(m->inp);
+        free(m->tgt);
+        m->inp = malloc(BT);
+        m->tgt = malloc(BT);
+        m->io_cap = m->inp && m->tgt ? BT : 0;
+    }
+    if (!m->arena || !m->act || !m->io_cap) {
+        if (err)
+            snprintf(err, errlen, "out of memory: the activation arena for %d x %d needs %.1f MiB",
+                     B, T, n * 4.0 / (1 << 20));
+        m->lay_B = m->lay_T = 0;
+        return 1;
+    }
+    bump b = {m->arena, 0};
+    layout(&m->cfg, BT, (size_t)T, nthreads, &b, m->act, &m->x_final, &m->xnf, &m->rstdf,
+           &m->logits, &m->s);
+    m->lay_B = B;
+    m->lay_T = T;
+    m->nthreads = nthreads;
+    return 0;
+}
+
+float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *logits) {
+    if (dm_model_reserve(m, B, T, NULL, 0)) return NAN;
+    for (int b = 0; b < B; b++) {
+        memcpy(m->inp + (size_t)b * T, tokens + (size_t)b * (T + 1), (size_t)T);
+        memcpy(m->tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, (size_t)T);
+    }
+    float loss = dm_network_fwd(m, B, T);
+    if (logits) memcpy(logits, m->logits, (size_t)B * T * DM_VOCAB * sizeof(float));
+    m->B = B;
+    m->T = T;
+    m->have_forward = 1;
+    return loss;
+}
+
+void dm_model_backward(dm_model *m) {
+    if (!m->have_forward) return;
+    dm_network_bwd(m);
+    m->have_forward = 0; /* backward consumes the logits (turned into their gradient) */
+}
+
+void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n) {
+    dm_dispatch_report(&m->dp, buf, n);
+}
+
+void dm_model_set_verify(dm_model *m, int on) { m->dp.verify = on; }
+
+double dm_model_verify_take(dm_model *m, char *what, size_t n) {
+    double r = m->dp.verify_calls ? m->dp.verify_max : -1;
+    if (what) snprintf(what, n, "%s", m->dp.verify_what);
+    m->dp.verify_max = 0;
+    m->dp.verify_what[0] = 0;
+    m->dp.verify_calls = 0;
+    return r;
+}
+
+void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) {
+    m->atlas = atlas;
+    m->dp.atlas = atlas;
+}

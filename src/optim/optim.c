@@ -1,0 +1,165 @@
+/* optim.c — parameter groups, lr schedule, clipping, AdamW, and the dispatch of Muon
+ * groups to muon.c. */
+#include "optim/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim_internal.h"
+
+void dm_optim_set_atlas(dm_optim *o, dm_atlas *atlas) { o->atlas = atlas; }
+
+const dm_group *dm_optim_group(const dm_optim *o, int tensor) { return &o->groups[tensor]; }
+
+dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t errlen) {
+    dm_optim *o = calloc(1, sizeof *o);
+    if (!o) goto oom;
+    o->cfg = *c;
+    o->n = dm_model_num_params(m);
+    o->n_tensors = dm_model_num_tensors(m);
+    o->groups = calloc((size_t)o->n_tensors, sizeof *o->groups);
+    o->m1 = calloc(o->n, sizeof(float));
+    o->m2 = calloc(o->n, sizeof(float));
+    if (!o->groups || !o->m1 || !o->m2) goto oom;
+    int any_muon = 0;
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        dm_group *g = &o->groups[i];
+        int muon = c->optimizer == DM_OPT_MUON && (t->flags & DM_P_MATRIX) && t->ndim == 2;
+        g->kind = muon ? DM_GROUP_MUON : DM_GROUP_ADAMW;
+        g->lr = muon ? c->muon_lr : c->lr;
+        g->wd = (t->flags & DM_P_NO_DECAY) ? 0.0f : c->weight_decay;
+        g->slices = muon && (t->flags & DM_P_HEADWISE) && c->ns_headwise == DM_HEADWISE_QK
+                        ? c->n_head : 1;
+        any_muon |= muon;
+    }
+    if (any_muon && dm_muon_init(o, m, err, errlen)) {
+        dm_optim_free(o);
+        return NULL;
+    }
+    return o;
+oom:
+    snprintf(err, errlen, "out of memory creating the optimizer");
+    dm_optim_free(o);
+    return NULL;
+}
+
+void dm_optim_free(dm_optim *o) {
+    if (!o) return;
+    dm_muon_free(o);
+    free(o->groups);
+    free(o->m1);
+    free(o->m2);
+    free(o);
+}
+
+void dm_optim_print_groups(const dm_optim *o, const dm_model *m, FILE *f) {
+    fprintf(f, "%-26s %-11s %-6s %-9s %-8s %s\n", "tensor", "shape", "optim", "lr", "wd", "slices");
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        const dm_group *g = &o->groups[i];
+        char shape[32];
+        if (t->ndim == 2) snprintf(shape, sizeof shape, "%dx%d", t->shape[0], t->shape[1]);
+        else snprintf(shape, sizeof shape, "%d", t->shape[0]);
+        fprintf(f, "%-26s %-11s %-6s %-9.3g %-8.3g %d\n", t->name, shape,
+                g->kind == DM_GROUP_MUON ? "muon" : "adamw", g->lr, g->wd, g->slices);
+    }
+}
+
+float dm_lr_factor(const dm_config *c, long step) {
+    double lo = c->min_lr_frac;
+    if (step < c->warmup_steps) return (float)((double)(step + 1) / c->warmup_steps);
+    long decay = c->steps - c->warmup_steps;
+    double p = decay > 0 ? (double)(step - c->warmup_steps) / decay : 1.0; /* 0..1 */
+    if (p > 1) p = 1;
+    switch (c->lr_schedule) {
+    case DM_SCHED_CONSTANT: return 1.0f;
+    case DM_SCHED_WSD: /* flat, then linear decay over the last 20% of the steps */
+        return p < 0.8 ? 1.0f : (float)(1.0 - (1.0 - lo) * (p - 0.8) / 0.2);
+    default: return (float)(lo + (1.0 - lo) * 0.5 * (1.0 + cos(3.14159265358979323846 * p)));
+    }
+}
+
+#define NORM_BLOCK 16384
+double dm_grad_norm(const dm_model *m) {
+    const float *g = dm_model_grads((dm_model *)m);
+    size_t n = dm_model_num_params(m), nb = (n + NORM_BLOCK - 1) / NORM_BLOCK;
+    double part[4096], total = 0;
+    /* fixed blocks summed in double, then the block sums in order */
+    for (size_t b0 = 0; b0 < nb; b0 += 4096) {
+        size_t cnt = nb - b0 < 4096 ? nb - b0 : 4096;
+#pragma omp parallel for schedule(static) if (n > 1 << 16)
+        for (size_t b = 0; b < cnt; b++) {
+            size_t s = (b0 + b) * NORM_BLOCK, e = s + NORM_BLOCK < n ? s + NORM_BLOCK : n;
+            double acc = 0;
+            for (size_t i = s; i < e; i++) acc += (double)g[i] * g[i];
+            part[b] = acc;
+        }
+        for (size_t b = 0; b < cnt; b++) total += part[b];
+    }
+    return sqrt(total);
+}
+
+/* AdamW on one tensor: p, g, m1, m2 of numel n. */
+static void adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
+                  float b1, float b2, float eps, long t, float gscale) {
+    float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
+    float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
+    float decay = 1.0f - lr * wd;
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gscale;
+        m1[i] = b1 * m1[i] + (1.0f - b1) * gi;
+        m2[i] = b2 * m2[i] + (1.0f - b2) * gi * gi;
+        p[i] = p[i] * decay - lr * (m1[i] * c1) / (sqrtf(m2[i] * c2) + eps);
+    }
+}
+
+double dm_optim_step(dm_optim *o, dm_model *m, long step) {
+    const dm_config *c = &o->cfg;
+    double norm;
+    DM_TIMED(o->atlas, "grad_norm", 0, norm = dm_grad_norm(m));
+    float gscale = 1.0f;
+    if (c->grad_clip > 0 && norm > c->grad_clip) gscale = (float)(c->grad_clip / norm);
+    float f = dm_lr_factor(c, step);
+    float *P = dm_model_params(m);
+    const float *G = dm_model_grads(m);
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        const dm_group *g = &o->groups[i];
+        if (g->kind == DM_GROUP_ADAMW)
+            DM_TIMED(o->atlas, "adamw", 0,
+                     adamw(P + t->offset, G + t->offset, o->m1 + t->offset, o->m2 + t->offset,
+                           t->numel, g->lr * f, g->wd, c->beta1, c->beta2, c->adam_eps, step + 1,
+                           gscale));
+        else
+            dm_muon_update(o, m, i, g->lr * f, gscale, step);
+    }
+    return norm;
+}
+
+int dm_optim_state(const dm_optim *o, dm_st_tensor *out, int max) {
+    int k = 0;
+    if (max < 2) return 0;
+    out[k++] = (dm_st_tensor){"adam_m", o->m1, 1, {(int64_t)o->n}};
+    out[k++] = (dm_st_tensor){"adam_v", o->m2, 1, {(int64_t)o->n}};
+    return k + dm_muon_state(o, out + k, max - k);
+}
+
+int dm_optim_load(dm_optim *o, const dm_st_file *f, char *err, size_t errlen) {
+    dm_st_tensor want[16];
+    int n = dm_optim_state(o, want, 16);
+    for (int i = 0; i < n; i++) {
+        int nd;
+        int64_t sh[4];
+        const float *src = dm_st_get(f, want[i].name, &nd, sh);
+        if (!src || nd != want[i].ndim || sh[0] != want[i].shape[0]) {
+            snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape",
+                     want[i].name);
+            return 1;
+        }
+        memcpy((float *)want[i].data, src, (size_t)want[i].shape[0] * sizeof(float));
+    }
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* optim.h — the optimizer of a run: parameter groups (which tensor gets AdamW or Muon,
+ * at which lr and weight decay), the lr schedule, global-norm clipping, the update, and
+ * its state for checkpoints (DESIGN.md section 5). */
+#ifndef DM_OPTIM_H
+#define DM_OPTIM_H
+
+#include <stdio.h>
+
+#include "dormouse.h"
+#include "io/safetensors.h"
+
+enum { DM_GROUP_ADAMW = 0, DM_GROUP_MUON = 1 };
+
+typedef struct {
+    int kind;    /* DM_GROUP_* */
+    float lr;    /* peak lr of this tensor */
+    float wd;    /* decoupled weight decay (times the scheduled base lr) */
+    int slices;  /* Muon: matrices this tensor is orthogonalized as (n_head for head-wise) */
+} dm_group;
+
+typedef struct dm_optim dm_optim;
+
+dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t errlen);
+void dm_optim_free(dm_optim *o);
+const dm_group *dm_optim_group(const dm_optim *o, int tensor);
+/* One line per tensor: name, shape, optimizer, lr, weight decay. */
+void dm_optim_print_groups(const dm_optim *o, const dm_model *m, FILE *f);
+
+/* lr multiplier at 0-based step: linear warmup, then cosine / wsd / constant to
+ * min_lr_frac. */
+float dm_lr_factor(const dm_config *c, long step);
+/* Global L2 norm of the gradients, summed in double in a fixed order. */
+double dm_grad_norm(const dm_model *m);
+
+/* One update at 0-based step from the gradients in m: clip by global norm (grad_clip),
+ * then AdamW / Muon per group. Returns the gradient norm before clipping. */
+double dm_optim_step(dm_optim *o, dm_model *m, long step);
+
+/* Time the optimizer's ops (adamw, ns, retract) into atlas; NULL turns it off. */
+struct dm_atlas;
+void dm_optim_set_atlas(dm_optim *o, struct dm_atlas *atlas);
+
+/* Checkpoint state: the tensors to save (pointers into the optimizer; valid until the
+ * next step) and loading them back. */
+int dm_optim_state(const dm_optim *o, dm_st_tensor *out, int max);
+int dm_optim_load(dm_optim *o, const dm_st_file *f, char *err, size_t errlen);
+
+#endif
