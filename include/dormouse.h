@@ -36,6 +36,7 @@ enum { DM_NS_QUINTIC5 = 0, DM_NS_POLAR5 = 1 };
 enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
 enum { DM_CKPT_NONE = 0 };
+enum { DM_GEMM_AUTO = 0, DM_GEMM_OPENBLAS = 1, DM_GEMM_ONEDNN = 2 };
 
 /* Every field is a config key of the same name (JSON file or --set key=value).
  * dm_config_default() gives the "d2" run. */
@@ -70,6 +71,7 @@ typedef struct dm_config {
     int log_every;
     int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
     int kda_impl;           /* DM_IMPL_*                                         */
+    int gemm;               /* DM_GEMM_*: GEMM backend of the matrix products     */
     int chunk_size;         /* 16 | 32 | 64                                      */
     int norm_impl;          /* DM_IMPL_AUTO | DM_IMPL_CHUNKED (= fused) | DM_IMPL_REFERENCE */
     int verify_fused;       /* every N steps run fused and reference; 0 = off    */
@@ -157,11 +159,16 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
 /* Backward of the last forward: grads += d(mean loss)/d(params). */
 void dm_model_backward(dm_model *m);
 
-/* The dispatch guard's counters as one line, e.g.
- * "fused delta=412/412 delta_bwd=412/412 rmsnorm=... declined=0". */
+/* The op layer's counters as one line, e.g.
+ * "fused matmul=84/84 ... delta=4/4 delta_bwd=2/2 ... declined=0" (fused = calls not run
+ * by an op's reference implementation; declined = calls that fell back to it). */
 void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n);
-/* Verify mode: while on, every fused op also runs its reference (and the reverse) and
- * the largest relative RMS difference of outputs and gradients is recorded. */
+/* The same as a table: per op and direction the calls, which implementation ran them,
+ * what did not run and why, and the verify maximum when verify mode ran. */
+void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n);
+/* Verify mode: while on, every op call also runs a second implementation on the same
+ * inputs (the reference, or the fast one when the reference ran) and the largest relative
+ * RMS difference of its outputs and gradients is recorded. */
 void dm_model_set_verify(dm_model *m, int on);
 /* The largest relative difference recorded since the last call (then reset), and the
  * output or gradient it came from in what. -1 if no op was verified. */

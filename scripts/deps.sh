@@ -4,12 +4,12 @@
 # On a system without dpkg/apt-get it names what to install and stops.
 set -euo pipefail
 
-PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libcjson-dev zlib1g-dev)
+PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libdnnl-dev libcjson-dev zlib1g-dev)
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "deps: this is not a Debian-like system (no dpkg/apt-get)." >&2
   echo "deps: install these (or your system's equivalents) and run again:" >&2
-  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, cJSON, zlib)" >&2
+  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, oneDNN, cJSON, zlib)" >&2
   exit 1
 fi
 

@@ -72,8 +72,9 @@ static void fused_vs_reference(int mixer, int T) {
            "reference: %s\n", mixer ? "gdn" : "kda", T, la, lb, rel, ra, rb);
     CHECKF(fabs(la - lb) <= 1e-5 * fabs(lb), "loss %.9g vs %.9g", la, lb);
     CHECKF(rel <= 1e-5, "gradients differ by %.3e", rel);
-    CHECK(strstr(ra, "fused delta=2/2 delta_bwd=2/2") != NULL);
-    CHECK(strstr(rb, "fused delta=0/2 delta_bwd=0/2") && strstr(rb, "kda_impl=reference"));
+    CHECK(strstr(ra, " delta=2/2 delta_bwd=2/2") != NULL && strstr(ra, "declined=0"));
+    CHECK(strstr(rb, " delta=0/2 delta_bwd=0/2") && strstr(rb, "declined=4") &&
+          strstr(rb, "delta chunked: 2 (kda_impl=reference)"));
     free(ga);
     free(gb);
 }
@@ -92,8 +93,8 @@ TEST(dispatch_counts_and_declines) {
     char rep[512];
     float l_auto = run(c, 1, 20, NULL, &np, rep, sizeof rep);
     printf("  auto, head_dim 300: %s\n", rep);
-    CHECK(strstr(rep, "fused delta=0/1 delta_bwd=0/1") != NULL);
-    CHECK(strstr(rep, "dk or dv above 256") != NULL);
+    CHECK(strstr(rep, " delta=0/1 delta_bwd=0/1") != NULL);
+    CHECK(strstr(rep, "delta chunked: 1 (dk or dv above 256)") != NULL);
     CHECK(strstr(rep, "rmsnorm=3/3 rmsnorm_bwd=3/3 gatednorm=1/1 gatednorm_bwd=1/1") != NULL);
     /* still correct: the same loss as the reference path, bit for bit */
     c.kda_impl = DM_IMPL_REFERENCE;
@@ -121,7 +122,7 @@ TEST(dispatch_norm_reference_equals_fused) {
            rel, rb);
     CHECK(fabs(la - lb) <= 1e-6 * fabs(lb));
     CHECK(rel <= 1e-5);
-    CHECK(strstr(rb, "rmsnorm=0/5") && strstr(rb, "norm_impl=reference"));
+    CHECK(strstr(rb, " rmsnorm=0/5") && strstr(rb, "rmsnorm fused: 5 (norm_impl=reference)"));
     free(ga);
     free(gb);
 }

@@ -9,7 +9,135 @@
 
 #include "check.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
+#include "kernels/ref/ref.h"
 #include "oracle.h"
+
+/* ---- the kernel sets under test: the CPU kernels (matmul over OpenBLAS), the CPU
+ * kernels with matmul over oneDNN, and the reference kernels (kernels/ref). Every case
+ * runs on each set that has the kernels it tests. ---- */
+typedef struct {
+    const char *name;
+    int matmul_only; /* only the matmul differs from the CPU set */
+    void (*embed_fwd)(float *, const uint8_t *, const float *, int, int);
+    void (*embed_bwd)(float *, const float *, const uint8_t *, int, int);
+    void (*rmsnorm_fwd)(float *, float *, const float *, const float *, int, int, float);
+    void (*rmsnorm_bwd)(float *, float *, const float *, const float *, const float *,
+                        const float *, int, int);
+    void (*matmul_fwd)(float *, const float *, const float *, const float *, int, int, int);
+    void (*matmul_bwd)(float *, float *, float *, const float *, const float *, const float *,
+                       int, int, int, int);
+    void (*silu_fwd)(float *, const float *, size_t);
+    void (*silu_bwd)(float *, const float *, const float *, size_t);
+    void (*sigmoid_fwd)(float *, const float *, size_t);
+    void (*sigmoid_bwd)(float *, const float *, const float *, size_t);
+    void (*swiglu_fwd)(float *, const float *, const float *, size_t);
+    void (*swiglu_bwd)(float *, float *, const float *, const float *, const float *, size_t);
+    void (*add_inplace)(float *, const float *, size_t);
+    void (*conv_fwd)(float *, const float *, const float *, int, int, int, int);
+    void (*conv_bwd)(float *, float *, const float *, const float *, const float *, int, int,
+                     int, int);
+    void (*l2norm_fwd)(float *, float *, const float *, int, int, float);
+    void (*l2norm_bwd)(float *, const float *, const float *, const float *, int, int);
+    void (*gate_fwd)(float *, const float *, const float *, const float *, int, int, int, float);
+    void (*gate_bwd)(float *, float *, float *, const float *, const float *, const float *,
+                     const float *, int, int, int, float);
+    void (*gatednorm_fwd)(float *, float *, const float *, const float *, const float *, int,
+                          int, float, int);
+    void (*gatednorm_bwd)(float *, float *, float *, const float *, const float *, const float *,
+                          const float *, const float *, int, int, int);
+    double (*xent_fwd)(float *, const float *, const uint8_t *, int, int);
+    void (*xent_bwd)(float *, const float *, const uint8_t *, int, int, float);
+} kset;
+
+/* the composed norm references take scratch: 2 * rows * cols floats, grown here */
+static float *ref_scratch(size_t n) {
+    static float *buf;
+    static size_t cap;
+    if (n > cap) {
+        free(buf);
+        buf = t_alloc(n);
+        cap = n;
+    }
+    return buf;
+}
+static void rms_ref_fwd(float *y, float *r, const float *x, const float *w, int N, int C, float eps) {
+    dm_rmsnorm_ref_fwd(y, r, x, w, N, C, eps, ref_scratch(2 * (size_t)N * C));
+}
+static void rms_ref_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                        const float *r, int N, int C) {
+    dm_rmsnorm_ref_bwd(dx, dw, dy, x, w, r, N, C, ref_scratch(2 * (size_t)N * C));
+}
+static void gn_ref_fwd(float *y, float *r, const float *o, const float *z, const float *w, int R,
+                       int D, float eps, int act) {
+    dm_gatednorm_ref_fwd(y, r, o, z, w, R, D, eps, act, ref_scratch(2 * (size_t)R * D));
+}
+static void gn_ref_bwd(float *dO, float *dz, float *dw, const float *dy, const float *o,
+                       const float *z, const float *w, const float *r, int R, int D, int act) {
+    dm_gatednorm_ref_bwd(dO, dz, dw, dy, o, z, w, r, R, D, act, ref_scratch(2 * (size_t)R * D));
+}
+
+/* matmul over OpenBLAS (dm_gemm), oneDNN, and the reference */
+static void mm_obl_fwd(float *y, const float *in, const float *W, const float *b, int N, int K_,
+                       int O) {
+    dm_matmul_fwd(NULL, y, in, W, b, N, K_, O);
+}
+static void mm_obl_bwd(float *din, float *dW, float *db, const float *dy, const float *in,
+                       const float *W, int N, int K_, int O, int acc) {
+    dm_matmul_bwd(NULL, din, dW, db, dy, in, W, N, K_, O, acc);
+}
+static dm_onednn *onednn(void) {
+    static dm_onednn *d;
+    const char *why = NULL;
+    if (!d) d = dm_onednn_create(&why);
+    if (!d) {
+        fprintf(stderr, "oneDNN cannot start: %s\n", why);
+        abort();
+    }
+    return d;
+}
+static void mm_dnn_fwd(float *y, const float *in, const float *W, const float *b, int N, int K_,
+                       int O) {
+    dm_gemm_be be = {dm_onednn_gemm, onednn()};
+    dm_matmul_fwd(&be, y, in, W, b, N, K_, O);
+}
+static void mm_dnn_bwd(float *din, float *dW, float *db, const float *dy, const float *in,
+                       const float *W, int N, int K_, int O, int acc) {
+    dm_gemm_be be = {dm_onednn_gemm, onednn()};
+    dm_matmul_bwd(&be, din, dW, db, dy, in, W, N, K_, O, acc);
+}
+static void mm_ref_bwd(float *din, float *dW, float *db, const float *dy, const float *in,
+                       const float *W, int N, int K_, int O, int acc) {
+    if (din) dm_matmul_ref_bwd_data(din, dy, W, N, K_, O, acc);
+    dm_matmul_ref_bwd_weight(dW, db, dy, in, N, K_, O);
+}
+
+#define CPU_KERNELS                                                                    \
+    dm_embed_fwd, dm_embed_bwd, dm_rmsnorm_fwd, dm_rmsnorm_bwd
+#define CPU_REST                                                                       \
+    dm_silu_fwd, dm_silu_bwd, dm_sigmoid_fwd, dm_sigmoid_bwd, dm_swiglu_fwd, dm_swiglu_bwd,  \
+        dm_add_inplace, dm_conv_fwd, dm_conv_bwd, dm_l2norm_fwd, dm_l2norm_bwd, dm_gate_fwd, \
+        dm_gate_bwd, dm_gatednorm_fwd, dm_gatednorm_bwd, dm_xent_fwd, dm_xent_bwd
+static const kset KS[] = {
+    {"cpu (matmul: OpenBLAS)", 0, CPU_KERNELS, mm_obl_fwd, mm_obl_bwd, CPU_REST},
+    {"cpu (matmul: oneDNN)", 1, CPU_KERNELS, mm_dnn_fwd, mm_dnn_bwd, CPU_REST},
+    {"reference", 0, dm_embed_ref_fwd, dm_embed_ref_bwd, rms_ref_fwd, rms_ref_bwd,
+     dm_matmul_ref_fwd, mm_ref_bwd, dm_silu_ref_fwd, dm_silu_ref_bwd, dm_sigmoid_ref_fwd,
+     dm_sigmoid_ref_bwd, dm_swiglu_ref_fwd, dm_swiglu_ref_bwd, dm_add_inplace, dm_conv_ref_fwd,
+     dm_conv_ref_bwd, dm_l2norm_ref_fwd, dm_l2norm_ref_bwd, dm_gate_ref_fwd, dm_gate_ref_bwd,
+     gn_ref_fwd, gn_ref_bwd, dm_xent_ref_fwd, dm_xent_ref_bwd},
+};
+static const kset *K; /* the set the running case uses */
+
+/* Run a case on every kernel set (the oneDNN one only for cases that multiply matrices). */
+static void on_each(void (*body)(void), int matmul) {
+    for (size_t i = 0; i < sizeof KS / sizeof KS[0]; i++) {
+        if (KS[i].matmul_only && !matmul) continue;
+        K = &KS[i];
+        printf(" [%s]\n", K->name);
+        body();
+    }
+}
 
 #define FWD_TOL 1e-5  /* float forward vs double oracle, relative RMS */
 #define GRAD_TOL 1e-4 /* float backward vs central differences, relative RMS */
@@ -101,7 +229,9 @@ static uint8_t *tokens(int N, uint64_t seed) {
     return t;
 }
 
-TEST(kernel_embed_fwd) {
+static void kernel_embed_fwd_body(void);
+TEST(kernel_embed_fwd) { on_each(kernel_embed_fwd_body, 0); }
+static void kernel_embed_fwd_body(void) {
     static const int S[][2] = {{1, 5}, {37, 17}, {64, 64}};
     double wf = 0;
     for (int s = 0; s < 3; s++) {
@@ -109,7 +239,7 @@ TEST(kernel_embed_fwd) {
         uint8_t *tok = tokens(N, 11 + s);
         float *table = normal(256 * C, 1 + s, 0.5f), *y = garbage((size_t)N * C);
         double *yo = Dd((size_t)N * C);
-        dm_embed_fwd(y, tok, table, N, C);
+        K->embed_fwd(y, tok, table, N, C);
         o_embed(yo, tok, dup(table, 256 * C), N, C);
         FWD_CHECK("embed", t_rel_rms(y, yo, (size_t)N * C), wf);
         free_all();
@@ -117,7 +247,9 @@ TEST(kernel_embed_fwd) {
     printf("  embed: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_embed_grad) {
+static void kernel_embed_grad_body(void);
+TEST(kernel_embed_grad) { on_each(kernel_embed_grad_body, 0); }
+static void kernel_embed_grad_body(void) {
     static const int S[][2] = {{1, 5}, {3, 17}, {37, 8}};
     double wg = 0;
     for (int s = 0; s < 3; s++) {
@@ -126,7 +258,7 @@ TEST(kernel_embed_grad) {
         uint8_t *tok = tokens(N, 21 + s);
         float *table = normal(nt, 2 + s, 0.5f), *dy = normal((size_t)N * C, 3 + s, 1.0f);
         float *prior = normal(nt, 4 + s, 1.0f), *dt = copyf(prior, nt);
-        dm_embed_bwd(dt, dy, tok, N, C);
+        K->embed_bwd(dt, dy, tok, N, C);
         emb_ctx c = {N, C, tok, dup(table, nt), dup(dy, (size_t)N * C), Dd((size_t)N * C)};
         GRAD_CHECK("embed dtable", grad_err(emb_loss, &c, c.table, nt, dt, prior), wg);
         free_all();
@@ -147,7 +279,9 @@ static float *norm_weight(int C, uint64_t seed) {
     return w;
 }
 
-TEST(kernel_rmsnorm_fwd) {
+static void kernel_rmsnorm_fwd_body(void);
+TEST(kernel_rmsnorm_fwd) { on_each(kernel_rmsnorm_fwd_body, 0); }
+static void kernel_rmsnorm_fwd_body(void) {
     static const int S[][2] = {{1, 5}, {3, 17}, {37, 64}, {9, 256}};
     double wf = 0;
     for (int s = 0; s < 4; s++) {
@@ -157,7 +291,7 @@ TEST(kernel_rmsnorm_fwd) {
         for (int c = 0; c < C; c++) x[c] *= 1e-3f; /* a small row: eps matters there */
         float *y = garbage(n), *rstd = garbage(N);
         double *yo = Dd(n);
-        dm_rmsnorm_fwd(y, rstd, x, w, N, C, 1e-6f);
+        K->rmsnorm_fwd(y, rstd, x, w, N, C, 1e-6f);
         o_rmsnorm(yo, dup(x, n), dup(w, C), N, C, 1e-6);
         FWD_CHECK("rmsnorm", t_rel_rms(y, yo, n), wf);
         free_all();
@@ -165,7 +299,9 @@ TEST(kernel_rmsnorm_fwd) {
     printf("  rmsnorm: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_rmsnorm_grad) {
+static void kernel_rmsnorm_grad_body(void);
+TEST(kernel_rmsnorm_grad) { on_each(kernel_rmsnorm_grad_body, 0); }
+static void kernel_rmsnorm_grad_body(void) {
     static const int S[][2] = {{1, 5}, {3, 17}, {37, 64}, {2, 256}};
     double wg = 0;
     for (int s = 0; s < 4; s++) {
@@ -173,10 +309,10 @@ TEST(kernel_rmsnorm_grad) {
         size_t n = (size_t)N * C;
         float *x = normal(n, 41 + s, 1.5f), *w = norm_weight(C, 42 + s);
         float *dy = normal(n, 43 + s, 1.0f), *y = F(n), *rstd = F(N);
-        dm_rmsnorm_fwd(y, rstd, x, w, N, C, 1e-6f);
+        K->rmsnorm_fwd(y, rstd, x, w, N, C, 1e-6f);
         float *px = normal(n, 44 + s, 1.0f), *pw = normal(C, 45 + s, 1.0f);
         float *dx = copyf(px, n), *dw = copyf(pw, C); /* both accumulate */
-        dm_rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
+        K->rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
         rms_ctx c = {N, C, 1e-6, dup(x, n), dup(w, C), dup(dy, n), Dd(n)};
         GRAD_CHECK("rmsnorm dx", grad_err(rms_loss, &c, c.x, n, dx, px), wg);
         GRAD_CHECK("rmsnorm dw", grad_err(rms_loss, &c, c.w, C, dw, pw), wg);
@@ -194,7 +330,9 @@ static double mm_loss(void *p) {
 }
 static const int MM_S[][3] = {{1, 1, 1}, {3, 5, 17}, {37, 17, 5}, {16, 64, 33}};
 
-TEST(kernel_matmul_fwd) {
+static void kernel_matmul_fwd_body(void);
+TEST(kernel_matmul_fwd) { on_each(kernel_matmul_fwd_body, 1); }
+static void kernel_matmul_fwd_body(void) {
     double wf = 0;
     for (int s = 0; s < 4; s++)
         for (int hb = 0; hb < 2; hb++) {
@@ -202,7 +340,7 @@ TEST(kernel_matmul_fwd) {
             float *in = normal((size_t)N * I, 51 + s, 1.0f), *W = normal((size_t)O * I, 52 + s, 0.3f);
             float *b = hb ? normal(O, 53 + s, 1.0f) : NULL, *y = garbage((size_t)N * O);
             double *yo = Dd((size_t)N * O);
-            dm_matmul_fwd(y, in, W, b, N, I, O);
+            K->matmul_fwd(y, in, W, b, N, I, O);
             o_matmul(yo, dup(in, (size_t)N * I), dup(W, (size_t)O * I), hb ? dup(b, O) : NULL, N, I, O);
             FWD_CHECK("matmul", t_rel_rms(y, yo, (size_t)N * O), wf);
             free_all();
@@ -210,7 +348,9 @@ TEST(kernel_matmul_fwd) {
     printf("  matmul: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_matmul_grad) {
+static void kernel_matmul_grad_body(void);
+TEST(kernel_matmul_grad) { on_each(kernel_matmul_grad_body, 1); }
+static void kernel_matmul_grad_body(void) {
     double wg = 0;
     for (int s = 0; s < 4; s++)
         for (int hb = 0; hb < 2; hb++) {
@@ -220,14 +360,14 @@ TEST(kernel_matmul_grad) {
             float *b = hb ? normal(O, 63 + s, 1.0f) : NULL, *dy = normal(no, 64 + s, 1.0f);
             float *pW = normal(nw, 65 + s, 1.0f), *pb = normal(O, 66 + s, 1.0f);
             float *din = garbage(ni), *dW = copyf(pW, nw), *db = hb ? copyf(pb, O) : NULL;
-            dm_matmul_bwd(din, dW, db, dy, in, W, N, I, O, 0);
+            K->matmul_bwd(din, dW, db, dy, in, W, N, I, O, 0);
             mm_ctx c = {N, I, O, dup(in, ni), dup(W, nw), hb ? dup(b, O) : NULL, dup(dy, no), Dd(no)};
             GRAD_CHECK("matmul din", grad_err(mm_loss, &c, c.in, ni, din, NULL), wg);
             GRAD_CHECK("matmul dW", grad_err(mm_loss, &c, c.W, nw, dW, pW), wg);
             if (hb) GRAD_CHECK("matmul dbias", grad_err(mm_loss, &c, c.bias, O, db, pb), wg);
             /* din_acc = 1 adds onto din */
             float *pin = normal(ni, 67 + s, 1.0f), *din2 = copyf(pin, ni);
-            dm_matmul_bwd(din2, dW, db, dy, in, W, N, I, O, 1);
+            K->matmul_bwd(din2, dW, db, dy, in, W, N, I, O, 1);
             GRAD_CHECK("matmul din (acc)", grad_err(mm_loss, &c, c.in, ni, din2, pin), wg);
             free_all();
         }
@@ -252,19 +392,21 @@ static double act_loss(void *p) {
     return dotd(c->dy, c->y, c->n);
 }
 
-TEST(kernel_act_fwd) {
+static void kernel_act_fwd_body(void);
+TEST(kernel_act_fwd) { on_each(kernel_act_fwd_body, 0); }
+static void kernel_act_fwd_body(void) {
     double ws = 0, wg = 0, wsw = 0;
     for (int s = 0; s < 4; s++) {
         size_t n = ACT_N[s];
         float *x = act_input(n, 71 + s), *b = normal(n, 72 + s, 1.0f), *y = garbage(n);
         double *xd = dup(x, n), *yo = Dd(n);
-        dm_silu_fwd(y, x, n);
+        K->silu_fwd(y, x, n);
         o_silu(yo, xd, n);
         FWD_CHECK("silu", t_rel_rms(y, yo, n), ws);
-        dm_sigmoid_fwd(y, x, n);
+        K->sigmoid_fwd(y, x, n);
         o_sigmoid(yo, xd, n);
         FWD_CHECK("sigmoid", t_rel_rms(y, yo, n), wg);
-        dm_swiglu_fwd(y, x, b, n);
+        K->swiglu_fwd(y, x, b, n);
         o_swiglu(yo, xd, dup(b, n), n);
         FWD_CHECK("swiglu", t_rel_rms(y, yo, n), wsw);
         CHECK(t_all_finite(y, n));
@@ -273,22 +415,24 @@ TEST(kernel_act_fwd) {
     printf("  silu: worst fwd %.3g   sigmoid: %.3g   swiglu: %.3g\n", ws, wg, wsw);
 }
 
-TEST(kernel_act_grad) {
+static void kernel_act_grad_body(void);
+TEST(kernel_act_grad) { on_each(kernel_act_grad_body, 0); }
+static void kernel_act_grad_body(void) {
     double ws = 0, wg = 0, wsw = 0;
     for (int s = 0; s < 4; s++) {
         size_t n = ACT_N[s];
         float *x = act_input(n, 81 + s), *b = normal(n, 82 + s, 1.0f), *dy = normal(n, 83 + s, 1.0f);
         act_ctx c = {n, 0, dup(x, n), dup(b, n), dup(dy, n), Dd(n)};
         float *dx = garbage(n), *db = garbage(n), *y = F(n);
-        dm_silu_bwd(dx, dy, x, n);
+        K->silu_bwd(dx, dy, x, n);
         GRAD_CHECK("silu dx", grad_err(act_loss, &c, c.x, n, dx, NULL), ws);
         c.kind = 1;
-        dm_sigmoid_fwd(y, x, n);
+        K->sigmoid_fwd(y, x, n);
         memset(dx, 0xff, n * sizeof(float));
-        dm_sigmoid_bwd(dx, dy, y, n);
+        K->sigmoid_bwd(dx, dy, y, n);
         GRAD_CHECK("sigmoid dx", grad_err(act_loss, &c, c.x, n, dx, NULL), wg);
         memset(dx, 0xff, n * sizeof(float));
-        dm_swiglu_bwd(dx, db, dy, x, b, n);
+        K->swiglu_bwd(dx, db, dy, x, b, n);
         c.kind = 2;
         GRAD_CHECK("swiglu da", grad_err(act_loss, &c, c.x, n, dx, NULL), wsw);
         GRAD_CHECK("swiglu db", grad_err(act_loss, &c, c.b, n, db, NULL), wsw);
@@ -315,16 +459,18 @@ static double max_elem_rel(const float *a, const double *ref, size_t n) {
  * the gated norm's sigmoid and swish (D = 1 rows: y = rstd * act(z)) within 1e-6 relative
  * (~8 ulp); xent rows [0, z] (loss = softplus(z)) within 3e-7 of max(1, loss); NaN
  * propagates. */
-TEST(kernel_exp_accuracy) {
+static void kernel_exp_accuracy_body(void);
+TEST(kernel_exp_accuracy) { on_each(kernel_exp_accuracy_body, 0); }
+static void kernel_exp_accuracy_body(void) {
     size_t n = 400001;
     float *x = F(n), *y = F(n);
     double *xd = Dd(n), *yo = Dd(n);
     for (size_t i = 0; i < n; i++) x[i] = -100.0f + 200.0f * (float)i / (float)(n - 1);
     t_to_double(xd, x, n);
-    dm_sigmoid_fwd(y, x, n);
+    K->sigmoid_fwd(y, x, n);
     o_sigmoid(yo, xd, n);
     double es = max_elem_rel(y, yo, n);
-    dm_silu_fwd(y, x, n);
+    K->silu_fwd(y, x, n);
     o_silu(yo, xd, n);
     /* below x = -87.3, sigmoid(x) < FLT_MIN is denormal while x*sigmoid(x) is still normal:
      * float cannot carry relative precision through that product; skip those */
@@ -332,7 +478,7 @@ TEST(kernel_exp_accuracy) {
     while (x[i87] < -87.34f) i87++;
     double eu = max_elem_rel(y + i87, yo + i87, n - i87);
     float A_log = 0.0f, dtb = 0.0f;
-    dm_gate_fwd(y, x, &A_log, &dtb, (int)n, 1, 1, 0.0f);
+    K->gate_fwd(y, x, &A_log, &dtb, (int)n, 1, 1, 0.0f);
     double a0 = 0.0, b0 = 0.0;
     o_gate(yo, xd, &a0, &b0, (int)n, 1, 1, 0.0);
     double ep = max_elem_rel(y, yo, n);
@@ -341,7 +487,7 @@ TEST(kernel_exp_accuracy) {
     double *onesd = Dd(n), eg[2];
     for (size_t i = 0; i < n; i++) ones[i] = 1.0f, onesd[i] = 1.0;
     for (int act = 0; act < 2; act++) {
-        dm_gatednorm_fwd(y, rstd, ones, x, ones, (int)n, 1, 1e-6f, act);
+        K->gatednorm_fwd(y, rstd, ones, x, ones, (int)n, 1, 1e-6f, act);
         o_gatednorm(yo, onesd, xd, onesd, (int)n, 1, 1e-6, act);
         eg[act] = act ? max_elem_rel(y + i87, yo + i87, n - i87) : max_elem_rel(y, yo, n);
     }
@@ -351,7 +497,7 @@ TEST(kernel_exp_accuracy) {
     uint8_t *t0 = keepp(calloc(nx, 1));
     double ex = 0;
     for (size_t i = 0; i < nx; i++) lg[2 * i] = 0.0f, lg[2 * i + 1] = x[i * 20];
-    dm_xent_fwd(ls, lg, t0, (int)nx, 2);
+    K->xent_fwd(ls, lg, t0, (int)nx, 2);
     for (size_t i = 0; i < nx; i++) {
         double z = lg[2 * i + 1], ref = z > 0 ? z + log1p(exp(-z)) : log1p(exp(z));
         double e = fabs(ls[i] - ref) / maxd(1.0, ref);
@@ -368,19 +514,21 @@ TEST(kernel_exp_accuracy) {
            es, eu, ep, eg[0], eg[1], ex);
     /* NaN in, NaN out (NaN-loss detection depends on it) */
     float v[4] = {1.0f, NAN, -3.0f, 2.0f}, o[4];
-    dm_sigmoid_fwd(o, v, 4);
+    K->sigmoid_fwd(o, v, 4);
     CHECKF(isnan(o[1]) && !isnan(o[0]), "sigmoid does not propagate NaN");
-    dm_silu_fwd(o, v, 4);
+    K->silu_fwd(o, v, 4);
     CHECKF(isnan(o[1]) && !isnan(o[0]), "silu does not propagate NaN");
     uint8_t t2[1] = {0};
-    CHECKF(isnan(dm_xent_fwd(NULL, v, t2, 1, 4)), "xent does not return NaN for a NaN logit");
+    CHECKF(isnan(K->xent_fwd(NULL, v, t2, 1, 4)), "xent does not return NaN for a NaN logit");
     free_all();
 }
 
-TEST(kernel_add_inplace) {
+static void kernel_add_inplace_body(void);
+TEST(kernel_add_inplace) { on_each(kernel_add_inplace_body, 0); }
+static void kernel_add_inplace_body(void) {
     size_t n = 37;
     float *y = normal(n, 91, 1.0f), *x = normal(n, 92, 1.0f), *y0 = copyf(y, n);
-    dm_add_inplace(y, x, n);
+    K->add_inplace(y, x, n);
     int ok = 1;
     for (size_t i = 0; i < n; i++) ok &= y[i] == y0[i] + x[i];
     CHECKF(ok, "dm_add_inplace is not y += x");
@@ -398,14 +546,16 @@ static double conv_loss(void *p) {
 static const int CONV_S[][4] = {{1, 1, 5, 1}, {2, 3, 5, 4}, {2, 37, 17, 3}, {1, 9, 64, 4},
                                 {3, 2, 3, 3}, {1, 1, 4, 4}, {2, 20, 19, 9}};
 
-TEST(kernel_conv_fwd) {
+static void kernel_conv_fwd_body(void);
+TEST(kernel_conv_fwd) { on_each(kernel_conv_fwd_body, 0); }
+static void kernel_conv_fwd_body(void) {
     double wf = 0;
     for (int s = 0; s < 7; s++) {
         int B = CONV_S[s][0], T = CONV_S[s][1], C = CONV_S[s][2], W = CONV_S[s][3];
         size_t n = (size_t)B * T * C;
         float *x = normal(n, 101 + s, 1.0f), *w = normal((size_t)C * W, 102 + s, 0.5f), *y = garbage(n);
         double *yo = Dd(n);
-        dm_conv_fwd(y, x, w, B, T, C, W);
+        K->conv_fwd(y, x, w, B, T, C, W);
         o_conv(yo, dup(x, n), dup(w, (size_t)C * W), B, T, C, W);
         FWD_CHECK("conv", t_rel_rms(y, yo, n), wf);
         free_all();
@@ -413,14 +563,16 @@ TEST(kernel_conv_fwd) {
     printf("  conv: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_conv_grad) {
+static void kernel_conv_grad_body(void);
+TEST(kernel_conv_grad) { on_each(kernel_conv_grad_body, 0); }
+static void kernel_conv_grad_body(void) {
     double wg = 0;
     for (int s = 0; s < 7; s++) {
         int B = CONV_S[s][0], T = CONV_S[s][1], C = CONV_S[s][2], W = CONV_S[s][3];
         size_t n = (size_t)B * T * C, nw = (size_t)C * W;
         float *x = normal(n, 111 + s, 1.0f), *w = normal(nw, 112 + s, 0.5f), *dy = normal(n, 113 + s, 1.0f);
         float *pw = normal(nw, 114 + s, 1.0f), *dx = garbage(n), *dw = copyf(pw, nw);
-        dm_conv_bwd(dx, dw, dy, x, w, B, T, C, W);
+        K->conv_bwd(dx, dw, dy, x, w, B, T, C, W);
         conv_ctx c = {B, T, C, W, dup(x, n), dup(w, nw), dup(dy, n), Dd(n)};
         GRAD_CHECK("conv dx", grad_err(conv_loss, &c, c.x, n, dx, NULL), wg);
         GRAD_CHECK("conv dw", grad_err(conv_loss, &c, c.w, nw, dw, pw), wg);
@@ -447,14 +599,16 @@ static float *l2_input(int R, int D, uint64_t seed) {
     return x;
 }
 
-TEST(kernel_l2norm_fwd) {
+static void kernel_l2norm_fwd_body(void);
+TEST(kernel_l2norm_fwd) { on_each(kernel_l2norm_fwd_body, 0); }
+static void kernel_l2norm_fwd_body(void) {
     double wf = 0;
     for (int s = 0; s < 5; s++) {
         int R = L2_S[s][0], D = L2_S[s][1];
         size_t n = (size_t)R * D;
         float *x = l2_input(R, D, 121 + s), *y = garbage(n), *rn = garbage(R);
         double *yo = Dd(n);
-        dm_l2norm_fwd(y, rn, x, R, D, 1e-6f);
+        K->l2norm_fwd(y, rn, x, R, D, 1e-6f);
         o_l2norm(yo, dup(x, n), R, D, 1e-6);
         FWD_CHECK("l2norm", t_rel_rms(y, yo, n), wf);
         free_all();
@@ -462,15 +616,17 @@ TEST(kernel_l2norm_fwd) {
     printf("  l2norm: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_l2norm_grad) {
+static void kernel_l2norm_grad_body(void);
+TEST(kernel_l2norm_grad) { on_each(kernel_l2norm_grad_body, 0); }
+static void kernel_l2norm_grad_body(void) {
     double wg = 0;
     for (int s = 0; s < 5; s++) {
         int R = L2_S[s][0], D = L2_S[s][1];
         size_t n = (size_t)R * D;
         float *x = l2_input(R, D, 131 + s), *dy = normal(n, 132 + s, 1.0f);
         float *y = F(n), *rn = F(R), *dx = garbage(n);
-        dm_l2norm_fwd(y, rn, x, R, D, 1e-6f);
-        dm_l2norm_bwd(dx, dy, y, rn, R, D);
+        K->l2norm_fwd(y, rn, x, R, D, 1e-6f);
+        K->l2norm_bwd(dx, dy, y, rn, R, D);
         l2_ctx c = {R, D, 1e-6, dup(x, n), dup(dy, n), Dd(n)};
         GRAD_CHECK("l2norm dx", grad_err(l2_loss, &c, c.x, n, dx, NULL), wg);
         free_all();
@@ -502,7 +658,9 @@ static void gate_inputs(int N, int H, int Cg, uint64_t seed, float **f, float **
     t_fill_uniform(*dtb, (size_t)H * Cg, seed + 2, -7.0f, -2.0f);
 }
 
-TEST(kernel_gate_fwd) {
+static void kernel_gate_fwd_body(void);
+TEST(kernel_gate_fwd) { on_each(kernel_gate_fwd_body, 0); }
+static void kernel_gate_fwd_body(void) {
     double wf = 0;
     for (int s = 0; s < 5; s++)
         for (int k = 0; k < 2; k++) {
@@ -512,7 +670,7 @@ TEST(kernel_gate_fwd) {
             gate_inputs(N, H, Cg, 141 + s, &f, &A, &dtb);
             float *g = garbage(n);
             double *go = Dd(n);
-            dm_gate_fwd(g, f, A, dtb, N, H, Cg, lb);
+            K->gate_fwd(g, f, A, dtb, N, H, Cg, lb);
             o_gate(go, dup(f, n), dup(A, H), dup(dtb, (size_t)H * Cg), N, H, Cg, lb);
             FWD_CHECK(k ? "gate lb=-5" : "gate lb=0", t_rel_rms(g, go, n), wf);
             free_all();
@@ -520,7 +678,9 @@ TEST(kernel_gate_fwd) {
     printf("  gate: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_gate_grad) {
+static void kernel_gate_grad_body(void);
+TEST(kernel_gate_grad) { on_each(kernel_gate_grad_body, 0); }
+static void kernel_gate_grad_body(void) {
     double wg = 0;
     for (int s = 0; s < 5; s++)
         for (int k = 0; k < 2; k++) {
@@ -531,7 +691,7 @@ TEST(kernel_gate_grad) {
             float *dy = normal(n, 152 + s, 1.0f), *df = garbage(n);
             float *pA = normal(H, 153 + s, 1.0f), *pd = normal(nd, 154 + s, 1.0f);
             float *dA = copyf(pA, H), *dd = copyf(pd, nd);
-            dm_gate_bwd(df, dA, dd, dy, f, A, dtb, N, H, Cg, lb);
+            K->gate_bwd(df, dA, dd, dy, f, A, dtb, N, H, Cg, lb);
             gate_ctx c = {N, H, Cg, lb, dup(f, n), dup(A, H), dup(dtb, nd), dup(dy, n), Dd(n)};
             GRAD_CHECK("gate df", grad_err(gate_loss, &c, c.f, n, df, NULL), wg);
             GRAD_CHECK("gate dA_log", grad_err(gate_loss, &c, c.A_log, H, dA, pA), wg);
@@ -550,7 +710,9 @@ static double gn_loss(void *p) {
 }
 static const int GN_S[][2] = {{1, 1}, {3, 17}, {37, 64}, {8, 5}, {2, 128}};
 
-TEST(kernel_gatednorm_fwd) {
+static void kernel_gatednorm_fwd_body(void);
+TEST(kernel_gatednorm_fwd) { on_each(kernel_gatednorm_fwd_body, 0); }
+static void kernel_gatednorm_fwd_body(void) {
     double wf = 0;
     for (int s = 0; s < 5; s++)
         for (int act = 0; act < 2; act++) {
@@ -559,7 +721,7 @@ TEST(kernel_gatednorm_fwd) {
             float *o = normal(n, 161 + s, 0.7f), *z = normal(n, 162 + s, 3.0f), *w = norm_weight(D, 163 + s);
             float *y = garbage(n), *rstd = garbage(R);
             double *yo = Dd(n);
-            dm_gatednorm_fwd(y, rstd, o, z, w, R, D, 1e-6f, act ? DM_GATE_SWISH : DM_GATE_SIGMOID);
+            K->gatednorm_fwd(y, rstd, o, z, w, R, D, 1e-6f, act ? DM_GATE_SWISH : DM_GATE_SIGMOID);
             o_gatednorm(yo, dup(o, n), dup(z, n), dup(w, D), R, D, 1e-6, act);
             FWD_CHECK(act ? "gatednorm swish" : "gatednorm sigmoid", t_rel_rms(y, yo, n), wf);
             free_all();
@@ -567,7 +729,9 @@ TEST(kernel_gatednorm_fwd) {
     printf("  gatednorm: worst fwd rel rms %.3g\n", wf);
 }
 
-TEST(kernel_gatednorm_grad) {
+static void kernel_gatednorm_grad_body(void);
+TEST(kernel_gatednorm_grad) { on_each(kernel_gatednorm_grad_body, 0); }
+static void kernel_gatednorm_grad_body(void) {
     double wg = 0;
     for (int s = 0; s < 5; s++)
         for (int act = 0; act < 2; act++) {
@@ -578,9 +742,9 @@ TEST(kernel_gatednorm_grad) {
             /* row 0 near sqrt(eps): eps matters there, and it keeps D = 1 well conditioned
              * (for D = 1 and o^2 >> eps, do is ~eps/o^2, below float resolution; see l2_input) */
             for (int d = 0; d < D; d++) o[d] *= 1e-3f;
-            dm_gatednorm_fwd(y, rstd, o, z, w, R, D, 1e-6f, a);
+            K->gatednorm_fwd(y, rstd, o, z, w, R, D, 1e-6f, a);
             float *pw = normal(D, 175 + s, 1.0f), *dw = copyf(pw, D), *dO = garbage(n), *dz = garbage(n);
-            dm_gatednorm_bwd(dO, dz, dw, dy, o, z, w, rstd, R, D, a);
+            K->gatednorm_bwd(dO, dz, dw, dy, o, z, w, rstd, R, D, a);
             gn_ctx c = {R, D, act, 1e-6, dup(o, n), dup(z, n), dup(w, D), dup(dy, n), Dd(n)};
             GRAD_CHECK("gatednorm do", grad_err(gn_loss, &c, c.o, n, dO, NULL), wg);
             GRAD_CHECK("gatednorm dz", grad_err(gn_loss, &c, c.z, n, dz, NULL), wg);
@@ -609,7 +773,9 @@ static void xent_inputs(int N, int V, uint64_t seed, float **x, uint8_t **t) {
     if (N > 3) (*x)[(size_t)3 * V + V - 1] = -100.0f;
 }
 
-TEST(kernel_xent_fwd) {
+static void kernel_xent_fwd_body(void);
+TEST(kernel_xent_fwd) { on_each(kernel_xent_fwd_body, 0); }
+static void kernel_xent_fwd_body(void) {
     double wf = 0;
     for (int s = 0; s < 4; s++) {
         int N = XENT_S[s][0], V = XENT_S[s][1];
@@ -619,7 +785,7 @@ TEST(kernel_xent_fwd) {
         xent_inputs(N, V, 181 + s, &x, &t);
         double *xd = dup(x, n), *lo = Dd(N);
         float *losses = garbage(N);
-        double m = dm_xent_fwd(losses, x, t, N, V), m2 = dm_xent_fwd(NULL, x, t, N, V);
+        double m = K->xent_fwd(losses, x, t, N, V), m2 = K->xent_fwd(NULL, x, t, N, V);
         for (int i = 0; i < N; i++) lo[i] = o_xent(xd + (size_t)i * V, t + i, 1, V);
         double mo = o_xent(xd, t, N, V);
         double e = fabs(m - mo) / maxd(fabs(mo), 1e-30);
@@ -636,7 +802,7 @@ TEST(kernel_xent_fwd) {
     for (int n = 0; n < N; n++) t[n] = (uint8_t)(n * 31);
     x[5] = 1000.0f;
     x[(size_t)7 * V + t[7]] = 1000.0f;
-    double m = dm_xent_fwd(l, x, t, N, V), m2 = dm_xent_fwd(NULL, x, t, N, V);
+    double m = K->xent_fwd(l, x, t, N, V), m2 = K->xent_fwd(NULL, x, t, N, V);
     double mo = o_xent(dup(x, (size_t)N * V), t, N, V), e = fabs(m - mo) / fabs(mo);
     CHECKF(t_all_finite(l, N) && e <= FWD_TOL, "xent huge logits: %.9g vs %.9g", m, mo);
     CHECKF(m == m2, "xent mean differs with losses == NULL (chunked)");
@@ -645,7 +811,9 @@ TEST(kernel_xent_fwd) {
     printf("  xent: worst fwd rel err %.3g\n", wf);
 }
 
-TEST(kernel_xent_grad) {
+static void kernel_xent_grad_body(void);
+TEST(kernel_xent_grad) { on_each(kernel_xent_grad_body, 0); }
+static void kernel_xent_grad_body(void) {
     double wg = 0;
     for (int s = 0; s < 4; s++)
         for (int k = 0; k < 2; k++) {
@@ -655,7 +823,7 @@ TEST(kernel_xent_grad) {
             uint8_t *t;
             xent_inputs(N, V, 191 + s, &x, &t);
             float scale = k ? 2.5f : 1.0f / N, *dl = garbage(n);
-            dm_xent_bwd(dl, x, t, N, V, scale);
+            K->xent_bwd(dl, x, t, N, V, scale);
             xent_ctx c = {N, V, scale, t, dup(x, n)};
             CHECK(t_all_finite(dl, n));
             GRAD_CHECK("xent dlogits", grad_err(xent_loss, &c, c.x, n, dl, NULL), wg);
@@ -678,7 +846,9 @@ static double acc_err(const float *after, const float *prior, const float *zero,
 }
 #define ACC_TOL 1e-6
 
-TEST(kernel_grad_semantics) {
+static void kernel_grad_semantics_body(void);
+TEST(kernel_grad_semantics) { on_each(kernel_grad_semantics_body, 1); }
+static void kernel_grad_semantics_body(void) {
     int N = 37, C = 17;
     size_t n = (size_t)N * C;
     float *x = normal(n, 201, 1.0f), *dy = normal(n, 202, 1.0f), *w = norm_weight(C, 203);
@@ -687,17 +857,17 @@ TEST(kernel_grad_semantics) {
     {
         uint8_t *tok = tokens(N, 205);
         float *z = F(256 * C), *p = normal(256 * C, 206, 1.0f), *a = copyf(p, 256 * C);
-        dm_embed_bwd(z, dy, tok, N, C);
-        dm_embed_bwd(a, dy, tok, N, C);
+        K->embed_bwd(z, dy, tok, N, C);
+        K->embed_bwd(a, dy, tok, N, C);
         CHECKF(acc_err(a, p, z, 256 * C) <= ACC_TOL, "embed dtable does not accumulate");
     }
     /* rmsnorm: dx and dw both accumulate */
     {
-        dm_rmsnorm_fwd(y, r, x, w, N, C, 1e-6f);
+        K->rmsnorm_fwd(y, r, x, w, N, C, 1e-6f);
         float *zx = F(n), *zw = F(C), *px = normal(n, 207, 1.0f), *pw = normal(C, 208, 1.0f);
         float *ax = copyf(px, n), *aw = copyf(pw, C);
-        dm_rmsnorm_bwd(zx, zw, dy, x, w, r, N, C);
-        dm_rmsnorm_bwd(ax, aw, dy, x, w, r, N, C);
+        K->rmsnorm_bwd(zx, zw, dy, x, w, r, N, C);
+        K->rmsnorm_bwd(ax, aw, dy, x, w, r, N, C);
         CHECKF(acc_err(ax, px, zx, n) <= ACC_TOL, "rmsnorm dx does not accumulate");
         CHECKF(acc_err(aw, pw, zw, C) <= ACC_TOL, "rmsnorm dw does not accumulate");
     }
@@ -708,15 +878,15 @@ TEST(kernel_grad_semantics) {
         float *zi = F(n), *zW = F((size_t)O * I), *zb = F(O);
         float *pW = normal((size_t)O * I, 211, 1.0f), *pb = normal(O, 212, 1.0f), *pi = normal(n, 213, 1.0f);
         float *gi = garbage(n), *aW = copyf(pW, (size_t)O * I), *ab = copyf(pb, O), *ai = copyf(pi, n);
-        dm_matmul_bwd(zi, zW, zb, d, x, W, N, I, O, 0);
-        dm_matmul_bwd(gi, aW, ab, d, x, W, N, I, O, 0);
+        K->matmul_bwd(zi, zW, zb, d, x, W, N, I, O, 0);
+        K->matmul_bwd(gi, aW, ab, d, x, W, N, I, O, 0);
         CHECKF(same(gi, zi, n), "matmul din (din_acc=0) does not overwrite");
         CHECKF(acc_err(aW, pW, zW, (size_t)O * I) <= ACC_TOL, "matmul dW does not accumulate");
         CHECKF(acc_err(ab, pb, zb, O) <= ACC_TOL, "matmul dbias does not accumulate");
-        dm_matmul_bwd(ai, aW, NULL, d, x, W, N, I, O, 1);
+        K->matmul_bwd(ai, aW, NULL, d, x, W, N, I, O, 1);
         CHECKF(acc_err(ai, pi, zi, n) <= ACC_TOL, "matmul din (din_acc=1) does not add");
         float *bW = F((size_t)O * I);
-        dm_matmul_bwd(NULL, bW, NULL, d, x, W, N, I, O, 0);
+        K->matmul_bwd(NULL, bW, NULL, d, x, W, N, I, O, 0);
         CHECKF(same(bW, zW, (size_t)O * I), "matmul dW differs with din == NULL");
     }
     /* conv: dx overwrites, dw accumulates */
@@ -724,8 +894,8 @@ TEST(kernel_grad_semantics) {
         int B = 1, T = N, W = 4;
         float *cw = normal((size_t)C * W, 214, 0.5f), *zx = F(n), *zw = F((size_t)C * W);
         float *gx = garbage(n), *pw = normal((size_t)C * W, 215, 1.0f), *aw = copyf(pw, (size_t)C * W);
-        dm_conv_bwd(zx, zw, dy, x, cw, B, T, C, W);
-        dm_conv_bwd(gx, aw, dy, x, cw, B, T, C, W);
+        K->conv_bwd(zx, zw, dy, x, cw, B, T, C, W);
+        K->conv_bwd(gx, aw, dy, x, cw, B, T, C, W);
         CHECKF(same(gx, zx, n), "conv dx does not overwrite");
         CHECKF(acc_err(aw, pw, zw, (size_t)C * W) <= ACC_TOL, "conv dw does not accumulate");
     }
@@ -738,8 +908,8 @@ TEST(kernel_grad_semantics) {
         float *dg = normal(ng, 220 + k, 1.0f), *zf = F(ng), *zA = F(H), *zd = F(nd);
         float *gf = garbage(ng), *pA = normal(H, 224 + k, 1.0f), *pd = normal(nd, 228 + k, 1.0f);
         float *aA = copyf(pA, H), *ad = copyf(pd, nd);
-        dm_gate_bwd(zf, zA, zd, dg, f, A, dtb, N, H, Cg, lb);
-        dm_gate_bwd(gf, aA, ad, dg, f, A, dtb, N, H, Cg, lb);
+        K->gate_bwd(zf, zA, zd, dg, f, A, dtb, N, H, Cg, lb);
+        K->gate_bwd(gf, aA, ad, dg, f, A, dtb, N, H, Cg, lb);
         CHECKF(same(gf, zf, ng), "gate df does not overwrite (k=%d)", k);
         CHECKF(acc_err(aA, pA, zA, H) <= ACC_TOL, "gate dA_log does not accumulate (k=%d)", k);
         CHECKF(acc_err(ad, pd, zd, nd) <= ACC_TOL, "gate ddt_bias does not accumulate (k=%d)", k);
@@ -748,32 +918,32 @@ TEST(kernel_grad_semantics) {
     for (int act = 0; act < 2; act++) {
         float *z = normal(n, 232, 2.0f), *zo = F(n), *zz = F(n), *zw = F(C);
         float *go = garbage(n), *gz = garbage(n), *pw = normal(C, 233, 1.0f), *aw = copyf(pw, C);
-        dm_gatednorm_fwd(y, r, x, z, w, N, C, 1e-6f, act);
-        dm_gatednorm_bwd(zo, zz, zw, dy, x, z, w, r, N, C, act);
-        dm_gatednorm_bwd(go, gz, aw, dy, x, z, w, r, N, C, act);
+        K->gatednorm_fwd(y, r, x, z, w, N, C, 1e-6f, act);
+        K->gatednorm_bwd(zo, zz, zw, dy, x, z, w, r, N, C, act);
+        K->gatednorm_bwd(go, gz, aw, dy, x, z, w, r, N, C, act);
         CHECKF(same(go, zo, n) && same(gz, zz, n), "gatednorm do/dz do not overwrite");
         CHECKF(acc_err(aw, pw, zw, C) <= ACC_TOL, "gatednorm dw does not accumulate");
     }
     /* elementwise backward in place (dx == dy), l2norm overwrites */
     {
         float *ref = F(n), *ip = F(n), *db = F(n), *db2 = F(n);
-        dm_silu_bwd(ref, dy, x, n);
+        K->silu_bwd(ref, dy, x, n);
         memcpy(ip, dy, n * sizeof(float));
-        dm_silu_bwd(ip, ip, x, n);
+        K->silu_bwd(ip, ip, x, n);
         CHECKF(same(ip, ref, n), "silu_bwd in place differs");
-        dm_sigmoid_fwd(y, x, n);
-        dm_sigmoid_bwd(ref, dy, y, n);
+        K->sigmoid_fwd(y, x, n);
+        K->sigmoid_bwd(ref, dy, y, n);
         memcpy(ip, dy, n * sizeof(float));
-        dm_sigmoid_bwd(ip, ip, y, n);
+        K->sigmoid_bwd(ip, ip, y, n);
         CHECKF(same(ip, ref, n), "sigmoid_bwd in place differs");
-        dm_swiglu_bwd(ref, db, dy, x, x2, n);
+        K->swiglu_bwd(ref, db, dy, x, x2, n);
         memcpy(ip, dy, n * sizeof(float));
-        dm_swiglu_bwd(ip, db2, ip, x, x2, n);
+        K->swiglu_bwd(ip, db2, ip, x, x2, n);
         CHECKF(same(ip, ref, n) && same(db, db2, n), "swiglu_bwd in place (da == dh) differs");
         float *gx = garbage(n), *rn = F(N);
-        dm_l2norm_fwd(y, rn, x, N, C, 1e-6f);
-        dm_l2norm_bwd(ref, dy, y, rn, N, C);
-        dm_l2norm_bwd(gx, dy, y, rn, N, C);
+        K->l2norm_fwd(y, rn, x, N, C, 1e-6f);
+        K->l2norm_bwd(ref, dy, y, rn, N, C);
+        K->l2norm_bwd(gx, dy, y, rn, N, C);
         CHECKF(same(gx, ref, n), "l2norm dx does not overwrite");
     }
     /* xent: dlogits overwrites, and may alias logits */
@@ -781,9 +951,9 @@ TEST(kernel_grad_semantics) {
         uint8_t *t = tokens(N, 234);
         for (int i = 0; i < N; i++) t[i] %= C;
         float *ref = F(n), *g = garbage(n), *ip = copyf(x, n);
-        dm_xent_bwd(ref, x, t, N, C, 1.0f / N);
-        dm_xent_bwd(g, x, t, N, C, 1.0f / N);
-        dm_xent_bwd(ip, ip, t, N, C, 1.0f / N);
+        K->xent_bwd(ref, x, t, N, C, 1.0f / N);
+        K->xent_bwd(g, x, t, N, C, 1.0f / N);
+        K->xent_bwd(ip, ip, t, N, C, 1.0f / N);
         CHECKF(same(g, ref, n), "xent dlogits does not overwrite");
         CHECKF(same(ip, ref, n), "xent in place differs");
     }
@@ -801,10 +971,10 @@ static size_t det_embed(float *out) {
     if (!out) return (size_t)N * C + nt;
     uint8_t *tok = tokens(N, 301);
     float *table = normal(nt, 302, 1.0f), *dy = normal((size_t)N * C, 303, 1.0f);
-    dm_embed_fwd(out, tok, table, N, C);
+    K->embed_fwd(out, tok, table, N, C);
     float *dt = out + (size_t)N * C;
     t_fill_normal(dt, nt, 304, 1.0f);
-    dm_embed_bwd(dt, dy, tok, N, C);
+    K->embed_bwd(dt, dy, tok, N, C);
     return 0;
 }
 static size_t det_rmsnorm(float *out) {
@@ -813,10 +983,10 @@ static size_t det_rmsnorm(float *out) {
     if (!out) return 2 * n + N + C;
     float *x = normal(n, 311, 1.0f), *w = norm_weight(C, 312), *dy = normal(n, 313, 1.0f);
     float *y = out, *r = y + n, *dx = r + N, *dw = dx + n;
-    dm_rmsnorm_fwd(y, r, x, w, N, C, 1e-6f);
+    K->rmsnorm_fwd(y, r, x, w, N, C, 1e-6f);
     t_fill_normal(dx, n, 314, 1.0f);
     t_fill_normal(dw, C, 315, 1.0f);
-    dm_rmsnorm_bwd(dx, dw, dy, x, w, r, N, C);
+    K->rmsnorm_bwd(dx, dw, dy, x, w, r, N, C);
     return 0;
 }
 /* large products (tiled) and mid-size ones (0.3M-2M multiply-adds: big enough for OpenBLAS
@@ -833,10 +1003,10 @@ static size_t det_matmul_shapes(float *out, int s0, int s1) {
             float *in = normal(ni, 321 + s, 1.0f), *W = normal(nw, 322 + s, 0.1f);
             float *b = normal(O, 323 + s, 1.0f), *dy = normal(no, 324 + s, 1.0f);
             float *y = out + tot, *din = y + no, *dW = din + ni, *db = dW + nw;
-            dm_matmul_fwd(y, in, W, b, N, I, O);
+            K->matmul_fwd(y, in, W, b, N, I, O);
             t_fill_normal(dW, nw, 325, 1.0f);
             t_fill_normal(db, O, 326, 1.0f);
-            dm_matmul_bwd(din, dW, db, dy, in, W, N, I, O, 0);
+            K->matmul_bwd(din, dW, db, dy, in, W, N, I, O, 0);
         }
         tot += no + ni + nw + O;
     }
@@ -848,14 +1018,14 @@ static size_t det_act(float *out) {
     size_t n = 200000;
     if (!out) return 8 * n;
     float *x = normal(n, 331, 3.0f), *b = normal(n, 332, 1.0f), *dy = normal(n, 333, 1.0f);
-    dm_silu_fwd(out, x, n);
-    dm_silu_bwd(out + n, dy, x, n);
-    dm_sigmoid_fwd(out + 2 * n, x, n);
-    dm_sigmoid_bwd(out + 3 * n, dy, out + 2 * n, n);
-    dm_swiglu_fwd(out + 4 * n, x, b, n);
-    dm_swiglu_bwd(out + 5 * n, out + 6 * n, dy, x, b, n);
+    K->silu_fwd(out, x, n);
+    K->silu_bwd(out + n, dy, x, n);
+    K->sigmoid_fwd(out + 2 * n, x, n);
+    K->sigmoid_bwd(out + 3 * n, dy, out + 2 * n, n);
+    K->swiglu_fwd(out + 4 * n, x, b, n);
+    K->swiglu_bwd(out + 5 * n, out + 6 * n, dy, x, b, n);
     memcpy(out + 7 * n, x, n * sizeof(float));
-    dm_add_inplace(out + 7 * n, b, n);
+    K->add_inplace(out + 7 * n, b, n);
     return 0;
 }
 static size_t det_conv(float *out) {
@@ -863,9 +1033,9 @@ static size_t det_conv(float *out) {
     size_t n = (size_t)B * T * C, nw = (size_t)C * W;
     if (!out) return 2 * n + nw;
     float *x = normal(n, 341, 1.0f), *w = normal(nw, 342, 0.5f), *dy = normal(n, 343, 1.0f);
-    dm_conv_fwd(out, x, w, B, T, C, W);
+    K->conv_fwd(out, x, w, B, T, C, W);
     t_fill_normal(out + 2 * n, nw, 344, 1.0f);
-    dm_conv_bwd(out + n, out + 2 * n, dy, x, w, B, T, C, W);
+    K->conv_bwd(out + n, out + 2 * n, dy, x, w, B, T, C, W);
     return 0;
 }
 static size_t det_l2norm(float *out) {
@@ -873,8 +1043,8 @@ static size_t det_l2norm(float *out) {
     size_t n = (size_t)R * D;
     if (!out) return 2 * n + R;
     float *x = normal(n, 351, 1.0f), *dy = normal(n, 352, 1.0f);
-    dm_l2norm_fwd(out, out + n, x, R, D, 1e-6f);
-    dm_l2norm_bwd(out + n + R, dy, out, out + n, R, D);
+    K->l2norm_fwd(out, out + n, x, R, D, 1e-6f);
+    K->l2norm_bwd(out + n + R, dy, out, out + n, R, D);
     return 0;
 }
 static size_t det_gate(float *out) {
@@ -890,9 +1060,9 @@ static size_t det_gate(float *out) {
                 float lb = k ? -5.0f : 0.0f, *f, *A, *dtb, *o = out + tot;
                 gate_inputs(N, H, Cg, 361 + s, &f, &A, &dtb);
                 float *dg = normal(n, 363 + s, 1.0f);
-                dm_gate_fwd(o, f, A, dtb, N, H, Cg, lb);
+                K->gate_fwd(o, f, A, dtb, N, H, Cg, lb);
                 t_fill_normal(o + 2 * n, H + nd, 365, 1.0f);
-                dm_gate_bwd(o + n, o + 2 * n, o + 2 * n + H, dg, f, A, dtb, N, H, Cg, lb);
+                K->gate_bwd(o + n, o + 2 * n, o + 2 * n + H, dg, f, A, dtb, N, H, Cg, lb);
             }
             tot += 2 * n + H + nd;
         }
@@ -906,9 +1076,9 @@ static size_t det_gatednorm(float *out) {
     float *dy = normal(n, 374, 1.0f);
     for (int act = 0; act < 2; act++) {
         float *b = out + act * per;
-        dm_gatednorm_fwd(b, b + n, o, z, w, R, D, 1e-6f, act);
+        K->gatednorm_fwd(b, b + n, o, z, w, R, D, 1e-6f, act);
         t_fill_normal(b + 3 * n + R, D, 375, 1.0f);
-        dm_gatednorm_bwd(b + n + R, b + 2 * n + R, b + 3 * n + R, dy, o, z, w, b + n, R, D, act);
+        K->gatednorm_bwd(b + n + R, b + 2 * n + R, b + 3 * n + R, dy, o, z, w, b + n, R, D, act);
     }
     return 0;
 }
@@ -918,39 +1088,41 @@ static size_t det_xent(float *out) {
     if (!out) return n + N + 4;
     float *x = normal(n, 381, 2.0f);
     uint8_t *t = tokens(N, 382);
-    double m = dm_xent_fwd(out, x, t, N, V), m2 = dm_xent_fwd(NULL, x, t, N, V);
+    double m = K->xent_fwd(out, x, t, N, V), m2 = K->xent_fwd(NULL, x, t, N, V);
     memcpy(out + N, &m, sizeof m);
     memcpy(out + N + 2, &m2, sizeof m2);
-    dm_xent_bwd(out + N + 4, x, t, N, V, 1.0f / N);
+    K->xent_bwd(out + N + 4, x, t, N, V, 1.0f / N);
     return 0;
 }
 
-TEST(kernel_determinism_threads) {
-    static const struct { const char *name; det_fn fn; } K[] = {
+static void kernel_determinism_threads_body(void);
+TEST(kernel_determinism_threads) { on_each(kernel_determinism_threads_body, 1); }
+static void kernel_determinism_threads_body(void) {
+    static const struct { const char *name; det_fn fn; } G[] = {
         {"embed", det_embed}, {"rmsnorm", det_rmsnorm}, {"matmul (large)", det_matmul},
         {"matmul (mid-size: dm_gemm's untiled path)", det_matmul_mid},
         {"act", det_act}, {"conv", det_conv}, {"l2norm", det_l2norm}, {"gate", det_gate},
         {"gatednorm", det_gatednorm}, {"xent", det_xent}};
     static const int NT[] = {2, 3};
-    int saved = omp_get_max_threads(), nsame = 0, nk = (int)(sizeof K / sizeof K[0]);
+    int saved = omp_get_max_threads(), nsame = 0, nk = (int)(sizeof G / sizeof G[0]);
     for (int k = 0; k < nk; k++) {
-        size_t n = K[k].fn(NULL);
+        size_t n = G[k].fn(NULL);
         float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
         int all = 1;
         omp_set_num_threads(1);
-        K[k].fn(ref);
+        G[k].fn(ref);
         free_all();
         for (int i = 0; i < 2; i++) {
             omp_set_num_threads(NT[i]);
             memset(got, 0, n * sizeof(float));
-            K[k].fn(got);
+            G[k].fn(got);
             free_all();
             int eq = same(ref, got, n);
-            CHECKF(eq, "%s: results differ between 1 and %d threads", K[k].name, NT[i]);
+            CHECKF(eq, "%s: results differ between 1 and %d threads", G[k].name, NT[i]);
             all &= eq;
         }
         nsame += all;
-        CHECKF(t_all_finite(ref, n), "%s: non-finite output", K[k].name);
+        CHECKF(t_all_finite(ref, n), "%s: non-finite output", G[k].name);
         free(ref);
         free(got);
     }

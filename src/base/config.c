@@ -67,6 +67,8 @@ static const key_t_ KEYS[] = {
      "steps between checkpoints; 0 = only at the end"},
     {"kda_impl", K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
      "delta-rule core: auto (fused where supported), chunked, reference"},
+    {"gemm", K_ENUM, F(gemm), 0, 0, "auto|openblas|onednn",
+     "GEMM backend of the matrix products: auto (the measured rule in the README), openblas, onednn"},
     {"chunk_size", K_INT, F(chunk_size), 16, 64, NULL, "chunk of the fused core: 16, 32 or 64"},
     {"norm_impl", K_ENUM, F(norm_impl), 0, 0, "auto|fused|reference",
      "RMSNorm and gated norm: auto (fused), fused, reference (composed, slow)"},
@@ -120,6 +122,7 @@ void dm_config_default(dm_config *c) {
     c->log_every = 10;
     c->ckpt_every = 0;
     c->kda_impl = DM_IMPL_AUTO;
+    c->gemm = DM_GEMM_AUTO;
     /* 32, not 64: on the CPU the chunked KDA core's forward+backward is 3.33x the
      * reference at chunk 32 against 2.46x at 64 (T=512, 2 threads; 3.69x vs 2.88x at
      * T=8192; bench_delta, benches/history.tsv), equally accurate. 64 suits GPUs. */

@@ -15,7 +15,7 @@
 
 #include "io/ckpt.h"
 #include "io/data.h"
-#include "ops/dispatch.h" /* DM_VERIFY_BOUND */
+#include "ops/ops.h" /* DM_VERIFY_BOUND */
 #include "jobs/eval.h"
 #include "io/files.h"
 #include "optim/optim.h"

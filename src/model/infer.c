@@ -1,27 +1,26 @@
 /* infer.c — recurrent inference: one byte in, 256 logits out, O(1) state per token
  * (per layer: the last conv_size-1 projections of q, k, v and the delta-rule state S of
- * every head). The same kernels as the training forward (network.c, mixer.c) on one
- * token; tests hold the two to the same logits. */
+ * every head). The same ops as the training forward (network.c, mixer.c) on one token,
+ * through an op layer of its own (the delta core on its token-serial reference, which is
+ * the recurrence itself); tests hold the two to the same logits. */
 #include "model/infer.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/ref/ref.h"
-#include "kernels/cpu/kernels.h"
 #include "model/model.h"
 
 struct dm_infer {
     const dm_model *m;
+    dm_ops ops;
     float *buf;
     /* per layer */
     float **cache; /* [n_layer] [3][W-1][HD] previous q~, k~, v~ */
     float **S;     /* [n_layer] [H, dh, dh] */
     /* one-token scratch */
     float *x, *xn, *y, *win, *cout, *qkv, *qc, *q, *k, *v, *rn, *f1, *f, *g, *beta, *o, *z1, *z, *op,
-        *ha, *hb, *hh, *S2, *rstd;
+        *ha, *hb, *hh, *S2, *rstd, *ns;
 };
 
 dm_infer *dm_infer_create(const dm_model *m) {
@@ -30,10 +29,12 @@ dm_infer *dm_infer_create(const dm_model *m) {
     size_t R = c->gate_rank, F = dm_config_mlp_hidden(c), L = c->n_layer;
     size_t per_layer = 3 * (W - 1) * HD + H * dh * dh;
     size_t scratch = 3 * D + 2 * W * HD + 3 * HD + 5 * HD + H + 2 * HD + 2 * R + 3 * HD + HD +
-                     3 * F + H * dh * dh + H + 16;
+                     3 * F + H * dh * dh + H + 16 + 2 * (D > HD ? D : HD);
     dm_infer *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->m = m;
+    dm_ops_init(&s->ops, c);
+    s->ops.kda_impl = DM_IMPL_REFERENCE; /* one token: the recurrence itself */
     s->buf = calloc(L * per_layer + scratch + 64, sizeof(float));
     s->cache = calloc(L, sizeof *s->cache);
     s->S = calloc(L, sizeof *s->S);
@@ -51,13 +52,14 @@ dm_infer *dm_infer_create(const dm_model *m) {
     TAKE(qc, HD); TAKE(q, HD); TAKE(k, HD); TAKE(v, HD); TAKE(rn, H); TAKE(f1, R);
     TAKE(f, HD); TAKE(g, HD); TAKE(beta, H); TAKE(o, HD); TAKE(z1, R); TAKE(z, HD);
     TAKE(op, HD); TAKE(ha, F); TAKE(hb, F); TAKE(hh, F); TAKE(S2, H * dh * dh);
-    TAKE(rstd, H + 1);
+    TAKE(rstd, H + 1); TAKE(ns, 2 * (D > HD ? D : HD)); /* composed-norm scratch */
 #undef TAKE
     return s;
 }
 
 void dm_infer_free(dm_infer *s) {
     if (!s) return;
+    dm_ops_free(&s->ops);
     free(s->buf);
     free(s->cache);
     free(s->S);
@@ -75,11 +77,11 @@ void dm_infer_reset(dm_infer *s) {
 
 /* causal conv of one token: the conv kernel on the W-token window [cache, cur] (win),
  * whose last output is the current one (cout: [W, C]); then the cache shifts by one */
-static void conv_step(float *y, float *cache, const float *cur, const float *w, float *win,
-                      float *cout, int C, int W) {
+static void conv_step(dm_ops *ops, float *y, float *cache, const float *cur, const float *w,
+                      float *win, float *cout, int C, int W) {
     memcpy(win, cache, (size_t)(W - 1) * C * sizeof(float));
     memcpy(win + (size_t)(W - 1) * C, cur, (size_t)C * sizeof(float));
-    dm_conv_fwd(cout, win, w, 1, W, C, W);
+    dm_op_conv_fwd(ops, cout, win, w, 1, W, C, W);
     memcpy(y, cout + (size_t)(W - 1) * C, (size_t)C * sizeof(float));
     memcpy(cache, win + C, (size_t)(W - 1) * C * sizeof(float));
 }
@@ -91,49 +93,51 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
     int D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh, W = c->conv_size;
     int R = c->gate_rank, F = dm_config_mlp_hidden(c), kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
-    dm_embed_fwd(s->x, &byte, P + m->embed, 1, D);
+    dm_ops *ops = &s->ops;
+    dm_op_embed_fwd(ops, s->x, &byte, P + m->embed, 1, D);
     for (int l = 0; l < c->n_layer; l++) {
         const dm_layer_off *o = &m->L[l];
         float *rs = s->rstd;
-        dm_rmsnorm_fwd(s->xn, rs, s->x, P + o->norm1, 1, D, DM_NORM_EPS);
+        dm_op_rmsnorm_fwd(ops, s->xn, rs, s->x, P + o->norm1, 1, D, DM_NORM_EPS, s->ns);
         const size_t wq[3] = {o->w_q, o->w_k, o->w_v}, cw[3] = {o->conv_q, o->conv_k, o->conv_v};
         float *act[3] = {s->q, s->k, s->v};
         for (int i = 0; i < 3; i++) {
-            dm_matmul_fwd(s->qkv + i * HD, s->xn, P + wq[i], NULL, 1, D, HD);
-            conv_step(s->qc, s->cache[l] + (size_t)i * (W - 1) * HD, s->qkv + i * HD, P + cw[i],
+            dm_op_matmul_fwd(ops, s->qkv + i * HD, s->xn, P + wq[i], NULL, 1, D, HD);
+            conv_step(ops, s->qc, s->cache[l] + (size_t)i * (W - 1) * HD, s->qkv + i * HD, P + cw[i],
                       s->win, s->cout, HD, W);
-            dm_silu_fwd(i < 2 ? s->o : act[i], s->qc, HD);
-            if (i < 2) dm_l2norm_fwd(act[i], s->rn, s->o, H, dh, DM_L2_EPS);
+            dm_op_silu_fwd(ops, i < 2 ? s->o : act[i], s->qc, HD);
+            if (i < 2) dm_op_l2norm_fwd(ops, act[i], s->rn, s->o, H, dh, DM_L2_EPS);
         }
         if (kda) {
-            dm_matmul_fwd(s->f1, s->xn, P + o->w_f1, NULL, 1, D, R);
-            dm_matmul_fwd(s->f, s->f1, P + o->w_f2, NULL, 1, R, HD);
+            dm_op_matmul_fwd(ops, s->f1, s->xn, P + o->w_f1, NULL, 1, D, R);
+            dm_op_matmul_fwd(ops, s->f, s->f1, P + o->w_f2, NULL, 1, R, HD);
         } else {
-            dm_matmul_fwd(s->f, s->xn, P + o->w_a, NULL, 1, D, H);
+            dm_op_matmul_fwd(ops, s->f, s->xn, P + o->w_a, NULL, 1, D, H);
         }
-        dm_gate_fwd(s->g, s->f, P + o->a_log, P + o->dt_bias, 1, H, Cg, c->gate_lower_bound);
-        dm_matmul_fwd(s->o, s->xn, P + o->w_b, NULL, 1, D, H);
-        dm_sigmoid_fwd(s->beta, s->o, H);
+        dm_op_gate_fwd(ops, s->g, s->f, P + o->a_log, P + o->dt_bias, 1, H, Cg, c->gate_lower_bound);
+        dm_op_matmul_fwd(ops, s->o, s->xn, P + o->w_b, NULL, 1, D, H);
+        dm_op_sigmoid_fwd(ops, s->beta, s->o, H);
         dm_delta_dims dd = {1, 1, H, dh, dh, !kda, 1.0f / sqrtf((float)dh)};
-        dm_delta_ref_fwd(&dd, s->q, s->k, s->v, s->g, s->beta, s->S[l], s->o, s->S2, 1);
+        dm_op_delta_fwd(ops, &dd, s->q, s->k, s->v, s->g, s->beta, s->S[l], s->o, s->S2, NULL,
+                        NULL, 1);
         memcpy(s->S[l], s->S2, (size_t)H * dh * dh * sizeof(float));
         if (kda) {
-            dm_matmul_fwd(s->z1, s->xn, P + o->w_g1, NULL, 1, D, R);
-            dm_matmul_fwd(s->z, s->z1, P + o->w_g2, P + o->b_g2, 1, R, HD);
+            dm_op_matmul_fwd(ops, s->z1, s->xn, P + o->w_g1, NULL, 1, D, R);
+            dm_op_matmul_fwd(ops, s->z, s->z1, P + o->w_g2, P + o->b_g2, 1, R, HD);
         } else {
-            dm_matmul_fwd(s->z, s->xn, P + o->w_z, NULL, 1, D, HD);
+            dm_op_matmul_fwd(ops, s->z, s->xn, P + o->w_z, NULL, 1, D, HD);
         }
-        dm_gatednorm_fwd(s->op, rs, s->o, s->z, P + o->o_norm, H, dh, DM_NORM_EPS,
-                         kda ? DM_GATE_SIGMOID : DM_GATE_SWISH);
-        dm_matmul_fwd(s->y, s->op, P + o->w_o, NULL, 1, HD, D);
-        dm_add_inplace(s->x, s->y, D);
-        dm_rmsnorm_fwd(s->xn, rs, s->x, P + o->norm2, 1, D, DM_NORM_EPS);
-        dm_matmul_fwd(s->ha, s->xn, P + o->w_gate, NULL, 1, D, F);
-        dm_matmul_fwd(s->hb, s->xn, P + o->w_up, NULL, 1, D, F);
-        dm_swiglu_fwd(s->hh, s->ha, s->hb, F);
-        dm_matmul_fwd(s->y, s->hh, P + o->w_down, NULL, 1, F, D);
-        dm_add_inplace(s->x, s->y, D);
+        dm_op_gatednorm_fwd(ops, s->op, rs, s->o, s->z, P + o->o_norm, H, dh, DM_NORM_EPS,
+                            kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, s->ns);
+        dm_op_matmul_fwd(ops, s->y, s->op, P + o->w_o, NULL, 1, HD, D);
+        dm_op_add(ops, s->x, s->y, D);
+        dm_op_rmsnorm_fwd(ops, s->xn, rs, s->x, P + o->norm2, 1, D, DM_NORM_EPS, s->ns);
+        dm_op_matmul_fwd(ops, s->ha, s->xn, P + o->w_gate, NULL, 1, D, F);
+        dm_op_matmul_fwd(ops, s->hb, s->xn, P + o->w_up, NULL, 1, D, F);
+        dm_op_swiglu_fwd(ops, s->hh, s->ha, s->hb, F);
+        dm_op_matmul_fwd(ops, s->y, s->hh, P + o->w_down, NULL, 1, F, D);
+        dm_op_add(ops, s->x, s->y, D);
     }
-    dm_rmsnorm_fwd(s->xn, s->rstd, s->x, P + m->norm_f, 1, D, DM_NORM_EPS);
-    dm_matmul_fwd(logits, s->xn, P + m->lm_head, NULL, 1, D, DM_VOCAB);
+    dm_op_rmsnorm_fwd(ops, s->xn, s->rstd, s->x, P + m->norm_f, 1, D, DM_NORM_EPS, s->ns);
+    dm_op_matmul_fwd(ops, logits, s->xn, P + m->lm_head, NULL, 1, D, DM_VOCAB);
 }

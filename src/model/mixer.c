@@ -12,15 +12,7 @@
  */
 #include <math.h>
 
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/cpu/kernels.h"
 #include "model/model.h"
-
-#define T_(name, flops, stmt) DM_TIMED(m->atlas, name, flops, stmt)
-#define MM_FWD(out, in, W, b, N, K, O) \
-    T_("matmul.fwd", 2.0 * (N) * (K) * (O), dm_matmul_fwd(out, in, W, b, N, K, O))
-#define MM_BWD(din, dW, db, dout, in, W, N, K, O, acc) \
-    T_("matmul.bwd", 4.0 * (N) * (K) * (O), dm_matmul_bwd(din, dW, db, dout, in, W, N, K, O, acc))
 
 static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
     dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim,
@@ -37,48 +29,48 @@ void dm_mixer_fwd(dm_model *m, int layer, int B, int T, float *y) {
     int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     size_t nhd = (size_t)N * HD;
+    dm_ops *ops = &m->ops;
 
     /* q, k, v: projection, causal conv, SiLU (q, k then L2-normalized per head) */
-    MM_FWD(a->qt, a->xn1, P + o->w_q, NULL, N, D, HD);
-    MM_FWD(a->kt, a->xn1, P + o->w_k, NULL, N, D, HD);
-    MM_FWD(a->vt, a->xn1, P + o->w_v, NULL, N, D, HD);
-    T_("conv.fwd", 0, dm_conv_fwd(a->qc, a->qt, P + o->conv_q, B, T, HD, W));
-    T_("conv.fwd", 0, dm_conv_fwd(a->kc, a->kt, P + o->conv_k, B, T, HD, W));
-    T_("conv.fwd", 0, dm_conv_fwd(a->vc, a->vt, P + o->conv_v, B, T, HD, W));
-    T_("silu.fwd", 0, dm_silu_fwd(a->v, a->vc, nhd));
+    dm_op_matmul_fwd(ops, a->qt, a->xn1, P + o->w_q, NULL, N, D, HD);
+    dm_op_matmul_fwd(ops, a->kt, a->xn1, P + o->w_k, NULL, N, D, HD);
+    dm_op_matmul_fwd(ops, a->vt, a->xn1, P + o->w_v, NULL, N, D, HD);
+    dm_op_conv_fwd(ops, a->qc, a->qt, P + o->conv_q, B, T, HD, W);
+    dm_op_conv_fwd(ops, a->kc, a->kt, P + o->conv_k, B, T, HD, W);
+    dm_op_conv_fwd(ops, a->vc, a->vt, P + o->conv_v, B, T, HD, W);
+    dm_op_silu_fwd(ops, a->v, a->vc, nhd);
     float *tmp = m->s.dq; /* backward scratch is free during the forward */
-    T_("silu.fwd", 0, dm_silu_fwd(tmp, a->qc, nhd));
-    T_("l2norm.fwd", 0, dm_l2norm_fwd(a->qh, a->rq, tmp, N * H, dh, DM_L2_EPS));
-    T_("silu.fwd", 0, dm_silu_fwd(tmp, a->kc, nhd));
-    T_("l2norm.fwd", 0, dm_l2norm_fwd(a->kh, a->rk, tmp, N * H, dh, DM_L2_EPS));
+    dm_op_silu_fwd(ops, tmp, a->qc, nhd);
+    dm_op_l2norm_fwd(ops, a->qh, a->rq, tmp, N * H, dh, DM_L2_EPS);
+    dm_op_silu_fwd(ops, tmp, a->kc, nhd);
+    dm_op_l2norm_fwd(ops, a->kh, a->rk, tmp, N * H, dh, DM_L2_EPS);
 
     /* gate and beta */
     if (kda) {
-        MM_FWD(a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
-        MM_FWD(a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
+        dm_op_matmul_fwd(ops, a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
+        dm_op_matmul_fwd(ops, a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
     } else {
-        MM_FWD(a->f, a->xn1, P + o->w_a, NULL, N, D, H);
+        dm_op_matmul_fwd(ops, a->f, a->xn1, P + o->w_a, NULL, N, D, H);
     }
-    T_("gate.fwd", 0,
-       dm_gate_fwd(a->g, a->f, P + o->a_log, P + o->dt_bias, N, H, Cg, c->gate_lower_bound));
-    MM_FWD(tmp, a->xn1, P + o->w_b, NULL, N, D, H);
-    T_("sigmoid.fwd", 0, dm_sigmoid_fwd(a->beta, tmp, (size_t)N * H));
+    dm_op_gate_fwd(ops, a->g, a->f, P + o->a_log, P + o->dt_bias, N, H, Cg, c->gate_lower_bound);
+    dm_op_matmul_fwd(ops, tmp, a->xn1, P + o->w_b, NULL, N, D, H);
+    dm_op_sigmoid_fwd(ops, a->beta, tmp, (size_t)N * H);
 
     /* the delta-rule core */
     dm_delta_dims dd = core_dims(c, B, T);
-    dm_op_delta_fwd(&m->dp, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved,
+    dm_op_delta_fwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved,
                     m->s.delta_work, m->nthreads);
 
     /* output gate, per-head norm, output projection */
     if (kda) {
-        MM_FWD(a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
-        MM_FWD(a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
+        dm_op_matmul_fwd(ops, a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
+        dm_op_matmul_fwd(ops, a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
     } else {
-        MM_FWD(a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
+        dm_op_matmul_fwd(ops, a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
     }
-    dm_op_gatednorm_fwd(&m->dp, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
+    dm_op_gatednorm_fwd(ops, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
                         DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, m->s.norm_scratch);
-    MM_FWD(y, a->op, P + o->w_o, NULL, N, HD, D);
+    dm_op_matmul_fwd(ops, y, a->op, P + o->w_o, NULL, N, HD, D);
 }
 
 void dm_mixer_bwd(dm_model *m, int layer, int B, int T, const float *dy) {
@@ -92,54 +84,51 @@ void dm_mixer_bwd(dm_model *m, int layer, int B, int T, const float *dy) {
     int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     size_t nhd = (size_t)N * HD;
+    dm_ops *ops = &m->ops;
 
     /* y = W_o o';  o' = gatednorm(o, z) */
-    MM_BWD(s->dop, G + o->w_o, NULL, dy, a->op, P + o->w_o, N, HD, D, 0);
-    dm_op_gatednorm_bwd(&m->dp, s->do_, s->dz, G + o->o_norm, s->dop, a->o, a->z, P + o->o_norm,
+    dm_op_matmul_bwd(ops, s->dop, G + o->w_o, NULL, dy, a->op, P + o->w_o, N, HD, D, 0);
+    dm_op_gatednorm_bwd(ops, s->do_, s->dz, G + o->o_norm, s->dop, a->o, a->z, P + o->o_norm,
                         a->rstd_o, N * H, dh, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
                         s->norm_scratch);
     /* dxn starts here (overwritten), every other branch accumulates into it */
     if (kda) {
-        MM_BWD(s->dr, G + o->w_g2, G + o->b_g2, s->dz, a->z1, P + o->w_g2, N, R, HD, 0);
-        MM_BWD(s->dxn, G + o->w_g1, NULL, s->dr, a->xn1, P + o->w_g1, N, D, R, 0);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_g2, G + o->b_g2, s->dz, a->z1, P + o->w_g2, N, R, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_g1, NULL, s->dr, a->xn1, P + o->w_g1, N, D, R, 0);
     } else {
-        MM_BWD(s->dxn, G + o->w_z, NULL, s->dz, a->xn1, P + o->w_z, N, D, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_z, NULL, s->dz, a->xn1, P + o->w_z, N, D, HD, 0);
     }
 
     /* the delta-rule core */
     dm_delta_dims dd = core_dims(c, B, T);
-    dm_op_delta_bwd(&m->dp, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->saved, s->do_, NULL,
+    dm_op_delta_bwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->saved, s->do_, NULL,
                     s->dq, s->dk, s->dv, s->dg, s->dbeta, NULL, s->delta_work, m->nthreads);
 
     /* beta = sigmoid(W_b x) */
-    T_("sigmoid.bwd", 0, dm_sigmoid_bwd(s->dbeta, s->dbeta, a->beta, (size_t)N * H));
-    MM_BWD(s->dxn, G + o->w_b, NULL, s->dbeta, a->xn1, P + o->w_b, N, D, H, 1);
+    dm_op_sigmoid_bwd(ops, s->dbeta, s->dbeta, a->beta, (size_t)N * H);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, a->xn1, P + o->w_b, N, D, H, 1);
     /* g = gate(f); df goes to dz (free since the output gate's backward) */
     float *df = s->dz;
-    T_("gate.bwd", 0,
-       dm_gate_bwd(df, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
-                   N, H, Cg, c->gate_lower_bound));
+    dm_op_gate_bwd(ops, df, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
+                   N, H, Cg, c->gate_lower_bound);
     if (kda) {
-        MM_BWD(s->dr, G + o->w_f2, NULL, df, a->f1, P + o->w_f2, N, R, HD, 0);
-        MM_BWD(s->dxn, G + o->w_f1, NULL, s->dr, a->xn1, P + o->w_f1, N, D, R, 1);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, a->f1, P + o->w_f2, N, R, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_f1, NULL, s->dr, a->xn1, P + o->w_f1, N, D, R, 1);
     } else {
-        MM_BWD(s->dxn, G + o->w_a, NULL, df, a->xn1, P + o->w_a, N, D, H, 1);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, a->xn1, P + o->w_a, N, D, H, 1);
     }
 
     /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection.
      * do_ (free since the core's backward) carries each conv-output gradient. */
-    T_("l2norm.bwd", 0, dm_l2norm_bwd(s->do_, s->dq, a->qh, a->rq, N * H, dh));
-    T_("silu.bwd", 0, dm_silu_bwd(s->do_, s->do_, a->qc, nhd));
-    T_("conv.bwd", 0,
-       dm_conv_bwd(s->dq, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W));
-    MM_BWD(s->dxn, G + o->w_q, NULL, s->dq, a->xn1, P + o->w_q, N, D, HD, 1);
-    T_("l2norm.bwd", 0, dm_l2norm_bwd(s->do_, s->dk, a->kh, a->rk, N * H, dh));
-    T_("silu.bwd", 0, dm_silu_bwd(s->do_, s->do_, a->kc, nhd));
-    T_("conv.bwd", 0,
-       dm_conv_bwd(s->dk, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W));
-    MM_BWD(s->dxn, G + o->w_k, NULL, s->dk, a->xn1, P + o->w_k, N, D, HD, 1);
-    T_("silu.bwd", 0, dm_silu_bwd(s->dv, s->dv, a->vc, nhd));
-    T_("conv.bwd", 0,
-       dm_conv_bwd(s->do_, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W));
-    MM_BWD(s->dxn, G + o->w_v, NULL, s->do_, a->xn1, P + o->w_v, N, D, HD, 1);
+    dm_op_l2norm_bwd(ops, s->do_, s->dq, a->qh, a->rq, N * H, dh);
+    dm_op_silu_bwd(ops, s->do_, s->do_, a->qc, nhd);
+    dm_op_conv_bwd(ops, s->dq, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_q, NULL, s->dq, a->xn1, P + o->w_q, N, D, HD, 1);
+    dm_op_l2norm_bwd(ops, s->do_, s->dk, a->kh, a->rk, N * H, dh);
+    dm_op_silu_bwd(ops, s->do_, s->do_, a->kc, nhd);
+    dm_op_conv_bwd(ops, s->dk, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_k, NULL, s->dk, a->xn1, P + o->w_k, N, D, HD, 1);
+    dm_op_silu_bwd(ops, s->dv, s->dv, a->vc, nhd);
+    dm_op_conv_bwd(ops, s->do_, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_v, NULL, s->do_, a->xn1, P + o->w_v, N, D, HD, 1);
 }

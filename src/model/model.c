@@ -14,18 +14,29 @@
 
 enum { INIT_NORMAL, INIT_ONES, INIT_ZEROS, INIT_A_LOG, INIT_DT_BIAS };
 
+/* the parameter table as it is built: tensors and their init kinds grow together */
 typedef struct {
     dm_model *m;
     int cap;
-    int kinds[512];
+    int *kinds;
+    int oom;
 } table_builder;
 
 static size_t add(table_builder *tb, const char *name, int rows, int cols, unsigned flags,
                   int init) {
     dm_model *m = tb->m;
+    if (tb->oom) return 0;
     if (m->n_tensors == tb->cap) {
-        tb->cap = tb->cap ? 2 * tb->cap : 64;
-        m->tensors = realloc(m->tensors, (size_t)tb->cap * sizeof *m->tensors);
+        int cap = tb->cap ? 2 * tb->cap : 64;
+        dm_tensor *t = realloc(m->tensors, (size_t)cap * sizeof *t);
+        if (t) m->tensors = t;
+        int *k = t ? realloc(tb->kinds, (size_t)cap * sizeof *k) : NULL;
+        if (k) tb->kinds = k;
+        if (!t || !k) {
+            tb->oom = 1;
+            return 0;
+        }
+        tb->cap = cap;
     }
     dm_tensor *t = &m->tensors[m->n_tensors];
     memset(t, 0, sizeof *t);
@@ -36,8 +47,7 @@ static size_t add(table_builder *tb, const char *name, int rows, int cols, unsig
     t->numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
     t->offset = m->n_params;
     t->flags = flags;
-    if (m->n_tensors < (int)(sizeof tb->kinds / sizeof tb->kinds[0]))
-        tb->kinds[m->n_tensors] = init;
+    tb->kinds[m->n_tensors] = init;
     m->n_tensors++;
     m->n_params += t->numel;
     return t->offset;
@@ -54,7 +64,7 @@ static int build_table(dm_model *m, table_builder *tb) {
 
     m->embed = add(tb, "embed", DM_VOCAB, D, 0, INIT_NORMAL);
     m->L = calloc((size_t)c->n_layer, sizeof *m->L);
-    if (!m->L) return 1;
+    if (!m->L) return tb->oom = 1;
     for (int l = 0; l < c->n_layer; l++) {
         dm_layer_off *o = &m->L[l];
         memset(o, 0xff, sizeof *o); /* DM_NO_TENSOR everywhere */
@@ -98,7 +108,7 @@ static int build_table(dm_model *m, table_builder *tb) {
     }
     m->norm_f = add(tb, "norm_f", D, 0, ND, INIT_ONES);
     m->lm_head = c->tie_embeddings ? m->embed : add(tb, "lm_head", DM_VOCAB, D, 0, INIT_NORMAL);
-    return m->n_tensors > (int)(sizeof tb->kinds / sizeof tb->kinds[0]);
+    return tb->oom;
 }
 
 /* Each tensor draws from its own stream (seed, hash(name)): its init does not depend on
@@ -128,20 +138,43 @@ static void init_params(dm_model *m, const int *kinds) {
     }
 }
 
+/* "gemm=onednn" asks for oneDNN: it must be able to run a product at all */
+static const char *onednn_check(dm_ops *ops) {
+    float a[64 * 64] = {0}, y[64 * 64];
+    dm_ops probe = *ops;
+    probe.gemm = DM_GEMM_ONEDNN;
+    dm_op_matmul_fwd(&probe, y, a, a, NULL, 64, 64, 64);
+    ops->onednn = probe.onednn; /* keep the context it made */
+    ops->onednn_why = probe.onednn_why;
+    return probe.ran[DM_OP_MATMUL][DM_FWD][0] ? NULL
+           : probe.n_skip                     ? probe.skip[probe.n_skip - 1].reason
+                                              : "unknown";
+}
+
 dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     if (dm_config_validate(cfg, err, errlen)) return NULL;
     dm_model *m = calloc(1, sizeof *m);
-    table_builder *tb = calloc(1, sizeof *tb);
-    if (!m || !tb) goto oom;
+    table_builder tb = {m, 0, NULL, 0};
+    if (!m) {
+        if (err) snprintf(err, errlen, "out of memory creating the model");
+        return NULL;
+    }
     m->cfg = *cfg;
-    tb->m = m;
-    if (build_table(m, tb)) goto oom;
+    dm_ops_init(&m->ops, cfg);
+    if (build_table(m, &tb)) {
+        if (err) snprintf(err, errlen, "out of memory building the parameter table (%d tensors)",
+                          m->n_tensors);
+        goto fail;
+    }
     m->params = calloc(m->n_params, sizeof(float));
     m->grads = calloc(m->n_params, sizeof(float));
-    if (!m->params || !m->grads) goto oom;
-    init_params(m, tb->kinds);
-    free(tb);
-    dm_dispatch_init(&m->dp, cfg);
+    if (!m->params || !m->grads) {
+        if (err)
+            snprintf(err, errlen, "out of memory: %zu parameters and their gradients need %.1f MiB",
+                     m->n_params, 2.0 * m->n_params * sizeof(float) / (1 << 20));
+        goto fail;
+    }
+    init_params(m, tb.kinds);
     if (cfg->kda_impl == DM_IMPL_CHUNKED) {
         dm_delta_dims d = {1, 1, cfg->n_head, cfg->head_dim, cfg->head_dim,
                            cfg->mixer == DM_MIXER_GDN, 1.0f};
@@ -150,21 +183,27 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
             if (err)
                 snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support "
                                       "this model (%s); use kda_impl=auto or reference", why);
-            dm_model_free(m);
-            return NULL;
+            goto fail;
         }
     }
+    if (cfg->gemm == DM_GEMM_ONEDNN) {
+        const char *why = onednn_check(&m->ops);
+        if (why) {
+            if (err) snprintf(err, errlen, "gemm=onednn: %s; use gemm=auto or openblas", why);
+            goto fail;
+        }
+    }
+    free(tb.kinds);
     return m;
-oom:
-    if (err) snprintf(err, errlen, "out of memory creating the model");
-    free(tb);
+fail:
+    free(tb.kinds);
     dm_model_free(m);
     return NULL;
 }
 
 void dm_model_free(dm_model *m) {
     if (!m) return;
-    dm_dispatch_free(&m->dp);
+    dm_ops_free(&m->ops);
     free(m->tensors);
     free(m->L);
     free(m->params);
@@ -253,7 +292,9 @@ static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump 
      * verify mode runs both, one after the other) */
     dm_delta_dims dd = {(int)(N / T), (int)T, (int)H, c->head_dim, c->head_dim, !kda, 1.0f};
     size_t w = dm_delta_ref_bwd_work(&dd, nthreads);
-    if (dm_delta_chunk_supports(&dd, c->chunk_size, NULL) && c->kda_impl != DM_IMPL_REFERENCE) {
+    dm_ops ops; /* the settings only: which path the op layer will pick */
+    dm_ops_init(&ops, c);
+    if (dm_ops_delta_chunked(&ops, &dd, NULL)) {
         size_t wf = dm_delta_chunk_fwd_work(&dd, c->chunk_size, nthreads);
         size_t wb = dm_delta_chunk_bwd_work(&dd, c->chunk_size, nthreads);
         w = w > wf ? w : wf;
@@ -341,21 +382,17 @@ void dm_model_backward(dm_model *m) {
 }
 
 void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n) {
-    dm_dispatch_report(&m->dp, buf, n);
+    dm_ops_report(&m->ops, buf, n);
 }
 
-void dm_model_set_verify(dm_model *m, int on) { m->dp.verify = on; }
+void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n) {
+    dm_ops_table(&m->ops, buf, n);
+}
+
+void dm_model_set_verify(dm_model *m, int on) { m->ops.verify = on; }
 
 double dm_model_verify_take(dm_model *m, char *what, size_t n) {
-    double r = m->dp.verify_calls ? m->dp.verify_max : -1;
-    if (what) snprintf(what, n, "%s", m->dp.verify_what);
-    m->dp.verify_max = 0;
-    m->dp.verify_what[0] = 0;
-    m->dp.verify_calls = 0;
-    return r;
+    return dm_ops_verify_take(&m->ops, what, n);
 }
 
-void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) {
-    m->atlas = atlas;
-    m->dp.atlas = atlas;
-}
+void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) { m->ops.atlas = atlas; }

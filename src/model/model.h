@@ -1,14 +1,14 @@
 /* model.h — internals of dm_model shared by model.c (parameters, arena), mixer.c (the
- * KDA/GDN layer) and network.c (the whole network forward/backward). */
+ * KDA/GDN layer), network.c (the whole network forward/backward) and infer.c. Every op
+ * they run goes through the op layer (ops/ops.h). */
 #ifndef DM_MODEL_H
 #define DM_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops/atlas.h"
-#include "ops/dispatch.h"
 #include "dormouse.h"
+#include "ops/ops.h"
 
 #define DM_NORM_EPS 1e-6f /* RMSNorm and the per-head output norm */
 #define DM_L2_EPS 1e-6f   /* per-head L2 norm of q and k */
@@ -80,8 +80,7 @@ struct dm_model {
     float *x_final, *xnf, *rstdf, *logits; /* [N,D] [N,D] [N] [N,256] */
     dm_scratch s;
 
-    dm_dispatch dp;            /* the dispatch guard and its counters */
-    dm_atlas *atlas;           /* op timing, or NULL */
+    dm_ops ops;                /* the op layer: settings, counters, verify, atlas */
 
     /* last forward */
     int B, T;

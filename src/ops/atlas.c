@@ -12,12 +12,19 @@ double dm_now(void) {
 
 void dm_atlas_reset(dm_atlas *a) { memset(a, 0, sizeof *a); }
 
-void dm_atlas_add(dm_atlas *a, const char *op, double sec, double flops) {
+static int same(const char *x, const char *y) {
+    return x == y || (x && y && strcmp(x, y) == 0);
+}
+
+void dm_atlas_add(dm_atlas *a, const char *op, const char *dir, const char *impl, double sec,
+                  double flops) {
     int i = 0;
-    while (i < a->n_ops && a->op[i].name != op && strcmp(a->op[i].name, op) != 0) i++;
+    while (i < a->n_ops && !(same(a->op[i].name, op) && same(a->op[i].dir, dir) &&
+                             same(a->op[i].impl, impl)))
+        i++;
     if (i == a->n_ops) {
         if (a->n_ops == DM_ATLAS_MAX_OPS) return;
-        a->op[a->n_ops++].name = op;
+        a->op[a->n_ops++] = (dm_atlas_op){op, dir, impl, 0, 0, 0};
     }
     a->op[i].calls++;
     a->op[i].sec += sec;
@@ -36,15 +43,15 @@ void dm_atlas_print(const dm_atlas *a, FILE *f) {
         if (s != DM_ST_EVAL) step += a->stage[s];
     step /= steps;
     fprintf(f, "step atlas over %ld steps: %.2f ms per step (eval apart)\n", a->steps, 1e3 * step);
-    fprintf(f, "  %-22s %10s %8s\n", "stage", "ms/step", "share");
+    fprintf(f, "  %-28s %10s %8s\n", "stage", "ms/step", "share");
     for (int s = 0; s < DM_ST_COUNT; s++) {
         if (s == DM_ST_EVAL) {
             if (a->stage_calls[s])
-                fprintf(f, "  %-22s %10.2f %8s  (ms per evaluation, %ld evaluations)\n", names[s],
+                fprintf(f, "  %-28s %10.2f %8s  (ms per evaluation, %ld evaluations)\n", names[s],
                         1e3 * a->stage[s] / a->stage_calls[s], "-", a->stage_calls[s]);
             continue;
         }
-        fprintf(f, "  %-22s %10.2f %7.1f%%\n", names[s], 1e3 * a->stage[s] / steps,
+        fprintf(f, "  %-28s %10.2f %7.1f%%\n", names[s], 1e3 * a->stage[s] / steps,
                 step > 0 ? 100 * a->stage[s] / steps / step : 0);
     }
     /* ops, largest first */
@@ -56,15 +63,17 @@ void dm_atlas_print(const dm_atlas *a, FILE *f) {
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    fprintf(f, "  %-22s %10s %10s %8s %9s\n", "op", "calls/step", "ms/step", "share", "GFLOP/s");
+    fprintf(f, "  %-28s %10s %10s %8s %9s\n", "op", "calls/step", "ms/step", "share", "GFLOP/s");
     for (int k = 0; k < a->n_ops; k++) {
         const dm_atlas_op *o = &a->op[order[k]];
         ops += o->sec;
-        char gf[32] = "-";
+        char gf[32] = "-", name[96];
         if (o->flops > 0 && o->sec > 0) snprintf(gf, sizeof gf, "%.1f", o->flops / o->sec / 1e9);
-        fprintf(f, "  %-22s %10.1f %10.3f %7.1f%% %9s\n", o->name, o->calls / steps,
+        snprintf(name, sizeof name, "%s%s%s%s%s%s", o->name, o->dir ? "." : "", o->dir ? o->dir : "",
+                 o->impl ? " (" : "", o->impl ? o->impl : "", o->impl ? ")" : "");
+        fprintf(f, "  %-28s %10.1f %10.3f %7.1f%% %9s\n", name, o->calls / steps,
                 1e3 * o->sec / steps, step > 0 ? 100 * o->sec / steps / step : 0, gf);
     }
-    fprintf(f, "  %-22s %10s %10.3f %7.1f%%\n", "(ops total)", "", 1e3 * ops / steps,
+    fprintf(f, "  %-28s %10s %10.3f %7.1f%%\n", "(ops total)", "", 1e3 * ops / steps,
             step > 0 ? 100 * ops / steps / step : 0);
 }

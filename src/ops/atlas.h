@@ -8,10 +8,10 @@
 #include <stdio.h>
 
 enum { DM_ST_DATA, DM_ST_FORWARD, DM_ST_BACKWARD, DM_ST_OPTIMIZER, DM_ST_EVAL, DM_ST_COUNT };
-#define DM_ATLAS_MAX_OPS 64
+#define DM_ATLAS_MAX_OPS 96
 
 typedef struct {
-    const char *name; /* static string */
+    const char *name, *dir, *impl; /* static strings; dir and impl may be NULL */
     long calls;
     double sec, flops;
 } dm_atlas_op;
@@ -28,19 +28,23 @@ typedef struct dm_atlas {
 double dm_now(void);
 
 void dm_atlas_reset(dm_atlas *a);
-void dm_atlas_add(dm_atlas *a, const char *op, double sec, double flops);
+/* One call of op (with its direction and implementation, or NULL: "ns", "adamw") taking
+ * sec seconds and flops FLOPs (0: not counted). The ops layer times every op call here. */
+void dm_atlas_add(dm_atlas *a, const char *op, const char *dir, const char *impl, double sec,
+                  double flops);
 void dm_atlas_stage(dm_atlas *a, int stage, double sec);
 /* The table: per step averages over a->steps steps. */
 void dm_atlas_print(const dm_atlas *a, FILE *f);
 
-/* Run stmt, timing it as op `name` with `flops` when atlas is non-NULL. */
+/* Run stmt, timing it as `name` with `flops` when atlas is non-NULL (the optimizer's
+ * steps; ops are timed by the dispatch routine). */
 #define DM_TIMED(atlas, name, flops, stmt)                                             \
     do {                                                                               \
         dm_atlas *a_ = (atlas);                                                        \
         if (a_) {                                                                      \
             double t0_ = dm_now();                                                     \
             stmt;                                                                      \
-            dm_atlas_add(a_, name, dm_now() - t0_, flops);                             \
+            dm_atlas_add(a_, name, NULL, NULL, dm_now() - t0_, flops);                             \
         } else {                                                                       \
             stmt;                                                                      \
         }                                                                              \

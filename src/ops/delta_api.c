@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/dispatch.h"
+#include "ops/ops.h"
 #include "kernels/cpu/delta_chunk.h"
 #include "kernels/ref/ref.h"
 
@@ -49,13 +49,13 @@ static int check_dims(const char *fn, const dm_delta_dims *d, char *err, size_t 
 
 /* A guard with the default settings and the scratch of the path it picks for d (NULL with
  * a message when it does not fit in memory). */
-static float *guard(dm_dispatch *dp, const dm_delta_dims *d, int nt, int bwd, char *err,
+static float *guard(dm_ops *dp, const dm_delta_dims *d, int nt, int bwd, char *err,
                     size_t errlen, const char *fn) {
     dm_config c;
     dm_config_default(&c);
-    dm_dispatch_init(dp, &c);
+    dm_ops_init(dp, &c);
     size_t n;
-    if (dm_dispatch_delta_fused(dp, d, NULL)) {
+    if (dm_ops_delta_chunked(dp, d, NULL)) {
         n = bwd ? dm_delta_chunk_bwd_work(d, dp->chunk, nt)
                 : dm_delta_chunk_fwd_work(d, dp->chunk, nt);
     } else {
@@ -80,12 +80,12 @@ int dm_delta_forward(const dm_delta_dims *d, const float *q, const float *k, con
         return fail(err, errlen, "%s: q, k, v, g, beta and o must be non-NULL", fn);
     int nt = omp_get_max_threads();
     if (nt > d->B * d->H) nt = d->B * d->H;
-    dm_dispatch dp;
+    dm_ops dp;
     float *work = guard(&dp, d, nt, 0, err, errlen, fn);
     if (!work) return 1;
     dm_op_delta_fwd(&dp, d, q, k, v, g, beta, h0, o, hT, NULL, work, nt);
     free(work);
-    dm_dispatch_free(&dp);
+    dm_ops_free(&dp);
     return 0;
 }
 
@@ -100,12 +100,12 @@ int dm_delta_backward(const dm_delta_dims *d, const float *q, const float *k, co
                     "%s: q, k, v, g, beta, dO, dq, dk, dv, dg and dbeta must be non-NULL", fn);
     int nt = omp_get_max_threads();
     if (nt > d->B * d->H) nt = d->B * d->H; /* no scratch for threads without a pair */
-    dm_dispatch dp;
+    dm_ops dp;
     float *work = guard(&dp, d, nt, 1, err, errlen, fn);
     if (!work) return 1;
     dm_op_delta_bwd(&dp, d, q, k, v, g, beta, h0, NULL, dO, dhT, dq, dk, dv, dg, dbeta, dh0, work,
                     nt);
     free(work);
-    dm_dispatch_free(&dp);
+    dm_ops_free(&dp);
     return 0;
 }

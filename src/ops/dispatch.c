@@ -1,269 +1,287 @@
-/* dispatch.c — the dispatch guard (see dispatch.h). */
-#include "ops/dispatch.h"
-
+/* dispatch.c — the one dispatch routine of every op (see ops.h and op.h): choose an
+ * implementation, count, time, verify; and the reports of the counters. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/ref/ref.h"
-#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
+#include "ops/op.h"
 
-static const char *OPNAME[DM_OPK_COUNT] = {"delta", "rmsnorm", "gatednorm"};
+static const dm_op_def *const DEFS[DM_OP_COUNT] = {
+    [DM_OP_MATMUL] = &dm_def_matmul, [DM_OP_EMBED] = &dm_def_embed,
+    [DM_OP_RMSNORM] = &dm_def_rmsnorm, [DM_OP_GATEDNORM] = &dm_def_gatednorm,
+    [DM_OP_CONV] = &dm_def_conv,     [DM_OP_SILU] = &dm_def_silu,
+    [DM_OP_L2NORM] = &dm_def_l2norm, [DM_OP_GATE] = &dm_def_gate,
+    [DM_OP_SIGMOID] = &dm_def_sigmoid, [DM_OP_SWIGLU] = &dm_def_swiglu,
+    [DM_OP_XENT] = &dm_def_xent,     [DM_OP_DELTA] = &dm_def_delta,
+    [DM_OP_ADD] = &dm_def_add,
+};
+static const char *const DIR[DM_NDIR] = {"fwd", "bwd", "bwd_w"};
 
-void dm_dispatch_init(dm_dispatch *dp, const dm_config *c) {
-    memset(dp, 0, sizeof *dp);
-    dp->kda_impl = c->kda_impl;
-    dp->norm_impl = c->norm_impl;
-    dp->chunk = c->chunk_size;
+const char *dm_op_name(int op) { return op >= 0 && op < DM_OP_COUNT ? DEFS[op]->name : NULL; }
+const char *dm_op_dir_name(int dir) { return dir >= 0 && dir < DM_NDIR ? DIR[dir] : NULL; }
+const char *dm_op_impl_name(int op, int impl) {
+    if (op < 0 || op >= DM_OP_COUNT || impl < 0 || impl >= DEFS[op]->n_impl) return NULL;
+    return DEFS[op]->impl[impl].name;
 }
 
-void dm_dispatch_free(dm_dispatch *dp) {
-    free(dp->vbuf);
-    dp->vbuf = NULL;
-    dp->vcap = 0;
+void dm_ops_init(dm_ops *ops, const dm_config *c) {
+    memset(ops, 0, sizeof *ops);
+    ops->kda_impl = c->kda_impl;
+    ops->norm_impl = c->norm_impl;
+    ops->chunk = c->chunk_size;
+    ops->gemm = c->gemm;
+    for (int op = 0; op < DM_OP_COUNT; op++)
+        for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
 
-static void count(dm_dispatch *dp, int op, int bwd, const char *declined) {
-    dp->total[op][bwd]++;
-    if (!declined) {
-        dp->fused[op][bwd]++;
-        return;
-    }
-    for (int i = 0; i < dp->n_declined; i++) {
-        dm_declined *d = &dp->declined[i];
-        if (d->op == op && d->bwd == bwd && strcmp(d->reason, declined) == 0) {
-            d->n++;
+void dm_ops_free(dm_ops *ops) {
+    dm_onednn_free(ops->onednn);
+    ops->onednn = NULL;
+    free(ops->vbuf);
+    ops->vbuf = NULL;
+    ops->vcap = 0;
+}
+
+/* ---- choosing ---- */
+
+static const char *why_not(dm_ops *ops, const dm_impl *im, const void *args, int dir) {
+    const char *w = im->selected ? im->selected(ops, args, dir) : NULL;
+    if (!w && im->supports) w = im->supports(ops, args, dir);
+    return w;
+}
+
+static void count_skip(dm_ops *ops, int op, int dir, int impl, const char *why) {
+    for (int i = 0; i < ops->n_skip; i++) {
+        dm_skip *s = &ops->skip[i];
+        if (s->op == op && s->dir == dir && s->impl == impl &&
+            (s->reason == why || strcmp(s->reason, why) == 0)) {
+            s->n++;
             return;
         }
     }
-    if (dp->n_declined < 16) dp->declined[dp->n_declined++] = (dm_declined){op, bwd, declined, 1};
+    if (ops->n_skip < DM_OPS_MAX_SKIPS) ops->skip[ops->n_skip++] = (dm_skip){op, dir, impl, why, 1};
+    else ops->skip_lost++;
 }
 
-void dm_dispatch_report(const dm_dispatch *dp, char *buf, size_t n) {
-    size_t at = 0;
-    at += (size_t)snprintf(buf + at, n - at, "fused");
-    for (int op = 0; op < DM_OPK_COUNT && at < n; op++)
-        at += (size_t)snprintf(buf + at, n - at, " %s=%ld/%ld %s_bwd=%ld/%ld", OPNAME[op],
-                               dp->fused[op][0], dp->total[op][0], OPNAME[op], dp->fused[op][1],
-                               dp->total[op][1]);
-    long nd = 0;
-    for (int i = 0; i < dp->n_declined; i++) nd += dp->declined[i].n;
-    if (at < n) at += (size_t)snprintf(buf + at, n - at, " declined=%ld", nd);
-    for (int i = 0; i < dp->n_declined && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%s%s: %ld (%s)", i ? "; " : " [",
-                               OPNAME[dp->declined[i].op], dp->declined[i].bwd ? "_bwd" : "",
-                               dp->declined[i].n, dp->declined[i].reason);
-    if (dp->n_declined && at < n) snprintf(buf + at, n - at, "]");
-}
-
-/* verify scratch: n floats, grown on demand and kept (verify steps only) */
-static float *vscratch(dm_dispatch *dp, size_t n) {
-    if (n > dp->vcap) {
-        float *p = realloc(dp->vbuf, n * sizeof(float));
-        if (!p) return NULL;
-        dp->vbuf = p;
-        dp->vcap = n;
+static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, int dir) {
+    const dm_impl *im = &def->impl[impl];
+    if (!ops->atlas) {
+        im->run(ops, args, dir);
+        return;
     }
-    return dp->vbuf;
+    double t0 = dm_now();
+    im->run(ops, args, dir);
+    double t = dm_now() - t0;
+    dm_atlas_add(ops->atlas, def->name, DIR[dir], def->n_impl > 1 ? im->name : NULL, t,
+                 def->flops ? def->flops(args, dir) : 0);
 }
 
-/* relative RMS difference of a (fused) against r (reference), recorded under `what` */
-static void record(dm_dispatch *dp, const char *what, const float *a, const float *r, size_t n) {
+/* ---- verify mode ---- */
+
+static void *vscratch(dm_ops *ops, size_t floats) {
+    if (floats > ops->vcap) {
+        float *p = realloc(ops->vbuf, floats * sizeof(float));
+        if (!p) return NULL;
+        ops->vbuf = p;
+        ops->vcap = floats;
+    }
+    return ops->vbuf;
+}
+
+/* a relative difference of one output of (op, dir) */
+static void note(dm_ops *ops, int op, int dir, const char *what, double rel) {
+    if (isnan(rel)) rel = INFINITY;
+    if (rel > ops->verify_op[op][dir]) ops->verify_op[op][dir] = rel;
+    if (rel > ops->verify_max || ops->verify_what[0] == 0) {
+        if (rel > ops->verify_max) ops->verify_max = rel;
+        snprintf(ops->verify_what, sizeof ops->verify_what, "%s", what);
+    }
+}
+
+/* relative RMS difference of a against the reference r, both as increments over base
+ * when base != NULL */
+static double rel_rms(const float *a, const float *r, const float *base, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
-        double e = (double)a[i] - r[i];
-        num += e * e;
-        den += (double)r[i] * r[i];
+        double b = base ? base[i] : 0.0, x = (double)a[i] - b, y = (double)r[i] - b;
+        num += (x - y) * (x - y);
+        den += y * y;
     }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num / (double)(n ? n : 1));
-    if (isnan(rel)) rel = INFINITY;
-    if (rel > dp->verify_max || dp->verify_what[0] == 0) {
-        if (rel > dp->verify_max) dp->verify_max = rel;
-        snprintf(dp->verify_what, sizeof dp->verify_what, "%s", what);
+    return den > 0 ? sqrt(num / den) : sqrt(num / (double)(n ? n : 1));
+}
+
+/* The second implementation for a call run by `chosen`: the reference, or when the
+ * reference is the one chosen, the first other implementation able to take the call
+ * (whatever the settings say); -1 when there is none. */
+static int second(dm_ops *ops, const dm_op_def *def, int chosen, const void *args, int dir) {
+    if (!def->impl[chosen].reference) {
+        for (int i = 0; i < def->n_impl; i++)
+            if (def->impl[i].reference) return i;
+        return -1;
     }
+    for (int i = 0; i < def->n_impl; i++)
+        if (i != chosen && !(def->impl[i].supports && def->impl[i].supports(ops, args, dir)))
+            return i;
+    return -1;
 }
 
-/* ---- delta ---- */
-
-int dm_dispatch_delta_fused(const dm_dispatch *dp, const dm_delta_dims *d, const char **why) {
-    const char *w = NULL;
-    if (dp->kda_impl == DM_IMPL_REFERENCE) w = "kda_impl=reference";
-    else dm_delta_chunk_supports(d, dp->chunk, &w);
-    if (why) *why = w;
-    return w == NULL;
-}
-
-static double delta_flops(const dm_delta_dims *d, int bwd) {
-    /* per token and head: decay, S'^T k, rank-1 update, S^T q: about 7 dk dv; the
-     * backward about three times that */
-    return (bwd ? 3.0 : 1.0) * 7.0 * d->dk * d->dv * (double)d->B * d->T * d->H;
-}
-
-void dm_op_delta_fwd(dm_dispatch *dp, const dm_delta_dims *d, const float *q, const float *k,
-                     const float *v, const float *g, const float *beta, const float *h0,
-                     float *o, float *hT, float *saved, float *work, int nthreads) {
-    const char *why;
-    int fused = dm_dispatch_delta_fused(dp, d, &why);
-    count(dp, DM_OPK_DELTA, 0, why);
-    if (fused)
-        DM_TIMED(dp->atlas, "delta.fwd (chunked)", delta_flops(d, 0),
-                 dm_delta_chunk_fwd(d, dp->chunk, q, k, v, g, beta, h0, o, hT, saved, work,
-                                    nthreads));
-    else
-        DM_TIMED(dp->atlas, "delta.fwd (reference)", delta_flops(d, 0),
-                 dm_delta_ref_fwd(d, q, k, v, g, beta, h0, o, hT, nthreads));
-    if (!dp->verify || !dm_delta_chunk_supports(d, dp->chunk, NULL)) return;
-    /* the other path into scratch, compared with this one */
-    size_t no = (size_t)d->B * d->T * d->H * d->dv, ns = (size_t)d->B * d->H * d->dk * d->dv;
-    float *alt = vscratch(dp, no + ns);
-    if (!alt) return;
-    float *altT = hT ? alt + no : NULL;
-    if (fused) dm_delta_ref_fwd(d, q, k, v, g, beta, h0, alt, altT, nthreads);
-    else dm_delta_chunk_fwd(d, dp->chunk, q, k, v, g, beta, h0, alt, altT, NULL, work, nthreads);
-    record(dp, "delta o", fused ? o : alt, fused ? alt : o, no);
-    if (hT) record(dp, "delta hT", fused ? hT : altT, fused ? altT : hT, ns);
-    dp->verify_calls++;
-}
-
-void dm_op_delta_bwd(dm_dispatch *dp, const dm_delta_dims *d, const float *q, const float *k,
-                     const float *v, const float *g, const float *beta, const float *h0,
-                     const float *saved, const float *dO, const float *dhT, float *dq,
-                     float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
-                     int nthreads) {
-    const char *why;
-    int fused = dm_dispatch_delta_fused(dp, d, &why);
-    count(dp, DM_OPK_DELTA, 1, why);
-    if (fused)
-        DM_TIMED(dp->atlas, "delta.bwd (chunked)", delta_flops(d, 1),
-                 dm_delta_chunk_bwd(d, dp->chunk, q, k, v, g, beta, h0, saved, dO, dhT, dq, dk,
-                                    dv, dg, dbeta, dh0, work, nthreads));
-    else
-        DM_TIMED(dp->atlas, "delta.bwd (reference)", delta_flops(d, 1),
-                 dm_delta_ref_bwd(d, q, k, v, g, beta, h0, dO, dhT, dq, dk, dv, dg, dbeta, dh0,
-                                  work, nthreads));
-    if (!dp->verify || !dm_delta_chunk_supports(d, dp->chunk, NULL)) return;
-    size_t nk = (size_t)d->B * d->T * d->H * d->dk, nv = (size_t)d->B * d->T * d->H * d->dv;
-    size_t nb = (size_t)d->B * d->T * d->H, ngt = d->scalar_gate ? nb : nk;
-    size_t ns = (size_t)d->B * d->H * d->dk * d->dv;
-    float *a = vscratch(dp, 2 * nk + nv + ngt + nb + ns);
-    if (!a) return;
-    float *aq = a, *ak = aq + nk, *av = ak + nk, *ag = av + nv, *ab = ag + ngt;
-    float *ah = dh0 ? ab + nb : NULL;
-    if (fused)
-        dm_delta_ref_bwd(d, q, k, v, g, beta, h0, dO, dhT, aq, ak, av, ag, ab, ah, work, nthreads);
-    else
-        dm_delta_chunk_bwd(d, dp->chunk, q, k, v, g, beta, h0, NULL, dO, dhT, aq, ak, av, ag, ab,
-                           ah, work, nthreads);
-#define CMP(name, x, y, n) record(dp, name, fused ? x : y, fused ? y : x, n)
-    CMP("delta dq", dq, aq, nk);
-    CMP("delta dk", dk, ak, nk);
-    CMP("delta dv", dv, av, nv);
-    CMP("delta dg", dg, ag, ngt);
-    CMP("delta dbeta", dbeta, ab, nb);
-    if (dh0) CMP("delta dh0", dh0, ah, ns);
-#undef CMP
-    dp->verify_calls++;
-}
-
-/* ---- the norms: fused unless norm_impl=reference (the fused kernels take any shape) ---- */
-
-static int norm_fused(const dm_dispatch *dp, const char **why) {
-    *why = dp->norm_impl == DM_IMPL_REFERENCE ? "norm_impl=reference" : NULL;
-    return *why == NULL;
-}
-
-void dm_op_rmsnorm_fwd(dm_dispatch *dp, float *y, float *rstd, const float *x, const float *w,
-                       int N, int C, float eps, float *scratch) {
-    const char *why;
-    int fused = norm_fused(dp, &why);
-    count(dp, DM_OPK_RMSNORM, 0, why);
-    if (fused) DM_TIMED(dp->atlas, "rmsnorm.fwd", 0, dm_rmsnorm_fwd(y, rstd, x, w, N, C, eps));
-    else DM_TIMED(dp->atlas, "rmsnorm.fwd (reference)", 0,
-                  dm_rmsnorm_ref_fwd(y, rstd, x, w, N, C, eps, scratch));
-    if (!dp->verify) return;
-    size_t n = (size_t)N * C;
-    float *alt = vscratch(dp, n + (size_t)N);
-    if (!alt) return;
-    if (fused) dm_rmsnorm_ref_fwd(alt, alt + n, x, w, N, C, eps, scratch);
-    else dm_rmsnorm_fwd(alt, alt + n, x, w, N, C, eps);
-    record(dp, "rmsnorm y", fused ? y : alt, fused ? alt : y, n);
-    dp->verify_calls++;
-}
-
-void dm_op_rmsnorm_bwd(dm_dispatch *dp, float *dx, float *dw, const float *dy, const float *x,
-                       const float *w, const float *rstd, int N, int C, float *scratch) {
-    const char *why;
-    int fused = norm_fused(dp, &why);
-    count(dp, DM_OPK_RMSNORM, 1, why);
-    if (!dp->verify) {
-        if (fused) DM_TIMED(dp->atlas, "rmsnorm.bwd", 0,
-                            dm_rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C));
-        else DM_TIMED(dp->atlas, "rmsnorm.bwd (reference)", 0,
-                      dm_rmsnorm_ref_bwd(dx, dw, dy, x, w, rstd, N, C, scratch));
+/* Run `other` into scratch outputs first (the inputs are intact: an output may alias an
+ * input, and the chosen run may overwrite it in place), then `chosen` into the real
+ * outputs, and compare. Accumulated outputs start from the same values in both runs and
+ * are compared as increments. */
+static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, int other,
+                         void *args, int dir) {
+    dm_out out[DM_OP_MAX_OUT], alt_out[DM_OP_MAX_OUT];
+    unsigned char alt[512];
+    if (def->args_size > sizeof alt) abort(); /* an op with a bigger argument struct */
+    memcpy(alt, args, def->args_size);
+    int n = def->outputs(args, dir, out);
+    def->outputs(alt, dir, alt_out);
+    size_t need = 0;
+    for (int i = 0; i < n; i++)
+        need += out[i].kind == DM_OUT_PRIVATE ? 0
+                : out[i].kind == DM_OUT_F64   ? 3 /* a double, aligned */
+                : out[i].kind == DM_OUT_ACC   ? 2 * out[i].n
+                                              : out[i].n;
+    float *buf = vscratch(ops, need ? need : 1), *p = buf;
+    if (!buf) { /* no memory for the check: run unverified */
+        run_timed(ops, def, chosen, args, dir);
         return;
     }
-    /* both accumulate: run each into zeroed buffers, compare, add the chosen one */
-    size_t n = (size_t)N * C;
-    float *b = vscratch(dp, 2 * n + 2 * (size_t)C);
-    if (!b) return;
-    float *fx = b, *rx = b + n, *fw = b + 2 * n, *rw = fw + C;
-    memset(b, 0, (2 * n + 2 * (size_t)C) * sizeof(float));
-    dm_rmsnorm_bwd(fx, fw, dy, x, w, rstd, N, C);
-    dm_rmsnorm_ref_bwd(rx, rw, dy, x, w, rstd, N, C, scratch);
-    record(dp, "rmsnorm dx", fx, rx, n);
-    record(dp, "rmsnorm dw", fw, rw, (size_t)C);
-    dm_add_inplace(dx, fused ? fx : rx, n);
-    dm_add_inplace(dw, fused ? fw : rw, (size_t)C);
-    dp->verify_calls++;
+    float *base[DM_OP_MAX_OUT] = {0};
+    for (int i = 0; i < n; i++) {
+        if (out[i].kind == DM_OUT_PRIVATE) {
+            *alt_out[i].slot = NULL;
+            continue;
+        }
+        if (out[i].kind == DM_OUT_ACC) { /* both runs start from the values there now */
+            base[i] = p;
+            memcpy(p, *out[i].slot, out[i].n * sizeof(float));
+            memcpy(p + out[i].n, *out[i].slot, out[i].n * sizeof(float));
+            p += out[i].n;
+        }
+        if (out[i].kind == DM_OUT_F64 && (p - buf) % 2) p++;
+        *alt_out[i].slot = p;
+        p += out[i].kind == DM_OUT_F64 ? 2 : out[i].n;
+    }
+    def->impl[other].run(ops, alt, dir);
+    run_timed(ops, def, chosen, args, dir);
+    int chosen_is_ref = def->impl[chosen].reference;
+    for (int i = 0; i < n; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", def->name, out[i].name);
+        if (out[i].kind == DM_OUT_PRIVATE) continue;
+        if (out[i].kind == DM_OUT_F64) {
+            double a = *(const double *)*out[i].slot, b = *(const double *)*alt_out[i].slot;
+            double r = chosen_is_ref ? a : b;
+            note(ops, op, dir, what, fabs(a - b) / (r != 0 ? fabs(r) : 1.0));
+            continue;
+        }
+        const float *a = *out[i].slot, *b = *alt_out[i].slot;
+        note(ops, op, dir, what,
+             rel_rms(chosen_is_ref ? b : a, chosen_is_ref ? a : b, base[i], out[i].n));
+    }
+    ops->verify_calls++;
 }
 
-void dm_op_gatednorm_fwd(dm_dispatch *dp, float *y, float *rstd, const float *o, const float *z,
-                         const float *w, int R, int D, float eps, int act, float *scratch) {
-    const char *why;
-    int fused = norm_fused(dp, &why);
-    count(dp, DM_OPK_GATEDNORM, 0, why);
-    if (fused) DM_TIMED(dp->atlas, "gatednorm.fwd", 0,
-                        dm_gatednorm_fwd(y, rstd, o, z, w, R, D, eps, act));
-    else DM_TIMED(dp->atlas, "gatednorm.fwd (reference)", 0,
-                  dm_gatednorm_ref_fwd(y, rstd, o, z, w, R, D, eps, act, scratch));
-    if (!dp->verify) return;
-    size_t n = (size_t)R * D;
-    float *alt = vscratch(dp, n + (size_t)R);
-    if (!alt) return;
-    if (fused) dm_gatednorm_ref_fwd(alt, alt + n, o, z, w, R, D, eps, act, scratch);
-    else dm_gatednorm_fwd(alt, alt + n, o, z, w, R, D, eps, act);
-    record(dp, "gatednorm y", fused ? y : alt, fused ? alt : y, n);
-    dp->verify_calls++;
+void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
+    const dm_op_def *def = DEFS[op];
+    int chosen = -1;
+    for (int i = 0; i < def->n_impl && chosen < 0; i++) {
+        const char *why = why_not(ops, &def->impl[i], args, dir);
+        if (!why) chosen = i;
+        else count_skip(ops, op, dir, i, why);
+    }
+    if (chosen < 0) abort(); /* every op's last implementation takes every call */
+    ops->calls[op][dir]++;
+    ops->ran[op][dir][chosen]++;
+    int other = ops->verify ? second(ops, def, chosen, args, dir) : -1;
+    if (other >= 0) run_verified(ops, op, def, chosen, other, args, dir);
+    else run_timed(ops, def, chosen, args, dir);
 }
 
-void dm_op_gatednorm_bwd(dm_dispatch *dp, float *do_, float *dz, float *dw, const float *dy,
-                         const float *o, const float *z, const float *w, const float *rstd,
-                         int R, int D, int act, float *scratch) {
-    const char *why;
-    int fused = norm_fused(dp, &why);
-    count(dp, DM_OPK_GATEDNORM, 1, why);
-    if (!dp->verify) {
-        if (fused) DM_TIMED(dp->atlas, "gatednorm.bwd", 0,
-                            dm_gatednorm_bwd(do_, dz, dw, dy, o, z, w, rstd, R, D, act));
-        else DM_TIMED(dp->atlas, "gatednorm.bwd (reference)", 0,
-                      dm_gatednorm_ref_bwd(do_, dz, dw, dy, o, z, w, rstd, R, D, act, scratch));
-        return;
+double dm_ops_verify_take(dm_ops *ops, char *what, size_t n) {
+    double r = ops->verify_calls ? ops->verify_max : -1;
+    if (what) snprintf(what, n, "%s", ops->verify_what);
+    ops->verify_max = 0;
+    ops->verify_what[0] = 0;
+    ops->verify_calls = 0;
+    return r;
+}
+
+/* ---- reports ---- */
+
+static int has_reference(const dm_op_def *def) {
+    return def->n_impl > 1 && def->impl[def->n_impl - 1].reference;
+}
+
+/* calls of (op, dir) run by a non-reference implementation */
+static long fast_calls(const dm_ops *ops, int op, int dir) {
+    const dm_op_def *def = DEFS[op];
+    long f = 0;
+    for (int i = 0; i < def->n_impl; i++)
+        if (!def->impl[i].reference) f += ops->ran[op][dir][i];
+    return f;
+}
+
+#define APPEND(...)                                                                    \
+    do {                                                                               \
+        if (at < n) at += (size_t)snprintf(buf + at, n - at, __VA_ARGS__);            \
+    } while (0)
+
+void dm_ops_report(const dm_ops *ops, char *buf, size_t n) {
+    size_t at = 0;
+    long declined = 0;
+    buf[0] = 0;
+    APPEND("fused");
+    for (int op = 0; op < DM_OP_COUNT; op++)
+        for (int d = 0; d < DM_NDIR; d++) {
+            if (!(DEFS[op]->dirs & (1u << d))) continue;
+            long f = fast_calls(ops, op, d);
+            APPEND(" %s%s%s=%ld/%ld", DEFS[op]->name, d ? "_" : "", d ? DIR[d] : "", f,
+                   ops->calls[op][d]);
+            if (has_reference(DEFS[op])) declined += ops->calls[op][d] - f;
+        }
+    APPEND(" declined=%ld", declined);
+    for (int i = 0; i < ops->n_skip; i++) {
+        const dm_skip *s = &ops->skip[i];
+        APPEND("%s%s%s%s %s: %ld (%s)", i ? "; " : " [", DEFS[s->op]->name, s->dir ? "_" : "",
+               s->dir ? DIR[s->dir] : "", DEFS[s->op]->impl[s->impl].name, s->n, s->reason);
     }
-    size_t n = (size_t)R * D;
-    float *b = vscratch(dp, 2 * n + 2 * (size_t)D);
-    if (!b) return;
-    float *ro = b, *rz = b + n, *fw = b + 2 * n, *rw = fw + D;
-    memset(fw, 0, 2 * (size_t)D * sizeof(float));
-    dm_gatednorm_bwd(do_, dz, fw, dy, o, z, w, rstd, R, D, act);
-    dm_gatednorm_ref_bwd(ro, rz, rw, dy, o, z, w, rstd, R, D, act, scratch);
-    record(dp, "gatednorm do", do_, ro, n);
-    record(dp, "gatednorm dz", dz, rz, n);
-    record(dp, "gatednorm dw", fw, rw, (size_t)D);
-    if (!fused) {
-        memcpy(do_, ro, n * sizeof(float));
-        memcpy(dz, rz, n * sizeof(float));
-    }
-    dm_add_inplace(dw, fused ? fw : rw, (size_t)D);
-    dp->verify_calls++;
+    if (ops->n_skip) APPEND("]");
+}
+
+void dm_ops_table(const dm_ops *ops, char *buf, size_t n) {
+    size_t at = 0;
+    int verified = 0;
+    buf[0] = 0;
+    for (int op = 0; op < DM_OP_COUNT; op++)
+        for (int d = 0; d < DM_NDIR; d++) verified |= ops->verify_op[op][d] >= 0;
+    APPEND("  %-16s %8s  %-30s %s\n", "op", "calls", "ran", "not run (why)");
+    for (int op = 0; op < DM_OP_COUNT; op++)
+        for (int d = 0; d < DM_NDIR; d++) {
+            const dm_op_def *def = DEFS[op];
+            if (!(def->dirs & (1u << d)) || !ops->calls[op][d]) continue;
+            char name[40], ran[128] = "", skip[512] = "";
+            size_t r = 0, k = 0;
+            snprintf(name, sizeof name, "%s.%s", def->name, DIR[d]);
+            for (int i = 0; i < def->n_impl; i++)
+                if (ops->ran[op][d][i] && r < sizeof ran)
+                    r += (size_t)snprintf(ran + r, sizeof ran - r, "%s%s %ld", r ? ", " : "",
+                                          def->impl[i].name, ops->ran[op][d][i]);
+            for (int i = 0; i < ops->n_skip; i++) {
+                const dm_skip *s = &ops->skip[i];
+                if (s->op != op || s->dir != d || k >= sizeof skip) continue;
+                k += (size_t)snprintf(skip + k, sizeof skip - k, "%s%s %ld (%s)", k ? "; " : "",
+                                      def->impl[s->impl].name, s->n, s->reason);
+            }
+            APPEND("  %-16s %8ld  %-30s %s", name, ops->calls[op][d], ran, skip);
+            if (verified && ops->verify_op[op][d] >= 0)
+                APPEND("%sverify %.2g", skip[0] ? "; " : "", ops->verify_op[op][d]);
+            APPEND("\n");
+        }
+    if (ops->skip_lost) APPEND("  (%ld more calls not run by an implementation, reasons not kept)\n",
+                               ops->skip_lost);
 }

@@ -1,4 +1,5 @@
-/* gemm.c — the one entry to BLAS sgemm for the whole library.
+/* gemm.c — the one entry to BLAS sgemm for the whole library, and the shape-fixed tiling
+ * that every GEMM backend shares (OpenBLAS here, oneDNN in onednn.c).
  *
  * OpenBLAS's own threading does not give the same bits on 1 and 2 threads (measured:
  * 4096x768x256 and 256x256x4096 products differ in the last bits). dm_gemm tiles C into
@@ -10,6 +11,7 @@
 #include "kernels/cpu/kernels.h" /* before cblas.h (see kernels.h) */
 
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
 
 /* (Only whether a call is tiled, and how, must never depend on the thread count; so that
@@ -36,10 +38,15 @@ void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, co
     }
 }
 
-void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
-                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
-                   int nb) {
+void dm_gemm_tiles(dm_gemm_fn tile, void *ctx, int transA, int transB, int M, int N, int K,
+                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                   float *C, int ldc, int mb, int nb) {
+    if (M <= 0 || N <= 0) return;
     int tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
+    if (tm * tn == 1) { /* one tile: on the calling thread */
+        tile(ctx, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < tm * tn; t++) {
         int i0 = (t / tn) * mb, j0 = (t % tn) * nb;
@@ -47,33 +54,50 @@ void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, con
         /* row-major: A is [M,K] (or [K,M] when transposed), B is [K,N] (or [N,K]) */
         const float *Ai = transA ? A + i0 : A + (size_t)i0 * lda;
         const float *Bj = transB ? B + (size_t)j0 * ldb : B + j0;
-        dm_gemm_serial(transA, transB, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
-                       C + (size_t)i0 * ldc + j0, ldc);
+        tile(ctx, transA, transB, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
+             C + (size_t)i0 * ldc + j0, ldc);
     }
 }
 
-/* The larger of M, N cut into 4 tiles (multiples of 64), the other left whole: every
- * operand panel is packed as few times as possible. Measured (bench_gemm --tilings, the
- * d2 step's products, 2 threads): 1-D quarters run at 148-173 GFLOP/s against 133-158 for
- * 2-D 64..256 x 64..512 tiles and 147-168 for OpenBLAS's own threading; cutting in 8 costs
- * 1-4% more, in 2 gains up to 4% on the weight gradients only. The price: at most 4
- * threads share one product. */
+static void serial_tile(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
+                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                        int ldc) {
+    (void)ctx;
+    dm_gemm_serial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
+                   int nb) {
+    dm_gemm_tiles(serial_tile, NULL, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                  ldc, mb, nb);
+}
+
+/* The tiles of a product, from its shape alone: a product below DM_GEMM_ONE_TILE FLOPs
+ * is one tile; a bigger one has the larger of M, N cut into rows of a multiple of 64,
+ * at least 4 tiles and one per DM_GEMM_TILE_FLOPS (the other dimension left whole: each
+ * operand panel is packed as few times as possible). The bits never depend on the thread
+ * count, whatever the tiling; on the machines measured they do not depend on the tiling
+ * either (each element's sum over K runs in the same order in any tile), so the count
+ * only trades packing against parallelism. Measured: README, "GEMM backends". */
+#define DM_GEMM_ONE_TILE 4e6
+#define DM_GEMM_TILE_FLOPS 1e8
 void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb) {
-    (void)K;
     *mb = M;
     *nb = N;
-    if (M >= N) *mb = clamp(round_up((M + 3) / 4, 64), 64, M > 64 ? M : 64);
-    else *nb = clamp(round_up((N + 3) / 4, 64), 64, N > 64 ? N : 64);
+    double flops = 2.0 * M * N * (K > 0 ? K : 1);
+    if (M <= 0 || N <= 0 || flops < DM_GEMM_ONE_TILE) return;
+    int big = M >= N ? M : N;
+    double want = flops / DM_GEMM_TILE_FLOPS;
+    int parts = want > 4 ? (want < big ? (int)ceil(want) : big) : 4;
+    int t = clamp(round_up((big + parts - 1) / parts, 64), 64, big > 64 ? big : 64);
+    if (M >= N) *mb = t;
+    else *nb = t;
 }
 
 void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    double flops = 2.0 * M * N * (K > 0 ? K : 1);
-    if (flops < 4e6) { /* one tile (OpenBLAS would thread it from ~3e5 on) */
-        dm_gemm_serial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
     int mb, nb; /* from the shape only, never from the thread count */
     dm_gemm_tile_shape(M, N, K, &mb, &nb);
     dm_gemm_tiled(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mb, nb);

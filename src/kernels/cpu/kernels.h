@@ -33,30 +33,51 @@ void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N
 void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                     const float *rstd, int N, int C);
 
-/* ---- GEMM (gemm.c): the only way the library calls sgemm ----
+/* ---- GEMM (gemm.c; oneDNN in onednn.h): the only way the library multiplies matrices ----
  * C[M,N] = alpha op(A) op(B) + beta C, row-major, arguments as cblas_sgemm (trans = 0/1).
- * dm_gemm: bitwise independent of the thread count (tiles fixed by the shape, one thread
- * per tile). dm_gemm_serial: one sgemm on the calling thread, for code that runs its own
- * parallel loop (per slice, per head) around it. */
+ * Every backend cuts C into tiles fixed by the SHAPE alone (dm_gemm_tile_shape) and
+ * computes each tile with one single-threaded call inside one OpenMP region: one thread
+ * pool, and the bits never depend on the thread count. The number of tiles grows with
+ * the product, so a machine with many cores can use them on a big one.
+ * dm_gemm: OpenBLAS (sgemm per tile). dm_gemm_serial: one sgemm on the calling thread,
+ * for code that runs its own parallel loop (per slice, per head) around it. */
 void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
              const float *B, int ldb, float beta, float *C, int ldc);
 void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                     int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* The pieces of dm_gemm, for benchmarks that compare tilings: C in mb x nb tiles, one
- * dm_gemm_serial per tile over the threads; and the tile shape dm_gemm picks. */
+
+/* A GEMM backend as the matmul kernels take it: a function with dm_gemm's arguments and
+ * its context (NULL backend = dm_gemm). */
+typedef void (*dm_gemm_fn)(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta,
+                           float *C, int ldc);
+typedef struct { dm_gemm_fn fn; void *ctx; } dm_gemm_be;
+
+/* The tiling every backend shares: C in mb x nb tiles (row-major tile order), `tile` run
+ * once per tile over the threads (it must compute its tile on the calling thread).
+ * dm_gemm_tile_shape: the tiles dm_gemm and the oneDNN backend use for a shape;
+ * dm_gemm_tiled: OpenBLAS over a given tiling (for benchmarks that compare tilings). */
+void dm_gemm_tiles(dm_gemm_fn tile, void *ctx, int transA, int transB, int M, int N, int K,
+                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                   float *C, int ldc, int mb, int nb);
+void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb);
 void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
                    int nb);
-void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb);
 
-/* ---- matmul through dm_gemm (matmul.c) ----
+/* ---- matmul over a GEMM backend (matmul.c) ----  be: NULL = dm_gemm (OpenBLAS)
  * out[N,O] = in[N,K] W[O,K]^T (+ bias[O] when bias != NULL)    ([out, in] weight layout) */
-void dm_matmul_fwd(float *out, const float *in, const float *W, const float *bias, int N,
-                   int K, int O);
-/* din[N,K] = dout W (or += when din_acc; skipped when din == NULL);
- * dW[O,K] += dout^T in;  dbias[O] += sum_n dout[n,:] (when dbias != NULL) */
-void dm_matmul_bwd(float *din, float *dW, float *dbias, const float *dout, const float *in,
-                   const float *W, int N, int K, int O, int din_acc);
+void dm_matmul_fwd(const dm_gemm_be *be, float *out, const float *in, const float *W,
+                   const float *bias, int N, int K, int O);
+/* the data gradient: din[N,K] = dout[N,O] W (or += when din_acc) */
+void dm_matmul_bwd_data(const dm_gemm_be *be, float *din, const float *dout, const float *W,
+                        int N, int K, int O, int din_acc);
+/* the weight gradient: dW[O,K] += dout^T in;  dbias[O] += sum_n dout[n,:] (dbias may be NULL) */
+void dm_matmul_bwd_weight(const dm_gemm_be *be, float *dW, float *dbias, const float *dout,
+                          const float *in, int N, int K, int O);
+/* both (din skipped when NULL) */
+void dm_matmul_bwd(const dm_gemm_be *be, float *din, float *dW, float *dbias, const float *dout,
+                   const float *in, const float *W, int N, int K, int O, int din_acc);
 
 /* ---- activations (act.c) ----  n = number of elements */
 void dm_silu_fwd(float *y, const float *x, size_t n);                  /* y = x*sigmoid(x) */

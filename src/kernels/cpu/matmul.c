@@ -1,16 +1,23 @@
-/* matmul.c — dense layer; weights in [out, in] layout. Every product goes through dm_gemm
- * (gemm.c), which keeps sgemm results independent of the thread count. */
+/* matmul.c — dense layer; weights in [out, in] layout. Every product goes through a GEMM
+ * backend (be; NULL = dm_gemm, OpenBLAS), whose shape-fixed tiles keep the results
+ * independent of the thread count. */
 #include "kernels/cpu/kernels.h"
 
 #define MM_PAR_MIN 32768 /* elements below which a parallel region does not pay */
 #define MM_CB 16         /* column block of the bias gradient */
 
+static void gemm(const dm_gemm_be *be, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (be) be->fn(be->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else dm_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* in: [N,K]; W: [O,K]; bias: [O] or NULL; out: [N,O]
  * out = in W^T (+ bias) */
-void dm_matmul_fwd(float *out, const float *in, const float *W, const float *bias, int N,
-                   int K, int O) {
+void dm_matmul_fwd(const dm_gemm_be *be, float *out, const float *in, const float *W,
+                   const float *bias, int N, int K, int O) {
     if (N <= 0 || O <= 0) return;
-    if (K > 0) dm_gemm(0, 1, N, O, K, 1.0f, in, K, W, K, 0.0f, out, O);
+    if (K > 0) gemm(be, 0, 1, N, O, K, 1.0f, in, K, W, K, 0.0f, out, O);
     int par = (long)N * O >= MM_PAR_MIN;
     if (K <= 0 || bias) {
 #pragma omp parallel for schedule(static) if (par)
@@ -24,21 +31,21 @@ void dm_matmul_fwd(float *out, const float *in, const float *W, const float *bia
     }
 }
 
-/* dout: [N,O]
- * din[N,K]  = dout W        (+= when din_acc; skipped when din == NULL)
- * dW[O,K]  += dout^T in
+/* dout: [N,O];  din[N,K] = dout W  (+= when din_acc) */
+void dm_matmul_bwd_data(const dm_gemm_be *be, float *din, const float *dout, const float *W,
+                        int N, int K, int O, int din_acc) {
+    if (N <= 0 || K <= 0) return;
+    if (O > 0) gemm(be, 0, 0, N, K, O, 1.0f, dout, O, W, K, din_acc ? 1.0f : 0.0f, din, K);
+    else if (!din_acc)
+        for (long i = 0; i < (long)N * K; i++) din[i] = 0.0f;
+}
+
+/* dW[O,K]  += dout^T in
  * dbias[O] += sum_n dout[n,:]  (when dbias != NULL; columns in parallel, rows in order) */
-void dm_matmul_bwd(float *din, float *dW, float *dbias, const float *dout, const float *in,
-                   const float *W, int N, int K, int O, int din_acc) {
-    if (N <= 0) return;
-    if (din && K > 0) {
-        if (O > 0)
-            dm_gemm(0, 0, N, K, O, 1.0f, dout, O, W, K, din_acc ? 1.0f : 0.0f, din, K);
-        else if (!din_acc)
-            for (long i = 0; i < (long)N * K; i++) din[i] = 0.0f;
-    }
-    if (O <= 0) return;
-    if (K > 0) dm_gemm(1, 0, O, K, N, 1.0f, dout, O, in, K, 1.0f, dW, K);
+void dm_matmul_bwd_weight(const dm_gemm_be *be, float *dW, float *dbias, const float *dout,
+                          const float *in, int N, int K, int O) {
+    if (N <= 0 || O <= 0) return;
+    if (K > 0) gemm(be, 1, 0, O, K, N, 1.0f, dout, O, in, K, 1.0f, dW, K);
     if (dbias) {
         int nb = (O + MM_CB - 1) / MM_CB;
 #pragma omp parallel for schedule(static) if ((long)N * O >= MM_PAR_MIN)
@@ -52,4 +59,10 @@ void dm_matmul_bwd(float *din, float *dW, float *dbias, const float *dout, const
             for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
         }
     }
+}
+
+void dm_matmul_bwd(const dm_gemm_be *be, float *din, float *dW, float *dbias, const float *dout,
+                   const float *in, const float *W, int N, int K, int O, int din_acc) {
+    if (din) dm_matmul_bwd_data(be, din, dout, W, N, K, O, din_acc);
+    dm_matmul_bwd_weight(be, dW, dbias, dout, in, N, K, O);
 }

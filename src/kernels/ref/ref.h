@@ -44,4 +44,46 @@ void dm_gatednorm_ref_bwd(float *do_, float *dz, float *dw, const float *dy, con
                           const float *z, const float *w, const float *rstd, int R, int D,
                           int act, float *scratch);
 
+/* ---- matrix products (matmul_ref.c) ----
+ * The dense layer of kernels/cpu/matmul.c, [out, in] weights. Each output element sums
+ * its products in index order, in double, on one thread (rows over threads): independent
+ * of the thread count. In double it is also the oracle of both GEMM backends.
+ * out[N,O] = in[N,K] W[O,K]^T (+ bias[O]) */
+void dm_matmul_ref_fwd(float *out, const float *in, const float *W, const float *bias, int N,
+                       int K, int O);
+/* din[N,K] = dout[N,O] W  (+= when din_acc) */
+void dm_matmul_ref_bwd_data(float *din, const float *dout, const float *W, int N, int K, int O,
+                            int din_acc);
+/* dW[O,K] += dout^T in;  dbias[O] += sum_n dout[n,:] (when dbias != NULL) */
+void dm_matmul_ref_bwd_weight(float *dW, float *dbias, const float *dout, const float *in,
+                              int N, int K, int O);
+
+/* ---- activations and the forget gate (act_ref.c): elementwise, libm in double ----
+ * Same semantics as kernels/cpu (act.c, gate.c); backward may run in place (dx == dy). */
+void dm_silu_ref_fwd(float *y, const float *x, size_t n);
+void dm_silu_ref_bwd(float *dx, const float *dy, const float *x, size_t n);
+void dm_sigmoid_ref_fwd(float *y, const float *x, size_t n);
+void dm_sigmoid_ref_bwd(float *dx, const float *dy, const float *y, size_t n);
+void dm_swiglu_ref_fwd(float *h, const float *a, const float *b, size_t n);
+void dm_swiglu_ref_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
+                       size_t n);
+void dm_gate_ref_fwd(float *g, const float *f, const float *A_log, const float *dt_bias, int N,
+                     int H, int Cg, float lb);
+void dm_gate_ref_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, const float *f,
+                     const float *A_log, const float *dt_bias, int N, int H, int Cg, float lb);
+
+/* ---- the byte ends and the sequence ops (seq_ref.c) ----
+ * embed, causal depthwise conv, per-head L2 norm, softmax cross-entropy: the semantics of
+ * kernels/cpu (embed.c, conv.c, l2norm.c, xent.c), serial, sums in double. */
+void dm_embed_ref_fwd(float *out, const uint8_t *tok, const float *table, int N, int C);
+void dm_embed_ref_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C);
+void dm_conv_ref_fwd(float *y, const float *x, const float *w, int B, int T, int C, int W);
+void dm_conv_ref_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                     int B, int T, int C, int W);
+void dm_l2norm_ref_fwd(float *y, float *rn, const float *x, int R, int D, float eps);
+void dm_l2norm_ref_bwd(float *dx, const float *dy, const float *y, const float *rn, int R, int D);
+double dm_xent_ref_fwd(float *losses, const float *logits, const uint8_t *targets, int N, int V);
+void dm_xent_ref_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
+                     float scale);
+
 #endif /* DM_KERNELS_REF_H */

@@ -1,0 +1,264 @@
+/* onednn.c — oneDNN matmul as a GEMM backend (see onednn.h for the contract). */
+#include "kernels/cpu/onednn.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/kernels.h"
+
+enum { P_OK = 0, P_FAILED, P_REFERENCE };
+
+/* one primitive: a tile shape with its strides, transposes and scalars */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    int status;                 /* P_* */
+    dnnl_primitive_t prim;      /* P_OK only */
+    dnnl_memory_desc_t scratch; /* its scratchpad */
+    size_t scratch_bytes;
+} entry;
+
+struct dm_onednn {
+    dnnl_engine_t eng;
+    entry *e;
+    int n, cap;
+    int slots;               /* per-thread streams and scratchpads */
+    dnnl_stream_t *stream;
+    void **pad;
+    size_t pad_bytes;        /* size of every scratchpad slot */
+    size_t need;             /* the largest scratchpad of any primitive */
+    char impl[64];
+};
+
+dm_onednn *dm_onednn_create(const char **why) {
+    dm_onednn *d = calloc(1, sizeof *d);
+    if (!d) {
+        *why = "out of memory for the oneDNN context";
+        return NULL;
+    }
+    if (dnnl_engine_create(&d->eng, dnnl_cpu, 0) != dnnl_success) {
+        free(d);
+        *why = "oneDNN cannot create a CPU engine";
+        return NULL;
+    }
+    return d;
+}
+
+void dm_onednn_free(dm_onednn *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n; i++)
+        if (d->e[i].prim) dnnl_primitive_destroy(d->e[i].prim);
+    for (int i = 0; i < d->slots; i++) {
+        if (d->stream[i]) dnnl_stream_destroy(d->stream[i]);
+        free(d->pad[i]);
+    }
+    free(d->stream);
+    free(d->pad);
+    free(d->e);
+    dnnl_engine_destroy(d->eng);
+    free(d);
+}
+
+const char *dm_onednn_impl(const dm_onednn *d) { return d->impl; }
+
+/* row-major op(A)[M,K], op(B)[K,N], C[M,N] as strided memory descriptors */
+static int descs(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+                 dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *c) {
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
+    dnnl_dims_t sa = {ta ? 1 : lda, ta ? lda : 1}, sb = {tb ? 1 : ldb, tb ? ldb : 1},
+                sc = {ldc, 1};
+    return dnnl_memory_desc_init_by_strides(a, 2, da, dnnl_f32, sa) != dnnl_success ||
+           dnnl_memory_desc_init_by_strides(b, 2, db, dnnl_f32, sb) != dnnl_success ||
+           dnnl_memory_desc_init_by_strides(c, 2, dc, dnnl_f32, sc) != dnnl_success;
+}
+
+/* Build the primitive of e (status set). Runs in a team of one thread with the OpenMP
+ * thread count set to 1 there, so oneDNN plans the primitive for one thread. */
+static void build(dm_onednn *d, entry *e) {
+    e->status = P_FAILED;
+#pragma omp parallel num_threads(1)
+    {
+        omp_set_num_threads(1); /* this region's task only: oneDNN reads it */
+        dnnl_memory_desc_t a, b, c;
+        dnnl_matmul_desc_t md;
+        dnnl_primitive_attr_t attr = NULL;
+        dnnl_post_ops_t po = NULL;
+        dnnl_primitive_desc_t pd = NULL;
+        int ok = !descs(e->ta, e->tb, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, &a, &b, &c) &&
+                 dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+                 dnnl_primitive_attr_create(&attr) == dnnl_success &&
+                 dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+                     dnnl_success;
+        if (ok && e->alpha != 1.0f)
+            ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &e->alpha) == dnnl_success;
+        if (ok && e->beta != 0.0f)
+            ok = dnnl_post_ops_create(&po) == dnnl_success &&
+                 dnnl_post_ops_append_sum(po, e->beta) == dnnl_success &&
+                 dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+        if (ok) ok = dnnl_primitive_desc_create(&pd, &md, attr, d->eng, NULL) == dnnl_success;
+        const char *impl = NULL;
+        if (ok)
+            ok = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) ==
+                     dnnl_success && impl;
+        if (ok) {
+            snprintf(d->impl, sizeof d->impl, "%s", impl);
+            if (strncmp(impl, "ref", 3) == 0) {
+                e->status = P_REFERENCE;
+            } else {
+                const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+                if (sp && dnnl_primitive_create(&e->prim, pd) == dnnl_success) {
+                    e->scratch = *sp;
+                    e->scratch_bytes = dnnl_memory_desc_get_size(sp);
+                    e->status = P_OK;
+                }
+            }
+        }
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        if (po) dnnl_post_ops_destroy(po);
+        if (attr) dnnl_primitive_attr_destroy(attr);
+    }
+    if (e->status == P_OK && e->scratch_bytes > d->need) d->need = e->scratch_bytes;
+}
+
+/* the cached primitive of a tile (built on first use); NULL when out of memory */
+static entry *lookup(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda, int ldb,
+                     int ldc, float alpha, float beta) {
+    for (int i = 0; i < d->n; i++) {
+        entry *e = &d->e[i];
+        if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K &&
+            e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->alpha == alpha &&
+            e->beta == beta)
+            return e;
+    }
+    if (d->n == d->cap) {
+        int cap = d->cap ? 2 * d->cap : 32;
+        entry *ne = realloc(d->e, (size_t)cap * sizeof *ne);
+        if (!ne) return NULL;
+        d->e = ne;
+        d->cap = cap;
+    }
+    entry *e = &d->e[d->n++];
+    memset(e, 0, sizeof *e);
+    *e = (entry){ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, P_FAILED, NULL, {0}, 0};
+    build(d, e);
+    return e;
+}
+
+/* the distinct tiles of a product: (rows, cols) of the first and of the last tile in
+ * each direction */
+static int tile_shapes(int M, int N, int K, int shapes[4][2]) {
+    int mb, nb, k = 0;
+    dm_gemm_tile_shape(M, N, K, &mb, &nb);
+    int ms[2] = {mb, M - (M - 1) / mb * mb}, ns[2] = {nb, N - (N - 1) / nb * nb};
+    for (int i = 0; i < (ms[1] != ms[0] ? 2 : 1); i++)
+        for (int j = 0; j < (ns[1] != ns[0] ? 2 : 1); j++) {
+            shapes[k][0] = ms[i];
+            shapes[k][1] = ns[j];
+            k++;
+        }
+    return k;
+}
+
+/* per-thread streams and scratchpads for `threads` threads, each pad of d->need bytes */
+static int ensure_slots(dm_onednn *d, int threads) {
+    if (threads > d->slots) {
+        dnnl_stream_t *s = realloc(d->stream, (size_t)threads * sizeof *s);
+        if (!s) return 1;
+        d->stream = s;
+        void **p = realloc(d->pad, (size_t)threads * sizeof *p);
+        if (!p) return 1;
+        d->pad = p;
+        for (int i = d->slots; i < threads; i++) {
+            d->stream[i] = NULL;
+            d->pad[i] = NULL;
+        }
+        for (int i = d->slots; i < threads; i++)
+            if (dnnl_stream_create(&d->stream[i], d->eng, dnnl_stream_default_flags) !=
+                dnnl_success)
+                return 1;
+        if (d->pad_bytes) /* the new slots get pads like the old ones */
+            for (int i = d->slots; i < threads; i++)
+                if (!(d->pad[i] = aligned_alloc(64, d->pad_bytes))) return 1;
+        d->slots = threads;
+    }
+    if (d->need > d->pad_bytes || !d->pad_bytes) {
+        size_t bytes = ((d->need ? d->need : 64) + 63) & ~(size_t)63;
+        for (int i = 0; i < d->slots; i++) {
+            free(d->pad[i]);
+            if (!(d->pad[i] = aligned_alloc(64, bytes))) return 1;
+        }
+        d->pad_bytes = bytes;
+    }
+    return 0;
+}
+
+/* Build (or find) the primitive of every tile of the product and the per-thread slots
+ * for the threads there are now: NULL when all is ready, else why not. */
+static const char *prepare(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
+                           int ldb, int ldc, float alpha, float beta) {
+    if (M <= 0 || N <= 0 || K <= 0) return "an empty product";
+    int sh[4][2], n = tile_shapes(M, N, K, sh);
+    for (int i = 0; i < n; i++) {
+        entry *e = lookup(d, ta, tb, sh[i][0], sh[i][1], K, lda, ldb, ldc, alpha, beta);
+        if (!e) return "out of memory for a oneDNN primitive";
+        if (e->status == P_REFERENCE)
+            return "oneDNN has only its reference matmul for it on this CPU";
+        if (e->status != P_OK) return "oneDNN cannot build a matmul primitive for it";
+    }
+    int threads = omp_get_max_threads();
+    if (ensure_slots(d, threads > 0 ? threads : 1)) return "out of memory for oneDNN scratchpads";
+    return NULL;
+}
+
+const char *dm_onednn_supports(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
+                               int ldb, int ldc, float alpha, float beta) {
+    return prepare(d, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta);
+}
+
+/* one tile on the calling thread, with this thread's stream and scratchpad */
+static void tile(void *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    dm_onednn *d = ctx;
+    entry *e = NULL;
+    for (int i = 0; i < d->n && !e; i++) {
+        entry *x = &d->e[i];
+        if (x->ta == ta && x->tb == tb && x->M == M && x->N == N && x->K == K &&
+            x->lda == lda && x->ldb == ldb && x->ldc == ldc && x->alpha == alpha &&
+            x->beta == beta && x->status == P_OK)
+            e = x;
+    }
+    int slot = omp_get_thread_num();
+    if (!e || slot >= d->slots) abort(); /* prepare() made both: unreachable */
+    dnnl_memory_desc_t a, b, c;
+    descs(ta, tb, M, N, K, lda, ldb, ldc, &a, &b, &c);
+    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
+    int ok = dnnl_memory_create(&ma, &a, d->eng, (void *)A) == dnnl_success &&
+             dnnl_memory_create(&mb, &b, d->eng, (void *)B) == dnnl_success &&
+             dnnl_memory_create(&mc, &c, d->eng, C) == dnnl_success &&
+             dnnl_memory_create(&ms, &e->scratch, d->eng, d->pad[slot]) == dnnl_success;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
+                               {DNNL_ARG_SCRATCHPAD, ms}};
+    ok = ok && dnnl_primitive_execute(e->prim, d->stream[slot], 4, args) == dnnl_success &&
+         dnnl_stream_wait(d->stream[slot]) == dnnl_success;
+    dnnl_memory_destroy(ma);
+    dnnl_memory_destroy(mb);
+    dnnl_memory_destroy(mc);
+    dnnl_memory_destroy(ms);
+    if (!ok) abort(); /* a built primitive failed on valid memory: a bug, never a fallback */
+}
+
+void dm_onednn_gemm(void *ctx, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc) {
+    dm_onednn *d = ctx;
+    if (M <= 0 || N <= 0) return;
+    /* the primitives are built here, before the parallel loop, when supports was not
+     * asked first; a product it declines is a caller's bug */
+    if (prepare(d, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta)) abort();
+    int mb, nb;
+    dm_gemm_tile_shape(M, N, K, &mb, &nb);
+    dm_gemm_tiles(tile, d, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mb, nb);
+}

@@ -1,0 +1,46 @@
+/* onednn.h — oneDNN's matmul primitive as a GEMM backend (Debian libdnnl-dev, C API).
+ *
+ * Same contract as dm_gemm (kernels.h): C[M,N] = alpha op(A) op(B) + beta C, row-major,
+ * over the same shape-fixed tiles (dm_gemm_tile_shape), one tile per thread inside one
+ * OpenMP region. Three things make that bitwise independent of the thread count:
+ *   - every primitive is created while the OpenMP thread count is 1, so oneDNN plans it
+ *     for one thread (no split of K across threads);
+ *   - a primitive executed inside our parallel region runs on the calling thread;
+ *   - each thread passes its own scratchpad: a primitive's default (library-owned)
+ *     scratchpad is shared by every concurrent execution of that primitive, and tiles
+ *     running at once would overwrite each other's packed operands (measured: wrong and
+ *     thread-count-dependent results with transposed weights).
+ * Primitives are cached per (tile shape, transposes, strides, alpha, beta) in the
+ * context, which the caller owns (one per dm_ops, no globals).
+ */
+#ifndef DM_KERNELS_ONEDNN_H
+#define DM_KERNELS_ONEDNN_H
+
+#include <stddef.h>
+
+typedef struct dm_onednn dm_onednn;
+
+/* A context: oneDNN's CPU engine, the primitive cache, per-thread streams and scratchpads.
+ * NULL when oneDNN cannot start (*why names the reason, a static string). */
+dm_onednn *dm_onednn_create(const char **why);
+void dm_onednn_free(dm_onednn *d);
+
+/* NULL when oneDNN computes this product with one of its optimized kernels; else why
+ * not (a static string): no primitive for it, or only oneDNN's reference implementation
+ * (a CPU without the instructions its fast kernels need). Builds and caches the
+ * primitives of every tile of the product. */
+const char *dm_onednn_supports(dm_onednn *d, int transA, int transB, int M, int N, int K,
+                               int lda, int ldb, int ldc, float alpha, float beta);
+
+/* The product (dm_gemm_fn signature; ctx is the dm_onednn). Builds what it needs first
+ * when dm_onednn_supports was not asked; a product that dm_onednn_supports declines
+ * aborts (check first when a CPU may lack oneDNN's fast kernels). */
+void dm_onednn_gemm(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc);
+
+/* The implementation oneDNN picked for the most recently built primitive
+ * ("brg:avx512_core", "gemm:jit", ...), for reports; "" when none was built. */
+const char *dm_onednn_impl(const dm_onednn *d);
+
+#endif

@@ -1,0 +1,115 @@
+/* matmul.c — the dense layer as an op: forward (out = in W^T + b), the data gradient
+ * (bwd: din = dout W) and the weight gradient (bwd_w: dW += dout^T in, dbias += sums).
+ * Implementations: oneDNN's matmul, OpenBLAS (dm_gemm), the double-precision reference.
+ * The `gemm` setting: openblas, onednn (OpenBLAS where oneDNN declines), or auto (the
+ * measured rule below). */
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
+#include "kernels/ref/ref.h"
+#include "ops/op.h"
+
+typedef struct {
+    float *out;              /* fwd:   [N,O] */
+    const float *in, *W, *bias;
+    float *din;              /* bwd:   [N,K] */
+    const float *dout;       /* bwd, bwd_w: [N,O] */
+    int din_acc;
+    float *dW, *dbias;       /* bwd_w: [O,K], [O] */
+    int N, K, O;
+} mm_args;
+
+/* The GEMM a direction runs: C[M,Nc] = op(A) op(B) (+ C when beta) */
+typedef struct { int ta, tb, M, Nc, K, lda, ldb, ldc; float beta; } mm_gemm;
+static mm_gemm product(const mm_args *a, int dir) {
+    if (dir == DM_FWD) return (mm_gemm){0, 1, a->N, a->O, a->K, a->K, a->K, a->O, 0.0f};
+    if (dir == DM_BWD)
+        return (mm_gemm){0, 0, a->N, a->K, a->O, a->O, a->K, a->K, a->din_acc ? 1.0f : 0.0f};
+    return (mm_gemm){1, 0, a->O, a->K, a->N, a->O, a->K, a->K, 1.0f};
+}
+
+/* ---- oneDNN ---- */
+
+static const char *onednn_selected(const dm_ops *ops, const void *args, int dir) {
+    (void)args, (void)dir;
+    if (ops->gemm == DM_GEMM_OPENBLAS) return "gemm=openblas";
+    return NULL;
+}
+
+static const char *onednn_supports(dm_ops *ops, const void *args, int dir) {
+    if (!ops->onednn && !ops->onednn_why) ops->onednn = dm_onednn_create(&ops->onednn_why);
+    if (!ops->onednn) return ops->onednn_why;
+    mm_gemm g = product(args, dir);
+    return dm_onednn_supports(ops->onednn, g.ta, g.tb, g.M, g.Nc, g.K, g.lda, g.ldb, g.ldc,
+                              1.0f, g.beta);
+}
+
+static void run_be(const dm_gemm_be *be, mm_args *a, int dir) {
+    if (dir == DM_FWD) dm_matmul_fwd(be, a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
+    else if (dir == DM_BWD) dm_matmul_bwd_data(be, a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
+    else dm_matmul_bwd_weight(be, a->dW, a->dbias, a->dout, a->in, a->N, a->K, a->O);
+}
+
+static void onednn_run(dm_ops *ops, void *args, int dir) {
+    dm_gemm_be be = {dm_onednn_gemm, ops->onednn};
+    run_be(&be, args, dir);
+}
+
+/* ---- OpenBLAS, the reference ---- */
+
+static void openblas_run(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    run_be(NULL, args, dir);
+}
+
+static void ref_run(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    mm_args *a = args;
+    if (dir == DM_FWD) dm_matmul_ref_fwd(a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
+    else if (dir == DM_BWD) dm_matmul_ref_bwd_data(a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
+    else dm_matmul_ref_bwd_weight(a->dW, a->dbias, a->dout, a->in, a->N, a->K, a->O);
+}
+
+static int outputs(void *args, int dir, dm_out *o) {
+    mm_args *a = args;
+    size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"y", (void **)&a->out, N * O, DM_OUT_SET};
+        return 1;
+    }
+    if (dir == DM_BWD) {
+        o[0] = (dm_out){"dx", (void **)&a->din, N * K, a->din_acc ? DM_OUT_ACC : DM_OUT_SET};
+        return 1;
+    }
+    o[0] = (dm_out){"dW", (void **)&a->dW, O * K, DM_OUT_ACC};
+    if (!a->dbias) return 1;
+    o[1] = (dm_out){"dbias", (void **)&a->dbias, O, DM_OUT_ACC};
+    return 2;
+}
+
+static double flops(const void *args, int dir) {
+    const mm_args *a = args;
+    (void)dir;
+    return 2.0 * a->N * a->K * a->O;
+}
+
+static const dm_impl IMPL[] = {
+    {"onednn", 0, onednn_selected, onednn_supports, onednn_run},
+    {"openblas", 0, NULL, NULL, openblas_run},
+    {"reference", 1, NULL, NULL, ref_run},
+};
+const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, IMPL, 3,
+                                 sizeof(mm_args), outputs, flops};
+
+void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
+                      int N, int K, int O) {
+    mm_args a = {.out = out, .in = in, .W = W, .bias = bias, .N = N, .K = K, .O = O};
+    dm_op_run(o, DM_OP_MATMUL, DM_FWD, &a);
+}
+
+void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
+                      const float *in, const float *W, int N, int K, int O, int din_acc) {
+    mm_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc, .dW = dW,
+                 .dbias = dbias, .N = N, .K = K, .O = O};
+    if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
+    dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);
+}

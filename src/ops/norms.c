@@ -1,0 +1,175 @@
+/* norms.c — RMSNorm, the per-head gated RMSNorm and the per-head L2 norm as ops. The two
+ * RMSNorms have a fused one-pass kernel (kernels/cpu) and a composed reference
+ * (norm_ref.c: the chain of elementary steps an autodiff framework would record);
+ * norm_impl=reference picks the reference. */
+#include "kernels/cpu/kernels.h"
+#include "kernels/ref/ref.h"
+#include "ops/op.h"
+
+/* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats */
+typedef struct {
+    float *y, *rstd;
+    const float *x, *z, *w;
+    float eps;
+    int act;                    /* gated: DM_GATE_* */
+    float *dx, *dz, *dw;        /* bwd */
+    const float *dy, *rstd_in;
+    int R, C;
+    float *scratch;
+} norm_args;
+
+static const char *fused_selected(const dm_ops *ops, const void *args, int dir) {
+    (void)args, (void)dir;
+    return ops->norm_impl == DM_IMPL_REFERENCE ? "norm_impl=reference" : NULL;
+}
+
+static void rms_fused(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    norm_args *a = args;
+    if (dir == DM_FWD) dm_rmsnorm_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps);
+    else dm_rmsnorm_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
+}
+
+static void rms_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    norm_args *a = args;
+    if (dir == DM_FWD) dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
+    else dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
+}
+
+/* rmsnorm's dx accumulates (it adds onto the residual stream's gradient) */
+static int rms_outputs(void *args, int dir, dm_out *o) {
+    norm_args *a = args;
+    size_t n = (size_t)a->R * a->C;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
+        o[1] = (dm_out){"rstd", (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
+        return 2;
+    }
+    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_ACC};
+    o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
+    return 2;
+}
+
+static const dm_impl RMS[] = {
+    {"fused", 0, fused_selected, NULL, rms_fused},
+    {"reference", 1, NULL, NULL, rms_ref},
+};
+const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
+                                  sizeof(norm_args), rms_outputs, NULL};
+
+static void gated_fused(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    norm_args *a = args;
+    if (dir == DM_FWD)
+        dm_gatednorm_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act);
+    else
+        dm_gatednorm_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R, a->C,
+                         a->act);
+}
+
+static void gated_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    norm_args *a = args;
+    if (dir == DM_FWD)
+        dm_gatednorm_ref_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act,
+                             a->scratch);
+    else
+        dm_gatednorm_ref_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R,
+                             a->C, a->act, a->scratch);
+}
+
+static int gated_outputs(void *args, int dir, dm_out *o) {
+    norm_args *a = args;
+    size_t n = (size_t)a->R * a->C;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
+        o[1] = (dm_out){"rstd", (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
+        return 2;
+    }
+    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
+    o[1] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
+    o[2] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
+    return 3;
+}
+
+static const dm_impl GATED[] = {
+    {"fused", 0, fused_selected, NULL, gated_fused},
+    {"reference", 1, NULL, NULL, gated_ref},
+};
+const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, GATED, 2,
+                                    sizeof(norm_args), gated_outputs, NULL};
+
+static void l2_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    norm_args *a = args;
+    if (dir == DM_FWD) dm_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
+    else dm_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
+}
+
+static void l2_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    norm_args *a = args;
+    if (dir == DM_FWD) dm_l2norm_ref_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
+    else dm_l2norm_ref_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
+}
+
+static int l2_outputs(void *args, int dir, dm_out *o) {
+    norm_args *a = args;
+    size_t n = (size_t)a->R * a->C;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
+        o[1] = (dm_out){"rn", (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
+        return 2;
+    }
+    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
+    return 1;
+}
+
+static const dm_impl L2[] = {
+    {"cpu", 0, NULL, NULL, l2_cpu},
+    {"reference", 1, NULL, NULL, l2_ref},
+};
+const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, L2, 2, sizeof(norm_args),
+                                 l2_outputs, NULL};
+
+void dm_op_rmsnorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *w, int N,
+                       int C, float eps, float *scratch) {
+    norm_args a = {.y = y, .rstd = rstd, .x = x, .w = w, .eps = eps, .R = N, .C = C,
+                   .scratch = scratch};
+    dm_op_run(o, DM_OP_RMSNORM, DM_FWD, &a);
+}
+
+void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
+                       const float *w, const float *rstd, int N, int C, float *scratch) {
+    norm_args a = {.x = x, .w = w, .dx = dx, .dw = dw, .dy = dy, .rstd_in = rstd, .R = N, .C = C,
+                   .scratch = scratch};
+    dm_op_run(o, DM_OP_RMSNORM, DM_BWD, &a);
+}
+
+void dm_op_gatednorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *z,
+                         const float *w, int R, int D, float eps, int act, float *scratch) {
+    norm_args a = {.y = y, .rstd = rstd, .x = x, .z = z, .w = w, .eps = eps, .act = act, .R = R,
+                   .C = D, .scratch = scratch};
+    dm_op_run(o, DM_OP_GATEDNORM, DM_FWD, &a);
+}
+
+void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, float *dw, const float *dy,
+                         const float *x, const float *z, const float *w, const float *rstd,
+                         int R, int D, int act, float *scratch) {
+    norm_args a = {.x = x, .z = z, .w = w, .act = act, .dx = dx, .dz = dz, .dw = dw, .dy = dy,
+                   .rstd_in = rstd, .R = R, .C = D, .scratch = scratch};
+    dm_op_run(o, DM_OP_GATEDNORM, DM_BWD, &a);
+}
+
+/* the backward reads the forward's output y (passed as x) and its inverse norms rn */
+void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps) {
+    norm_args a = {.y = y, .rstd = rn, .x = x, .eps = eps, .R = R, .C = D};
+    dm_op_run(o, DM_OP_L2NORM, DM_FWD, &a);
+}
+
+void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
+                      int R, int D) {
+    norm_args a = {.x = y, .dx = dx, .dy = dy, .rstd_in = rn, .R = R, .C = D};
+    dm_op_run(o, DM_OP_L2NORM, DM_BWD, &a);
+}

@@ -1,0 +1,170 @@
+/* ops.h — the op layer (DESIGN.md section 2, layer 2): every op a training step runs,
+ * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
+ *
+ * An op has implementations keyed by backend and precision, in order of preference, the
+ * op's reference last (kernels/ref: the oracle). For each call the routine asks each
+ * implementation in turn whether it takes the call — first the settings (kda_impl,
+ * norm_impl, gemm), then the implementation itself (shapes, chunk size, the CPU) — runs
+ * the first that does, and
+ *   - counts the call per op and direction, by implementation, and every implementation
+ *     that did not take it with its reason ("declined" = the reference ran although the
+ *     op has a faster implementation);
+ *   - times it into the atlas when one is attached (ops/atlas.h);
+ *   - in verify mode also runs a second implementation on the same inputs (the reference,
+ *     or when the reference is the one chosen, the fastest other one that can take the
+ *     call) into scratch, and records the relative RMS difference of every output: the
+ *     adjoint equivalence, per op and direction, and the largest overall.
+ *
+ * Directions: DM_FWD; DM_BWD (the input gradient); DM_BWD_W (the weight gradient of a
+ * matmul, its second backward product). Shapes and semantics of each op are those of the
+ * kernel of the same name (kernels/cpu/kernels.h, kernels/cpu/delta_chunk.h): parameter
+ * gradients accumulate, input gradients overwrite unless stated.
+ *
+ *   op         implementations (preferred first)
+ *   matmul     onednn (kernels/cpu/onednn.c), openblas (dm_gemm), reference
+ *   delta      chunked (delta_chunk.c), reference (delta_ref.c, token-serial)
+ *   rmsnorm    fused (rmsnorm.c), reference (norm_ref.c, composed)
+ *   gatednorm  fused (gatednorm.c), reference (norm_ref.c, composed)
+ *   embed conv silu sigmoid swiglu l2norm gate xent    cpu, reference
+ *   add        cpu (y += x; nothing to check it against)
+ */
+#ifndef DM_OPS_H
+#define DM_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dormouse.h"
+#include "kernels/common.h"
+#include "ops/atlas.h"
+
+enum { DM_FWD = 0, DM_BWD = 1, DM_BWD_W = 2, DM_NDIR = 3 };
+enum {
+    DM_OP_MATMUL, DM_OP_EMBED, DM_OP_RMSNORM, DM_OP_GATEDNORM, DM_OP_CONV, DM_OP_SILU,
+    DM_OP_L2NORM, DM_OP_GATE, DM_OP_SIGMOID, DM_OP_SWIGLU, DM_OP_XENT, DM_OP_DELTA, DM_OP_ADD,
+    DM_OP_COUNT
+};
+#define DM_OP_MAX_IMPL 4
+#define DM_OPS_MAX_SKIPS 64
+#define DM_VERIFY_BOUND 1e-5 /* fp32: an implementation vs the reference, relative RMS */
+
+/* calls an implementation did not take, and why */
+typedef struct {
+    int op, dir, impl;
+    const char *reason; /* static string */
+    long n;
+} dm_skip;
+
+typedef struct dm_ops {
+    /* settings, from the config */
+    int kda_impl;  /* DM_IMPL_* */
+    int norm_impl; /* DM_IMPL_AUTO | DM_IMPL_CHUNKED (= fused) | DM_IMPL_REFERENCE */
+    int chunk;     /* chunk size of the chunked delta core */
+    int gemm;      /* DM_GEMM_* */
+    int verify;    /* while set, every call is also run by a second implementation */
+    dm_atlas *atlas;
+    /* the oneDNN context, made on the first matmul that asks for it (why: its failure) */
+    struct dm_onednn *onednn;
+    const char *onednn_why;
+    /* counters */
+    long calls[DM_OP_COUNT][DM_NDIR];
+    long ran[DM_OP_COUNT][DM_NDIR][DM_OP_MAX_IMPL];
+    dm_skip skip[DM_OPS_MAX_SKIPS];
+    int n_skip;
+    long skip_lost; /* skips beyond the table (counted, reasons not kept) */
+    /* verify mode */
+    double verify_max;  /* largest relative difference since the last dm_ops_verify_take */
+    char verify_what[64];
+    long verify_calls;
+    double verify_op[DM_OP_COUNT][DM_NDIR]; /* largest per op and direction; -1: none */
+    float *vbuf;        /* scratch of the second run (grown on demand, kept) */
+    size_t vcap;
+} dm_ops;
+
+void dm_ops_init(dm_ops *ops, const dm_config *c);
+void dm_ops_free(dm_ops *ops);
+/* One line: "fused matmul=84/84 matmul_bwd=78/78 ... declined=0 [why ...]" (fused = calls
+ * not run by the reference). */
+void dm_ops_report(const dm_ops *ops, char *buf, size_t n);
+/* The table: per op and direction the calls, by implementation, what did not run and
+ * why, and the verify maximum when verify mode ran. Lines end in '\n'. */
+void dm_ops_table(const dm_ops *ops, char *buf, size_t n);
+/* The largest relative difference since the last call (then reset) and the output it came
+ * from; -1 when nothing was verified. */
+double dm_ops_verify_take(dm_ops *ops, char *what, size_t n);
+/* Names: "matmul", "fwd"; the implementations of an op ("onednn", ...; NULL past the end). */
+const char *dm_op_name(int op);
+const char *dm_op_dir_name(int dir);
+const char *dm_op_impl_name(int op, int impl);
+
+/* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
+int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);
+
+/* ---- the ops ---- */
+
+/* out[N,O] = in[N,K] W[O,K]^T (+ bias)        (matmul fwd) */
+void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
+                      int N, int K, int O);
+/* din[N,K] = dout W (+= when din_acc; skipped when din == NULL)      (matmul bwd)
+ * dW[O,K] += dout^T in; dbias[O] += column sums of dout (when non-NULL)  (matmul bwd_w) */
+void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
+                      const float *in, const float *W, int N, int K, int O, int din_acc);
+
+void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *table, int N,
+                     int C);
+void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
+                     int C);
+
+/* norm scratch: 2 * rows * cols floats (the composed reference's intermediates) */
+void dm_op_rmsnorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *w, int N,
+                       int C, float eps, float *scratch);
+void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
+                       const float *w, const float *rstd, int N, int C, float *scratch);
+void dm_op_gatednorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *z,
+                         const float *w, int R, int D, float eps, int act, float *scratch);
+void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, float *dw, const float *dy,
+                         const float *x, const float *z, const float *w, const float *rstd,
+                         int R, int D, int act, float *scratch);
+void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps);
+void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
+                      int R, int D);
+
+void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
+                    int W);
+void dm_op_conv_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
+                    const float *w, int B, int T, int C, int W);
+
+void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n);
+void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n);
+void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n);
+void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n);
+void dm_op_swiglu_fwd(dm_ops *o, float *h, const float *a, const float *b, size_t n);
+void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, const float *dh, const float *a,
+                      const float *b, size_t n);
+void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
+                    const float *dt_bias, int N, int H, int Cg, float lb);
+void dm_op_gate_bwd(dm_ops *o, float *df, float *dA_log, float *ddt_bias, const float *dg,
+                    const float *f, const float *A_log, const float *dt_bias, int N, int H,
+                    int Cg, float lb);
+/* y += x (the residual add: its backward is the identity, nothing to run) */
+void dm_op_add(dm_ops *o, float *y, const float *x, size_t n);
+
+/* the mean loss over N rows (losses per row too when non-NULL) */
+double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,
+                      int N, int V);
+void dm_op_xent_bwd(dm_ops *o, float *dlogits, const float *logits, const uint8_t *targets,
+                    int N, int V, float scale);
+
+/* The delta-rule core. `saved` is the chunked forward's buffer for the backward
+ * (dm_delta_chunk_saved floats) or NULL; `work` holds max(dm_delta_ref_bwd_work,
+ * dm_delta_chunk_{fwd,bwd}_work) floats for nthreads threads. */
+void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
+                     const float *v, const float *g, const float *beta, const float *h0,
+                     float *out, float *hT, float *saved, float *work, int nthreads);
+void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
+                     const float *v, const float *g, const float *beta, const float *h0,
+                     const float *saved, const float *dO, const float *dhT, float *dq,
+                     float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
+                     int nthreads);
+
+#endif

@@ -1,0 +1,204 @@
+/* pointwise.c — the elementwise ops: SiLU, sigmoid, SwiGLU, the forget gate, and the
+ * residual add. Each has the vectorized CPU kernel and the libm reference (act_ref.c);
+ * add has only its kernel. */
+#include "kernels/cpu/kernels.h"
+#include "kernels/ref/ref.h"
+#include "ops/op.h"
+
+/* silu, sigmoid: y = f(x); backward dx = dy * f'(.) from x (silu) or from y (sigmoid) */
+typedef struct {
+    float *y;
+    const float *x;
+    float *dx;
+    const float *dy;
+    size_t n;
+} unary_args;
+
+static int unary_outputs(void *args, int dir, dm_out *o) {
+    unary_args *a = args;
+    o[0] = dir == DM_FWD ? (dm_out){"y", (void **)&a->y, a->n, DM_OUT_SET}
+                         : (dm_out){"dx", (void **)&a->dx, a->n, DM_OUT_SET};
+    return 1;
+}
+
+static void silu_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    unary_args *a = args;
+    if (dir == DM_FWD) dm_silu_fwd(a->y, a->x, a->n);
+    else dm_silu_bwd(a->dx, a->dy, a->x, a->n);
+}
+static void silu_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    unary_args *a = args;
+    if (dir == DM_FWD) dm_silu_ref_fwd(a->y, a->x, a->n);
+    else dm_silu_ref_bwd(a->dx, a->dy, a->x, a->n);
+}
+static const dm_impl SILU[] = {{"cpu", 0, NULL, NULL, silu_cpu},
+                               {"reference", 1, NULL, NULL, silu_ref}};
+const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, SILU, 2, sizeof(unary_args),
+                               unary_outputs, NULL};
+
+static void sigmoid_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    unary_args *a = args;
+    if (dir == DM_FWD) dm_sigmoid_fwd(a->y, a->x, a->n);
+    else dm_sigmoid_bwd(a->dx, a->dy, a->x, a->n);
+}
+static void sigmoid_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    unary_args *a = args;
+    if (dir == DM_FWD) dm_sigmoid_ref_fwd(a->y, a->x, a->n);
+    else dm_sigmoid_ref_bwd(a->dx, a->dy, a->x, a->n);
+}
+static const dm_impl SIGMOID[] = {{"cpu", 0, NULL, NULL, sigmoid_cpu},
+                                  {"reference", 1, NULL, NULL, sigmoid_ref}};
+const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, SIGMOID, 2,
+                                  sizeof(unary_args), unary_outputs, NULL};
+
+void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n) {
+    unary_args a = {.y = y, .x = x, .n = n};
+    dm_op_run(o, DM_OP_SILU, DM_FWD, &a);
+}
+void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n) {
+    unary_args a = {.x = x, .dx = dx, .dy = dy, .n = n};
+    dm_op_run(o, DM_OP_SILU, DM_BWD, &a);
+}
+void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n) {
+    unary_args a = {.y = y, .x = x, .n = n};
+    dm_op_run(o, DM_OP_SIGMOID, DM_FWD, &a);
+}
+/* from the forward's output y (passed as x) */
+void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n) {
+    unary_args a = {.x = y, .dx = dx, .dy = dy, .n = n};
+    dm_op_run(o, DM_OP_SIGMOID, DM_BWD, &a);
+}
+
+/* swiglu: h = silu(a) b;  backward da, db from dh */
+typedef struct {
+    float *h;
+    const float *a, *b;
+    float *da, *db;
+    const float *dh;
+    size_t n;
+} swiglu_args;
+
+static void swiglu_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    swiglu_args *s = args;
+    if (dir == DM_FWD) dm_swiglu_fwd(s->h, s->a, s->b, s->n);
+    else dm_swiglu_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
+}
+static void swiglu_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    swiglu_args *s = args;
+    if (dir == DM_FWD) dm_swiglu_ref_fwd(s->h, s->a, s->b, s->n);
+    else dm_swiglu_ref_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
+}
+static int swiglu_outputs(void *args, int dir, dm_out *o) {
+    swiglu_args *s = args;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"h", (void **)&s->h, s->n, DM_OUT_SET};
+        return 1;
+    }
+    o[0] = (dm_out){"da", (void **)&s->da, s->n, DM_OUT_SET};
+    o[1] = (dm_out){"db", (void **)&s->db, s->n, DM_OUT_SET};
+    return 2;
+}
+static const dm_impl SWIGLU[] = {{"cpu", 0, NULL, NULL, swiglu_cpu},
+                                 {"reference", 1, NULL, NULL, swiglu_ref}};
+const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, SWIGLU, 2,
+                                 sizeof(swiglu_args), swiglu_outputs, NULL};
+
+void dm_op_swiglu_fwd(dm_ops *o, float *h, const float *a, const float *b, size_t n) {
+    swiglu_args s = {.h = h, .a = a, .b = b, .n = n};
+    dm_op_run(o, DM_OP_SWIGLU, DM_FWD, &s);
+}
+void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, const float *dh, const float *a,
+                      const float *b, size_t n) {
+    swiglu_args s = {.a = a, .b = b, .da = da, .db = db, .dh = dh, .n = n};
+    dm_op_run(o, DM_OP_SWIGLU, DM_BWD, &s);
+}
+
+/* the forget gate: g = gate(f; A_log, dt_bias), [N,H,Cg] */
+typedef struct {
+    float *g;
+    const float *f, *A_log, *dt_bias;
+    float *df, *dA_log, *ddt_bias;
+    const float *dg;
+    int N, H, Cg;
+    float lb;
+} gate_args;
+
+static void gate_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    gate_args *a = args;
+    if (dir == DM_FWD) dm_gate_fwd(a->g, a->f, a->A_log, a->dt_bias, a->N, a->H, a->Cg, a->lb);
+    else
+        dm_gate_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias, a->N,
+                    a->H, a->Cg, a->lb);
+}
+static void gate_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    gate_args *a = args;
+    if (dir == DM_FWD)
+        dm_gate_ref_fwd(a->g, a->f, a->A_log, a->dt_bias, a->N, a->H, a->Cg, a->lb);
+    else
+        dm_gate_ref_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias, a->N,
+                        a->H, a->Cg, a->lb);
+}
+static int gate_outputs(void *args, int dir, dm_out *o) {
+    gate_args *a = args;
+    size_t n = (size_t)a->N * a->H * a->Cg;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"g", (void **)&a->g, n, DM_OUT_SET};
+        return 1;
+    }
+    o[0] = (dm_out){"df", (void **)&a->df, n, DM_OUT_SET};
+    o[1] = (dm_out){"dA_log", (void **)&a->dA_log, (size_t)a->H, DM_OUT_ACC};
+    o[2] = (dm_out){"ddt_bias", (void **)&a->ddt_bias, (size_t)a->H * a->Cg, DM_OUT_ACC};
+    return 3;
+}
+static const dm_impl GATE[] = {{"cpu", 0, NULL, NULL, gate_cpu},
+                               {"reference", 1, NULL, NULL, gate_ref}};
+const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, GATE, 2, sizeof(gate_args),
+                               gate_outputs, NULL};
+
+void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
+                    const float *dt_bias, int N, int H, int Cg, float lb) {
+    gate_args a = {.g = g, .f = f, .A_log = A_log, .dt_bias = dt_bias, .N = N, .H = H, .Cg = Cg,
+                   .lb = lb};
+    dm_op_run(o, DM_OP_GATE, DM_FWD, &a);
+}
+void dm_op_gate_bwd(dm_ops *o, float *df, float *dA_log, float *ddt_bias, const float *dg,
+                    const float *f, const float *A_log, const float *dt_bias, int N, int H,
+                    int Cg, float lb) {
+    gate_args a = {.f = f, .A_log = A_log, .dt_bias = dt_bias, .df = df, .dA_log = dA_log,
+                   .ddt_bias = ddt_bias, .dg = dg, .N = N, .H = H, .Cg = Cg, .lb = lb};
+    dm_op_run(o, DM_OP_GATE, DM_BWD, &a);
+}
+
+/* the residual add y += x: one kernel, nothing to check it against */
+typedef struct {
+    float *y;
+    const float *x;
+    size_t n;
+} add_args;
+
+static void add_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    add_args *a = args;
+    dm_add_inplace(a->y, a->x, a->n);
+}
+static int add_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    add_args *a = args;
+    o[0] = (dm_out){"y", (void **)&a->y, a->n, DM_OUT_ACC};
+    return 1;
+}
+static const dm_impl ADD[] = {{"cpu", 0, NULL, NULL, add_cpu}};
+const dm_op_def dm_def_add = {"add", 1u << DM_FWD, ADD, 1, sizeof(add_args), add_outputs, NULL};
+
+void dm_op_add(dm_ops *o, float *y, const float *x, size_t n) {
+    add_args a = {.y = y, .x = x, .n = n};
+    dm_op_run(o, DM_OP_ADD, DM_FWD, &a);
+}
