@@ -12,6 +12,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/ref/ref.h"
 #include "base/rng.h"
+#include "model/model.h"
 
 static dm_config small(int mixer) {
     dm_config c;
@@ -199,4 +200,118 @@ TEST(fused_norms_match_composed) {
     }
     free(x); free(w); free(dy); free(y1); free(y2); free(r1); free(r2);
     free(dx1); free(dx2); free(dw1); free(dw2); free(scratch);
+}
+
+/* ---- the op layer over a whole step ---- */
+
+/* one forward + backward of cfg on a fixed batch, with the atlas and verify mode as asked;
+ * the model is returned for its counters */
+static dm_model *step(dm_config c, int B, int T, dm_atlas *atlas, int verify) {
+    char err[256];
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    if (!m) return NULL;
+    uint8_t *tok = malloc((size_t)B * (T + 1));
+    tokens(tok, (size_t)B * (T + 1), 5);
+    dm_model_set_atlas(m, atlas);
+    dm_model_set_verify(m, verify);
+    float loss = dm_model_forward(m, tok, B, T, NULL);
+    dm_model_zero_grad(m);
+    dm_model_backward(m);
+    CHECK(isfinite(loss));
+    free(tok);
+    return m;
+}
+
+/* Every op of a training step goes through the one routine: counted per direction, timed
+ * into the atlas, and in verify mode checked against a second implementation — every op
+ * that has a reference. */
+TEST(dispatch_every_op_counted_timed_verified) {
+    for (int mixer = 0; mixer < 2; mixer++) {
+        dm_atlas atlas;
+        dm_atlas_reset(&atlas);
+        dm_model *m = step(small(mixer), 2, 40, &atlas, 1);
+        if (!m) return;
+        const dm_ops *ops = &m->ops;
+        int counted = 0, verified = 0, timed = 0, pairs = 0;
+        for (int op = 0; op < DM_OP_COUNT; op++)
+            for (int d = 0; d < DM_NDIR; d++) {
+                if (!dm_op_dir_name(d) || !ops->calls[op][d]) continue;
+                counted++;
+                int in_atlas = 0;
+                for (int i = 0; i < atlas.n_ops; i++)
+                    in_atlas |= !strcmp(atlas.op[i].name, dm_op_name(op)) &&
+                                !strcmp(atlas.op[i].dir, dm_op_dir_name(d));
+                timed += in_atlas;
+                CHECKF(in_atlas, "%s.%s is not in the atlas", dm_op_name(op), dm_op_dir_name(d));
+                if (!dm_op_impl_name(op, 1)) continue; /* one implementation: add */
+                pairs++;
+                double v = ops->verify_op[op][d];
+                verified += v >= 0;
+                CHECKF(v >= 0 && v <= DM_VERIFY_BOUND, "%s.%s: verify %.3g", dm_op_name(op),
+                       dm_op_dir_name(d), v);
+            }
+        /* matmul 3 directions, add 1, the 11 others 2 each */
+        CHECKF(counted == 3 + 1 + 2 * (DM_OP_COUNT - 2), "%d (op, direction) pairs ran", counted);
+        char table[8192];
+        dm_model_dispatch_table(m, table, sizeof table);
+        printf("  %s: %d op directions counted, %d in the atlas, %d of %d verified\n%s",
+               mixer ? "gdn" : "kda", counted, timed, verified, pairs, table);
+        CHECK(strstr(table, "matmul.bwd_w") && strstr(table, "verify"));
+        dm_model_free(m);
+    }
+}
+
+/* gemm=openblas, onednn and auto compute the same step (to rounding), and the table says
+ * which ran; a oneDNN that cannot start (pretended here) leaves the step to OpenBLAS, bit
+ * for bit, with the reason counted. */
+TEST(dispatch_gemm_backends) {
+    static const int G[] = {DM_GEMM_OPENBLAS, DM_GEMM_ONEDNN, DM_GEMM_AUTO};
+    static const char *const NAME[] = {"openblas", "onednn", "auto"};
+    size_t np = 0;
+    float *g[3] = {0}, loss[3];
+    for (int i = 0; i < 3; i++) {
+        dm_config c = small(DM_MIXER_KDA);
+        c.gemm = G[i];
+        dm_model *m = step(c, 2, 40, NULL, 0);
+        if (!m) return;
+        np = dm_model_num_params(m);
+        g[i] = t_alloc(np);
+        memcpy(g[i], dm_model_grads(m), np * sizeof(float));
+        uint8_t tok[2 * 41];
+        tokens(tok, sizeof tok, 5);
+        loss[i] = dm_model_forward(m, tok, 2, 40, NULL);
+        char table[8192];
+        dm_model_dispatch_table(m, table, sizeof table);
+        const char *line = strstr(table, "matmul.fwd");
+        printf("  gemm=%s: loss %.9g  %.*s\n", NAME[i], loss[i],
+               line ? (int)strcspn(line, "\n") : 0, line ? line : "");
+        CHECK(line && strstr(line, i == 0 ? "openblas" : "onednn"));
+        dm_model_free(m);
+    }
+    for (int i = 1; i < 3; i++) {
+        double e = t_rel_rms_ff(g[i], g[0], np);
+        CHECKF(fabs(loss[i] - loss[0]) <= 1e-6 * fabs(loss[0]) && e <= 1e-5,
+               "gemm=%s vs openblas: loss %.9g vs %.9g, gradients rel rms %.3g", NAME[i],
+               loss[i], loss[0], e);
+    }
+    /* oneDNN missing: auto falls back to OpenBLAS for every product, with the reason */
+    dm_config c = small(DM_MIXER_KDA);
+    char err[256];
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    m->ops.onednn_why = "pretend: no oneDNN";
+    uint8_t tok[2 * 41];
+    tokens(tok, sizeof tok, 5);
+    dm_model_forward(m, tok, 2, 40, NULL);
+    dm_model_zero_grad(m);
+    dm_model_backward(m);
+    CHECKF(memcmp(dm_model_grads(m), g[0], np * sizeof(float)) == 0,
+           "the OpenBLAS fallback differs from gemm=openblas");
+    char rep[4096];
+    dm_model_dispatch_report(m, rep, sizeof rep);
+    printf("  oneDNN pretended missing: %.200s...\n", strstr(rep, "[") ? strstr(rep, "[") : rep);
+    CHECK(strstr(rep, "matmul onednn: 25 (pretend: no oneDNN)") != NULL);
+    CHECK(strstr(rep, "declined=0") != NULL); /* OpenBLAS is not the reference */
+    dm_model_free(m);
+    for (int i = 0; i < 3; i++) free(g[i]);
 }

@@ -100,6 +100,17 @@ TEST(gate_designed_red_pass_turns_red) {
     t_rmtree(d);
 }
 
+TEST(gate_skip_is_listed_and_green) {
+    char d[256], out[16384];
+    project(d, sizeof d, "ok_one pass\nnot_here skip\n", "");
+    gate_all_ways(d, 0, out, sizeof out);
+    CHECKF(strstr(out, "skipped on this machine") && strstr(out, "not_here: no such feature here"),
+           "the skipped test and its reason are not listed:\n%s", out);
+    CHECKF(strstr(out, "1 passed, 1 skipped") != NULL, "the summary does not count the skip:\n%s",
+           out);
+    t_rmtree(d);
+}
+
 TEST(gate_red_on_crash_or_no_tests) {
     char d[256], out[16384], cmd[1024];
     /* a crash is never an expected failure, designed-red or not */

@@ -10,6 +10,7 @@
 #include "dormouse.h"
 #include "oracle_model.h"
 #include "base/rng.h"
+#include "optim/optim.h"
 
 static void tokens_random(uint8_t *tok, size_t n, uint64_t seed) {
     dm_rng r;
@@ -264,5 +265,38 @@ TEST(model_changing_batch_shapes) {
                "%d x %d: loss %.9g vs fresh %.9g", B, T, l1, l2);
         dm_model_free(f);
     }
+    dm_model_free(m);
+}
+
+/* No cap on the model but memory: 32 layers (675 tensors; the parameter table once
+ * stopped at 512) build, and a few optimizer steps on one batch lower its loss. */
+TEST(model_32_layers_builds_and_trains) {
+    dm_config c = tiny(DM_MIXER_KDA);
+    c.n_layer = 32;
+    c.warmup_steps = 0;
+    char err[DM_ERRLEN];
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    CHECKF(m != NULL, "create with n_layer=32: %s", err);
+    if (!m) return;
+    dm_optim *o = dm_optim_create(m, &c, err, sizeof err);
+    CHECKF(o != NULL, "optimizer: %s", err);
+    if (!o) { dm_model_free(m); return; }
+    int B = 2, T = 24;
+    uint8_t tok[2 * 25];
+    tokens_text(tok, sizeof tok);
+    float first = NAN, last = NAN;
+    for (int s = 0; s < 8; s++) {
+        float l = dm_model_forward(m, tok, B, T, NULL);
+        dm_model_zero_grad(m);
+        dm_model_backward(m);
+        dm_optim_step(o, m, s);
+        if (s == 0) first = l;
+        last = l;
+    }
+    printf("  n_layer 32: %d tensors, %zu parameters; loss %.4f -> %.4f in 8 steps\n",
+           dm_model_num_tensors(m), dm_model_num_params(m), first, last);
+    CHECK(dm_model_num_tensors(m) > 512);
+    CHECKF(isfinite(last) && last < first, "loss %.4f -> %.4f", first, last);
+    dm_optim_free(o);
     dm_model_free(m);
 }

@@ -20,6 +20,11 @@ void t_fail(const char *file, int line, const char *fmt, ...)
     }                                                                                \
     static void name(void)
 
+/* The running case cannot run on this machine (a CPU feature, a library it lacks): say
+ * why and return from the case. It is reported "Skipped" (exit 77), and the test gate
+ * lists it with the reason: never a silent pass. */
+void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #define CHECK(cond)                                                                  \
     do { if (!(cond)) t_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)
 #define CHECKF(cond, ...)                                                            \

@@ -102,3 +102,10 @@ void dm_gemm(int transA, int transB, int M, int N, int K, float alpha, const flo
     dm_gemm_tile_shape(M, N, K, &mb, &nb);
     dm_gemm_tiled(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mb, nb);
 }
+
+void dm_gemm_openblas(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc) {
+    (void)ctx;
+    dm_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

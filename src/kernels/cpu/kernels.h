@@ -52,6 +52,10 @@ typedef void (*dm_gemm_fn)(void *ctx, int transA, int transB, int M, int N, int 
                            const float *A, int lda, const float *B, int ldb, float beta,
                            float *C, int ldc);
 typedef struct { dm_gemm_fn fn; void *ctx; } dm_gemm_be;
+/* dm_gemm in that form (ctx unused) */
+void dm_gemm_openblas(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                      int ldc);
 
 /* The tiling every backend shares: C in mb x nb tiles (row-major tile order), `tile` run
  * once per tile over the threads (it must compute its tile on the calling thread).

@@ -8,8 +8,8 @@
 
 static void gemm(const dm_gemm_be *be, int ta, int tb, int M, int N, int K, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (be) be->fn(be->ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else dm_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    (be ? be->fn : dm_gemm_openblas)(be ? be->ctx : NULL, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                                     beta, C, ldc);
 }
 
 /* in: [N,K]; W: [O,K]; bias: [O] or NULL; out: [N,O]
