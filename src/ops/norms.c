@@ -37,16 +37,18 @@ static void rms_ref(dm_ops *ops, void *args, int dir) {
     else dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
 }
 
+/* every norm's forward: y and the per-row inverse norms */
+static int fwd_outputs(norm_args *a, dm_out *o, const char *inv) {
+    o[0] = (dm_out){"y", (void **)&a->y, (size_t)a->R * a->C, DM_OUT_SET};
+    o[1] = (dm_out){inv, (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
+    return 2;
+}
+
 /* rmsnorm's dx accumulates (it adds onto the residual stream's gradient) */
 static int rms_outputs(void *args, int dir, dm_out *o) {
     norm_args *a = args;
-    size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) {
-        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
-        o[1] = (dm_out){"rstd", (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
-        return 2;
-    }
-    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_ACC};
+    if (dir == DM_FWD) return fwd_outputs(a, o, "rstd");
+    o[0] = (dm_out){"dx", (void **)&a->dx, (size_t)a->R * a->C, DM_OUT_ACC};
     o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
     return 2;
 }
@@ -82,11 +84,7 @@ static void gated_ref(dm_ops *ops, void *args, int dir) {
 static int gated_outputs(void *args, int dir, dm_out *o) {
     norm_args *a = args;
     size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) {
-        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
-        o[1] = (dm_out){"rstd", (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
-        return 2;
-    }
+    if (dir == DM_FWD) return fwd_outputs(a, o, "rstd");
     o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
     o[1] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
     o[2] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
@@ -116,13 +114,8 @@ static void l2_ref(dm_ops *ops, void *args, int dir) {
 
 static int l2_outputs(void *args, int dir, dm_out *o) {
     norm_args *a = args;
-    size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) {
-        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
-        o[1] = (dm_out){"rn", (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
-        return 2;
-    }
-    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
+    if (dir == DM_FWD) return fwd_outputs(a, o, "rn");
+    o[0] = (dm_out){"dx", (void **)&a->dx, (size_t)a->R * a->C, DM_OUT_SET};
     return 1;
 }
 

@@ -21,56 +21,55 @@ static int unary_outputs(void *args, int dir, dm_out *o) {
     return 1;
 }
 
-static void silu_cpu(dm_ops *ops, void *args, int dir) {
-    (void)ops;
+/* a unary op's kernel pair: y = f(x) and its backward from x (silu) or y (sigmoid) */
+typedef struct {
+    void (*fwd)(float *y, const float *x, size_t n);
+    void (*bwd)(float *dx, const float *dy, const float *x, size_t n);
+} unary_k;
+
+static void unary_run(const unary_k *k, void *args, int dir) {
     unary_args *a = args;
-    if (dir == DM_FWD) dm_silu_fwd(a->y, a->x, a->n);
-    else dm_silu_bwd(a->dx, a->dy, a->x, a->n);
+    if (dir == DM_FWD) k->fwd(a->y, a->x, a->n);
+    else k->bwd(a->dx, a->dy, a->x, a->n);
 }
-static void silu_ref(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    unary_args *a = args;
-    if (dir == DM_FWD) dm_silu_ref_fwd(a->y, a->x, a->n);
-    else dm_silu_ref_bwd(a->dx, a->dy, a->x, a->n);
-}
+
+static const unary_k SILU_CPU = {dm_silu_fwd, dm_silu_bwd},
+                     SILU_REF = {dm_silu_ref_fwd, dm_silu_ref_bwd},
+                     SIGMOID_CPU = {dm_sigmoid_fwd, dm_sigmoid_bwd},
+                     SIGMOID_REF = {dm_sigmoid_ref_fwd, dm_sigmoid_ref_bwd};
+static void silu_cpu(dm_ops *o, void *a, int d) { (void)o, unary_run(&SILU_CPU, a, d); }
+static void silu_ref(dm_ops *o, void *a, int d) { (void)o, unary_run(&SILU_REF, a, d); }
+static void sigmoid_cpu(dm_ops *o, void *a, int d) { (void)o, unary_run(&SIGMOID_CPU, a, d); }
+static void sigmoid_ref(dm_ops *o, void *a, int d) { (void)o, unary_run(&SIGMOID_REF, a, d); }
+
 static const dm_impl SILU[] = {{"cpu", 0, NULL, NULL, silu_cpu},
                                {"reference", 1, NULL, NULL, silu_ref}};
 const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, SILU, 2, sizeof(unary_args),
                                unary_outputs, NULL};
-
-static void sigmoid_cpu(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    unary_args *a = args;
-    if (dir == DM_FWD) dm_sigmoid_fwd(a->y, a->x, a->n);
-    else dm_sigmoid_bwd(a->dx, a->dy, a->x, a->n);
-}
-static void sigmoid_ref(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    unary_args *a = args;
-    if (dir == DM_FWD) dm_sigmoid_ref_fwd(a->y, a->x, a->n);
-    else dm_sigmoid_ref_bwd(a->dx, a->dy, a->x, a->n);
-}
 static const dm_impl SIGMOID[] = {{"cpu", 0, NULL, NULL, sigmoid_cpu},
                                   {"reference", 1, NULL, NULL, sigmoid_ref}};
 const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, SIGMOID, 2,
                                   sizeof(unary_args), unary_outputs, NULL};
 
+/* in: x for the forward and for silu's backward, y for sigmoid's backward */
+static void unary(dm_ops *o, int op, int dir, float *out, const float *in, const float *dy,
+                  size_t n) {
+    unary_args a = {.x = in, .dy = dy, .n = n};
+    if (dir == DM_FWD) a.y = out;
+    else a.dx = out;
+    dm_op_run(o, op, dir, &a);
+}
 void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n) {
-    unary_args a = {.y = y, .x = x, .n = n};
-    dm_op_run(o, DM_OP_SILU, DM_FWD, &a);
+    unary(o, DM_OP_SILU, DM_FWD, y, x, NULL, n);
 }
 void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n) {
-    unary_args a = {.x = x, .dx = dx, .dy = dy, .n = n};
-    dm_op_run(o, DM_OP_SILU, DM_BWD, &a);
+    unary(o, DM_OP_SILU, DM_BWD, dx, x, dy, n);
 }
 void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n) {
-    unary_args a = {.y = y, .x = x, .n = n};
-    dm_op_run(o, DM_OP_SIGMOID, DM_FWD, &a);
+    unary(o, DM_OP_SIGMOID, DM_FWD, y, x, NULL, n);
 }
-/* from the forward's output y (passed as x) */
 void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n) {
-    unary_args a = {.x = y, .dx = dx, .dy = dy, .n = n};
-    dm_op_run(o, DM_OP_SIGMOID, DM_BWD, &a);
+    unary(o, DM_OP_SIGMOID, DM_BWD, dx, y, dy, n);
 }
 
 /* swiglu: h = silu(a) b;  backward da, db from dh */

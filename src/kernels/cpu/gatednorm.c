@@ -8,10 +8,6 @@
 #define GN_PAR_MIN 16384 /* elements below which a parallel region does not pay */
 #define GN_CB 16         /* column block of the weight gradient */
 
-static inline float sum8(const float s[8]) {
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-}
-
 /* o, z, y: [R,D]; w: [D]; rstd: [R]
  * y = o * rstd[r] * w * act(z),  rstd = 1/sqrt(mean_d o^2 + eps),  act = sigmoid | silu */
 void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
@@ -20,17 +16,12 @@ void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, con
     for (int r = 0; r < R; r++) {
         const float *or_ = o + (size_t)r * D, *zr = z + (size_t)r * D;
         float *yr = y + (size_t)r * D;
-        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int d = 0;
-        for (; d + 8 <= D; d += 8)
-            for (int j = 0; j < 8; j++) s[j] += or_[d + j] * or_[d + j];
-        for (int j = 0; d < D; d++, j++) s[j] += or_[d] * or_[d];
-        float k = 1.0f / sqrtf(sum8(s) / (float)D + eps);
+        float k = 1.0f / sqrtf(dot8(or_, or_, D) / (float)D + eps);
         rstd[r] = k;
         if (act == DM_GATE_SWISH)
-            for (d = 0; d < D; d++) yr[d] = or_[d] * k * w[d] * (zr[d] * sigm(zr[d]));
+            for (int d = 0; d < D; d++) yr[d] = or_[d] * k * w[d] * (zr[d] * sigm(zr[d]));
         else
-            for (d = 0; d < D; d++) yr[d] = or_[d] * k * w[d] * sigm(zr[d]);
+            for (int d = 0; d < D; d++) yr[d] = or_[d] * k * w[d] * sigm(zr[d]);
     }
 }
 

@@ -2,18 +2,9 @@
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vmath.h"
 
 #define L2_PAR_MIN 16384 /* elements below which a parallel region does not pay */
-
-/* sum_i a[i]*b[i] with 8 independent partial sums, fixed order */
-static inline float dot8(const float *a, const float *b, int n) {
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    for (int j = 0; i < n; i++, j++) s[j] += a[i] * b[i];
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-}
 
 /* x, y: [R,D]; rn: [R]
  * y = x * rn[r],  rn[r] = 1/sqrt(sum_d x^2 + eps) */

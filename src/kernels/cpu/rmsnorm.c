@@ -2,20 +2,10 @@
 #include <math.h>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vmath.h"
 
 #define RMS_PAR_MIN 16384 /* elements below which a parallel region does not pay */
 #define RMS_CB 16         /* column block for the weight gradient */
-
-/* sum_i a[i]*b[i] with 8 independent partial sums (vectorizes without -ffast-math);
- * the summation order is fixed. */
-static inline float dot8(const float *a, const float *b, int n) {
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    for (int j = 0; i < n; i++, j++) s[j] += a[i] * b[i];
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-}
 
 /* x, y: [N,C]; w: [C]; rstd: [N]
  * y = x * rstd[n] * w,  rstd[n] = 1/sqrt(mean_c x^2 + eps) */
@@ -45,7 +35,7 @@ void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const
         for (; c + 8 <= C; c += 8)
             for (int j = 0; j < 8; j++) s[j] += dyr[c + j] * w[c + j] * xr[c + j];
         for (int j = 0; c < C; c++, j++) s[j] += dyr[c] * w[c] * xr[c];
-        float dot = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+        float dot = sum8(s);
         float r = rstd[n];
         float k = dot * r * r * r / (float)C;
         for (c = 0; c < C; c++) dxr[c] += r * w[c] * dyr[c] - k * xr[c];

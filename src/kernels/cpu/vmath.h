@@ -55,4 +55,21 @@ static inline float log1p01(float t) {
     return 2.0f * s * p;
 }
 
+/* The 8-lane partial sums of the row kernels (norms, L2 norm, xent): s[0..7] combined in
+ * one fixed order, so the result never depends on the thread count and vectorizes
+ * without -ffast-math. */
+static inline float sum8(const float s[8]) {
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* sum_i a[i]*b[i] with 8 independent partial sums, fixed order */
+static inline float dot8(const float *a, const float *b, int n) {
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    for (int j = 0; i < n; i++, j++) s[j] += a[i] * b[i];
+    return sum8(s);
+}
+
 #endif

@@ -31,7 +31,7 @@ static inline float row_loss(const float *x, int V, int t) {
     for (; i + 8 <= V; i += 8)
         for (int j = 0; j < 8; j++) s[j] += exp_v(x[i + j] - mx);
     for (int j = 0; i < V; i++, j++) s[j] += exp_v(x[i] - mx);
-    float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    float sum = sum8(s);
     return logf(sum) + mx - x[t];
 }
 
@@ -67,7 +67,7 @@ void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, in
         for (; i + 8 <= V; i += 8)
             for (int j = 0; j < 8; j++) s[j] += dx[i + j];
         for (int j = 0; i < V; i++, j++) s[j] += dx[i];
-        float k = scale / (((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7])));
+        float k = scale / sum8(s);
         for (int v = 0; v < V; v++) dx[v] *= k;
         dx[targets[n]] -= scale;
     }

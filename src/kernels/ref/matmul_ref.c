@@ -8,6 +8,16 @@
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
+/* acc[j] += sum_r a[r*sa] B[r*ldb + j] for j < nb, r in order: the sums of a block of
+ * outputs side by side */
+static void sum_rows(double *acc, int nb, const float *a, size_t sa, const float *B,
+                     size_t ldb, int R) {
+    for (int r = 0; r < R; r++) {
+        double d = a[(size_t)r * sa];
+        for (int j = 0; j < nb; j++) acc[j] += d * B[(size_t)r * ldb + j];
+    }
+}
+
 /* in: [N,K]; W: [O,K]; bias: [O] or NULL
  * out[n,o] = sum_k in[n,k] W[o,k] (+ bias[o]) */
 void dm_matmul_ref_fwd(float *out, const float *in, const float *W, const float *bias, int N,
@@ -34,10 +44,7 @@ void dm_matmul_ref_bwd_data(float *din, const float *dout, const float *W, int N
         for (int k0 = 0; k0 < K; k0 += REF_B) {
             int nb = imin(REF_B, K - k0);
             double acc[REF_B] = {0};
-            for (int o = 0; o < O; o++) {
-                double d = dout[(size_t)n * O + o];
-                for (int j = 0; j < nb; j++) acc[j] += d * W[(size_t)o * K + k0 + j];
-            }
+            sum_rows(acc, nb, dout + (size_t)n * O, 1, W + k0, (size_t)K, O);
             float *r = din + (size_t)n * K + k0;
             for (int j = 0; j < nb; j++) r[j] = (float)(din_acc ? r[j] + acc[j] : acc[j]);
         }
@@ -51,10 +58,7 @@ void dm_matmul_ref_bwd_weight(float *dW, float *dbias, const float *dout, const 
         for (int k0 = 0; k0 < K; k0 += REF_B) {
             int nb = imin(REF_B, K - k0);
             double acc[REF_B] = {0};
-            for (int n = 0; n < N; n++) {
-                double d = dout[(size_t)n * O + o];
-                for (int j = 0; j < nb; j++) acc[j] += d * in[(size_t)n * K + k0 + j];
-            }
+            sum_rows(acc, nb, dout + o, (size_t)O, in + k0, (size_t)K, N);
             float *r = dW + (size_t)o * K + k0;
             for (int j = 0; j < nb; j++) r[j] = (float)(r[j] + acc[j]);
         }
