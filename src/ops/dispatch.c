@@ -134,8 +134,8 @@ static int second(dm_ops *ops, const dm_op_def *def, int chosen, const void *arg
 static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, int other,
                          void *args, int dir) {
     dm_out out[DM_OP_MAX_OUT], alt_out[DM_OP_MAX_OUT];
-    unsigned char alt[512];
-    if (def->args_size > sizeof alt) abort(); /* an op with a bigger argument struct */
+    _Alignas(16) unsigned char alt[512]; /* a copy of the args: every op's struct fits */
+    if (def->args_size > sizeof alt) abort();
     memcpy(alt, args, def->args_size);
     int n = def->outputs(args, dir, out);
     def->outputs(alt, dir, alt_out);
