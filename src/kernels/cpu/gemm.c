@@ -81,7 +81,7 @@ void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, con
  * either (each element's sum over K runs in the same order in any tile), so the count
  * only trades packing against parallelism. Measured: README, "GEMM backends". */
 #define DM_GEMM_ONE_TILE 4e6
-#define DM_GEMM_TILE_FLOPS 1e8
+#define DM_GEMM_TILE_FLOPS 4e8
 void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb) {
     *mb = M;
     *nb = N;
