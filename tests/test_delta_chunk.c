@@ -107,7 +107,7 @@ static void run_chunk(const prob *p, int C, int use_hs, int nthreads, outs *o) {
 
 
 /* ---------------------------------------------------------------------------------- */
-/* Double-precision reverse-time backward (docs/kda.md section 4), used only to tell
+/* Double-precision reverse-time backward (docs/kda.md section 5), used only to tell
  * which of reference and chunked is closer to the truth where they differ most. */
 static void dbl_bwd(const prob *p, double *dq, double *dk, double *dv, double *dg, double *db,
                     double *dh0) {

@@ -1,5 +1,5 @@
 /* test_ns.c — batched Newton–Schulz (src/optim/ns.h): head-wise batching, per-slice
- * normalization, singular-value bands (docs/muon.md section 1), zero slices. */
+ * normalization, singular-value bands (docs/muon.md sections 4-5), zero slices. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -256,7 +256,7 @@ TEST(ns_zero_slice_gives_zero) {
         for (int i = 0; i < 48 * 20; i++) zero &= oz[i] == 0.0f;
         CHECKF(zero, "zero matrix did not give zeros");
         /* a tiny (1e-30, even subnormal) gradient is orthogonalized like a normal one:
-         * the epsilon does not swamp it (muon.md section 6) */
+         * the epsilon does not swamp it (docs/muon.md section 3) */
         float *T = t_alloc(len), *ot = t_alloc(len);
         const float tiny[2] = {1e-30f, 1e-41f};
         for (int k = 0; k < 2; k++) {
@@ -277,7 +277,7 @@ TEST(ns_zero_slice_gives_zero) {
     }
 }
 
-/* documented bands (muon.md section 1), checked against our own scalar computation */
+/* documented bands (docs/muon.md sections 4-5), checked against our own scalar computation */
 static void check_doc_bands(void) {
     struct { dm_ns_sched s; double xlo, lo, hi; } b[] = {
         {DM_NS_QUINTIC5, 1e-2, 0.6818, 1.1344}, /* doc: [0.68, 1.13] */

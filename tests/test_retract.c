@@ -1,4 +1,4 @@
-/* test_retract.c — sphere and Stiefel retractions (src/optim/retract.h, muon.md section 4). */
+/* test_retract.c — sphere and Stiefel retractions (src/optim/retract.h, docs/muon.md section 7). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

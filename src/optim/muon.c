@@ -1,4 +1,4 @@
-/* muon.c — Muon for the hidden matrices (docs/muon.md sections 2-4):
+/* muon.c — Muon for the hidden matrices (docs/muon.md sections 2, 6-8):
  *   m <- beta m + (1 - beta) g;   u = (1 - beta) g + beta m          (Nesterov)
  *   O = NS(u), per slice (head-wise Q/K: [n_head, head_dim, d_model], ONE batched call)
  *   W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O                 ([out, in] layout)

@@ -114,7 +114,7 @@ void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, 
         memset(out, 0, len * sizeof(float));
         return;
     }
-    /* No additive epsilon (muon.md section 6): a nonzero float slice has norm >= 1.4e-45,
+    /* No additive epsilon (docs/muon.md section 3): a nonzero float slice has norm >= 1.4e-45,
      * so 1/norm is finite in double and the output is exactly scale invariant even for a
      * 1e-30 gradient. NaN/Inf inputs give NaN outputs (the caller checks finiteness). */
     /* Ping-pong between out and work so the last step lands in out: X0 goes to work

@@ -1,4 +1,4 @@
-/* ns.h — Newton–Schulz orthogonalization for Muon (docs/muon.md sections 1, 3, 6).
+/* ns.h — Newton–Schulz orthogonalization for Muon (docs/muon.md sections 3-6).
  *
  * Input is a STACK of n matrices ("slices"), float32, row-major, slices contiguous:
  *   G[n, rows, cols]:  slice i is G + i*rows*cols, element (r, c) at [r*cols + c].

@@ -1,4 +1,4 @@
-/* retract.h — retraction of Muon matrices onto a manifold (docs/muon.md section 4).
+/* retract.h — retraction of Muon matrices onto a manifold (docs/muon.md section 7).
  *
  * Weights are a STACK W[n, rows, cols], float32, row-major, slices contiguous (a plain
  * matrix is n = 1; head-wise Q/K is [n_head, head_dim, d_model]); every slice is its own

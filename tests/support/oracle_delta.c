@@ -1,7 +1,7 @@
 /* oracle_delta.c — the gated delta rule in plain double loops (test oracle).
- * Written independently of src/kernels/delta_ref.c: the state is kept transposed,
+ * Written independently of src/kernels/ref/delta_ref.c: the state is kept transposed,
  * M[j][i] = S[i][j] ([dv][dk], one value column per row), and every step is spelled out
- * as in docs/kda.md section 2:
+ * as in docs/kda.md section 4:
  *   S' = Diag(exp(g_t)) S_{t-1};  e = v_t - S'^T k_t;  S_t = S' + beta_t k_t e^T;
  *   o_t = scale * S_t^T q_t.
  * Layout: dm_delta_dims (q,k [B,T,H,dk]; v,o [B,T,H,dv]; g [B,T,H,dk] or [B,T,H];

@@ -1,8 +1,8 @@
-/* delta.h — the gated delta-rule core (KDA / GDN) kernels.
+/* delta_chunk.h — the gated delta-rule core (KDA / GDN) kernels.
  *
  * Shapes and semantics: dm_delta_dims in include/dormouse.h (token-major layout
  * q,k [B,T,H,dk], v,o [B,T,H,dv], g [B,T,H,dk] or [B,T,H], beta [B,T,H],
- * states [B,H,dk,dv]). Math: docs/kda.md sections 2 (recurrence) and 4 (backward).
+ * states [B,H,dk,dv]). Math: docs/kda.md sections 4 (recurrence) and 5 (backward).
  *
  * Kernels take their scratch memory as an argument (sizes from the *_work functions,
  * in floats) and the number of threads they may use; (b,h) pairs run in parallel, each
@@ -15,7 +15,7 @@
 #include "dormouse.h"
 
 /* ==== chunked (fused) core: delta_chunk.c ============================================
- * Same semantics and layout as the reference; docs/kda.md sections 3-5. fp32 with the
+ * Same semantics and layout as the reference; docs/chunked.md sections 2-9. fp32 with the
  * in-chunk cumulative gates in double; exact pairwise decays; (b,h) pairs over threads,
  * bitwise independent of nthreads. chunk in {16, 32, 64}; any T (a partial last chunk is
  * ordinary input).

@@ -1,5 +1,5 @@
 /* delta_ref.c — the reference delta-rule core (KDA / GDN): token-serial forward and
- * reverse-time backward. docs/kda.md sections 2 and 4; contract in kernels/ref/ref.h.
+ * reverse-time backward. docs/kda.md sections 4 and 5; contract in kernels/ref/ref.h.
  *
  * Shapes (token-major, as in dm_delta_dims):
  *   q, k : [B,T,H,dk]      v, o, dO : [B,T,H,dv]
@@ -148,7 +148,7 @@ size_t dm_delta_ref_bwd_work(const dm_delta_dims *d, int nthreads) {
     return (size_t)nthreads * bwd_slice(d);
 }
 
-/* Backward of one (b,h) pair (docs/kda.md section 4), scratch = this thread's slice. */
+/* Backward of one (b,h) pair (docs/kda.md section 5), scratch = this thread's slice. */
 static void bwd_pair(const dm_delta_dims *d, int b, int h, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,
                      const float *dO, const float *dhT, float *dq, float *dk_, float *dv_,
