@@ -295,7 +295,8 @@ TEST(bench_programs_print_history_rows) {
         const char *prog, *args, *what;
         int rows;
     } progs[] = {
-        {"bench_gemm", "--rounds 1 --rows 64", "bench:gemm", 30},
+        /* 12 products x (dm_gemm, oneDNN, OpenBLAS threaded GFLOP/s + 2 time ratios) */
+        {"bench_gemm", "--rounds 1 --rows 64", "bench:gemm", 12 * 5},
         /* kda and gdn x (ref, chunk16, chunk16-recompute) x 3 stages */
         {"bench_delta", "--T 64 --chunk 16 --rounds 1 --dh 16", "bench:delta", 2 * 3 * 8},
     };
