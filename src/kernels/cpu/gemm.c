@@ -38,39 +38,40 @@ void dm_gemm_serial(int transA, int transB, int M, int N, int K, float alpha, co
     }
 }
 
-void dm_gemm_tiles(dm_gemm_fn tile, void *ctx, int transA, int transB, int M, int N, int K,
-                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                   float *C, int ldc, int mb, int nb) {
-    if (M <= 0 || N <= 0) return;
-    int tm = (M + mb - 1) / mb, tn = (N + nb - 1) / nb;
+void dm_gemm_tiles(dm_tile_fn tile, void *ctx, const dm_gemm_args *g, int mb, int nb) {
+    if (g->M <= 0 || g->N <= 0) return;
+    int tm = (g->M + mb - 1) / mb, tn = (g->N + nb - 1) / nb;
     if (tm * tn == 1) { /* one tile: on the calling thread */
-        tile(ctx, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        tile(ctx, g);
         return;
     }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int t = 0; t < tm * tn; t++) {
         int i0 = (t / tn) * mb, j0 = (t % tn) * nb;
-        int mi = M - i0 < mb ? M - i0 : mb, nj = N - j0 < nb ? N - j0 : nb;
+        dm_gemm_args x = *g;
+        x.M = g->M - i0 < mb ? g->M - i0 : mb;
+        x.N = g->N - j0 < nb ? g->N - j0 : nb;
         /* row-major: A is [M,K] (or [K,M] when transposed), B is [K,N] (or [N,K]) */
-        const float *Ai = transA ? A + i0 : A + (size_t)i0 * lda;
-        const float *Bj = transB ? B + (size_t)j0 * ldb : B + j0;
-        tile(ctx, transA, transB, mi, nj, K, alpha, Ai, lda, Bj, ldb, beta,
-             C + (size_t)i0 * ldc + j0, ldc);
+        size_t ai = g->ta ? (size_t)i0 : (size_t)i0 * g->lda;
+        size_t bj = g->tb ? (size_t)j0 * g->ldb : (size_t)j0;
+        x.A = (const char *)g->A + ai * g->elem;
+        x.B = (const char *)g->B + bj * g->elem;
+        x.C = g->C + (size_t)i0 * g->ldc + j0;
+        tile(ctx, &x);
     }
 }
 
-static void serial_tile(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
-                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                        int ldc) {
+static void sgemm_tile(void *ctx, const dm_gemm_args *t) {
     (void)ctx;
-    dm_gemm_serial(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    dm_gemm_serial(t->ta, t->tb, t->M, t->N, t->K, t->alpha, t->A, t->lda, t->B, t->ldb,
+                   t->beta, t->C, t->ldc);
 }
 
 void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
                    int nb) {
-    dm_gemm_tiles(serial_tile, NULL, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                  ldc, mb, nb);
+    dm_gemm_args g = {transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, sizeof(float), C};
+    dm_gemm_tiles(sgemm_tile, NULL, &g, mb, nb);
 }
 
 /* The tiles of a product, from its shape alone: a product below DM_GEMM_ONE_TILE FLOPs

@@ -57,17 +57,37 @@ void dm_gemm_openblas(void *ctx, int transA, int transB, int M, int N, int K, fl
                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
                       int ldc);
 
-/* The tiling every backend shares: C in mb x nb tiles (row-major tile order), `tile` run
- * once per tile over the threads (it must compute its tile on the calling thread).
- * dm_gemm_tile_shape: the tiles dm_gemm and the oneDNN backend use for a shape;
- * dm_gemm_tiled: OpenBLAS over a given tiling (for benchmarks that compare tilings). */
-void dm_gemm_tiles(dm_gemm_fn tile, void *ctx, int transA, int transB, int M, int N, int K,
-                   float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                   float *C, int ldc, int mb, int nb);
+/* The tiling every backend shares. A product as the tilers see it: row-major op(A)[M,K]
+ * times op(B)[K,N] into C[M,N] (f32), A and B of `elem` bytes (4: f32, 2: bf16). The tile
+ * function gets the same struct narrowed to one tile (M, N and the pointers) and must
+ * compute it on the calling thread. dm_gemm_tiles runs the tiles of an mb x nb tiling over
+ * the threads (row-major tile order); dm_gemm_tile_shape is the tiling every backend uses
+ * for a shape; dm_gemm_tiled is OpenBLAS over a given tiling (benchmarks compare them). */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const void *A, *B;
+    size_t elem;
+    float *C;
+} dm_gemm_args;
+typedef void (*dm_tile_fn)(void *ctx, const dm_gemm_args *tile);
+void dm_gemm_tiles(dm_tile_fn tile, void *ctx, const dm_gemm_args *g, int mb, int nb);
 void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb);
 void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
                    int nb);
+
+/* ---- bf16 (bf16.c): the upper half of an f32, rounded to nearest even; NaN stays NaN ----
+ * dm_bf16_from_f32: dst[n] = bf16(src);  dm_bf16_round: dst[n] = f32(bf16(src)), the same
+ * value kept in f32 (the reference bf16 path multiplies these with the f32 GEMM: every
+ * product of two bf16 values is exact in f32). dst may equal src in dm_bf16_round. */
+void dm_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
+void dm_bf16_round(float *dst, const float *src, size_t n);
+
+/* ---- the CPU (cpu.c) ----
+ * NULL when the CPU (and the OS) give hardware bf16 products (avx512_bf16 or amx_bf16);
+ * else what is missing, e.g. "cpu lacks avx512_bf16 and amx_bf16". */
+const char *dm_cpu_bf16_missing(void);
 
 /* ---- matmul over a GEMM backend (matmul.c) ----  be: NULL = dm_gemm (OpenBLAS)
  * out[N,O] = in[N,K] W[O,K]^T (+ bias[O] when bias != NULL)    ([out, in] weight layout) */

@@ -15,6 +15,7 @@ enum { P_OK = 0, P_FAILED, P_REFERENCE };
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
+    int bf16;                   /* A and B in bf16 (C always f32) */
     int status;                 /* P_* */
     dnnl_primitive_t prim;      /* P_OK only */
     dnnl_memory_desc_t scratch; /* its scratchpad */
@@ -64,14 +65,15 @@ void dm_onednn_free(dm_onednn *d) {
 
 const char *dm_onednn_impl(const dm_onednn *d) { return d->impl; }
 
-/* row-major op(A)[M,K], op(B)[K,N], C[M,N] as strided memory descriptors */
-static int descs(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+/* row-major op(A)[M,K], op(B)[K,N] (f32 or bf16), C[M,N] (f32) as strided descriptors */
+static int descs(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bf16,
                  dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *c) {
     dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
     dnnl_dims_t sa = {ta ? 1 : lda, ta ? lda : 1}, sb = {tb ? 1 : ldb, tb ? ldb : 1},
                 sc = {ldc, 1};
-    return dnnl_memory_desc_init_by_strides(a, 2, da, dnnl_f32, sa) != dnnl_success ||
-           dnnl_memory_desc_init_by_strides(b, 2, db, dnnl_f32, sb) != dnnl_success ||
+    dnnl_data_type_t t = bf16 ? dnnl_bf16 : dnnl_f32;
+    return dnnl_memory_desc_init_by_strides(a, 2, da, t, sa) != dnnl_success ||
+           dnnl_memory_desc_init_by_strides(b, 2, db, t, sb) != dnnl_success ||
            dnnl_memory_desc_init_by_strides(c, 2, dc, dnnl_f32, sc) != dnnl_success;
 }
 
@@ -87,7 +89,8 @@ static void build(dm_onednn *d, entry *e) {
         dnnl_primitive_attr_t attr = NULL;
         dnnl_post_ops_t po = NULL;
         dnnl_primitive_desc_t pd = NULL;
-        int ok = !descs(e->ta, e->tb, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, &a, &b, &c) &&
+        int ok = !descs(e->ta, e->tb, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, e->bf16, &a, &b,
+                        &c) &&
                  dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
                  dnnl_primitive_attr_create(&attr) == dnnl_success &&
                  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
@@ -123,16 +126,16 @@ static void build(dm_onednn *d, entry *e) {
     if (e->status == P_OK && e->scratch_bytes > d->need) d->need = e->scratch_bytes;
 }
 
+static int same_key(const entry *e, const dm_gemm_args *g, int bf16) {
+    return e->ta == g->ta && e->tb == g->tb && e->M == g->M && e->N == g->N && e->K == g->K &&
+           e->lda == g->lda && e->ldb == g->ldb && e->ldc == g->ldc && e->alpha == g->alpha &&
+           e->beta == g->beta && e->bf16 == bf16;
+}
+
 /* the cached primitive of a tile (built on first use); NULL when out of memory */
-static entry *lookup(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda, int ldb,
-                     int ldc, float alpha, float beta) {
-    for (int i = 0; i < d->n; i++) {
-        entry *e = &d->e[i];
-        if (e->ta == ta && e->tb == tb && e->M == M && e->N == N && e->K == K &&
-            e->lda == lda && e->ldb == ldb && e->ldc == ldc && e->alpha == alpha &&
-            e->beta == beta)
-            return e;
-    }
+static entry *lookup(dm_onednn *d, const dm_gemm_args *g, int bf16) {
+    for (int i = 0; i < d->n; i++)
+        if (same_key(&d->e[i], g, bf16)) return &d->e[i];
     if (d->n == d->cap) {
         int cap = d->cap ? 2 * d->cap : 32;
         entry *ne = realloc(d->e, (size_t)cap * sizeof *ne);
@@ -141,8 +144,8 @@ static entry *lookup(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
         d->cap = cap;
     }
     entry *e = &d->e[d->n++];
-    memset(e, 0, sizeof *e);
-    *e = (entry){ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, P_FAILED, NULL, {0}, 0};
+    *e = (entry){g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->alpha, g->beta,
+                 bf16, P_FAILED, NULL, {0}, 0};
     build(d, e);
     return e;
 }
@@ -197,15 +200,18 @@ static int ensure_slots(dm_onednn *d, int threads) {
 
 /* Build (or find) the primitive of every tile of the product and the per-thread slots
  * for the threads there are now: NULL when all is ready, else why not. */
-static const char *prepare(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
-                           int ldb, int ldc, float alpha, float beta) {
-    if (M <= 0 || N <= 0 || K <= 0) return "an empty product";
-    int sh[4][2], n = tile_shapes(M, N, K, sh);
+static const char *prepare(dm_onednn *d, const dm_gemm_args *g, int bf16) {
+    if (g->M <= 0 || g->N <= 0 || g->K <= 0) return "an empty product";
+    int sh[4][2], n = tile_shapes(g->M, g->N, g->K, sh);
     for (int i = 0; i < n; i++) {
-        entry *e = lookup(d, ta, tb, sh[i][0], sh[i][1], K, lda, ldb, ldc, alpha, beta);
+        dm_gemm_args t = *g;
+        t.M = sh[i][0];
+        t.N = sh[i][1];
+        entry *e = lookup(d, &t, bf16);
         if (!e) return "out of memory for a oneDNN primitive";
         if (e->status == P_REFERENCE)
-            return "oneDNN has only its reference matmul for it on this CPU";
+            return bf16 ? "oneDNN has only its reference bf16 matmul on this CPU"
+                        : "oneDNN has only its reference matmul for it on this CPU";
         if (e->status != P_OK) return "oneDNN cannot build a matmul primitive for it";
     }
     int threads = omp_get_max_threads();
@@ -213,35 +219,45 @@ static const char *prepare(dm_onednn *d, int ta, int tb, int M, int N, int K, in
     return NULL;
 }
 
-const char *dm_onednn_supports(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
-                               int ldb, int ldc, float alpha, float beta) {
-    return prepare(d, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta);
+static dm_gemm_args args(int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                         int lda, const void *B, int ldb, float beta, float *C, int ldc,
+                         size_t elem) {
+    return (dm_gemm_args){ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, elem, C};
 }
 
+const char *dm_onednn_supports(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
+                               int ldb, int ldc, float alpha, float beta) {
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 4);
+    return prepare(d, &g, 0);
+}
+
+const char *dm_onednn_supports_bf16(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
+                                    int ldb, int ldc, float alpha, float beta) {
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 2);
+    return prepare(d, &g, 1);
+}
+
+typedef struct { dm_onednn *d; int bf16; } tile_ctx;
+
 /* one tile on the calling thread, with this thread's stream and scratchpad */
-static void tile(void *ctx, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    dm_onednn *d = ctx;
+static void tile(void *ctx, const dm_gemm_args *t) {
+    dm_onednn *d = ((tile_ctx *)ctx)->d;
+    int bf16 = ((tile_ctx *)ctx)->bf16;
     entry *e = NULL;
-    for (int i = 0; i < d->n && !e; i++) {
-        entry *x = &d->e[i];
-        if (x->ta == ta && x->tb == tb && x->M == M && x->N == N && x->K == K &&
-            x->lda == lda && x->ldb == ldb && x->ldc == ldc && x->alpha == alpha &&
-            x->beta == beta && x->status == P_OK)
-            e = x;
-    }
+    for (int i = 0; i < d->n && !e; i++)
+        if (same_key(&d->e[i], t, bf16) && d->e[i].status == P_OK) e = &d->e[i];
     int slot = omp_get_thread_num();
     if (!e || slot >= d->slots) abort(); /* prepare() made both: unreachable */
     dnnl_memory_desc_t a, b, c;
-    descs(ta, tb, M, N, K, lda, ldb, ldc, &a, &b, &c);
+    descs(t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc, bf16, &a, &b, &c);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
-    int ok = dnnl_memory_create(&ma, &a, d->eng, (void *)A) == dnnl_success &&
-             dnnl_memory_create(&mb, &b, d->eng, (void *)B) == dnnl_success &&
-             dnnl_memory_create(&mc, &c, d->eng, C) == dnnl_success &&
+    int ok = dnnl_memory_create(&ma, &a, d->eng, (void *)t->A) == dnnl_success &&
+             dnnl_memory_create(&mb, &b, d->eng, (void *)t->B) == dnnl_success &&
+             dnnl_memory_create(&mc, &c, d->eng, t->C) == dnnl_success &&
              dnnl_memory_create(&ms, &e->scratch, d->eng, d->pad[slot]) == dnnl_success;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
-                               {DNNL_ARG_SCRATCHPAD, ms}};
-    ok = ok && dnnl_primitive_execute(e->prim, d->stream[slot], 4, args) == dnnl_success &&
+    dnnl_exec_arg_t ex[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
+                             {DNNL_ARG_SCRATCHPAD, ms}};
+    ok = ok && dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex) == dnnl_success &&
          dnnl_stream_wait(d->stream[slot]) == dnnl_success;
     dnnl_memory_destroy(ma);
     dnnl_memory_destroy(mb);
@@ -250,15 +266,27 @@ static void tile(void *ctx, int ta, int tb, int M, int N, int K, float alpha, co
     if (!ok) abort(); /* a built primitive failed on valid memory: a bug, never a fallback */
 }
 
+static void run(dm_onednn *d, const dm_gemm_args *g, int bf16) {
+    if (g->M <= 0 || g->N <= 0) return;
+    /* the primitives are built here, before the parallel loop, when supports was not
+     * asked first; a product it declines is a caller's bug */
+    if (prepare(d, g, bf16)) abort();
+    int mb, nb;
+    dm_gemm_tile_shape(g->M, g->N, g->K, &mb, &nb);
+    tile_ctx tc = {d, bf16};
+    dm_gemm_tiles(tile, &tc, g, mb, nb);
+}
+
 void dm_onednn_gemm(void *ctx, int ta, int tb, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc) {
-    dm_onednn *d = ctx;
-    if (M <= 0 || N <= 0) return;
-    /* the primitives are built here, before the parallel loop, when supports was not
-     * asked first; a product it declines is a caller's bug */
-    if (prepare(d, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta)) abort();
-    int mb, nb;
-    dm_gemm_tile_shape(M, N, K, &mb, &nb);
-    dm_gemm_tiles(tile, d, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mb, nb);
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(float));
+    run(ctx, &g, 0);
+}
+
+void dm_onednn_gemm_bf16(dm_onednn *d, int ta, int tb, int M, int N, int K, float alpha,
+                         const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                         float *C, int ldc) {
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t));
+    run(d, &g, 1);
 }

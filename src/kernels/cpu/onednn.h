@@ -17,6 +17,7 @@
 #define DM_KERNELS_ONEDNN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct dm_onednn dm_onednn;
 
@@ -38,6 +39,14 @@ const char *dm_onednn_supports(dm_onednn *d, int transA, int transB, int M, int 
 void dm_onednn_gemm(void *ctx, int transA, int transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc);
+
+/* The same with A and B in bf16 (round to nearest even: dm_bf16_from_f32), f32
+ * accumulation and an f32 C. */
+const char *dm_onednn_supports_bf16(dm_onednn *d, int transA, int transB, int M, int N, int K,
+                                    int lda, int ldb, int ldc, float alpha, float beta);
+void dm_onednn_gemm_bf16(dm_onednn *d, int transA, int transB, int M, int N, int K, float alpha,
+                         const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                         float *C, int ldc);
 
 /* The implementation oneDNN picked for the most recently built primitive
  * ("brg:avx512_core", "gemm:jit", ...), for reports; "" when none was built. */
