@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
 #include "ops/op.h"
 
@@ -32,6 +33,8 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->norm_impl = c->norm_impl;
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
+    ops->precision = DM_PREC_FP32;
+    ops->bf16_why = dm_cpu_bf16_missing();
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
@@ -39,12 +42,26 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
 void dm_ops_free(dm_ops *ops) {
     dm_onednn_free(ops->onednn);
     ops->onednn = NULL;
+    free(ops->bbuf);
+    ops->bbuf = NULL;
+    ops->bcap = 0;
     free(ops->vbuf);
     ops->vbuf = NULL;
     ops->vcap = 0;
 }
 
 /* ---- choosing ---- */
+
+void dm_ops_set_weights(dm_ops *ops, const float *w, const uint16_t *w_bf16, size_t n) {
+    ops->wts = w;
+    ops->wts_bf16 = w_bf16;
+    ops->n_wts = n;
+}
+
+/* an implementation the precision setting leaves out entirely (not a decline) */
+static int out_of_precision(const dm_ops *ops, const dm_impl *im) {
+    return im->precision == DM_PREC_BF16 && ops->precision != DM_PREC_BF16;
+}
 
 static const char *why_not(dm_ops *ops, const dm_impl *im, const void *args, int dir) {
     const char *w = im->selected ? im->selected(ops, args, dir) : NULL;
@@ -112,17 +129,19 @@ static double rel_rms(const float *a, const float *r, const float *base, size_t 
     return den > 0 ? sqrt(num / den) : sqrt(num / (double)(n ? n : 1));
 }
 
-/* The second implementation for a call run by `chosen`: the reference, or when the
- * reference is the one chosen, the first other implementation able to take the call
- * (whatever the settings say); -1 when there is none. */
+/* The second implementation for a call run by `chosen`: the reference of its precision,
+ * or when that reference is the one chosen, the first other implementation of the same
+ * precision able to take the call (whatever the settings say); -1 when there is none. */
 static int second(dm_ops *ops, const dm_op_def *def, int chosen, const void *args, int dir) {
+    int prec = def->impl[chosen].precision;
     if (!def->impl[chosen].reference) {
         for (int i = 0; i < def->n_impl; i++)
-            if (def->impl[i].reference) return i;
+            if (def->impl[i].reference && def->impl[i].precision == prec) return i;
         return -1;
     }
     for (int i = 0; i < def->n_impl; i++)
-        if (i != chosen && !(def->impl[i].supports && def->impl[i].supports(ops, args, dir)))
+        if (i != chosen && def->impl[i].precision == prec &&
+            !(def->impl[i].supports && def->impl[i].supports(ops, args, dir)))
             return i;
     return -1;
 }
@@ -190,6 +209,7 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     const dm_op_def *def = DEFS[op];
     int chosen = -1;
     for (int i = 0; i < def->n_impl && chosen < 0; i++) {
+        if (out_of_precision(ops, &def->impl[i])) continue;
         const char *why = why_not(ops, &def->impl[i], args, dir);
         if (!why) chosen = i;
         else count_skip(ops, op, dir, i, why);

@@ -1,8 +1,12 @@
 /* matmul.c — the dense layer as an op: forward (out = in W^T + b), the data gradient
  * (bwd: din = dout W) and the weight gradient (bwd_w: dW += dout^T in, dbias += sums).
- * Implementations: oneDNN's matmul, OpenBLAS (dm_gemm), the double-precision reference.
- * The `gemm` setting: openblas, onednn (OpenBLAS where oneDNN declines), or auto (the
- * measured rule below). */
+ * Implementations: in bf16 (precision=bf16: operands rounded to bf16, f32 accumulation)
+ * oneDNN's bf16 matmul and its reference (the rounded operands through the f32 GEMM); in
+ * fp32 oneDNN's matmul, OpenBLAS (dm_gemm) and the double-precision reference. The `gemm`
+ * setting: openblas, onednn (OpenBLAS where oneDNN declines), or auto (the measured rule
+ * below). */
+#include <stdlib.h>
+
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/ref/ref.h"
@@ -54,6 +58,98 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
     run_be(&be, args, dir);
 }
 
+/* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
+
+/* n bf16 values of x: the model's bf16 copy when x lies in its weights, else rounded now
+ * into *scratch (advanced past them) */
+static const uint16_t *as_bf16(const dm_ops *ops, const float *x, size_t n, uint16_t **scratch) {
+    if (ops->wts_bf16 && x >= ops->wts && x + n <= ops->wts + ops->n_wts)
+        return ops->wts_bf16 + (x - ops->wts);
+    uint16_t *p = *scratch;
+    dm_bf16_from_f32(p, x, n);
+    *scratch += (n + 31) & ~(size_t)31;
+    return p;
+}
+
+/* operand scratch: room for the operands a direction may round, as f32 (the reference
+ * bf16 path) or bf16 (half of it) */
+static void *operand_scratch(dm_ops *ops, const mm_args *a, int dir) {
+    size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
+    size_t need = (dir == DM_FWD ? N * K + O * K : dir == DM_BWD ? N * O + O * K : N * O + N * K);
+    need = (need + 128) * sizeof(float);
+    if (need > ops->bcap) {
+        void *p = realloc(ops->bbuf, need);
+        if (!p) return NULL;
+        ops->bbuf = p;
+        ops->bcap = need;
+    }
+    return ops->bbuf;
+}
+
+static const char *bf16_supports(dm_ops *ops, const void *args, int dir) {
+    if (ops->bf16_why) return ops->bf16_why;
+    if (!operand_scratch(ops, args, dir)) return "out of memory for bf16 operands";
+    if (!ops->onednn && !ops->onednn_why) ops->onednn = dm_onednn_create(&ops->onednn_why);
+    if (!ops->onednn) return ops->onednn_why;
+    mm_gemm g = product(args, dir);
+    return dm_onednn_supports_bf16(ops->onednn, g.ta, g.tb, g.M, g.Nc, g.K, g.lda, g.ldb, g.ldc,
+                                   1.0f, g.beta);
+}
+
+static void bf16_run(dm_ops *ops, void *args, int dir) {
+    mm_args *a = args;
+    uint16_t *s = ops->bbuf;
+    size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
+    mm_gemm g = product(a, dir);
+    if (dir == DM_FWD) {
+        if (a->N > 0 && a->O > 0 && a->K > 0) {
+            const uint16_t *in = as_bf16(ops, a->in, N * K, &s), *W = as_bf16(ops, a->W, O * K, &s);
+            dm_onednn_gemm_bf16(ops->onednn, 0, 1, g.M, g.Nc, g.K, 1.0f, in, g.lda, W, g.ldb,
+                                g.beta, a->out, g.ldc);
+        }
+        if (a->N > 0 && a->O > 0) dm_matmul_bias(a->out, a->bias, a->N, a->K, a->O);
+    } else if (dir == DM_BWD) {
+        const uint16_t *dout = as_bf16(ops, a->dout, N * O, &s), *W = as_bf16(ops, a->W, O * K, &s);
+        dm_onednn_gemm_bf16(ops->onednn, 0, 0, g.M, g.Nc, g.K, 1.0f, dout, g.lda, W, g.ldb,
+                            g.beta, a->din, g.ldc);
+    } else {
+        const uint16_t *dout = as_bf16(ops, a->dout, N * O, &s), *in = as_bf16(ops, a->in, N * K, &s);
+        dm_onednn_gemm_bf16(ops->onednn, 1, 0, g.M, g.Nc, g.K, 1.0f, dout, g.lda, in, g.ldb,
+                            g.beta, a->dW, g.ldc);
+        if (a->dbias) dm_matmul_bias_grad(a->dbias, a->dout, a->N, a->O);
+    }
+}
+
+/* the reference bf16 path: the operands rounded to bf16 values (kept in f32), then the f32
+ * products of OpenBLAS (each product of two bf16 values is exact in f32) */
+static const float *rounded(const float *x, size_t n, float **scratch) {
+    float *p = *scratch;
+    dm_bf16_round(p, x, n);
+    *scratch += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+static const char *ref_bf16_supports(dm_ops *ops, const void *args, int dir) {
+    return operand_scratch(ops, args, dir) ? NULL : "out of memory for bf16 operands";
+}
+
+static void ref_bf16_run(dm_ops *ops, void *args, int dir) {
+    mm_args *a = args;
+    float *s = ops->bbuf;
+    size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
+    if (dir == DM_FWD) {
+        const float *in = rounded(a->in, N * K, &s), *W = rounded(a->W, O * K, &s);
+        dm_matmul_fwd(NULL, a->out, in, W, a->bias, a->N, a->K, a->O);
+    } else if (dir == DM_BWD) {
+        const float *dout = rounded(a->dout, N * O, &s), *W = rounded(a->W, O * K, &s);
+        dm_matmul_bwd_data(NULL, a->din, dout, W, a->N, a->K, a->O, a->din_acc);
+    } else {
+        const float *dout = rounded(a->dout, N * O, &s), *in = rounded(a->in, N * K, &s);
+        dm_matmul_bwd_weight(NULL, a->dW, NULL, dout, in, a->N, a->K, a->O);
+        if (a->dbias && a->N > 0 && a->O > 0) dm_matmul_bias_grad(a->dbias, a->dout, a->N, a->O);
+    }
+}
+
 /* ---- OpenBLAS, the reference ---- */
 
 static void openblas_run(dm_ops *ops, void *args, int dir) {
@@ -93,11 +189,13 @@ static double flops(const void *args, int dir) {
 }
 
 static const dm_impl IMPL[] = {
-    {"onednn", 0, onednn_selected, onednn_supports, onednn_run},
-    {"openblas", 0, NULL, NULL, openblas_run},
-    {"reference", 1, NULL, NULL, ref_run},
+    {"onednn-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, bf16_run},
+    {"reference-bf16", 1, DM_PREC_BF16, NULL, ref_bf16_supports, ref_bf16_run},
+    {"onednn", 0, DM_PREC_FP32, onednn_selected, onednn_supports, onednn_run},
+    {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_run},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run},
 };
-const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, IMPL, 3,
+const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, IMPL, 5,
                                  sizeof(mm_args), outputs, flops};
 
 void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,

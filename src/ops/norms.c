@@ -54,8 +54,8 @@ static int rms_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl RMS[] = {
-    {"fused", 0, fused_selected, NULL, rms_fused},
-    {"reference", 1, NULL, NULL, rms_ref},
+    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, rms_fused},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, rms_ref},
 };
 const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
                                   sizeof(norm_args), rms_outputs, NULL};
@@ -92,8 +92,8 @@ static int gated_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl GATED[] = {
-    {"fused", 0, fused_selected, NULL, gated_fused},
-    {"reference", 1, NULL, NULL, gated_ref},
+    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, gated_fused},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, gated_ref},
 };
 const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, GATED, 2,
                                     sizeof(norm_args), gated_outputs, NULL};
@@ -120,8 +120,8 @@ static int l2_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl L2[] = {
-    {"cpu", 0, NULL, NULL, l2_cpu},
-    {"reference", 1, NULL, NULL, l2_ref},
+    {"cpu", 0, DM_PREC_FP32, NULL, NULL, l2_cpu},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref},
 };
 const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, L2, 2, sizeof(norm_args),
                                  l2_outputs, NULL};

@@ -13,7 +13,9 @@
 /* One implementation of an op. */
 typedef struct {
     const char *name;  /* "chunked", "openblas", "reference", ... */
-    int reference;     /* 1: the op's reference (the oracle); the last in the list */
+    int reference;     /* 1: the op's reference (the oracle) among those of its precision */
+    int precision;     /* DM_PREC_*: bf16 implementations are asked only when the setting
+                          allows bf16, and come first */
     /* Does the setting pick it for this call? NULL when it does, else the reason naming
      * the setting (static string). NULL hook: always. */
     const char *(*selected)(const dm_ops *ops, const void *args, int dir);

@@ -44,7 +44,10 @@ enum {
     DM_OP_L2NORM, DM_OP_GATE, DM_OP_SIGMOID, DM_OP_SWIGLU, DM_OP_XENT, DM_OP_DELTA, DM_OP_ADD,
     DM_OP_COUNT
 };
-#define DM_OP_MAX_IMPL 4
+#define DM_OP_MAX_IMPL 6
+/* an implementation's precision: fp32, or bf16 products (bf16 operands rounded to nearest
+ * even, f32 accumulation and outputs: docs/bf16.md) */
+enum { DM_PREC_FP32 = 0, DM_PREC_BF16 = 1 };
 #define DM_OPS_MAX_SKIPS 64
 #define DM_VERIFY_BOUND 1e-5 /* fp32: an implementation vs the reference, relative RMS */
 
@@ -61,8 +64,19 @@ typedef struct dm_ops {
     int norm_impl; /* DM_IMPL_AUTO | DM_IMPL_CHUNKED (= fused) | DM_IMPL_REFERENCE */
     int chunk;     /* chunk size of the chunked delta core */
     int gemm;      /* DM_GEMM_* */
+    int precision; /* DM_PREC_FP32: fp32 implementations only; DM_PREC_BF16: an op's bf16
+                      implementations first, where the CPU has hardware bf16 */
+    const char *bf16_why; /* why the CPU's bf16 is not used (NULL: it is): found at init;
+                             tests set it to pretend the feature is absent */
     int verify;    /* while set, every call is also run by a second implementation */
     dm_atlas *atlas;
+    /* the model's weights and their bf16 copy (dm_ops_set_weights): a bf16 matmul whose
+     * weight lies in them uses the copy; any other operand is rounded per call */
+    const float *wts;
+    const uint16_t *wts_bf16;
+    size_t n_wts;
+    void *bbuf; /* operand scratch of the bf16 products (grown on demand, kept) */
+    size_t bcap;
     /* the oneDNN context, made on the first matmul that asks for it (why: its failure) */
     struct dm_onednn *onednn;
     const char *onednn_why;
@@ -96,6 +110,9 @@ double dm_ops_verify_take(dm_ops *ops, char *what, size_t n);
 const char *dm_op_name(int op);
 const char *dm_op_dir_name(int dir);
 const char *dm_op_impl_name(int op, int impl);
+
+/* The weights (n floats) and their bf16 copy; NULL, 0 to forget them. */
+void dm_ops_set_weights(dm_ops *ops, const float *w, const uint16_t *w_bf16, size_t n);
 
 /* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
 int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);

@@ -34,8 +34,8 @@ static int embed_outputs(void *args, int dir, dm_out *o) {
                : (dm_out){"dtable", (void **)&a->dtable, (size_t)DM_VOCAB * a->C, DM_OUT_ACC};
     return 1;
 }
-static const dm_impl EMBED[] = {{"cpu", 0, NULL, NULL, embed_cpu},
-                                {"reference", 1, NULL, NULL, embed_ref}};
+static const dm_impl EMBED[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, embed_cpu},
+                                {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref}};
 const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, EMBED, 2,
                                 sizeof(embed_args), embed_outputs, NULL};
 
@@ -82,8 +82,8 @@ static int conv_outputs(void *args, int dir, dm_out *o) {
     o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C * a->W, DM_OUT_ACC};
     return 2;
 }
-static const dm_impl CONV[] = {{"cpu", 0, NULL, NULL, conv_cpu},
-                               {"reference", 1, NULL, NULL, conv_ref}};
+static const dm_impl CONV[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, conv_cpu},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref}};
 const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, CONV, 2, sizeof(conv_args),
                                conv_outputs, NULL};
 
@@ -132,8 +132,8 @@ static int xent_outputs(void *args, int dir, dm_out *o) {
     if (a->losses) o[n++] = (dm_out){"losses", (void **)&a->losses, (size_t)a->N, DM_OUT_SET};
     return n;
 }
-static const dm_impl XENT[] = {{"cpu", 0, NULL, NULL, xent_cpu},
-                               {"reference", 1, NULL, NULL, xent_ref}};
+static const dm_impl XENT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, xent_cpu},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref}};
 const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, XENT, 2, sizeof(xent_args),
                                xent_outputs, NULL};
 

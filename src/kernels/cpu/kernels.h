@@ -99,6 +99,10 @@ void dm_matmul_bwd_data(const dm_gemm_be *be, float *din, const float *dout, con
 /* the weight gradient: dW[O,K] += dout^T in;  dbias[O] += sum_n dout[n,:] (dbias may be NULL) */
 void dm_matmul_bwd_weight(const dm_gemm_be *be, float *dW, float *dbias, const float *dout,
                           const float *in, int N, int K, int O);
+/* the products' companions, for backends that run the products themselves (bf16):
+ * out[N,O] (=0 first when K <= 0) += bias;  dbias[O] += column sums of dout[N,O] */
+void dm_matmul_bias(float *out, const float *bias, int N, int K, int O);
+void dm_matmul_bias_grad(float *dbias, const float *dout, int N, int O);
 /* both (din skipped when NULL) */
 void dm_matmul_bwd(const dm_gemm_be *be, float *din, float *dW, float *dbias, const float *dout,
                    const float *in, const float *W, int N, int K, int O, int din_acc);

@@ -12,23 +12,26 @@ static void gemm(const dm_gemm_be *be, int ta, int tb, int M, int N, int K, floa
                                      beta, C, ldc);
 }
 
+/* out[N,O] (=0 first when K <= 0: no product wrote it) += bias[O] (when non-NULL) */
+void dm_matmul_bias(float *out, const float *bias, int N, int K, int O) {
+    if (K > 0 && !bias) return;
+#pragma omp parallel for schedule(static) if ((long)N * O >= MM_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *r = out + (size_t)n * O;
+        if (K <= 0)
+            for (int o = 0; o < O; o++) r[o] = 0.0f;
+        if (bias)
+            for (int o = 0; o < O; o++) r[o] += bias[o];
+    }
+}
+
 /* in: [N,K]; W: [O,K]; bias: [O] or NULL; out: [N,O]
  * out = in W^T (+ bias) */
 void dm_matmul_fwd(const dm_gemm_be *be, float *out, const float *in, const float *W,
                    const float *bias, int N, int K, int O) {
     if (N <= 0 || O <= 0) return;
     if (K > 0) gemm(be, 0, 1, N, O, K, 1.0f, in, K, W, K, 0.0f, out, O);
-    int par = (long)N * O >= MM_PAR_MIN;
-    if (K <= 0 || bias) {
-#pragma omp parallel for schedule(static) if (par)
-        for (int n = 0; n < N; n++) {
-            float *r = out + (size_t)n * O;
-            if (K <= 0)
-                for (int o = 0; o < O; o++) r[o] = 0.0f;
-            if (bias)
-                for (int o = 0; o < O; o++) r[o] += bias[o];
-        }
-    }
+    dm_matmul_bias(out, bias, N, K, O);
 }
 
 /* dout: [N,O];  din[N,K] = dout W  (+= when din_acc) */
@@ -40,25 +43,27 @@ void dm_matmul_bwd_data(const dm_gemm_be *be, float *din, const float *dout, con
         for (long i = 0; i < (long)N * K; i++) din[i] = 0.0f;
 }
 
-/* dW[O,K]  += dout^T in
- * dbias[O] += sum_n dout[n,:]  (when dbias != NULL; columns in parallel, rows in order) */
+/* dW[O,K]  += dout^T in;  dbias[O] += sum_n dout[n,:] (when dbias != NULL) */
+/* dbias[O] += sum_n dout[n,:]  (columns in parallel, rows in order) */
+void dm_matmul_bias_grad(float *dbias, const float *dout, int N, int O) {
+    int nb = (O + MM_CB - 1) / MM_CB;
+#pragma omp parallel for schedule(static) if ((long)N * O >= MM_PAR_MIN)
+    for (int b = 0; b < nb; b++) {
+        int o0 = b * MM_CB, o1 = o0 + MM_CB < O ? o0 + MM_CB : O;
+        float acc[MM_CB] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *r = dout + (size_t)n * O;
+            for (int o = o0; o < o1; o++) acc[o - o0] += r[o];
+        }
+        for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
+    }
+}
+
 void dm_matmul_bwd_weight(const dm_gemm_be *be, float *dW, float *dbias, const float *dout,
                           const float *in, int N, int K, int O) {
     if (N <= 0 || O <= 0) return;
     if (K > 0) gemm(be, 1, 0, O, K, N, 1.0f, dout, O, in, K, 1.0f, dW, K);
-    if (dbias) {
-        int nb = (O + MM_CB - 1) / MM_CB;
-#pragma omp parallel for schedule(static) if ((long)N * O >= MM_PAR_MIN)
-        for (int b = 0; b < nb; b++) {
-            int o0 = b * MM_CB, o1 = o0 + MM_CB < O ? o0 + MM_CB : O;
-            float acc[MM_CB] = {0};
-            for (int n = 0; n < N; n++) {
-                const float *r = dout + (size_t)n * O;
-                for (int o = o0; o < o1; o++) acc[o - o0] += r[o];
-            }
-            for (int o = o0; o < o1; o++) dbias[o] += acc[o - o0];
-        }
-    }
+    if (dbias) dm_matmul_bias_grad(dbias, dout, N, O);
 }
 
 void dm_matmul_bwd(const dm_gemm_be *be, float *din, float *dW, float *dbias, const float *dout,
