@@ -37,6 +37,7 @@ enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
 enum { DM_CKPT_NONE = 0 };
 enum { DM_GEMM_AUTO = 0, DM_GEMM_OPENBLAS = 1, DM_GEMM_ONEDNN = 2 };
+enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
 
 /* Every field is a config key of the same name (JSON file or --set key=value).
  * dm_config_default() gives the "d2" run. */
@@ -72,6 +73,7 @@ typedef struct dm_config {
     int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
     int kda_impl;           /* DM_IMPL_*                                         */
     int gemm;               /* DM_GEMM_*: GEMM backend of the matrix products     */
+    int precision;          /* DM_PRECISION_*: of the matrix products (fp32)      */
     int chunk_size;         /* 16 | 32 | 64                                      */
     int norm_impl;          /* DM_IMPL_AUTO | DM_IMPL_CHUNKED (= fused) | DM_IMPL_REFERENCE */
     int verify_fused;       /* every N steps run fused and reference; 0 = off    */

@@ -75,7 +75,7 @@ static void bf16_ops(dm_ops *ops) {
     dm_config c;
     dm_config_default(&c);
     dm_ops_init(ops, &c);
-    ops->precision = DM_PREC_BF16;
+    ops->precision = DM_PRECISION_BF16;
 }
 
 /* the three products of matmul on random data: out, din, dW (dbias) */

@@ -69,6 +69,9 @@ static const key_t_ KEYS[] = {
      "delta-rule core: auto (fused where supported), chunked, reference"},
     {"gemm", K_ENUM, F(gemm), 0, 0, "auto|openblas|onednn",
      "GEMM backend of the matrix products: auto (the measured rule in the README), openblas, onednn"},
+    {"precision", K_ENUM, F(precision), 0, 0, "auto|fp32|bf16",
+     "matrix products: fp32, bf16 (operands rounded to bf16, f32 accumulation; needs "
+     "avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it)"},
     {"chunk_size", K_INT, F(chunk_size), 16, 64, NULL, "chunk of the fused core: 16, 32 or 64"},
     {"norm_impl", K_ENUM, F(norm_impl), 0, 0, "auto|fused|reference",
      "RMSNorm and gated norm: auto (fused), fused, reference (composed, slow)"},
@@ -123,6 +126,7 @@ void dm_config_default(dm_config *c) {
     c->ckpt_every = 0;
     c->kda_impl = DM_IMPL_AUTO;
     c->gemm = DM_GEMM_AUTO;
+    c->precision = DM_PRECISION_FP32;
     /* 32, not 64: on the CPU the chunked KDA core's forward+backward is 3.33x the
      * reference at chunk 32 against 2.46x at 64 (T=512, 2 threads; 3.69x vs 2.88x at
      * T=8192; bench_delta, benches/history.tsv), equally accurate. 64 suits GPUs. */

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/ref/ref.h"
 #include "model/model.h"
 #include "base/rng.h"
 
@@ -138,19 +136,6 @@ static void init_params(dm_model *m, const int *kinds) {
     }
 }
 
-/* "gemm=onednn" asks for oneDNN: it must be able to run a product at all */
-static const char *onednn_check(dm_ops *ops) {
-    float a[64 * 64] = {0}, y[64 * 64];
-    dm_ops probe = *ops;
-    probe.gemm = DM_GEMM_ONEDNN;
-    dm_op_matmul_fwd(&probe, y, a, a, NULL, 64, 64, 64);
-    ops->onednn = probe.onednn; /* keep the context it made */
-    ops->onednn_why = probe.onednn_why;
-    return probe.ran[DM_OP_MATMUL][DM_FWD][0] ? NULL
-           : probe.n_skip                     ? probe.skip[probe.n_skip - 1].reason
-                                              : "unknown";
-}
-
 dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     if (dm_config_validate(cfg, err, errlen)) return NULL;
     dm_model *m = calloc(1, sizeof *m);
@@ -179,15 +164,31 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
         dm_delta_dims d = {1, 1, cfg->n_head, cfg->head_dim, cfg->head_dim,
                            cfg->mixer == DM_MIXER_GDN, 1.0f};
         const char *why;
-        if (!dm_delta_chunk_supports(&d, cfg->chunk_size, &why)) {
+        if (!dm_ops_delta_chunked(&m->ops, &d, &why)) {
             if (err)
                 snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support "
                                       "this model (%s); use kda_impl=auto or reference", why);
             goto fail;
         }
     }
+    if (cfg->precision == DM_PRECISION_BF16 && m->ops.bf16_why) {
+        if (err)
+            snprintf(err, errlen, "precision=bf16: %s; use precision=auto or fp32",
+                     m->ops.bf16_why);
+        goto fail;
+    }
+    if (cfg->precision == DM_PRECISION_BF16 ||
+        (cfg->precision == DM_PRECISION_AUTO && !m->ops.bf16_why)) {
+        m->params_bf16 = malloc(m->n_params * sizeof(uint16_t));
+        if (!m->params_bf16) {
+            if (err)
+                snprintf(err, errlen, "out of memory: the bf16 copy of the weights needs %.1f MiB",
+                         m->n_params * 2.0 / (1 << 20));
+            goto fail;
+        }
+    }
     if (cfg->gemm == DM_GEMM_ONEDNN) {
-        const char *why = onednn_check(&m->ops);
+        const char *why = dm_ops_onednn_missing(&m->ops);
         if (why) {
             if (err) snprintf(err, errlen, "gemm=onednn: %s; use gemm=auto or openblas", why);
             goto fail;
@@ -208,6 +209,7 @@ void dm_model_free(dm_model *m) {
     free(m->L);
     free(m->params);
     free(m->grads);
+    free(m->params_bf16);
     free(m->arena);
     free(m->act);
     free(m->inp);
@@ -291,18 +293,12 @@ static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump 
     /* the delta core: scratch for whichever path the guard may pick (sequences of up to T;
      * verify mode runs both, one after the other) */
     dm_delta_dims dd = {(int)(N / T), (int)T, (int)H, c->head_dim, c->head_dim, !kda, 1.0f};
-    size_t w = dm_delta_ref_bwd_work(&dd, nthreads);
     dm_ops ops; /* the settings only: which path the op layer will pick */
     dm_ops_init(&ops, c);
-    if (dm_ops_delta_chunked(&ops, &dd, NULL)) {
-        size_t wf = dm_delta_chunk_fwd_work(&dd, c->chunk_size, nthreads);
-        size_t wb = dm_delta_chunk_bwd_work(&dd, c->chunk_size, nthreads);
-        w = w > wf ? w : wf;
-        w = w > wb ? w : wb;
-        for (int l = 0; l < c->n_layer; l++) {
-            float *sv = take(b, dm_delta_chunk_saved(&dd, c->chunk_size));
-            if (act) act[l].saved = sv;
-        }
+    size_t saved, w = dm_ops_delta_work(&ops, &dd, nthreads, &saved);
+    for (int l = 0; saved && l < c->n_layer; l++) {
+        float *sv = take(b, saved);
+        if (act) act[l].saved = sv;
     }
     s->delta_work = take(b, w);
     return b->used;
@@ -367,6 +363,8 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
         memcpy(m->inp + (size_t)b * T, tokens + (size_t)b * (T + 1), (size_t)T);
         memcpy(m->tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, (size_t)T);
     }
+    if (m->params_bf16) /* the weights as the bf16 products read them, once per forward */
+        dm_ops_set_weights(&m->ops, m->params, m->params_bf16, m->n_params);
     float loss = dm_network_fwd(m, B, T);
     if (logits) memcpy(logits, m->logits, (size_t)B * T * DM_VOCAB * sizeof(float));
     m->B = B;

@@ -67,6 +67,8 @@ struct dm_model {
     dm_tensor *tensors;
     size_t n_params;
     float *params, *grads;
+    uint16_t *params_bf16;     /* the weights rounded to bf16 for the bf16 products (made at
+                                  each forward: once per step, after the optimizer), or NULL */
     size_t embed, norm_f, lm_head; /* offsets; lm_head == embed when tied */
     dm_layer_off *L;
 

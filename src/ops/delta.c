@@ -36,6 +36,20 @@ int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char *
     return w == NULL;
 }
 
+size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads,
+                         size_t *saved) {
+    size_t w = dm_delta_ref_bwd_work(d, nthreads);
+    *saved = 0;
+    if (dm_delta_chunk_supports(d, ops->chunk, NULL)) { /* verify mode may run it */
+        size_t wf = dm_delta_chunk_fwd_work(d, ops->chunk, nthreads);
+        size_t wb = dm_delta_chunk_bwd_work(d, ops->chunk, nthreads);
+        w = w > wf ? w : wf;
+        w = w > wb ? w : wb;
+        if (dm_ops_delta_chunked(ops, d, NULL)) *saved = dm_delta_chunk_saved(d, ops->chunk);
+    }
+    return w;
+}
+
 static void chunked_run(dm_ops *ops, void *args, int dir) {
     delta_args *a = args;
     if (dir == DM_FWD)

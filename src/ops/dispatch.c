@@ -33,7 +33,7 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->norm_impl = c->norm_impl;
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
-    ops->precision = DM_PREC_FP32;
+    ops->precision = c->precision;
     ops->bf16_why = dm_cpu_bf16_missing();
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
@@ -52,15 +52,20 @@ void dm_ops_free(dm_ops *ops) {
 
 /* ---- choosing ---- */
 
-void dm_ops_set_weights(dm_ops *ops, const float *w, const uint16_t *w_bf16, size_t n) {
+void dm_ops_set_weights(dm_ops *ops, const float *w, uint16_t *w_bf16, size_t n) {
+    if (w && w_bf16) dm_bf16_from_f32(w_bf16, w, n);
     ops->wts = w;
     ops->wts_bf16 = w_bf16;
     ops->n_wts = n;
 }
 
-/* an implementation the precision setting leaves out entirely (not a decline) */
+/* An implementation the precision setting leaves out entirely (not a decline): every
+ * bf16 one under fp32; under auto the bf16 reference (auto means the hardware kernel; the
+ * reference runs as the oracle in verify mode and where precision=bf16 asks for it). */
 static int out_of_precision(const dm_ops *ops, const dm_impl *im) {
-    return im->precision == DM_PREC_BF16 && ops->precision != DM_PREC_BF16;
+    if (im->precision != DM_PREC_BF16) return 0;
+    return ops->precision == DM_PRECISION_FP32 ||
+           (ops->precision == DM_PRECISION_AUTO && im->reference);
 }
 
 static const char *why_not(dm_ops *ops, const dm_impl *im, const void *args, int dir) {

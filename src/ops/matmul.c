@@ -47,6 +47,11 @@ static const char *onednn_supports(dm_ops *ops, const void *args, int dir) {
                               1.0f, g.beta);
 }
 
+const char *dm_ops_onednn_missing(dm_ops *ops) {
+    mm_args a = {.N = 64, .K = 64, .O = 64};
+    return onednn_supports(ops, &a, DM_FWD);
+}
+
 static void run_be(const dm_gemm_be *be, mm_args *a, int dir) {
     if (dir == DM_FWD) dm_matmul_fwd(be, a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
     else if (dir == DM_BWD) dm_matmul_bwd_data(be, a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);

@@ -64,8 +64,9 @@ typedef struct dm_ops {
     int norm_impl; /* DM_IMPL_AUTO | DM_IMPL_CHUNKED (= fused) | DM_IMPL_REFERENCE */
     int chunk;     /* chunk size of the chunked delta core */
     int gemm;      /* DM_GEMM_* */
-    int precision; /* DM_PREC_FP32: fp32 implementations only; DM_PREC_BF16: an op's bf16
-                      implementations first, where the CPU has hardware bf16 */
+    int precision; /* DM_PRECISION_*: fp32 runs fp32 implementations only; bf16 an op's
+                      bf16 implementations first; auto its hardware bf16 kernel where the
+                      CPU has one (declined with the reason elsewhere), else fp32 */
     const char *bf16_why; /* why the CPU's bf16 is not used (NULL: it is): found at init;
                              tests set it to pretend the feature is absent */
     int verify;    /* while set, every call is also run by a second implementation */
@@ -111,11 +112,20 @@ const char *dm_op_name(int op);
 const char *dm_op_dir_name(int dir);
 const char *dm_op_impl_name(int op, int impl);
 
-/* The weights (n floats) and their bf16 copy; NULL, 0 to forget them. */
-void dm_ops_set_weights(dm_ops *ops, const float *w, const uint16_t *w_bf16, size_t n);
+/* The model's weights (n floats) for the bf16 products: rounded into w_bf16 (room for n)
+ * now, and used by every bf16 matmul whose weight lies in w. Call after each change of the
+ * weights (the model does at each forward); NULL, NULL, 0 forgets them. */
+void dm_ops_set_weights(dm_ops *ops, const float *w, uint16_t *w_bf16, size_t n);
+
+/* NULL when oneDNN can run an f32 matmul here (a 64 x 64 x 64 product); else why not. */
+const char *dm_ops_onednn_missing(dm_ops *ops);
 
 /* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
 int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);
+/* The delta op's scratch for dims d on nthreads threads: the `work` floats of whichever
+ * path may run (verify mode runs the second one too), and in *saved the floats of the
+ * chunked forward's saved state when the settings pick the chunked path (else 0). */
+size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, size_t *saved);
 
 /* ---- the ops ---- */
 

@@ -1,6 +1,16 @@
 /* cpu.c — what the CPU offers, found at run time (never assumed from the build machine):
- * cpuid for the instructions, xgetbv for the registers the OS saves. */
+ * cpuid for the instructions, xgetbv for the registers the OS saves. The environment
+ * variable DM_CPU_NO_BF16=1 pretends the CPU lacks hardware bf16 (for tests of the
+ * paths a CPU without it takes). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cpu/kernels.h"
+
+static int pretend_no_bf16(void) {
+    const char *e = getenv("DM_CPU_NO_BF16");
+    return e && *e && strcmp(e, "0") != 0;
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -14,6 +24,7 @@ static unsigned long long xcr0(void) {
 }
 
 const char *dm_cpu_bf16_missing(void) {
+    if (pretend_no_bf16()) return "cpu lacks avx512_bf16 and amx_bf16 (DM_CPU_NO_BF16 is set)";
     unsigned a, b, c, d, a1 = 0, b1, c1, d1;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return "cpu lacks avx512_bf16 and amx_bf16";
     if (a >= 1) __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
@@ -27,5 +38,8 @@ const char *dm_cpu_bf16_missing(void) {
     return "cpu lacks avx512_bf16 and amx_bf16";
 }
 #else
-const char *dm_cpu_bf16_missing(void) { return "not an x86-64 CPU (no avx512_bf16, amx_bf16)"; }
+const char *dm_cpu_bf16_missing(void) {
+    (void)pretend_no_bf16;
+    return "not an x86-64 CPU (no avx512_bf16, amx_bf16)";
+}
 #endif
