@@ -156,22 +156,27 @@ TEST(bf16_matmul_onednn_matches_reference) {
  * RMS over outputs relative to the RMS of C. */
 static double predicted(const float *A, size_t sam, size_t sak, const float *B, size_t sbk,
                         size_t sbn, int M, int K, int N) {
+    size_t na = (size_t)(M - 1) * sam + (size_t)(K - 1) * sak + 1; /* the extents */
+    size_t nb = (size_t)(K - 1) * sbk + (size_t)(N - 1) * sbn + 1;
+    float *ra = t_alloc(na), *rb = t_alloc(nb); /* the rounded operands */
+    dm_bf16_round(ra, A, na);
+    dm_bf16_round(rb, B, nb);
     double num = 0, den = 0;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             double v = 0, c = 0;
             for (int k = 0; k < K; k++) {
-                float a = A[m * sam + k * sak], b = B[k * sbk + n * sbn], ra, rb;
-                dm_bf16_round(&ra, &a, 1);
-                dm_bf16_round(&rb, &b, 1);
-                double ea = a ? (ra - (double)a) / a : 0, eb = b ? (rb - (double)b) / b : 0;
-                double p = (double)a * b;
+                size_t ia = m * sam + k * sak, ib = k * sbk + n * sbn;
+                double a = A[ia], b = B[ib], p = a * b;
+                double ea = a != 0 ? (ra[ia] - a) / a : 0, eb = b != 0 ? (rb[ib] - b) / b : 0;
                 v += p * p * (ea * ea + eb * eb);
                 c += p;
             }
             num += v;
             den += c * c;
         }
+    free(ra);
+    free(rb);
     return sqrt(num / den);
 }
 
@@ -277,85 +282,73 @@ static double worst_cosine(const dm_model *m, const float *a, const float *b, co
     return worst;
 }
 
-/* bf16 within 1e-2 relative of fp32 in the loss, at init and after 50 steps of training
- * each, and every tensor's gradient within cosine 0.999 of the fp32 one on the same
- * weights (at init and at the fp32 weights after 50 steps) */
-TEST(bf16_model_close_to_fp32) {
-    dm_config c = small_cfg();
-    int B = 4, T = 64;
-    uint8_t tok[4 * 65];
-    dm_model *f = model_in(&c, 0), *h = model_in(&c, 1);
-    if (!f || !h) return;
-    char err[256];
-    dm_optim *of = dm_optim_create(f, &c, err, sizeof err), *oh = dm_optim_create(h, &c, err, sizeof err);
+/* fp32 and bf16 on the same weights: their losses on one batch, and the worst per-tensor
+ * cosine of their gradients */
+static void compare_on(dm_model *f, dm_model *h, const uint8_t *tok, int B, int T,
+                       const char *when) {
     size_t np = dm_model_num_params(f);
     float *gf = t_alloc(np);
-    for (int round = 0; round < 2; round++) {
-        text_tokens(tok, sizeof tok, 3);
-        /* the same weights in both: the fp32 model's */
-        memcpy(dm_model_params(h), dm_model_params(f), np * sizeof(float));
-        float lf = loss_grads(f, tok, B, T);
-        memcpy(gf, dm_model_grads(f), np * sizeof(float));
-        float lh = loss_grads(h, tok, B, T);
-        const char *worst_t = "";
-        double cs = worst_cosine(f, gf, dm_model_grads(h), &worst_t);
-        printf("  %s: loss fp32 %.6f bf16 %.6f (rel %.2g); worst gradient cosine %.6f (%s)\n",
-               round ? "after 50 fp32 steps" : "at init", lf, lh, fabs(lh - lf) / lf, cs, worst_t);
-        CHECKF(fabs(lh - lf) <= 1e-2 * lf, "loss fp32 %.6f vs bf16 %.6f", lf, lh);
-        CHECKF(cs >= 0.999, "gradient cosine %.6f at %s", cs, worst_t);
-        if (round) break;
-        for (int s = 0; s < 50; s++) { /* train the fp32 model 50 steps */
-            text_tokens(tok, sizeof tok, (size_t)s * 11);
-            loss_grads(f, tok, B, T);
-            dm_optim_step(of, f, s);
-        }
-    }
-    /* 50 steps of training each, from the same init, on batches of the bundled corpus;
-     * beside them fp32 over the other GEMM backend: the spread that rounding alone makes */
-    dm_model_free(f);
-    dm_model_free(h);
-    dm_optim_free(of);
-    dm_optim_free(oh);
+    memcpy(dm_model_params(h), dm_model_params(f), np * sizeof(float));
+    float lf = loss_grads(f, tok, B, T);
+    memcpy(gf, dm_model_grads(f), np * sizeof(float));
+    float lh = loss_grads(h, tok, B, T);
+    const char *worst_t = "";
+    double cs = worst_cosine(f, gf, dm_model_grads(h), &worst_t);
+    printf("  %s: loss fp32 %.6f bf16 %.6f (rel %.2g); worst gradient cosine %.6f (%s)\n", when,
+           lf, lh, fabs(lh - lf) / lf, cs, worst_t);
+    CHECKF(fabs(lh - lf) <= 1e-2 * lf, "%s: loss fp32 %.6f vs bf16 %.6f", when, lf, lh);
+    CHECKF(cs >= 0.999, "%s: gradient cosine %.6f at %s", when, cs, worst_t);
+    free(gf);
+}
+
+/* bf16 within 1e-2 relative of fp32 in the loss and every tensor's gradient within cosine
+ * 0.999 of the fp32 one, on the same weights (at init, and at the fp32 model's weights
+ * after 50 steps); and after 50 steps of training each from the same init on batches of
+ * the bundled corpus, beside fp32 over the other GEMM backend (the spread that rounding
+ * order alone makes) */
+TEST(bf16_model_close_to_fp32) {
+    dm_config c = small_cfg(), co = c;
+    co.gemm = c.gemm == DM_GEMM_OPENBLAS ? DM_GEMM_ONEDNN : DM_GEMM_OPENBLAS;
+    int B = 8, T = 64;
+    char err[256];
     dm_corpus corpus;
     CHECKF(dm_corpus_load(&corpus, DM_SOURCE_DIR "/data/kjv.txt.gz", err, sizeof err) == 0, "%s",
            err);
-    int Bc = 8;
-    uint8_t *bt = malloc((size_t)Bc * (T + 1));
-    dm_config co = c;
-    co.gemm = c.gemm == DM_GEMM_OPENBLAS ? DM_GEMM_ONEDNN : DM_GEMM_OPENBLAS;
-    dm_model *g = model_in(&co, 0);
-    f = model_in(&c, 0);
-    h = model_in(&c, 1);
+    uint8_t *tok = malloc((size_t)B * (T + 1));
+    dm_model *f = model_in(&c, 0), *h = model_in(&c, 1), *g = model_in(&co, 0);
+    if (!f || !h || !g) return;
+    dm_optim *of = dm_optim_create(f, &c, err, sizeof err), *oh = dm_optim_create(h, &c, err, sizeof err);
     dm_optim *og = dm_optim_create(g, &co, err, sizeof err);
-    of = dm_optim_create(f, &c, err, sizeof err);
-    oh = dm_optim_create(h, &c, err, sizeof err);
+    dm_corpus_batch(&corpus, 1, 1000, B, T, tok);
+    compare_on(f, h, tok, B, T, "at init");
     float lf = 0, lh = 0, lg = 0;
     for (int s = 0; s < 50; s++) {
-        dm_corpus_batch(&corpus, 1, s, Bc, T, bt);
-        lf = loss_grads(f, bt, Bc, T);
+        dm_corpus_batch(&corpus, 1, s, B, T, tok);
+        lf = loss_grads(f, tok, B, T);
         dm_optim_step(of, f, s);
-        lh = loss_grads(h, bt, Bc, T);
+        lh = loss_grads(h, tok, B, T);
         dm_optim_step(oh, h, s);
-        lg = loss_grads(g, bt, Bc, T);
+        lg = loss_grads(g, tok, B, T);
         dm_optim_step(og, g, s);
     }
     printf("  50 steps each: loss fp32 %.6f bf16 %.6f (rel %.2g); fp32 on the other GEMM "
            "backend %.6f (rel %.2g)\n", lf, lh, fabs(lh - lf) / lf, lg, fabs(lg - lf) / lf);
     CHECKF(fabs(lh - lf) <= 1e-2 * lf, "after 50 steps: fp32 %.6f vs bf16 %.6f", lf, lh);
-    dm_corpus_free(&corpus);
-    free(bt);
-    dm_optim_free(og);
-    dm_model_free(g);
     char table[8192];
     dm_model_dispatch_table(h, table, sizeof table);
     const char *line = strstr(table, "matmul.fwd");
     printf("  %.*s\n", line ? (int)strcspn(line, "\n") : 0, line ? line : "");
     CHECK(line && strstr(line, "-bf16")); /* the bf16 products ran */
-    free(gf);
+    dm_corpus_batch(&corpus, 1, 1000, B, T, tok);
+    compare_on(f, h, tok, B, T, "at the fp32 weights after 50 steps");
+    dm_corpus_free(&corpus);
+    free(tok);
     dm_optim_free(of);
     dm_optim_free(oh);
+    dm_optim_free(og);
     dm_model_free(f);
     dm_model_free(h);
+    dm_model_free(g);
 }
 
 /* The guard: precision=auto declines to fp32 where the CPU lacks bf16 (pretended with
