@@ -80,6 +80,7 @@ typedef struct dm_config {
     int optimizer;          /* DM_OPT_*                                          */
     int ns;                 /* DM_NS_*                                           */
     int ns_headwise;        /* DM_HEADWISE_*                                     */
+    int ns_precision;       /* DM_PRECISION_*: of the Newton-Schulz products (fp32) */
     int retract;            /* DM_RETRACT_*                                      */
     int retract_every;      /* retract on steps where step % N == 0              (1) */
     int checkpointing;      /* activation checkpointing; DM_CKPT_NONE            */

@@ -80,6 +80,9 @@ static const key_t_ KEYS[] = {
     {"optimizer", K_ENUM, F(optimizer), 0, 0, "muon|adamw",
      "muon: Muon on hidden matrices + AdamW on the rest; adamw: AdamW on all"},
     {"ns", K_ENUM, F(ns), 0, 0, "quintic5|polar5", "Newton-Schulz schedule of Muon"},
+    {"ns_precision", K_ENUM, F(ns_precision), 0, 0, "auto|fp32|bf16",
+     "Newton-Schulz products: fp32, bf16 (operands rounded to bf16, f32 accumulation; "
+     "needs avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it)"},
     {"ns_headwise", K_ENUM, F(ns_headwise), 0, 0, "qk|none",
      "orthogonalize W_q, W_k per head (one batched NS) or as whole matrices"},
     {"retract", K_ENUM, F(retract), 0, 0, "sphere|stiefel|off",
@@ -136,6 +139,7 @@ void dm_config_default(dm_config *c) {
     c->optimizer = DM_OPT_MUON;
     c->ns = DM_NS_QUINTIC5;
     c->ns_headwise = DM_HEADWISE_QK;
+    c->ns_precision = DM_PRECISION_FP32;
     /* retraction off: at the make-run budget (600 steps, seeds 1, 2) Muon gave val BPB
      * 1.5496/1.5662 without retraction, 1.5935/1.6053 with sphere, 1.6168/1.6239 with
      * stiefel (AdamW alone 1.6598/1.6523): off wins beyond every spread */

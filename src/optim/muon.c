@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
 #include "optim/ns.h"
 #include "optim/retract.h"
 #include "optim/optim_internal.h"
@@ -17,8 +19,28 @@ static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *c
     *cols = t->shape[1];
 }
 
+/* NS in bf16 when ns_precision asks for it and the CPU has hardware bf16: a oneDNN context
+ * (0), or an error naming what is missing (1; with auto: fp32, no error) */
+static int ns_bf16(dm_optim *o, char *err, size_t errlen) {
+    int p = o->cfg.ns_precision;
+    if (p == DM_PRECISION_FP32) return 0;
+    const char *why = dm_cpu_bf16_missing();
+    if (!why) {
+        o->dnn = dm_onednn_create(&why);
+        if (o->dnn && dm_onednn_supports_bf16(o->dnn, 0, 1, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f)) {
+            why = "oneDNN has no bf16 matmul on this CPU";
+            dm_onednn_free(o->dnn);
+            o->dnn = NULL;
+        }
+    }
+    if (!why || p == DM_PRECISION_AUTO) return 0;
+    snprintf(err, errlen, "ns_precision=bf16: %s; use ns_precision=auto or fp32", why);
+    return 1;
+}
+
 int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     size_t biggest = 0, work = 0;
+    if (ns_bf16(o, err, errlen)) return 1;
     o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
     if (!o->slice_off) goto oom;
     for (int i = 0; i < o->n_tensors; i++) {
@@ -30,7 +52,8 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         o->slice_off[i] = o->n_slices;
         o->n_slices += g->slices;
         if (t->numel > biggest) biggest = t->numel;
-        size_t w = dm_ns_work(g->slices, r, c), ws = dm_retract_stiefel_work(g->slices, r, c);
+        size_t w = o->dnn ? dm_ns_work_bf16(g->slices, r, c) : dm_ns_work(g->slices, r, c);
+        size_t ws = dm_retract_stiefel_work(g->slices, r, c);
         if (w > work) work = w;
         if (ws > work) work = ws;
     }
@@ -59,6 +82,7 @@ oom:
 }
 
 void dm_muon_free(dm_optim *o) {
+    dm_onednn_free(o->dnn);
     free(o->mom);
     free(o->upd);
     free(o->ns_work);
@@ -85,8 +109,12 @@ void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, lon
         mom[j] = beta * mom[j] + (1.0f - beta) * gj;
         u[j] = (1.0f - beta) * gj + beta * mom[j];
     }
-    DM_TIMED(o->atlas, "ns", dm_ns_flops(g->slices, r, cols, c->ns),
-             dm_ns(u, u, g->slices, r, cols, c->ns, o->ns_work));
+    if (o->dnn)
+        DM_TIMED(o->atlas, "ns (bf16)", dm_ns_flops(g->slices, r, cols, c->ns),
+                 dm_ns_bf16(u, u, g->slices, r, cols, c->ns, o->ns_work, o->dnn));
+    else
+        DM_TIMED(o->atlas, "ns", dm_ns_flops(g->slices, r, cols, c->ns),
+                 dm_ns(u, u, g->slices, r, cols, c->ns, o->ns_work));
     float step_scale = lr * sqrtf(fmaxf(1.0f, (float)r / (float)cols));
     float decay = 1.0f - lr * g->wd;
 #pragma omp parallel for schedule(static) if (n > 1 << 15)

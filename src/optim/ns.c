@@ -4,7 +4,10 @@
 #include <omp.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
 
 /* KJ / Moonlight quintic: p'(0) = 3.4445 maximized, output band, not convergence. */
 static const double ns_quintic5[5][3] = {
@@ -73,42 +76,94 @@ double dm_frob_norm(const float *x, size_t len) {
     return __builtin_sqrt(s);
 }
 
-/* serial: one single-threaded sgemm per product (the caller runs slices in parallel);
- * else dm_gemm's shape-fixed tiles over the threads. Either way the bits depend only on
- * the data, the shape and `serial`, never on the thread count. */
-static void gemm(int serial, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    if (serial) dm_gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+/* How a slice's GEMMs run. serial: each on the calling thread (the caller runs slices in
+ * parallel), else tiled over the threads. dnn: NULL for f32 (OpenBLAS); else bf16
+ * operands through oneDNN, with the slice's bf16 copies of X, A and B in xb, ab, bb.
+ * Either way the bits depend only on the data, the shape and the mode, never on the
+ * thread count. */
+typedef struct {
+    int serial;
+    dm_onednn *dnn;
+    uint16_t *xb, *ab, *bb;
+} ns_env;
+
+static void gemm(const ns_env *e, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (e->serial) dm_gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else dm_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+static void gemm_bf16(const ns_env *e, int ta, int tb, int M, int N, int K, float alpha,
+                      const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                      float *C, int ldc) {
+    if (!e->serial)
+        dm_onednn_gemm_bf16(e->dnn, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (dm_onednn_gemm_bf16_here(e->dnn, omp_get_thread_num(), ta, tb, M, N, K, alpha, A,
+                                      lda, B, ldb, beta, C, ldc))
+        abort(); /* ns_run builds every primitive before its parallel loop: unreachable */
+}
+
+/* A = X X^T (or X^T X when tall); in bf16 the rounded X stays in xb for ns_poly */
+static void ns_gram(const ns_env *e, float *A, const float *X, int rows, int cols) {
+    int wide = rows <= cols, m = wide ? rows : cols;
+    if (e->dnn) {
+        dm_bf16_from_f32(e->xb, X, (size_t)rows * cols);
+        gemm_bf16(e, !wide, wide, m, m, wide ? cols : rows, 1.0f, e->xb, cols, e->xb, cols, 0.0f,
+                  A, m);
+    } else {
+        gemm(e, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols, X, cols, 0.0f, A, m);
+    }
+}
+
+/* B = a I + b A + c A^2, then Y = B X (or X B^T when tall); X as ns_gram last saw it */
+static void ns_poly(const ns_env *e, float *Y, const float *X, const float *A, float *B,
+                    int rows, int cols, float a, float b, float c) {
+    int m = imin(rows, cols), wide = rows <= cols;
+    size_t mm = (size_t)m * m;
+    for (size_t i = 0; i < mm; i++) B[i] = b * A[i];
+    for (int i = 0; i < m; i++) B[(size_t)i * m + i] += a;
+    if (e->dnn) {
+        dm_bf16_from_f32(e->ab, A, mm);
+        gemm_bf16(e, 0, 0, m, m, m, c, e->ab, m, e->ab, m, 1.0f, B, m);
+        dm_bf16_from_f32(e->bb, B, mm);
+        if (wide) gemm_bf16(e, 0, 0, rows, cols, m, 1.0f, e->bb, m, e->xb, cols, 0.0f, Y, cols);
+        else gemm_bf16(e, 0, 1, rows, cols, m, 1.0f, e->xb, cols, e->bb, m, 0.0f, Y, cols);
+        return;
+    }
+    gemm(e, 0, 0, m, m, m, c, A, m, A, m, 1.0f, B, m);
+    if (wide) gemm(e, 0, 0, rows, cols, m, 1.0f, B, m, X, cols, 0.0f, Y, cols);
+    else gemm(e, 0, 1, rows, cols, m, 1.0f, X, cols, B, m, 0.0f, Y, cols);
+}
+
 void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial) {
-    if (rows <= cols) /* A[rows, rows] = X X^T */
-        gemm(serial, 0, 1, rows, rows, cols, 1.0f, X, cols, X, cols, 0.0f, A, rows);
-    else /* A[cols, cols] = X^T X */
-        gemm(serial, 1, 0, cols, cols, rows, 1.0f, X, cols, X, cols, 0.0f, A, cols);
+    ns_env e = {serial, NULL, NULL, NULL, NULL};
+    ns_gram(&e, A, X, rows, cols);
 }
 
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
                 float a, float b, float c, int serial) {
-    int m = imin(rows, cols);
-    size_t mm = (size_t)m * m;
-    /* B = b A + a I, then B += c A A */
-    for (size_t i = 0; i < mm; i++) B[i] = b * A[i];
-    for (int i = 0; i < m; i++) B[(size_t)i * m + i] += a;
-    gemm(serial, 0, 0, m, m, m, c, A, m, A, m, 1.0f, B, m);
-    if (rows <= cols) /* Y[m, cols] = B X */
-        gemm(serial, 0, 0, rows, cols, m, 1.0f, B, m, X, cols, 0.0f, Y, cols);
-    else /* Y[rows, m] = X B^T (the transpose of B X^T) */
-        gemm(serial, 0, 1, rows, cols, m, 1.0f, X, cols, B, m, 0.0f, Y, cols);
+    ns_env e = {serial, NULL, NULL, NULL, NULL};
+    ns_poly(&e, Y, X, A, B, rows, cols, a, b, c);
 }
 
-void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work,
-                 int serial) {
+/* bf16 copies of one slice: X [rows*cols], A and B [m*m], each 64-byte aligned, in floats */
+static size_t bf16_floats(int rows, int cols) {
+    size_t m = (size_t)imin(rows, cols), x = ((size_t)rows * cols + 31) & ~(size_t)31;
+    return (x + 2 * ((m * m + 31) & ~(size_t)31)) / 2;
+}
+
+static void ns_slice(const ns_env *env, float *out, const float *G, int rows, int cols,
+                     dm_ns_sched s, float *work) {
     size_t len = (size_t)rows * cols;
     if (len == 0) return;
     int m = imin(rows, cols), steps = dm_ns_sched_steps(s);
     float *A = work + len, *B = A + (size_t)m * m;
+    ns_env e = *env;
+    if (e.dnn) { /* the bf16 copies after the f32 scratch */
+        e.xb = (uint16_t *)(B + (size_t)m * m);
+        e.ab = e.xb + ((len + 31) & ~(size_t)31);
+        e.bb = e.ab + (((size_t)m * m + 31) & ~(size_t)31);
+    }
     double norm = dm_frob_norm(G, len);
     if (norm == 0.0) { /* polar(0) := 0 (a padded or untouched slice), never 0/0 */
         memset(out, 0, len * sizeof(float));
@@ -127,11 +182,17 @@ void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, 
     for (int t = 0; t < steps; t++) {
         double abc[3];
         dm_ns_sched_coeffs(s, t, abc);
-        dm_ns_gram(A, buf[cur], rows, cols, serial);
-        dm_ns_poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, (float)abc[0], (float)abc[1],
-                   (float)abc[2], serial);
+        ns_gram(&e, A, buf[cur], rows, cols);
+        ns_poly(&e, buf[cur ^ 1], buf[cur], A, B, rows, cols, (float)abc[0], (float)abc[1],
+                (float)abc[2]);
         cur ^= 1;
     }
+}
+
+void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work,
+                 int serial) {
+    ns_env e = {serial, NULL, NULL, NULL, NULL};
+    ns_slice(&e, out, G, rows, cols, s, work);
 }
 
 int dm_ns_slice_threaded(int rows, int cols) {
@@ -140,26 +201,33 @@ int dm_ns_slice_threaded(int rows, int cols) {
 }
 
 /* Slice i is outp[i] / Gp[i] when the tables are given, else base + i * rows * cols.
- * Scratch: one slot of dm_ns_slice_work per running thread (a slot is reused from slice to
+ * Scratch: one slot of the slice's work per running thread (a slot is reused from slice to
  * slice, so it stays in cache; every scratch value is written before it is read, so the
- * bits do not depend on which slot a slice gets). */
+ * bits do not depend on which slot a slice gets). In bf16 (dnn), a stack's first slice
+ * runs alone before the others run in parallel: it builds the oneDNN primitives of the
+ * shape, which the parallel loop then only reads. */
 static void ns_run(float *const *outp, const float *const *Gp, float *outb, const float *Gb,
-                   int n, int rows, int cols, dm_ns_sched s, float *work) {
+                   int n, int rows, int cols, dm_ns_sched s, float *work, dm_onednn *dnn) {
     if (n <= 0 || rows <= 0 || cols <= 0) return;
-    size_t len = (size_t)rows * cols, ws = dm_ns_slice_work(rows, cols);
+    size_t len = (size_t)rows * cols;
+    size_t ws = dm_ns_slice_work(rows, cols) + (dnn ? bf16_floats(rows, cols) : 0);
 #define NS_OUT(i) (outp ? outp[i] : outb + (size_t)(i) * len)
 #define NS_IN(i) (Gp ? Gp[i] : Gb + (size_t)(i) * len)
     if (n == 1 && dm_ns_slice_threaded(rows, cols)) {
-        /* a lone big slice: its GEMMs tile over the threads (dm_gemm) */
-        dm_ns_slice(NS_OUT(0), NS_IN(0), rows, cols, s, work, 0);
+        /* a lone big slice: its GEMMs tile over the threads */
+        ns_env e = {0, dnn, NULL, NULL, NULL};
+        ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work);
     } else {
         /* slices in parallel, each with single-threaded GEMMs (sgemm stays out of the
          * way: one pool). Dynamic: a core slowed by another process does not hold the
          * others back; the bits do not depend on which thread runs a slice. */
-        int nt = omp_get_max_threads(), use = nt < n ? nt : n;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
-        for (int i = 0; i < n; i++)
-            dm_ns_slice(NS_OUT(i), NS_IN(i), rows, cols, s, work + omp_get_thread_num() * ws, 1);
+        ns_env e = {1, dnn, NULL, NULL, NULL};
+        int first = 0;
+        if (dnn) ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work), first = 1;
+        int nt = omp_get_max_threads(), use = nt < n - first ? nt : n - first;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use > 0 ? use : 1)
+        for (int i = first; i < n; i++)
+            ns_slice(&e, NS_OUT(i), NS_IN(i), rows, cols, s, work + omp_get_thread_num() * ws);
     }
 #undef NS_OUT
 #undef NS_IN
@@ -167,10 +235,19 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
 
 void dm_ns_many(float *const *out, const float *const *G, int n, int rows, int cols,
                 dm_ns_sched s, float *work) {
-    ns_run(out, G, NULL, NULL, n, rows, cols, s, work);
+    ns_run(out, G, NULL, NULL, n, rows, cols, s, work, NULL);
 }
 
 void dm_ns(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
            float *work) {
-    ns_run(NULL, NULL, out, G, n, rows, cols, s, work);
+    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, NULL);
+}
+
+size_t dm_ns_work_bf16(int n, int rows, int cols) {
+    return (size_t)(n > 0 ? n : 0) * (dm_ns_slice_work(rows, cols) + bf16_floats(rows, cols));
+}
+
+void dm_ns_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+                float *work, dm_onednn *dnn) {
+    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, dnn);
 }

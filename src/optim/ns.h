@@ -69,6 +69,15 @@ void dm_ns(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
 void dm_ns_many(float *const *out, const float *const *G, int n, int rows, int cols,
                 dm_ns_sched s, float *work);
 
+/* The same with every GEMM's operands rounded to bf16 (f32 accumulation; X, A and the
+ * polynomial stay f32 between the products), through oneDNN's bf16 matmul (dnn, a context
+ * the caller owns). work: dm_ns_work_bf16(n, rows, cols) floats. Same threads and the same
+ * bitwise independence of the thread count as dm_ns. */
+struct dm_onednn;
+size_t dm_ns_work_bf16(int n, int rows, int cols);
+void dm_ns_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+                float *work, struct dm_onednn *dnn);
+
 /* One slice: serial = 1 runs every GEMM single-threaded on the calling thread, 0 tiles
  * them over the threads (dm_gemm). out[rows, cols], G[rows, cols],
  * work: dm_ns_slice_work(rows, cols). dm_ns calls this. */

@@ -16,6 +16,7 @@ struct dm_optim {
     float *mom;        /* momentum, parameter layout */
     float *upd;        /* [largest Muon tensor] the update being orthogonalized */
     float *ns_work;    /* NS / Stiefel scratch */
+    struct dm_onednn *dnn; /* NS in bf16 (ns_precision): oneDNN's bf16 matmul; NULL: fp32 */
     int *slice_off;    /* [n_tensors] first slice of each Muon tensor in radius/scale */
     int n_slices;
     float *radius;     /* [n_slices] retraction radius ||W0||_F per slice */

@@ -239,15 +239,13 @@ const char *dm_onednn_supports_bf16(dm_onednn *d, int ta, int tb, int M, int N, 
 
 typedef struct { dm_onednn *d; int bf16; } tile_ctx;
 
-/* one tile on the calling thread, with this thread's stream and scratchpad */
-static void tile(void *ctx, const dm_gemm_args *t) {
-    dm_onednn *d = ((tile_ctx *)ctx)->d;
-    int bf16 = ((tile_ctx *)ctx)->bf16;
+/* the product t (one tile) on the calling thread with slot's stream and scratchpad; 0 ok,
+ * 1 when its primitive is not there */
+static int exec(dm_onednn *d, const dm_gemm_args *t, int bf16, int slot) {
     entry *e = NULL;
     for (int i = 0; i < d->n && !e; i++)
         if (same_key(&d->e[i], t, bf16) && d->e[i].status == P_OK) e = &d->e[i];
-    int slot = omp_get_thread_num();
-    if (!e || slot >= d->slots) abort(); /* prepare() made both: unreachable */
+    if (!e || slot < 0 || slot >= d->slots) return 1;
     dnnl_memory_desc_t a, b, c;
     descs(t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc, bf16, &a, &b, &c);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
@@ -264,6 +262,13 @@ static void tile(void *ctx, const dm_gemm_args *t) {
     dnnl_memory_destroy(mc);
     dnnl_memory_destroy(ms);
     if (!ok) abort(); /* a built primitive failed on valid memory: a bug, never a fallback */
+    return 0;
+}
+
+/* one tile of a tiled product, on this thread's slot */
+static void tile(void *ctx, const dm_gemm_args *t) {
+    if (exec(((tile_ctx *)ctx)->d, t, ((tile_ctx *)ctx)->bf16, omp_get_thread_num()))
+        abort(); /* prepare() built every tile's primitive and the slots: unreachable */
 }
 
 static void run(dm_onednn *d, const dm_gemm_args *g, int bf16) {
@@ -289,4 +294,17 @@ void dm_onednn_gemm_bf16(dm_onednn *d, int ta, int tb, int M, int N, int K, floa
                          float *C, int ldc) {
     dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t));
     run(d, &g, 1);
+}
+
+int dm_onednn_gemm_bf16_here(dm_onednn *d, int slot, int ta, int tb, int M, int N, int K,
+                             float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                             int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return 0;
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t));
+    if (!omp_in_parallel()) { /* may build: the whole product as one primitive */
+        entry *e = K > 0 ? lookup(d, &g, 1) : NULL;
+        int threads = omp_get_max_threads();
+        if (!e || e->status != P_OK || ensure_slots(d, threads > 0 ? threads : 1)) return 1;
+    }
+    return exec(d, &g, 1, slot);
 }

@@ -48,6 +48,15 @@ void dm_onednn_gemm_bf16(dm_onednn *d, int transA, int transB, int M, int N, int
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                          float *C, int ldc);
 
+/* The whole bf16 product on the calling thread with scratchpad slot `slot` (no tiling),
+ * for code that runs its own parallel loop around it: returns 0, or 1 when it cannot (a
+ * primitive not built yet inside a parallel region, which must not build one, or one that
+ * oneDNN declines). Its primitive is built on first use outside a parallel region, with
+ * slots for the threads there are then; the loop's threads must not be more. */
+int dm_onednn_gemm_bf16_here(dm_onednn *d, int slot, int transA, int transB, int M, int N,
+                             int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                             int ldb, float beta, float *C, int ldc);
+
 /* The implementation oneDNN picked for the most recently built primitive
  * ("brg:avx512_core", "gemm:jit", ...), for reports; "" when none was built. */
 const char *dm_onednn_impl(const dm_onednn *d);
