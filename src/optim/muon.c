@@ -77,7 +77,8 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     }
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory creating the Muon optimizer state");
+    snprintf(err, errlen, "out of memory: Muon's momentum and scratch need %.1f MiB",
+             (o->n + biggest + work) * sizeof(float) / (double)(1 << 20));
     return 1;
 }
 

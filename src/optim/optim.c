@@ -40,7 +40,8 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
     }
     return o;
 oom:
-    snprintf(err, errlen, "out of memory creating the optimizer");
+    snprintf(err, errlen, "out of memory: the optimizer's AdamW moments need %.1f MiB",
+             2.0 * dm_model_num_params(m) * sizeof(float) / (1 << 20));
     dm_optim_free(o);
     return NULL;
 }
