@@ -44,13 +44,17 @@ static int fwd_outputs(norm_args *a, dm_out *o, const char *inv) {
     return 2;
 }
 
-/* rmsnorm's dx accumulates (it adds onto the residual stream's gradient) */
+/* both RMSNorms: rmsnorm's dx accumulates (it adds onto the residual stream's gradient);
+ * the gated one (z != NULL) overwrites dx and dz */
 static int rms_outputs(void *args, int dir, dm_out *o) {
     norm_args *a = args;
+    size_t n = (size_t)a->R * a->C;
     if (dir == DM_FWD) return fwd_outputs(a, o, "rstd");
-    o[0] = (dm_out){"dx", (void **)&a->dx, (size_t)a->R * a->C, DM_OUT_ACC};
-    o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
-    return 2;
+    int k = 0;
+    o[k++] = (dm_out){"dx", (void **)&a->dx, n, a->z ? DM_OUT_SET : DM_OUT_ACC};
+    if (a->z) o[k++] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
+    o[k++] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
+    return k;
 }
 
 static const dm_impl RMS[] = {
@@ -81,22 +85,12 @@ static void gated_ref(dm_ops *ops, void *args, int dir) {
                              a->C, a->act, a->scratch);
 }
 
-static int gated_outputs(void *args, int dir, dm_out *o) {
-    norm_args *a = args;
-    size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) return fwd_outputs(a, o, "rstd");
-    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
-    o[1] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
-    o[2] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
-    return 3;
-}
-
 static const dm_impl GATED[] = {
     {"fused", 0, DM_PREC_FP32, fused_selected, NULL, gated_fused},
     {"reference", 1, DM_PREC_FP32, NULL, NULL, gated_ref},
 };
 const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, GATED, 2,
-                                    sizeof(norm_args), gated_outputs, NULL};
+                                    sizeof(norm_args), rms_outputs, NULL};
 
 static void l2_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
