@@ -93,8 +93,8 @@ int main(int argc, char **argv) {
             t0[k] = fl / t0[k] / 1e9; /* GFLOP/s per round */
             t1[k] = fl / t1[k] / 1e9;
         }
-        double g0 = dm_bench_median(t0, rounds, &sp0), g1 = dm_bench_median(t1, rounds, &sp1);
-        double rm = dm_bench_median(r, rounds, &spr);
+        double g0 = dm_median(t0, rounds, &sp0), g1 = dm_median(t1, rounds, &sp1);
+        double rm = dm_median(r, rounds, &spr);
         char cfg[128], flags[96], err[512];
         snprintf(cfg, sizeof cfg, "%s N=%d threads=%d", cs[c].name, N, threads);
         dm_bench_flags(&pr, flags, sizeof flags);
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < rounds; k++) g[k] = fl / talt[v][k] / 1e9;
             char metric[64];
             snprintf(metric, sizeof metric, "tiles_1d%d_gflops", 2 << v);
-            dm_history_row alt = {"bench:gemm", cfg, metric, dm_bench_median(g, rounds, &sp), sp,
+            dm_history_row alt = {"bench:gemm", cfg, metric, dm_median(g, rounds, &sp), sp,
                                   rounds, flags};
             if (dm_history_report(stdout, history, &alt, 1, err, sizeof err)) return 1;
         }
