@@ -337,35 +337,27 @@ static int report(bench_ctx *b) {
 
 dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
-    bench_ctx *b = calloc(1, sizeof *b);
-    if (!b) {
-        dm_fail(&st, DM_JOB_FAILED, "out of memory");
-        return st;
-    }
-    b->a = a;
-    b->io = io;
-    b->st = &st;
-    b->data = a->data ? a->data : DM_DEFAULT_DATA;
+    bench_ctx b = {.a = a, .io = io, .st = &st, .data = a->data ? a->data : DM_DEFAULT_DATA};
     char err[8192];
-    if (bench_configs(b)) goto done;
-    if (dm_corpus_load(&b->corpus, b->data, err, sizeof err)) {
+    if (bench_configs(&b)) goto done;
+    if (dm_corpus_load(&b.corpus, b.data, err, sizeof err)) {
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s", err);
         goto done;
     }
-    if (arm_init(b, &b->arms[0]) || arm_init(b, &b->arms[1])) goto done;
-    const dm_config *c = &b->arms[0].cfg;
+    if (arm_init(&b, &b.arms[0]) || arm_init(&b, &b.arms[1])) goto done;
+    const arm *A = b.arms;
+    const dm_config *c = &A[0].cfg;
     dm_job_note(io, "# dormouse bench: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
                 "parameters; batch %d x %d bytes of %s; %d threads\n",
                 c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer, c->n_head,
-                c->head_dim, dm_model_num_params(b->arms[0].m), c->batch_size, c->seq_len,
-                b->data, b->arms[0].threads);
+                c->head_dim, dm_model_num_params(A[0].m), c->batch_size, c->seq_len, b.data,
+                A[0].threads);
     dm_job_note(io, "# arms %s and %s (the baseline): one warm-up step each, then %d rep%s, "
-                "interleaved rep by rep; ms: median (max - min)\n", b->arms[0].label,
-                b->arms[1].label, a->reps, a->reps == 1 ? "" : "s");
-    if (!run_reps(b)) report(b);
+                "interleaved rep by rep; ms: median (max - min)\n", A[0].label, A[1].label,
+                a->reps, a->reps == 1 ? "" : "s");
+    if (!run_reps(&b)) report(&b);
 done:
-    for (int i = 0; i < 2; i++) arm_free(&b->arms[i]);
-    dm_corpus_free(&b->corpus);
-    free(b);
+    for (int i = 0; i < 2; i++) arm_free(&b.arms[i]);
+    dm_corpus_free(&b.corpus);
     return st;
 }

@@ -390,26 +390,18 @@ static void finish(train_ctx *t) {
 
 dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
-    train_ctx *t = calloc(1, sizeof *t);
-    if (!t) {
-        dm_fail(&st, DM_JOB_FAILED, "out of memory");
-        return st;
+    train_ctx t = {.a = a, .io = io, .st = &st};
+    if (!run_config(&t) && !set_up(&t)) {
+        for (long step = t.start; step < t.cfg.steps; step++)
+            if (one_step(&t, step) || log_eval(&t, step + 1) || checkpoint(&t, step + 1)) break;
+        finish(&t);
     }
-    t->a = a;
-    t->io = io;
-    t->st = &st;
-    if (!run_config(t) && !set_up(t)) {
-        for (long step = t->start; step < t->cfg.steps; step++)
-            if (one_step(t, step) || log_eval(t, step + 1) || checkpoint(t, step + 1)) break;
-        finish(t);
-    }
-    if (t->m) dm_model_set_atlas(t->m, NULL);
-    free(t->atlas);
-    if (t->metrics) fclose(t->metrics);
-    free(t->batch);
-    dm_optim_free(t->opt);
-    dm_model_free(t->m);
-    dm_corpus_free(&t->corpus);
-    free(t);
+    if (t.m) dm_model_set_atlas(t.m, NULL);
+    free(t.atlas);
+    if (t.metrics) fclose(t.metrics);
+    free(t.batch);
+    dm_optim_free(t.opt);
+    dm_model_free(t.m);
+    dm_corpus_free(&t.corpus);
     return st;
 }
