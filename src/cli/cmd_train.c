@@ -28,7 +28,7 @@ static const char *HELP =
     "Ctrl-C (SIGINT) or SIGTERM stops after the current step with a checkpoint (exit 130);\n"
     "a second one ends the process at once.\n"
     "\n"
-    "config keys (default, meaning), by group:\n";
+    "config keys (name, default, meaning), by group:\n\n";
 
 int dm_cmd_train(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--data", "--out", "--config", "--set",
