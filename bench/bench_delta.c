@@ -204,7 +204,7 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < nm; i++) {
                     double sp;
                     for (int r = 0; r < rounds; r++) x[r] = m[i].t[k][r] * 1e3;
-                    const double ms = dm_bench_median(x, rounds, &sp);
+                    const double ms = dm_median(x, rounds, &sp);
                     snprintf(metric[nr], sizeof metric[nr], "%s_ms", kind[k]);
                     rows[nr] = (dm_history_row){"bench:delta", cfg[i], metric[nr], ms, sp, rounds,
                                                 flags};
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
                     nr++;
                     if (i == 0) continue; /* ref over ref */
                     for (int r = 0; r < rounds; r++) x[r] = m[0].t[k][r] / m[i].t[k][r];
-                    const double ratio = dm_bench_median(x, rounds, &sp);
+                    const double ratio = dm_median(x, rounds, &sp);
                     snprintf(metric[nr], sizeof metric[nr], "%s_speedup_over_ref", kind[k]);
                     rows[nr] = (dm_history_row){"bench:delta", cfg[i], metric[nr], ratio, sp,
                                                 rounds, flags};

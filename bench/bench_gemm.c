@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/stats.h"
 #include "check.h"
 #include "jobs/bench.h"
 #include "kernels/cpu/kernels.h"
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
             if (v == V_DNN && dw) continue;
             double sp, sr;
             for (int k = 0; k < rounds; k++) g[k] = fl / t[(size_t)v * rounds + k] / 1e9;
-            dm_history_row row = {"bench:gemm", cfg, METRIC[v], dm_bench_median(g, rounds, &sp),
+            dm_history_row row = {"bench:gemm", cfg, METRIC[v], dm_median(g, rounds, &sp),
                                   sp, rounds, flags};
             if (dm_history_report(stdout, history, &row, 1, err, sizeof err)) {
                 fprintf(stderr, "bench_gemm: %s\n", err);
@@ -133,7 +134,7 @@ int main(int argc, char **argv) {
                 char metric[64];
                 snprintf(metric, sizeof metric, "%s_over_dm_gemm_time",
                          v == V_DNN ? "onednn" : "openblas");
-                dm_history_row r2 = {"bench:gemm", cfg, metric, dm_bench_median(g, rounds, &sr),
+                dm_history_row r2 = {"bench:gemm", cfg, metric, dm_median(g, rounds, &sr),
                                      sr, rounds, flags};
                 if (dm_history_report(stdout, history, &r2, 1, err, sizeof err)) {
                     fprintf(stderr, "bench_gemm: %s\n", err);

@@ -157,7 +157,7 @@ static void bench_headwise(int n, int rows, int cols, int threads) {
     for (int v = 0; v < V_COUNT; v++) {
         char m[64];
         snprintf(m, sizeof m, "ms_%s", vname[v]);
-        med[v] = dm_bench_median(t[v], R, &sp);
+        med[v] = dm_median(t[v], R, &sp);
         row(cfg, m, 1e3 * med[v], 1e3 * sp, R);
     }
     double ratio[MAX_ROUNDS];
@@ -165,7 +165,7 @@ static void bench_headwise(int n, int rows, int cols, int threads) {
         for (int r = 0; r < R; r++) ratio[r] = t[v][r] / t[V_BATCHED][r];
         char m[64];
         snprintf(m, sizeof m, "ratio_%s_over_batched", vname[v]);
-        double md = dm_bench_median(ratio, R, &sp);
+        double md = dm_median(ratio, R, &sp);
         row(cfg, m, md, sp, R);
     }
     double fl = dm_ns_flops(n, rows, cols, g_sched) * 1e-9, lo = t[V_BATCHED][0], hi = lo;
@@ -192,7 +192,7 @@ static void bench_matrix(int rows, int cols, int threads) {
     char cfg[128];
     snprintf(cfg, sizeof cfg, "matrix %s [%d,%d] threads=%d%s", dm_ns_sched_name(g_sched), rows,
              cols, threads, g_wait);
-    double sp, md = dm_bench_median(t[V_BATCHED], R, &sp);
+    double sp, md = dm_median(t[V_BATCHED], R, &sp);
     double fl = dm_ns_flops(1, rows, cols, g_sched) * 1e-9, lo = t[V_BATCHED][0], hi = lo;
     for (int r = 1; r < R; r++) {
         if (t[V_BATCHED][r] < lo) lo = t[V_BATCHED][r];

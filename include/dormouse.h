@@ -30,17 +30,21 @@ extern "C" {
 
 enum { DM_MIXER_KDA = 0, DM_MIXER_GDN = 1 };
 enum { DM_IMPL_AUTO = 0, DM_IMPL_CHUNKED = 1, DM_IMPL_REFERENCE = 2 };
+enum { DM_GEMM_AUTO = 0, DM_GEMM_OPENBLAS = 1, DM_GEMM_ONEDNN = 2 };
 enum { DM_SCHED_COSINE = 0, DM_SCHED_WSD = 1, DM_SCHED_CONSTANT = 2 };
 enum { DM_OPT_MUON = 0, DM_OPT_ADAMW = 1 };
 enum { DM_NS_QUINTIC5 = 0, DM_NS_POLAR5 = 1 };
 enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
 enum { DM_CKPT_NONE = 0 };
-enum { DM_GEMM_AUTO = 0, DM_GEMM_OPENBLAS = 1, DM_GEMM_ONEDNN = 2 };
 enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
 
 /* Every field is a config key of the same name (JSON file or --set key=value).
- * dm_config_default() gives the "d2" run. */
+ * dm_config_default() gives the "d2" run. Each key belongs to one group:
+ *   model     what the network is: the parameter layout and the function it computes;
+ *             a checkpoint fixes these (resume, eval and sample refuse a change)
+ *   training  how it is trained and evaluated (seed, batches, optimizer, schedule, ...)
+ *   backend   how a step runs on this machine (kernels, threads, timing), not what it is */
 typedef struct dm_config {
     /* model */
     int d_model;            /* residual width                                  (256) */
@@ -52,7 +56,7 @@ typedef struct dm_config {
     int mixer;              /* DM_MIXER_KDA | DM_MIXER_GDN                     (kda) */
     float gate_lower_bound; /* 0 = softplus gate; lb < 0 = lb*sigmoid gate     (0)   */
     int tie_embeddings;     /* lm_head shares the embedding table              (0)   */
-    /* run */
+    /* run: training and backend keys */
     uint64_t seed;          /* init, batches, sampling                         (1)   */
     int batch_size;         /* sequences per step                              (8)   */
     int seq_len;            /* bytes per sequence                              (512) */
@@ -102,9 +106,24 @@ char *dm_config_to_json(const dm_config *c);
 /* Apply the keys of a JSON object (a config file, or config.json of a run) onto c.
  * Unknown keys and bad values are errors naming the key. 0 ok. */
 int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen);
-/* Iterate the key table: name, help and default of key i (NULL past the end). */
+/* Iterate the key table: name, help and group of key i (NULL / -1 past the end). */
 const char *dm_config_key_name(int i);
 const char *dm_config_key_help(int i);
+enum { DM_KEY_MODEL = 0, DM_KEY_TRAINING = 1, DM_KEY_BACKEND = 2 };
+#define DM_KEYS_MODEL (1u << DM_KEY_MODEL) /* group masks for dm_config_diff */
+#define DM_KEYS_ALL ((1u << DM_KEY_MODEL) | (1u << DM_KEY_TRAINING) | (1u << DM_KEY_BACKEND))
+int dm_config_key_group(int i);
+const char *dm_config_group_name(int group); /* "model", "training", "backend" */
+int dm_config_is_model_key(const char *key);
+/* The first key of the groups in mask `groups` on which a and b differ, with both values
+ * as text in va, vb (n bytes each); NULL when they agree on all of them. */
+const char *dm_config_diff(const dm_config *a, const dm_config *b, unsigned groups, char *va,
+                           char *vb, size_t n);
+/* The one "model keys cannot change" check (resume, eval / sample, the checkpoint loader):
+ * 0 when asked has the model keys of saved; else 1 and the one-line refusal in err:
+ * "checkpoint has n_layer=1, the run asks for n_layer=3 (model keys cannot change)". */
+int dm_config_check_model(const dm_config *saved, const dm_config *asked, char *err,
+                          size_t errlen);
 /* MLP hidden width: 256*ceil(floor(8d/3)/256). */
 int dm_config_mlp_hidden(const dm_config *c);
 

@@ -1,14 +1,16 @@
-/* test_ab.c — A/B sweeps (src/ab.c): the verdict logic on synthetic cells, the contention
- * rules, resuming a sweep from its cached cells; benchmark history rows (src/history.c)
- * and the append-only check (scripts/history_check.sh) on temporary git repositories. */
+/* test_ab.c — A/B sweeps (src/jobs/ab*.c): the verdict logic on synthetic cells, the
+ * contention rules, resuming a sweep from its cached cells; benchmark history rows
+ * (src/io/history.c) and the append-only check (scripts/history_check.sh) on temporary
+ * git repositories. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "jobs/ab.h"
+#include "base/stats.h"
 #include "check.h"
+#include "jobs/ab.h"
 #include "io/history.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
@@ -168,11 +170,11 @@ TEST(ab_parse_inputs) {
     CHECK(dm_ab_parse_variant("x: steps=3", &c, &arm, err, sizeof err) != 0);
     CHECK(dm_ab_parse_variant("x: eval_window=3000", &c, &arm, err, sizeof err) != 0);
 
-    double m[] = {5, 1, 3, 2};
-    CHECK(dm_ab_median(m, 3) == 3);
-    double m2[] = {5, 1, 3, 2};
-    CHECK(dm_ab_median(m2, 4) == 2.5);
-    CHECK(isnan(dm_ab_median(m2, 0)));
+    double m[] = {5, 1, 3, 2}, sp;
+    CHECK(dm_median(m, 3, NULL) == 3);
+    CHECK(dm_median(m, 4, &sp) == 2.5 && sp == 4);
+    CHECK(m[0] == 5 && m[3] == 2); /* left as it is */
+    CHECK(isnan(dm_median(m, 0, &sp)) && isnan(sp));
     CHECK(dm_ab_default_warmup(2000) == 50 && dm_ab_default_warmup(100) == 10);
 }
 

@@ -188,8 +188,8 @@ TEST(bench_report_rows_parse_back) {
     dm_bench_flags(&pr, f, sizeof f);
     CHECKF(strcmp(f, "contended,others,load") == 0, "flags '%s'", f);
     double x[] = {5, 1, 4, 2}, sp;
-    CHECK(dm_bench_median(x, 4, &sp) == 3 && sp == 4 && x[0] == 5);
-    CHECK(dm_bench_median(x, 3, NULL) == 4);
+    CHECK(dm_median(x, 4, &sp) == 3 && sp == 4 && x[0] == 5);
+    CHECK(dm_median(x, 3, NULL) == 4);
     t_rmtree(d);
 }
 
@@ -261,6 +261,8 @@ TEST(bench_cli_bad_input) {
         "--history /nonexistent/dir/h.tsv",
         "--set kda_impl=chunked --set head_dim=512 --set n_head=1 --set d_model=512 "
         "--set batch_size=1 --set seq_len=16",
+        "--baseline nope=1", "--baseline gemm", "--baseline gemm=fast",
+        "--baseline n_head=3",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, DM_CLI " bench %s --history %s", bad[i], hist);
@@ -277,6 +279,44 @@ TEST(bench_cli_bad_input) {
     CHECK(strstr(out, "--reps") && strstr(out, "--history") && strstr(out, "--data") &&
           strstr(out, "--set") && strstr(out, "kda_impl=reference"));
     CHECK(t_run_out(DM_CLI " --help", outp, out, sizeof out) == 0 && strstr(out, "  bench "));
+    t_rmtree(d);
+}
+
+/* --baseline: two configs timed against each other; the speed-up rows name the baseline. */
+TEST(bench_cli_baseline) {
+    char d[256], outp[512], cmd[2048];
+    static char out[1 << 16];
+    t_tmpdir(d, sizeof d);
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " bench " TINY " --set threads=1 --reps 1 "
+             "--baseline gemm=openblas 2>&1");
+    int rc = t_run_out(cmd, outp, out, sizeof out);
+    CHECKF(rc == 0, "dormouse bench --baseline exited %d:\n%s", rc, out);
+    CHECKF(strstr(out, "# arms gemm=auto and gemm=openblas (the baseline)") &&
+           strstr(out, "over the baseline gemm=openblas"), "notes do not name the arms:\n%s", out);
+    char *row[128];
+    int np = rows_of(out, row, 128), speedups = 0, base_rows = 0;
+    CHECKF(np == 15, "printed %d rows, expected 15", np);
+    CHECK(check_rows(row, np, "bench:step") == np);
+    for (int i = 0; i < np; i++) {
+        char buf[4096], why[256];
+        parsed p;
+        if (!parse_row(row[i], "bench:step", buf, sizeof buf, &p, why, sizeof why)) continue;
+        CHECKF(!strstr(p.f[5], "over_reference"), "row compares with the reference: %s", row[i]);
+        if (strstr(p.f[5], "_speedup_over_baseline")) {
+            speedups++;
+            CHECKF(strstr(p.f[4], "| baseline gemm=openblas") != NULL, "config: %s", p.f[4]);
+        } else if (strstr(p.f[4], "gemm=openblas")) {
+            base_rows++;
+        }
+    }
+    CHECKF(speedups == 3 && base_rows == 6, "%d speed-up rows, %d baseline rows", speedups,
+           base_rows);
+    /* a bad --baseline key: one line, exit 2 */
+    snprintf(cmd, sizeof cmd, DM_CLI " bench " TINY " --reps 1 --baseline no_such_key=1");
+    rc = t_run_out(cmd, outp, out, sizeof out);
+    CHECKF(rc == 2 && strstr(out, "--baseline no_such_key=1: unknown config key") &&
+           strchr(out, '\n') == out + strlen(out) - 1, "exit %d:\n%s", rc, out);
     t_rmtree(d);
 }
 

@@ -1,10 +1,12 @@
-/* test_cli.c — the `dormouse` command on bad input: each case a clear one-line error,
- * exit code 2, no crash, no partial output files. */
+/* test_cli.c — the `dormouse` command on bad input (each case a clear one-line error,
+ * exit code 2, no crash, no partial output files), and on SIGTERM. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "dormouse.h"
+#include "io/ckpt.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
 #define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
@@ -135,5 +137,70 @@ TEST(cli_help_and_sample) {
              CORPUS, d, d, d, d, d, d, d, d, d);
     int rc = t_run(cmd, err, sizeof err);
     CHECKF(rc == 0, "sample: %d %s", rc, err);
+    t_rmtree(d);
+}
+
+/* The "model keys cannot change" refusal is one check: resume, eval, sample and the
+ * checkpoint loader give the same line. */
+TEST(cli_model_key_refusal_same_everywhere) {
+    char d[256], cmd[4096], run[512], err[4096], dir[4096], want[DM_ERRLEN], line[DM_ERRLEN + 16];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY " --set steps=2", CORPUS, run);
+    int rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0, "tiny training run failed (%d): %s", rc, err);
+    /* what the check says for n_layer 1 -> 3 */
+    dm_config saved, asked;
+    long step;
+    CHECK(dm_ckpt_resolve(run, dir, sizeof dir, err, sizeof err) == 0);
+    CHECK(dm_ckpt_read_config(dir, &saved, &step, err, sizeof err) == 0);
+    asked = saved;
+    asked.n_layer = 3;
+    CHECK(dm_config_check_model(&saved, &asked, want, sizeof want) != 0);
+    snprintf(line, sizeof line, "error: %s\n", want);
+    printf("  %s", line);
+    const char *cmds[] = {"train --resume %s --set n_layer=3", "eval %s --set n_layer=3",
+                          "sample %s --set n_layer=3"};
+    for (int i = 0; i < 3; i++) {
+        char c[1024];
+        snprintf(c, sizeof c, cmds[i], run);
+        snprintf(cmd, sizeof cmd, DM_CLI " %s", c);
+        rc = t_run(cmd, err, sizeof err);
+        CHECKF(rc == 2 && !strcmp(err, line), "dormouse %s: exit %d, %s", c, rc, err);
+    }
+    /* the loader, given a model of another depth */
+    dm_model *m = dm_model_create(&asked, err, sizeof err);
+    CHECK(m != NULL);
+    if (m) CHECK(dm_ckpt_load(dir, m, NULL, err, sizeof err) != 0 && !strcmp(err, want));
+    dm_model_free(m);
+    t_rmtree(d);
+}
+
+/* SIGTERM (as SIGINT) stops training after the current step with a checkpoint, exit 130;
+ * the run resumes from it. */
+TEST(cli_train_interrupt_saves_checkpoint) {
+    char d[256], cmd[4096], run[512], err[4096], dir[4096];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY " --set steps=1000000 "
+             "--set eval_every=0 & pid=$!; "
+             "for i in $(seq 300); do [ -s %s/metrics.jsonl ] && break; sleep 0.1; done; "
+             "kill -TERM $pid; wait $pid", CORPUS, run, run);
+    int rc = t_run(cmd, err, sizeof err);
+    printf("  [%d] %s", rc, err);
+    CHECKF(rc == 130, "interrupted training exited %d", rc);
+    CHECKF(strstr(err, "interrupted at step ") && strstr(err, "--resume"), "stderr: %s", err);
+    CHECK(strstr(err, "error:") == NULL);
+    long step = 0;
+    dm_config saved;
+    CHECK(dm_ckpt_resolve(run, dir, sizeof dir, err, sizeof err) == 0);
+    CHECK(dm_ckpt_read_config(dir, &saved, &step, err, sizeof err) == 0 && step >= 1);
+    /* two more steps from the checkpoint */
+    snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s --until %ld", run, step + 2);
+    rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0, "resume after the interrupt: %d %s", rc, err);
+    CHECK(dm_ckpt_resolve(run, dir, sizeof dir, err, sizeof err) == 0);
+    long step2 = 0;
+    CHECK(dm_ckpt_read_config(dir, &saved, &step2, err, sizeof err) == 0 && step2 == step + 2);
     t_rmtree(d);
 }

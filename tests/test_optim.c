@@ -189,8 +189,8 @@ TEST(lr_schedule_and_clip) {
     fill_grads(m, 4);
     double n = dm_grad_norm(m), reported = dm_optim_step(o, m, 0);
     CHECK(n == reported && n > 0.5);
-    dm_st_tensor st[16];
-    dm_optim_state(o, st, 16);
+    dm_optim_buf st[DM_OPTIM_MAX_BUFS];
+    dm_optim_state(o, st, DM_OPTIM_MAX_BUFS);
     CHECK(strcmp(st[0].name, "adam_m") == 0);
     double worst = 0;
     for (size_t i = 0; i < dm_model_num_params(m); i++) {

@@ -62,15 +62,23 @@ static void load_params(const char *run, const dm_config *c, float *out) {
     dm_model_free(m);
 }
 
+/* dm_train to the end (1) or not (0, its status printed) */
+static int train_ok(const dm_train_args *a) {
+    dm_status st = dm_train(a, NULL);
+    if (st.code != DM_JOB_OK) printf("  train: %d %s\n", st.code, st.msg);
+    return st.code == DM_JOB_OK;
+}
+
 static void resume_exact(dm_config c) {
     char a[256], b[256];
     t_tmpdir(a, sizeof a);
     t_tmpdir(b, sizeof b);
-    dm_train_args one = {CORPUS, a, 0, 0}, half = {CORPUS, b, 0, c.steps / 2},
-                  rest = {CORPUS, b, 1, 0};
-    CHECK(dm_train(&c, &one) == 0);
-    CHECK(dm_train(&c, &half) == 0);
-    CHECK(dm_train(&c, &rest) == 0);
+    dm_train_args one = {.data = CORPUS, .out = a, .cfg = &c},
+                  half = {.data = CORPUS, .out = b, .cfg = &c, .until = c.steps / 2},
+                  rest = {.data = CORPUS, .out = b, .resume = 1};
+    CHECK(train_ok(&one));
+    CHECK(train_ok(&half));
+    CHECK(train_ok(&rest));
     cJSON *ma = read_metrics(a), *mb = read_metrics(b);
     CHECKF(cJSON_GetArraySize(ma) == c.steps && cJSON_GetArraySize(mb) == c.steps,
            "metrics lines %d / %d, expected %d", cJSON_GetArraySize(ma), cJSON_GetArraySize(mb),
@@ -123,8 +131,8 @@ TEST(train_loss_goes_down) {
     c.lr = 1e-2f;
     char d[256];
     t_tmpdir(d, sizeof d);
-    dm_train_args a = {CORPUS, d, 0, 0};
-    CHECK(dm_train(&c, &a) == 0);
+    dm_train_args a = {.data = CORPUS, .out = d, .cfg = &c};
+    CHECK(train_ok(&a));
     cJSON *mt = read_metrics(d);
     int n = cJSON_GetArraySize(mt);
     CHECK(n == 8);
@@ -236,4 +244,72 @@ TEST(eval_bpb_window_cut) {
     CHECK(fabs(a - b) <= 1e-6 * a);
     CHECK(a > 6 && a < 10); /* near-uniform model: about 8 bits */
     dm_model_free(m);
+}
+
+/* The job reports through its callback and returns a status: set-up notes, one step
+ * event per step (logged ones = the metrics lines), the summary; bad input as a status. */
+typedef struct {
+    int notes, steps, logged, summary, header;
+    long last;
+} events;
+
+static void count_event(void *user, const dm_event *ev) {
+    events *e = user;
+    if (ev->kind == DM_EV_NOTE) {
+        e->notes++;
+        e->header |= !strncmp(ev->text, "dormouse train: ", 16);
+        e->summary |= !strncmp(ev->text, "summary: ", 9);
+    } else if (ev->kind == DM_EV_STEP) {
+        CHECK(ev->text == NULL && ev->step == e->last + 1 && ev->steps == 12);
+        e->last = ev->step;
+        e->steps++;
+        e->logged += ev->logged;
+    }
+}
+
+TEST(train_job_status_and_events) {
+    dm_config c = tiny_run();
+    c.log_every = 5; /* lines at 4, 5, 8, 10 (eval_every 4) and 12 */
+    char d[256];
+    t_tmpdir(d, sizeof d);
+    events e = {0};
+    dm_job_io io = {count_event, &e, NULL};
+    dm_train_args a = {.data = CORPUS, .out = d, .cfg = &c};
+    dm_status st = dm_train(&a, &io);
+    CHECKF(st.code == DM_JOB_OK && st.msg[0] == 0, "%d %s", st.code, st.msg);
+    cJSON *mt = read_metrics(d);
+    printf("  %d notes, %d steps, %d logged, %d metrics lines\n", e.notes, e.steps, e.logged,
+           cJSON_GetArraySize(mt));
+    CHECK(e.header && e.summary && e.steps == 12 && e.logged == 5);
+    CHECK(cJSON_GetArraySize(mt) == e.logged);
+    cJSON_Delete(mt);
+    /* a run already there, a bad key, a missing corpus: bad input, nothing reported */
+    events none = {0};
+    io.user = &none;
+    st = dm_train(&a, &io);
+    CHECKF(st.code == DM_JOB_BAD_INPUT && strstr(st.msg, "already holds a run"), "%s", st.msg);
+    const char *bad[] = {"lr=fast"};
+    dm_train_args b = {.data = CORPUS, .out = d, .cfg = &c, .sets = bad, .n_sets = 1};
+    st = dm_train(&b, &io);
+    CHECKF(st.code == DM_JOB_BAD_INPUT && strstr(st.msg, "'lr'"), "%s", st.msg);
+    b = (dm_train_args){.data = "/nonexistent/corpus", .out = d, .cfg = &c};
+    st = dm_train(&b, &io);
+    CHECKF(st.code == DM_JOB_BAD_INPUT && strstr(st.msg, "not found"), "%s", st.msg);
+    CHECK(none.notes == 0 && none.steps == 0);
+    /* a stop asked before the first step: one step, a checkpoint, interrupted */
+    char d2[256];
+    t_tmpdir(d2, sizeof d2);
+    volatile sig_atomic_t stop = SIGTERM;
+    events one = {0};
+    dm_job_io sio = {count_event, &one, &stop};
+    dm_train_args s = {.data = CORPUS, .out = d2, .cfg = &c};
+    st = dm_train(&s, &sio);
+    CHECKF(st.code == DM_JOB_INTERRUPTED && strstr(st.msg, "interrupted at step 1"), "%s",
+           st.msg);
+    CHECK(one.steps == 1 && !one.summary);
+    char p[512];
+    snprintf(p, sizeof p, "%s/ckpt-00000001/model.safetensors", d2);
+    CHECK(t_exists(p));
+    t_rmtree(d);
+    t_rmtree(d2);
 }

@@ -1,6 +1,7 @@
-/* config.c — the config keys: one table gives each key's name, type, range, accepted
- * values and help. --set, JSON config files, config.json in a run directory, checkpoint
- * metadata and `dormouse train --help` all go through it. */
+/* config.c — the config keys: one table gives each key's name, group, type, range,
+ * accepted values and help. --set, JSON config files, config.json in a run directory,
+ * checkpoint metadata, the "model keys cannot change" check and `dormouse train --help`
+ * all go through it. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@ enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM };
 
 typedef struct {
     const char *name;
+    int group;           /* DM_KEY_MODEL | DM_KEY_TRAINING | DM_KEY_BACKEND */
     int type;
     size_t off;
     double lo, hi;       /* inclusive range for numbers */
@@ -26,73 +28,85 @@ typedef struct {
 #define F(field) offsetof(dm_config, field)
 static const key_t_ KEYS[] = {
     /* model */
-    {"d_model", K_INT, F(d_model), 1, 65536, NULL, "residual width"},
-    {"n_layer", K_INT, F(n_layer), 1, 1024, NULL, "number of blocks"},
-    {"n_head", K_INT, F(n_head), 1, 1024, NULL, "delta-rule heads"},
-    {"head_dim", K_INT, F(head_dim), 1, 1024, NULL,
+    {"d_model", DM_KEY_MODEL, K_INT, F(d_model), 1, 65536, NULL, "residual width"},
+    {"n_layer", DM_KEY_MODEL, K_INT, F(n_layer), 1, 1024, NULL, "number of blocks"},
+    {"n_head", DM_KEY_MODEL, K_INT, F(n_head), 1, 1024, NULL, "delta-rule heads"},
+    {"head_dim", DM_KEY_MODEL, K_INT, F(head_dim), 1, 1024, NULL,
      "key/value dim per head; n_head*head_dim must equal d_model"},
-    {"gate_rank", K_INT, F(gate_rank), 1, 65536, NULL,
+    {"gate_rank", DM_KEY_MODEL, K_INT, F(gate_rank), 1, 65536, NULL,
      "rank of the KDA gate (W_f1,W_f2) and output gate (W_g1,W_g2) projections"},
-    {"conv_size", K_INT, F(conv_size), 1, 64, NULL, "width of the causal conv on q, k, v"},
-    {"mixer", K_ENUM, F(mixer), 0, 0, "kda|gdn",
+    {"conv_size", DM_KEY_MODEL, K_INT, F(conv_size), 1, 64, NULL,
+     "width of the causal conv on q, k, v"},
+    {"mixer", DM_KEY_MODEL, K_ENUM, F(mixer), 0, 0, "kda|gdn",
      "token mixer: kda (per-channel gate) or gdn (scalar gate)"},
-    {"gate_lower_bound", K_FLOAT, F(gate_lower_bound), -100, 0, NULL,
+    {"gate_lower_bound", DM_KEY_MODEL, K_FLOAT, F(gate_lower_bound), -100, 0, NULL,
      "0: softplus gate; < 0: g = lb*sigmoid(...) bounded in (lb, 0)"},
-    {"tie_embeddings", K_BOOL, F(tie_embeddings), 0, 1, NULL,
+    {"tie_embeddings", DM_KEY_MODEL, K_BOOL, F(tie_embeddings), 0, 1, NULL,
      "lm_head shares the embedding table"},
-    /* run */
-    {"seed", K_U64, F(seed), 0, 0, NULL, "seed of init, batches and sampling"},
-    {"batch_size", K_INT, F(batch_size), 1, 1 << 20, NULL, "sequences per step"},
-    {"seq_len", K_INT, F(seq_len), 1, 1 << 24, NULL, "bytes per training sequence"},
-    {"steps", K_INT, F(steps), 0, 1 << 30, NULL, "optimizer steps"},
-    {"lr", K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
-    {"muon_lr", K_FLOAT, F(muon_lr), 0, 10, NULL, "peak learning rate of Muon matrices"},
-    {"weight_decay", K_FLOAT, F(weight_decay), 0, 10, NULL,
+    /* run: training and backend keys */
+    {"seed", DM_KEY_TRAINING, K_U64, F(seed), 0, 0, NULL, "seed of init, batches and sampling"},
+    {"batch_size", DM_KEY_TRAINING, K_INT, F(batch_size), 1, 1 << 20, NULL, "sequences per step"},
+    {"seq_len", DM_KEY_TRAINING, K_INT, F(seq_len), 1, 1 << 24, NULL,
+     "bytes per training sequence"},
+    {"steps", DM_KEY_TRAINING, K_INT, F(steps), 0, 1 << 30, NULL, "optimizer steps"},
+    {"lr", DM_KEY_TRAINING, K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
+    {"muon_lr", DM_KEY_TRAINING, K_FLOAT, F(muon_lr), 0, 10, NULL,
+     "peak learning rate of Muon matrices"},
+    {"weight_decay", DM_KEY_TRAINING, K_FLOAT, F(weight_decay), 0, 10, NULL,
      "decoupled weight decay on matrices (times the base lr)"},
-    {"beta1", K_FLOAT, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
-    {"beta2", K_FLOAT, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
-    {"adam_eps", K_FLOAT, F(adam_eps), 0, 1, NULL, "AdamW epsilon"},
-    {"muon_momentum", K_FLOAT, F(muon_momentum), 0, 0.999999, NULL, "Muon momentum (Nesterov)"},
-    {"warmup_steps", K_INT, F(warmup_steps), 0, 1 << 30, NULL, "linear warmup steps"},
-    {"lr_schedule", K_ENUM, F(lr_schedule), 0, 0, "cosine|wsd|constant",
+    {"beta1", DM_KEY_TRAINING, K_FLOAT, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
+    {"beta2", DM_KEY_TRAINING, K_FLOAT, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
+    {"adam_eps", DM_KEY_TRAINING, K_FLOAT, F(adam_eps), 0, 1, NULL, "AdamW epsilon"},
+    {"muon_momentum", DM_KEY_TRAINING, K_FLOAT, F(muon_momentum), 0, 0.999999, NULL,
+     "Muon momentum (Nesterov)"},
+    {"warmup_steps", DM_KEY_TRAINING, K_INT, F(warmup_steps), 0, 1 << 30, NULL,
+     "linear warmup steps"},
+    {"lr_schedule", DM_KEY_TRAINING, K_ENUM, F(lr_schedule), 0, 0, "cosine|wsd|constant",
      "decay after warmup: cosine, wsd (flat then linear decay over the last 20%), constant"},
-    {"min_lr_frac", K_FLOAT, F(min_lr_frac), 0, 1, NULL, "final lr as a fraction of the peak"},
-    {"grad_clip", K_FLOAT, F(grad_clip), 0, 1e9, NULL, "clip the global gradient norm; 0 = off"},
-    {"eval_every", K_INT, F(eval_every), 0, 1 << 30, NULL,
+    {"min_lr_frac", DM_KEY_TRAINING, K_FLOAT, F(min_lr_frac), 0, 1, NULL,
+     "final lr as a fraction of the peak"},
+    {"grad_clip", DM_KEY_TRAINING, K_FLOAT, F(grad_clip), 0, 1e9, NULL,
+     "clip the global gradient norm; 0 = off"},
+    {"eval_every", DM_KEY_TRAINING, K_INT, F(eval_every), 0, 1 << 30, NULL,
      "steps between evaluations; 0 = only at the end"},
-    {"eval_window", K_LONG, F(eval_window), 2, 1e15, NULL,
+    {"eval_window", DM_KEY_TRAINING, K_LONG, F(eval_window), 2, 1e15, NULL,
      "validation bytes: the last bytes of the corpus"},
-    {"log_every", K_INT, F(log_every), 1, 1 << 30, NULL, "steps between metrics lines"},
-    {"ckpt_every", K_INT, F(ckpt_every), 0, 1 << 30, NULL,
+    {"log_every", DM_KEY_TRAINING, K_INT, F(log_every), 1, 1 << 30, NULL,
+     "steps between metrics lines"},
+    {"ckpt_every", DM_KEY_TRAINING, K_INT, F(ckpt_every), 0, 1 << 30, NULL,
      "steps between checkpoints; 0 = only at the end"},
-    {"kda_impl", K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
+    {"kda_impl", DM_KEY_BACKEND, K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
      "delta-rule core: auto (fused where supported), chunked, reference"},
-    {"gemm", K_ENUM, F(gemm), 0, 0, "auto|openblas|onednn",
-     "GEMM backend of the matrix products: auto (the measured rule in the README), openblas, onednn"},
-    {"precision", K_ENUM, F(precision), 0, 0, "auto|fp32|bf16",
+    {"gemm", DM_KEY_BACKEND, K_ENUM, F(gemm), 0, 0, "auto|openblas|onednn",
+     "GEMM backend of the matrix products: auto (the measured rule in the README), openblas, "
+     "onednn"},
+    {"precision", DM_KEY_BACKEND, K_ENUM, F(precision), 0, 0, "auto|fp32|bf16",
      "matrix products: fp32, bf16 (operands rounded to bf16, f32 accumulation; needs "
      "avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it)"},
-    {"chunk_size", K_INT, F(chunk_size), 16, 64, NULL, "chunk of the fused core: 16, 32 or 64"},
-    {"norm_impl", K_ENUM, F(norm_impl), 0, 0, "auto|fused|reference",
+    {"chunk_size", DM_KEY_BACKEND, K_INT, F(chunk_size), 16, 64, NULL,
+     "chunk of the fused core: 16, 32 or 64"},
+    {"norm_impl", DM_KEY_BACKEND, K_ENUM, F(norm_impl), 0, 0, "auto|fused|reference",
      "RMSNorm and gated norm: auto (fused), fused, reference (composed, slow)"},
-    {"verify_fused", K_INT, F(verify_fused), 0, 1 << 30, NULL,
+    {"verify_fused", DM_KEY_BACKEND, K_INT, F(verify_fused), 0, 1 << 30, NULL,
      "every N steps run fused and reference and compare; 0 = off"},
-    {"optimizer", K_ENUM, F(optimizer), 0, 0, "muon|adamw",
+    {"optimizer", DM_KEY_TRAINING, K_ENUM, F(optimizer), 0, 0, "muon|adamw",
      "muon: Muon on hidden matrices + AdamW on the rest; adamw: AdamW on all"},
-    {"ns", K_ENUM, F(ns), 0, 0, "quintic5|polar5", "Newton-Schulz schedule of Muon"},
-    {"ns_precision", K_ENUM, F(ns_precision), 0, 0, "auto|fp32|bf16",
+    {"ns", DM_KEY_TRAINING, K_ENUM, F(ns), 0, 0, "quintic5|polar5",
+     "Newton-Schulz schedule of Muon"},
+    {"ns_precision", DM_KEY_BACKEND, K_ENUM, F(ns_precision), 0, 0, "auto|fp32|bf16",
      "Newton-Schulz products: fp32, bf16 (operands rounded to bf16, f32 accumulation; "
      "needs avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it)"},
-    {"ns_headwise", K_ENUM, F(ns_headwise), 0, 0, "qk|none",
+    {"ns_headwise", DM_KEY_TRAINING, K_ENUM, F(ns_headwise), 0, 0, "qk|none",
      "orthogonalize W_q, W_k per head (one batched NS) or as whole matrices"},
-    {"retract", K_ENUM, F(retract), 0, 0, "sphere|stiefel|off",
+    {"retract", DM_KEY_TRAINING, K_ENUM, F(retract), 0, 0, "sphere|stiefel|off",
      "retraction of Muon matrices after the update"},
-    {"retract_every", K_INT, F(retract_every), 1, 1 << 30, NULL,
+    {"retract_every", DM_KEY_TRAINING, K_INT, F(retract_every), 1, 1 << 30, NULL,
      "retract on steps where step % N == 0"},
-    {"checkpointing", K_ENUM, F(checkpointing), 0, 0, "none",
+    {"checkpointing", DM_KEY_BACKEND, K_ENUM, F(checkpointing), 0, 0, "none",
      "activation checkpointing (none: keep every activation)"},
-    {"threads", K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
-    {"atlas", K_BOOL, F(atlas), 0, 1, NULL, "time every stage and op and print the step atlas"},
+    {"threads", DM_KEY_BACKEND, K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
+    {"atlas", DM_KEY_BACKEND, K_BOOL, F(atlas), 0, 1, NULL,
+     "time every stage and op and print the step atlas"},
 };
 #undef F
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
@@ -163,6 +177,21 @@ static const key_t_ *find_key(const char *name) {
 
 const char *dm_config_key_name(int i) { return i >= 0 && i < NKEYS ? KEYS[i].name : NULL; }
 const char *dm_config_key_help(int i) { return i >= 0 && i < NKEYS ? KEYS[i].help : NULL; }
+int dm_config_key_group(int i) { return i >= 0 && i < NKEYS ? KEYS[i].group : -1; }
+
+const char *dm_config_group_name(int group) {
+    switch (group) {
+    case DM_KEY_MODEL: return "model";
+    case DM_KEY_TRAINING: return "training";
+    case DM_KEY_BACKEND: return "backend";
+    }
+    return NULL;
+}
+
+int dm_config_is_model_key(const char *key) {
+    const key_t_ *k = find_key(key);
+    return k && k->group == DM_KEY_MODEL;
+}
 
 /* index of name within "a|b|c", or -1 */
 static int choice_index(const char *choices, const char *name) {
@@ -349,4 +378,26 @@ int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen
     }
     cJSON_Delete(o);
     return rc;
+}
+
+const char *dm_config_diff(const dm_config *a, const dm_config *b, unsigned groups, char *va,
+                           char *vb, size_t n) {
+    for (int i = 0; i < NKEYS; i++) {
+        if (!(groups & (1u << KEYS[i].group))) continue;
+        dm_config_get(a, KEYS[i].name, va, n);
+        dm_config_get(b, KEYS[i].name, vb, n);
+        if (strcmp(va, vb) != 0) return KEYS[i].name;
+    }
+    return NULL;
+}
+
+int dm_config_check_model(const dm_config *saved, const dm_config *asked, char *err,
+                          size_t errlen) {
+    char va[64], vb[64];
+    const char *key = dm_config_diff(saved, asked, DM_KEYS_MODEL, va, vb, sizeof va);
+    if (!key) return 0;
+    if (err)
+        snprintf(err, errlen, "checkpoint has %s=%s, the run asks for %s=%s (model keys cannot "
+                 "change)", key, va, key, vb);
+    return 1;
 }

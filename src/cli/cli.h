@@ -1,20 +1,15 @@
-/* cli.h — shared pieces of the `dormouse` command: argument scanning, configs from
- * files and --set, exit codes. Layer 6 of DESIGN.md section 2: parsing only; the jobs
- * live in the library. */
+/* cli.h — the `dormouse` command (layer 7 of DESIGN.md section 2): argument scanning,
+ * the printing of the jobs' progress, signals and exit codes. The jobs (src/jobs/) do
+ * the work; the process is the command's. */
 #ifndef DM_CLI_H
 #define DM_CLI_H
 
 #include <stdio.h>
 
 #include "dormouse.h"
-#include "io/files.h"
+#include "jobs/job.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
-
-#ifndef DM_SOURCE_DIR
-#define DM_SOURCE_DIR "."
-#endif
-#define DM_DEFAULT_DATA DM_SOURCE_DIR "/data/kjv.txt.gz"
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
 /* Option scanner over argv: --name value or --name=value; positional args returned with
  * name == NULL. Returns 0 at the end, 1 for an item, -1 on a usage error (printed). */
@@ -27,22 +22,31 @@ typedef struct {
 } dm_args;
 int dm_args_next(dm_args *a, const char *cmd);
 
-
-/* Apply "key=value" to c; prints the error and returns non-zero on failure. */
-int dm_cli_set(dm_config *c, const char *kv);
-/* Apply a JSON config file to c; prints the error and returns non-zero on failure. */
-int dm_cli_config_file(dm_config *c, const char *path);
 /* Numbers for flags: print an error naming the flag on failure. */
 int dm_cli_long(const char *flag, const char *v, long lo, long hi, long *out);
 int dm_cli_double(const char *flag, const char *v, double lo, double hi, double *out);
 
-/* Print the config keys with their defaults and help (for --help). */
+/* Print the config keys by group with their defaults and help (for --help). */
 void dm_cli_print_keys(FILE *f);
 
-int dm_cmd_train(int argc, char **argv);
-int dm_cmd_eval(int argc, char **argv);
-int dm_cmd_sample(int argc, char **argv);
-int dm_cmd_ab(int argc, char **argv);
-int dm_cmd_bench(int argc, char **argv);
+/* The printer of the jobs' events (the user of the dm_job_io main gives the commands):
+ * notes and text to stdout, warnings to stderr; a step on a terminal redraws one line
+ * (`\r\033[K`), elsewhere only logged steps, one line each. */
+typedef struct {
+    int tty;       /* stdout is a terminal */
+    int open;      /* a step line is drawn without its newline */
+    int transient; /* ... and it is a labelled one: cleared, not kept, when text follows */
+} dm_printer;
+void dm_cli_progress(void *user, const dm_event *ev);
+/* The end of a job: close the step line, print a failed status on stderr (`error: MSG`;
+ * an interrupted one as MSG) and return the exit code: 0 OK, 1 failed, 2 bad input,
+ * 130 interrupted. */
+int dm_cli_exit(const dm_job_io *io, const dm_status *st);
+
+int dm_cmd_train(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_eval(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_sample(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_ab(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_bench(int argc, char **argv, const dm_job_io *io);
 
 #endif

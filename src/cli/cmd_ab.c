@@ -1,13 +1,9 @@
-/* cmd_ab.c — `dormouse ab`: seeded A/B sweeps (the job is src/ab.c). */
+/* cmd_ab.c — `dormouse ab`: its flags (the jobs are src/jobs/ab.c: run, report). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "jobs/ab.h"
 #include "cli/cli.h"
-
-#define DM_DEFAULT_HISTORY DM_SOURCE_DIR "/benches/history.tsv"
+#include "jobs/ab.h"
 
 static const char *HELP =
     "usage: dormouse ab --dir AB_DIR [--data PATH] [--config FILE.json] [--set key=value]...\n"
@@ -64,17 +60,19 @@ static const char *HELP =
     "Exit codes: 0 every cell done (or --report), 1 a cell failed, 2 bad usage or input,\n"
     "130 interrupted (rerun the command to resume).\n";
 
-int dm_cmd_ab(int argc, char **argv) {
+int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--dir",   "--data",  "--config", "--set",
                                              "--variant", "--seeds", "--steps", "--warmup",
                                              "--history", NULL};
     static const char *const flags[] = {"--help", "-h", "--report", "--no-history", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
-    const char *dir = NULL, *data = NULL, *config = NULL, *seeds = "1,2",
-               *history = DM_DEFAULT_HISTORY;
-    const char *sets[256], *variants[DM_AB_MAX_ARMS];
-    int nsets = 0, nvar = 0, report = 0, no_history = 0, r, run_opts = 0;
-    long steps = 0, warmup = -1;
+    const char *sets[256], *variants[256];
+    dm_ab_args ab = {0};
+    ab.sets = sets;
+    ab.variants = variants;
+    ab.warmup = -1;
+    ab.history = DM_DEFAULT_HISTORY;
+    int report = 0, r, run_opts = 0;
     while ((r = dm_args_next(&a, "ab")) > 0) {
         if (!a.name) {
             fprintf(stderr, "dormouse ab: unexpected argument '%s'\n", a.value);
@@ -84,126 +82,36 @@ int dm_cmd_ab(int argc, char **argv) {
             fputs(HELP, stdout);
             return EXIT_OK;
         }
-        if (!strcmp(a.name, "--dir")) dir = a.value;
+        if (!strcmp(a.name, "--dir")) ab.dir = a.value;
         else if (!strcmp(a.name, "--report")) report = 1;
         else if (!strcmp(a.name, "--warmup")) {
-            if (dm_cli_long("--warmup", a.value, 0, 1L << 30, &warmup)) return EXIT_USAGE;
+            if (dm_cli_long("--warmup", a.value, 0, 1L << 30, &ab.warmup)) return EXIT_USAGE;
         } else {
             run_opts = 1; /* everything else describes a sweep to run */
-            if (!strcmp(a.name, "--data")) data = a.value;
-            else if (!strcmp(a.name, "--config")) config = a.value;
-            else if (!strcmp(a.name, "--seeds")) seeds = a.value;
-            else if (!strcmp(a.name, "--history")) history = a.value;
-            else if (!strcmp(a.name, "--no-history")) no_history = 1;
+            if (!strcmp(a.name, "--data")) ab.data = a.value;
+            else if (!strcmp(a.name, "--config")) ab.config_file = a.value;
+            else if (!strcmp(a.name, "--seeds")) ab.seeds = a.value;
+            else if (!strcmp(a.name, "--history")) ab.history = a.value;
+            else if (!strcmp(a.name, "--no-history")) ab.history = NULL;
             else if (!strcmp(a.name, "--steps")) {
-                if (dm_cli_long("--steps", a.value, 1, 1L << 30, &steps)) return EXIT_USAGE;
-            } else if (!strcmp(a.name, "--variant")) {
-                if (nvar == DM_AB_MAX_ARMS - 1) {
-                    fprintf(stderr, "error: at most %d variants\n", DM_AB_MAX_ARMS - 1);
-                    return EXIT_USAGE;
-                }
-                variants[nvar++] = a.value;
-            } else if (nsets < 256) sets[nsets++] = a.value;
-            else {
-                fprintf(stderr, "error: too many --set options\n");
+                if (dm_cli_long("--steps", a.value, 1, 1L << 30, &ab.steps)) return EXIT_USAGE;
+            } else if (ab.n_sets == 256 || ab.n_variants == 256) {
+                fprintf(stderr, "error: too many %s options\n", a.name);
                 return EXIT_USAGE;
-            }
+            } else if (!strcmp(a.name, "--variant")) variants[ab.n_variants++] = a.value;
+            else sets[ab.n_sets++] = a.value;
         }
     }
     if (r < 0) return EXIT_USAGE;
-    if (!dir) {
+    if (!ab.dir) {
         fprintf(stderr, "dormouse ab: missing --dir AB_DIR (try `dormouse ab --help`)\n");
         return EXIT_USAGE;
     }
-
-    static dm_ab_spec spec; /* large: not on the stack */
-    static dm_ab_results res;
-    char err[8192];
-    if (report) {
-        if (run_opts) {
-            fprintf(stderr, "error: --report reads the sweep from AB_DIR/ab.json; give only "
-                            "--dir (and --warmup)\n");
-            return EXIT_USAGE;
-        }
-        int lrc = dm_ab_load_spec(dir, &spec, err, sizeof err);
-        if (lrc) {
-            fprintf(stderr, "error: %s\n", err);
-            return lrc == 2 ? EXIT_USAGE : EXIT_FAIL;
-        }
-        if (warmup >= 0) spec.warmup = (int)warmup;
-        dm_ab_load_results(&spec, &res);
-        dm_ab_print(&spec, &res, stdout);
-        return EXIT_OK;
-    }
-
-    /* the control: defaults, then --config, then --set, then --steps */
-    memset(&spec, 0, sizeof spec);
-    snprintf(spec.dir, sizeof spec.dir, "%s", dir);
-    dm_ab_arm *control = &spec.arms[0];
-    snprintf(control->name, sizeof control->name, "control");
-    dm_config_default(&control->cfg);
-    if (config && dm_cli_config_file(&control->cfg, config)) return EXIT_USAGE;
-    for (int i = 0; i < nsets; i++) {
-        if (!strncmp(sets[i], "seed=", 5) || !strncmp(sets[i], "log_every=", 10)) {
-            fprintf(stderr, "error: --set %.*s: %s\n", (int)strcspn(sets[i], "="), sets[i],
-                    sets[i][0] == 's' ? "the seeds are the sweep's (--seeds)"
-                                      : "A/B cells log every step");
-            return EXIT_USAGE;
-        }
-        if (dm_cli_set(&control->cfg, sets[i])) return EXIT_USAGE;
-    }
-    if (steps > 0) control->cfg.steps = (int)steps;
-    spec.steps = control->cfg.steps;
-    spec.warmup = warmup >= 0 ? (int)warmup : dm_ab_default_warmup(spec.steps);
-    spec.n_arms = 1;
-    for (int i = 0; i < nvar; i++)
-        if (dm_ab_parse_variant(variants[i], &control->cfg, &spec.arms[spec.n_arms++], err,
-                                sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
-            return EXIT_USAGE;
-        }
-    if (dm_ab_parse_seeds(seeds, spec.seeds, DM_AB_MAX_SEEDS, &spec.n_seeds, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
+    if (report && run_opts) {
+        fprintf(stderr, "error: --report reads the sweep from AB_DIR/ab.json; give only "
+                        "--dir (and --warmup)\n");
         return EXIT_USAGE;
     }
-    const char *corpus = data ? data : DM_DEFAULT_DATA;
-    char *abs = realpath(corpus, NULL);
-    if (!abs) {
-        fprintf(stderr, "error: corpus %s not found\n", corpus);
-        return EXIT_USAGE;
-    }
-    snprintf(spec.data, sizeof spec.data, "%s", abs);
-    free(abs);
-    if (spec.warmup >= spec.steps) {
-        fprintf(stderr, "error: --warmup %d leaves no step of %d to time\n", spec.warmup,
-                spec.steps);
-        return EXIT_USAGE;
-    }
-    if (dm_ab_check_spec(&spec, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return EXIT_USAGE;
-    }
-
-    int ran = 0;
-    int rc = dm_ab_run(&spec, &res, &ran, stdout);
-    if (rc == EXIT_USAGE) return rc;
-    dm_ab_print(&spec, &res, stdout);
-    if (rc != 0) return rc;
-    if (no_history) return EXIT_OK;
-    if (ran == 0) {
-        printf("\nhistory: every cell was cached; nothing appended\n");
-        return EXIT_OK;
-    }
-    if (!strcmp(history, DM_DEFAULT_HISTORY) && access(DM_SOURCE_DIR "/benches", F_OK) != 0) {
-        /* a binary away from its source tree: only an explicit --history is an error */
-        printf("\nhistory: %s is gone; nothing appended (use --history FILE)\n",
-               DM_SOURCE_DIR "/benches");
-        return EXIT_OK;
-    }
-    if (dm_ab_history(&spec, &res, history, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return EXIT_FAIL;
-    }
-    printf("\nhistory: appended %d rows to %s\n", 2 * spec.n_arms, history);
-    return EXIT_OK;
+    dm_status st = report ? dm_ab_report(ab.dir, ab.warmup, io) : dm_ab_run(&ab, io);
+    return dm_cli_exit(io, &st);
 }

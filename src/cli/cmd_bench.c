@@ -1,4 +1,4 @@
-/* cmd_bench.c — `dormouse bench`: time the training step (the job is src/bench.c). */
+/* cmd_bench.c — `dormouse bench`: its flags (the job is src/jobs/bench.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -6,14 +6,16 @@
 #include "cli/cli.h"
 
 static const char *HELP =
-    "usage: dormouse bench [--data PATH] [--set key=value]... [--reps N] [--history FILE]\n"
+    "usage: dormouse bench [--data PATH] [--set key=value]... [--baseline key=value]...\n"
+    "                      [--reps N] [--history FILE]\n"
     "\n"
     "Time the training step of a config (default: the d2 model, batch 8 x 512) on one batch\n"
     "of the corpus: forward, forward+backward, and the full step (forward, backward,\n"
-    "optimizer update). The same config with kda_impl=reference is the baseline, measured\n"
-    "in the same run: both are built and warmed up with one step, then run N reps each,\n"
-    "interleaved rep by rep. Reported per stage: ms and tokens/s, the median and the spread\n"
-    "(max - min) over the reps, and the speed-up over the baseline (reference time / time,\n"
+    "optimizer update), against a baseline measured in the same run: the same config with\n"
+    "the --baseline keys applied (default: kda_impl=reference, the reference core). Both\n"
+    "are built and warmed up with one step, then run N reps each, interleaved rep by rep\n"
+    "(the order alternating). Reported per stage: ms and tokens/s, the median and the spread\n"
+    "(max - min) over the reps, and the speed-up over the baseline (baseline time / time,\n"
     "per rep, median). The reps are watched by the contention probe of `dormouse ab`: when\n"
     "the machine was busy (1-minute load above the cores + 0.5, CPU steal above 2%, or other\n"
     "processes on the cores the threads needed) the rows are flagged \"contended\" with the\n"
@@ -21,10 +23,11 @@ static const char *HELP =
     "\n"
     "Output: notes (lines starting with '#', a readable table among them), then one row per\n"
     "measurement in the columns of benches/history.tsv: date, commit, machine, what\n"
-    "(bench:step), config, metric (forward_ms, fwd_bwd_ms, step_ms, *_tokens_per_s,\n"
-    "*_speedup_over_reference), value, spread, n (reps), flags (\"dirty\" when the source\n"
-    "tree has uncommitted changes). The rows (the lines not starting with '#') can be\n"
-    "appended to the history as they are.\n"
+    "(bench:step), config, metric (forward_ms, fwd_bwd_ms, step_ms, *_tokens_per_s, and\n"
+    "*_speedup_over_reference against the default baseline, else *_speedup_over_baseline\n"
+    "with \"| baseline KEY=VALUE ...\" at the end of its config), value, spread, n (reps),\n"
+    "flags (\"dirty\" when the source tree has uncommitted changes). The rows (the lines\n"
+    "not starting with '#') can be appended to the history as they are.\n"
     "\n"
     "options:\n"
     "  --data PATH       corpus: a file (plain or .gz) or a directory (default\n"
@@ -32,23 +35,27 @@ static const char *HELP =
     "  --set key=value   one config key (repeatable; `dormouse train --help` lists them).\n"
     "                    Keys only the training loop reads (steps, eval_every, log_every,\n"
     "                    ckpt_every, verify_fused, atlas) change nothing here\n"
+    "  --baseline key=value  a key of the baseline (repeatable; applied over the config):\n"
+    "                    e.g. --baseline gemm=openblas --baseline threads=2; a model key\n"
+    "                    times two models. Default: kda_impl=reference\n"
     "  --reps N          timed reps of each arm (default 5)\n"
     "  --history FILE    also append the rows to FILE (created with the header when\n"
     "                    missing), e.g. benches/history.tsv; default: print only\n"
     "\n"
     "example:\n"
     "  dormouse bench --set threads=2 --reps 9 --history benches/history.tsv\n"
+    "  dormouse bench --set gemm=onednn --baseline gemm=openblas --reps 9\n"
     "\n"
     "Exit codes: 0 done, 1 runtime failure (non-finite loss, out of memory, history not\n"
     "written), 2 bad usage or input (flags, config, corpus, history not writable).\n";
 
-int dm_cmd_bench(int argc, char **argv) {
-    static const char *const with_value[] = {"--data", "--set", "--reps", "--history", NULL};
+int dm_cmd_bench(int argc, char **argv, const dm_job_io *io) {
+    static const char *const with_value[] = {"--data", "--set", "--baseline", "--reps",
+                                             "--history", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
-    dm_bench_args ba = {DM_DEFAULT_DATA, 5, NULL};
-    dm_config cfg;
-    dm_config_default(&cfg);
+    const char *sets[256], *baseline[256];
+    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0};
     int r;
     while ((r = dm_args_next(&a, "bench")) > 0) {
         long v;
@@ -65,13 +72,13 @@ int dm_cmd_bench(int argc, char **argv) {
         else if (!strcmp(a.name, "--reps")) {
             if (dm_cli_long("--reps", a.value, 1, 1000000, &v)) return EXIT_USAGE;
             ba.reps = (int)v;
-        } else if (dm_cli_set(&cfg, a.value)) return EXIT_USAGE;
+        } else if (ba.n_sets == 256 || ba.n_baseline == 256) {
+            fprintf(stderr, "error: too many %s options\n", a.name);
+            return EXIT_USAGE;
+        } else if (!strcmp(a.name, "--baseline")) baseline[ba.n_baseline++] = a.value;
+        else sets[ba.n_sets++] = a.value;
     }
     if (r < 0) return EXIT_USAGE;
-    char err[DM_ERRLEN];
-    if (dm_config_validate(&cfg, err, sizeof err)) {
-        fprintf(stderr, "error: invalid config: %s\n", err);
-        return EXIT_USAGE;
-    }
-    return dm_bench_step(&cfg, &ba, stdout);
+    dm_status st = dm_bench_step(&ba, io);
+    return dm_cli_exit(io, &st);
 }

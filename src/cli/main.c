@@ -1,10 +1,18 @@
-/* main.c — `dormouse COMMAND ...`: dispatch and the shared argument helpers. */
+/* main.c — `dormouse COMMAND ...`: the signal handlers, the printer, dispatch to the
+ * commands, and the shared argument helpers. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+
+/* SIGINT / SIGTERM ask the running job to stop cleanly (it reads the flag as io.stop);
+ * the handler is reset by its first signal, so a second one ends the process at once. */
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { g_stop = sig; }
 
 static const char *USAGE =
     "usage: dormouse COMMAND [options]\n"
@@ -16,22 +24,33 @@ static const char *USAGE =
     "  eval     bits per byte of a checkpoint on a corpus window\n"
     "  sample   generate text from a checkpoint\n"
     "  ab       seeded A/B sweep of config variants against a control, with verdicts\n"
-    "  bench    time forward, backward and the training step against the reference core\n"
+    "  bench    time forward, backward and the training step against a baseline config\n"
     "\n"
     "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n";
 
 int main(int argc, char **argv) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    static dm_printer printer;
+    printer.tty = isatty(fileno(stdout));
+    const dm_job_io io = {dm_cli_progress, &printer, &g_stop};
+
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "train")) return dm_cmd_train(argc - 1, argv + 1);
-    if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1);
-    if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1);
-    if (!strcmp(cmd, "ab")) return dm_cmd_ab(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return dm_cmd_train(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "ab")) return dm_cmd_ab(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1, &io);
     fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
     return EXIT_USAGE;
 }
@@ -79,34 +98,6 @@ int dm_args_next(dm_args *a, const char *cmd) {
     return 1;
 }
 
-int dm_cli_set(dm_config *c, const char *kv) {
-    const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv) {
-        fprintf(stderr, "error: --set expects key=value, got '%s'\n", kv);
-        return 1;
-    }
-    char key[64], err[DM_ERRLEN];
-    snprintf(key, sizeof key, "%.*s", (int)(eq - kv < 63 ? eq - kv : 63), kv);
-    if (dm_config_set(c, key, eq + 1, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return 1;
-    }
-    return 0;
-}
-
-int dm_cli_config_file(dm_config *c, const char *path) {
-    char err[DM_ERRLEN + 64];
-    char *js = dm_read_file(path, err, sizeof err);
-    if (!js) {
-        fprintf(stderr, "error: %s\n", err);
-        return 1;
-    }
-    int rc = dm_config_from_json(c, js, err, sizeof err);
-    if (rc) fprintf(stderr, "error: %s: %s\n", path, err);
-    free(js);
-    return rc;
-}
-
 int dm_cli_long(const char *flag, const char *v, long lo, long hi, long *out) {
     char *end;
     errno = 0;
@@ -132,11 +123,20 @@ int dm_cli_double(const char *flag, const char *v, double lo, double hi, double 
 }
 
 void dm_cli_print_keys(FILE *f) {
+    static const char *const title[] = {
+        "model keys (a checkpoint fixes these: resume, eval and sample cannot change them)",
+        "training keys",
+        "backend keys (how a step runs on this machine, not what the model is)",
+    };
     dm_config d;
     dm_config_default(&d);
     char val[64];
-    for (int i = 0; dm_config_key_name(i); i++) {
-        dm_config_get(&d, dm_config_key_name(i), val, sizeof val);
-        fprintf(f, "  %-17s %-10s %s\n", dm_config_key_name(i), val, dm_config_key_help(i));
+    for (int g = DM_KEY_MODEL; g <= DM_KEY_BACKEND; g++) {
+        fprintf(f, "%s%s:\n", g == DM_KEY_MODEL ? "" : "\n", title[g]);
+        for (int i = 0; dm_config_key_name(i); i++) {
+            if (dm_config_key_group(i) != g) continue;
+            dm_config_get(&d, dm_config_key_name(i), val, sizeof val);
+            fprintf(f, "  %-17s %-10s %s\n", dm_config_key_name(i), val, dm_config_key_help(i));
+        }
     }
 }

@@ -15,26 +15,6 @@
 #define CKPT_FORMAT "dormouse-1"
 #define KEEP 2
 
-static const char *MODEL_KEYS[] = {"d_model",   "n_layer", "n_head",           "head_dim",
-                                   "gate_rank", "conv_size", "mixer", "gate_lower_bound",
-                                   "tie_embeddings", NULL};
-
-int dm_config_is_model_key(const char *key) {
-    for (int i = 0; MODEL_KEYS[i]; i++)
-        if (strcmp(MODEL_KEYS[i], key) == 0) return 1;
-    return 0;
-}
-
-const char *dm_config_model_diff(const dm_config *a, const dm_config *b) {
-    char va[64], vb[64];
-    for (int i = 0; MODEL_KEYS[i]; i++) {
-        dm_config_get(a, MODEL_KEYS[i], va, sizeof va);
-        dm_config_get(b, MODEL_KEYS[i], vb, sizeof vb);
-        if (strcmp(va, vb) != 0) return MODEL_KEYS[i];
-    }
-    return NULL;
-}
-
 /* checkpoint directories of run_dir, newest first; returns how many (<= max) */
 static int list_ckpts(const char *run_dir, long *steps, int max) {
     DIR *d = opendir(run_dir);
@@ -85,9 +65,12 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     int rc = dm_st_write(path, ts, nt, meta, err, errlen);
     free(ts);
     free(cfg);
-    if (!rc && opt) {
-        dm_st_tensor os[16];
-        int n = dm_optim_state(opt, os, 16);
+    if (!rc && opt) { /* the optimizer's named flat buffers as 1-D tensors */
+        dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+        dm_st_tensor os[DM_OPTIM_MAX_BUFS];
+        int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS);
+        for (int i = 0; i < n; i++) os[i] = (dm_st_tensor){bufs[i].name, bufs[i].data, 1,
+                                                           {(int64_t)bufs[i].n}};
         const char *ometa[] = {"format", CKPT_FORMAT, "step", stepbuf, NULL};
         snprintf(path, sizeof path, "%s/optim.safetensors", tmp);
         rc = dm_st_write(path, os, n, ometa, err, errlen);
@@ -163,20 +146,31 @@ int dm_ckpt_read_config(const char *path, dm_config *cfg, long *step, char *err,
     return rc;
 }
 
+/* Every state buffer of opt from the 1-D tensor of its name in f. */
+static int load_optim(const dm_st_file *f, dm_optim *opt, char *err, size_t errlen) {
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS);
+    for (int i = 0; i < n; i++) {
+        int nd;
+        int64_t sh[4];
+        const float *src = dm_st_get(f, bufs[i].name, &nd, sh);
+        if (!src || nd != 1) {
+            snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape",
+                     bufs[i].name);
+            return 1;
+        }
+        if (dm_optim_load(opt, bufs[i].name, src, (size_t)sh[0], err, errlen)) return 1;
+    }
+    return 0;
+}
+
 int dm_ckpt_load(const char *model_path, dm_model *m, dm_optim *opt, char *err, size_t errlen) {
     char path[4200];
     dm_config saved;
     long step;
-    if (dm_ckpt_read_config(model_path, &saved, &step, err, errlen)) return 1;
-    const char *diff = dm_config_model_diff(&saved, dm_model_config(m));
-    if (diff) {
-        char a[64], b[64];
-        dm_config_get(&saved, diff, a, sizeof a);
-        dm_config_get(dm_model_config(m), diff, b, sizeof b);
-        snprintf(err, errlen, "checkpoint %s has %s=%s but the run asks for %s=%s", model_path,
-                 diff, a, diff, b);
+    if (dm_ckpt_read_config(model_path, &saved, &step, err, errlen) ||
+        dm_config_check_model(&saved, dm_model_config(m), err, errlen))
         return 1;
-    }
     snprintf(path, sizeof path, "%s", model_path);
     dm_st_file *f = dm_st_open(path, err, errlen);
     if (!f) return 1;
@@ -210,7 +204,7 @@ int dm_ckpt_load(const char *model_path, dm_model *m, dm_optim *opt, char *err, 
         snprintf(err, errlen, "%s: step %s does not match the model's %ld", path, st ? st : "?", step);
         rc = 1;
     } else {
-        rc = dm_optim_load(opt, f, err, errlen);
+        rc = load_optim(f, opt, err, errlen);
     }
     dm_st_close(f);
     return rc;

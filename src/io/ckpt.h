@@ -25,13 +25,9 @@ int dm_ckpt_resolve(const char *path, char *out, size_t outlen, char *err, size_
 int dm_ckpt_read_config(const char *model_path, dm_config *cfg, long *step, char *err,
                         size_t errlen);
 
-/* Load parameters into m (whose config must match the checkpoint's model keys), and the
- * optimizer state (optim.safetensors beside the model file) into opt when opt != NULL. */
+/* Load parameters into m (whose config must have the checkpoint's model keys:
+ * dm_config_check_model), and the optimizer state (optim.safetensors beside the model
+ * file) into opt when opt != NULL. */
 int dm_ckpt_load(const char *model_path, dm_model *m, dm_optim *opt, char *err, size_t errlen);
-
-/* The keys that fix the parameter layout and the function the model computes. */
-int dm_config_is_model_key(const char *key);
-/* First model key on which a and b differ (NULL if none). */
-const char *dm_config_model_diff(const dm_config *a, const dm_config *b);
 
 #endif

@@ -1,4 +1,9 @@
-/* ab.h — seeded A/B sweeps (DESIGN.md section 7).
+/* ab.h — seeded A/B sweeps (DESIGN.md section 7): the one header of
+ *   ab_stats.c   results and verdicts (pure)
+ *   ab_spec.c    the sweep: seeds, variants, the keys that are the sweep's, ab.json
+ *   ab_cells.c   cells on disk, and running them in child processes
+ *   ab_report.c  the table and the history rows
+ *   ab.c         the two jobs: run a sweep (`dormouse ab`), report one (`--report`)
  *
  * A sweep trains a control config and variants of it (each a few key=value overrides of
  * the control) on several seeds, for the same number of steps, and judges each variant
@@ -30,6 +35,7 @@
 #include <stdio.h>
 
 #include "dormouse.h"
+#include "jobs/job.h"
 
 #define DM_AB_MAX_ARMS 16
 #define DM_AB_MAX_SEEDS 32
@@ -86,8 +92,6 @@ int dm_ab_judge(double control_mean, double control_spread, double mean);
 dm_ab_verdict dm_ab_compare(const dm_ab_cell *control, const dm_ab_cell *variant, int n);
 /* "better", "worse", "wash", "n/a (missing cells)", "n/a (contended)", ... */
 const char *dm_ab_verdict_text(int v);
-/* Median of x[0..n) (sorts x); NAN when n == 0. */
-double dm_ab_median(double *x, int n);
 
 /* ---- the sweep ---------------------------------------------------------------------- */
 
@@ -117,6 +121,10 @@ int dm_ab_default_warmup(int steps);
 /* "1,2,3" -> seeds. 0 ok; else a one-line error. */
 int dm_ab_parse_seeds(const char *text, uint64_t *seeds, int max, int *n, char *err,
                       size_t errlen);
+/* Why key is the sweep's and cannot be set (NULL: it can): seed and log_every on the
+ * control (--set) and on variants alike; steps and eval_window on variants (--steps and
+ * the control's eval_window hold for every arm). The one policy of --set and --variant. */
+const char *dm_ab_fixed_key(const char *key, int variant);
 /* "NAME: key=value key=value" -> a variant of the control (config validated; seed, steps,
  * eval_window and log_every are the sweep's and cannot vary). 0 ok; else an error. */
 int dm_ab_parse_variant(const char *text, const dm_config *control, dm_ab_arm *arm,
@@ -129,6 +137,8 @@ int dm_ab_check_spec(const dm_ab_spec *s, char *err, size_t errlen);
 void dm_ab_cell_config(const dm_ab_spec *s, int a, int k, dm_config *out);
 /* AB_DIR/<arm>/seed<k> */
 void dm_ab_cell_dir(const dm_ab_spec *s, int a, int k, char *buf, size_t n);
+/* "1,2,7" */
+void dm_ab_seeds_text(const dm_ab_spec *s, char *buf, size_t n);
 
 /* Save / load AB_DIR/ab.json. 0 ok; else an error (load: 2 = no sweep there). */
 int dm_ab_save_spec(const dm_ab_spec *s, char *err, size_t errlen);
@@ -138,12 +148,15 @@ int dm_ab_load_spec(const char *dir, dm_ab_spec *s, char *err, size_t errlen);
 void dm_ab_load_results(const dm_ab_spec *s, dm_ab_results *r);
 
 /* Run the cells that are not done, interleaved by seed, each in a child process (fork,
- * then dm_train with its output in the cell's train.log) bracketed by a contention
- * probe. Call before this process has used OpenMP. Progress goes to out.
- * *ran = cells trained now. Returns 0 when every cell is done, 1 when a cell failed,
- * 2 on bad input (stale cells, a corpus the runs refuse), 130 when interrupted
- * (SIGINT/SIGTERM: the running cell stops, the next run of the sweep redoes it). */
-int dm_ab_run(const dm_ab_spec *s, dm_ab_results *r, int *ran, FILE *out);
+ * then the train job, whose events and status go to the cell's train.log) bracketed by a
+ * contention probe; a line per cell as a note (a failed one as a warning), the running
+ * cell's step as a labelled step event about once a second. Call before this process has
+ * used OpenMP. *ran = cells trained now. Returns OK when every cell is done; failed when
+ * a cell failed; bad input on stale cells or a cell that refused its input (every other
+ * would too); interrupted when io->stop was set: the running cell gets SIGTERM once (its
+ * train job stops after the current step; the next run of the sweep redoes it). */
+dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
+                            const dm_job_io *io, dm_status *st);
 
 /* The table: per arm the BPB of each seed, mean, delta, verdict; the control spread;
  * the same for ms/step with contention marks; missing and contended cells by name. */
@@ -153,5 +166,35 @@ void dm_ab_print(const dm_ab_spec *s, const dm_ab_results *r, FILE *f);
  * sweep with every cell done). 0 ok; else an error. */
 int dm_ab_history(const dm_ab_spec *s, const dm_ab_results *r, const char *path, char *err,
                   size_t errlen);
+
+/* ---- the jobs ----------------------------------------------------------------------- */
+
+typedef struct {
+    const char *dir;          /* AB_DIR */
+    const char *data;         /* corpus; NULL: the bundled one (DM_DEFAULT_DATA) */
+    const char *config_file;  /* JSON object of the control's keys (NULL: none) */
+    const char *const *sets;  /* "key=value" of the control, after config_file */
+    int n_sets;
+    const char *const *variants; /* "NAME: key=value ..." */
+    int n_variants;
+    const char *seeds;        /* "1,2,..." (NULL: "1,2") */
+    long steps;               /* > 0: the steps of every cell (else the control's `steps`) */
+    long warmup;              /* >= 0: steps left out of the ms/step median (else default) */
+    const char *history;      /* append the rows here; NULL: nothing. DM_DEFAULT_HISTORY
+                                 when its benches/ directory is gone: nothing, with a note */
+} dm_ab_args;
+
+/* The spec of a sweep from its arguments (the control: defaults, config_file, sets with
+ * dm_ab_fixed_key refused, steps), checked (dm_ab_check_spec). 0 ok; else bad input. */
+int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st);
+
+/* `dormouse ab`: make the spec, run the missing cells (dm_ab_run_cells), report the table
+ * as a note (not after bad input), and for a complete sweep that trained a cell append
+ * the history rows. */
+dm_status dm_ab_run(const dm_ab_args *a, const dm_job_io *io);
+
+/* `dormouse ab --report`: the table of AB_DIR from ab.json and its cells; warmup >= 0
+ * overrides the sweep's. Bad input when AB_DIR holds no sweep. */
+dm_status dm_ab_report(const char *dir, long warmup, const dm_job_io *io);
 
 #endif

@@ -1,5 +1,5 @@
-/* bench.c — the step benchmark behind `dormouse bench`, and the helpers the benchmark
- * programs in bench/ share (see bench.h). */
+/* bench.c — the step benchmark behind `dormouse bench` (an arm against a baseline), and
+ * the helpers the benchmark programs in bench/ share (see bench.h). */
 #include "jobs/bench.h"
 
 #include <errno.h>
@@ -8,26 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jobs/ab.h"    /* dm_ab_median */
-#include "ops/atlas.h" /* dm_now */
 #include "io/data.h"
+#include "ops/atlas.h" /* dm_now */
 #include "optim/optim.h"
 
 /* ---- shared helpers ------------------------------------------------------------------ */
-
-double dm_bench_median(const double *x, int n, double *spread) {
-    double *c = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (!c || n < 1) {
-        free(c);
-        if (spread) *spread = NAN;
-        return NAN;
-    }
-    memcpy(c, x, sizeof(double) * (size_t)n);
-    double m = dm_ab_median(c, n); /* sorts c */
-    if (spread) *spread = c[n - 1] - c[0];
-    free(c);
-    return m;
-}
 
 void dm_bench_flags(const dm_probe_result *r, char *buf, size_t n) {
     char words[64];
@@ -50,6 +35,7 @@ void dm_bench_probe_note(const dm_probe_result *r, char *buf, size_t n) {
     }
 }
 
+
 /* ---- the step benchmark -------------------------------------------------------------- */
 
 enum { ST_FWD, ST_FB, ST_STEP, ST_N };
@@ -57,16 +43,36 @@ static const char *const STAGE[ST_N] = {"forward", "fwd_bwd", "step"};
 
 typedef struct {
     dm_config cfg;
+    int threads;       /* in use while this arm runs */
     dm_model *m;
     dm_optim *o;
-    double *t[ST_N]; /* seconds per rep */
-    char impl[16];   /* kda_impl */
-    char config[1536];
+    uint8_t *tok;      /* the batch of training step 0, [batch_size, seq_len + 1] */
+    double *t[ST_N];   /* seconds per rep */
+    char label[256];   /* the baseline's keys with this arm's values: "kda_impl=auto" */
+    char values[256];  /* the values alone (the table): "auto" */
+    char config[1536]; /* the config column of its rows */
 } arm;
+
+typedef struct {
+    const dm_bench_args *a;
+    const dm_job_io *io;
+    dm_status *st;
+    const char *data;
+    const char *const *base_sets; /* the baseline's overrides of the arm */
+    int n_base;
+    int reference;                /* the baseline is the default, kda_impl=reference */
+    char base_text[512];          /* the overrides: "gemm=openblas threads=2" */
+    char keys[256];               /* their keys: "gemm threads" */
+    dm_corpus corpus;
+    arm arms[2];                  /* [0] the arm, [1] the baseline */
+    dm_probe_result pr;
+} bench_ctx;
+
+static const char *const DEFAULT_BASELINE[] = {"kda_impl=reference"};
 
 /* The config column: the shape, the implementation and the threads always, then every
  * other key that differs from the defaults. */
-static void arm_config(arm *a, int threads) {
+static void arm_config(arm *a) {
     static const char *const always[] = {"mixer", "d_model", "n_layer", "n_head", "head_dim",
                                          "gate_rank", "batch_size", "seq_len", "kda_impl",
                                          "chunk_size", NULL};
@@ -79,7 +85,7 @@ static void arm_config(arm *a, int threads) {
         used += (size_t)snprintf(a->config + used, n - used, "%s%s=%s", used ? " " : "",
                                  always[i], va);
     }
-    used += (size_t)snprintf(a->config + used, n - used, " threads=%d", threads);
+    used += (size_t)snprintf(a->config + used, n - used, " threads=%d", a->threads);
     for (int i = 0; dm_config_key_name(i) && used < n; i++) {
         const char *k = dm_config_key_name(i);
         int listed = !strcmp(k, "threads");
@@ -91,58 +97,39 @@ static void arm_config(arm *a, int threads) {
     }
 }
 
-/* 0 ok; 2 the model cannot be built for this config (bad input); 1 out of memory. */
-static int arm_init(arm *a, const dm_config *cfg, int reps, int threads, char *err,
-                    size_t errlen) {
-    memset(a, 0, sizeof *a);
-    a->cfg = *cfg;
-    dm_config_get(cfg, "kda_impl", a->impl, sizeof a->impl);
-    arm_config(a, threads);
-    a->m = dm_model_create(cfg, err, errlen);
-    if (!a->m) return 2;
-    if (dm_model_reserve(a->m, cfg->batch_size, cfg->seq_len, err, errlen)) return 1;
-    a->o = dm_optim_create(a->m, cfg, err, errlen);
-    if (!a->o) return 1;
-    for (int s = 0; s < ST_N; s++) {
-        a->t[s] = calloc((size_t)reps, sizeof(double));
-        if (!a->t[s]) {
-            snprintf(err, errlen, "out of memory");
-            return 1;
-        }
+/* The key of the baseline's override i into key; 0 when an earlier one names it too. */
+static int first_key(const bench_ctx *b, int i, char *key, size_t n) {
+    char other[64];
+    dm_split_set(b->base_sets[i], key, n);
+    for (int j = 0; j < i; j++) {
+        dm_split_set(b->base_sets[j], other, sizeof other);
+        if (!strcmp(key, other)) return 0;
     }
-    return 0;
+    return 1;
 }
 
-static void arm_free(arm *a) {
-    for (int s = 0; s < ST_N; s++) free(a->t[s]);
-    dm_optim_free(a->o);
-    dm_model_free(a->m);
+/* The keys the baseline overrides, each once: "gemm threads" (the table's header). */
+static void base_keys(bench_ctx *b) {
+    size_t n = 0;
+    for (int i = 0; i < b->n_base && n < sizeof b->keys; i++) {
+        char key[64];
+        if (first_key(b, i, key, sizeof key))
+            n += (size_t)snprintf(b->keys + n, sizeof b->keys - n, "%s%s", n ? " " : "", key);
+    }
 }
 
-/* One training step on tok, timed into rep (rep < 0: the warm-up, not recorded).
- * 0 ok; 1 with err when the loss or the gradient norm is not finite. */
-static int arm_step(arm *a, const uint8_t *tok, int rep, char *err, size_t errlen) {
-    int B = a->cfg.batch_size, T = a->cfg.seq_len;
-    double t0 = dm_now();
-    float loss = dm_model_forward(a->m, tok, B, T, NULL);
-    double t1 = dm_now();
-    dm_model_zero_grad(a->m);
-    dm_model_backward(a->m);
-    double t2 = dm_now();
-    double gnorm = dm_optim_step(a->o, a->m, rep < 0 ? 0 : rep + 1);
-    double t3 = dm_now();
-    if (!isfinite(loss) || !isfinite(gnorm)) {
-        snprintf(err, errlen, "kda_impl=%s: %s is %g at rep %d", a->impl,
-                 isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? gnorm : loss,
-                 rep + 1);
-        return 1;
+/* An arm's label and values: those keys with the arm's values. */
+static void arm_labels(const bench_ctx *b, arm *a) {
+    size_t nl = 0, nv = 0;
+    for (int i = 0; i < b->n_base && nl < sizeof a->label && nv < sizeof a->values; i++) {
+        char key[64], val[64];
+        if (!first_key(b, i, key, sizeof key)) continue;
+        dm_config_get(&a->cfg, key, val, sizeof val);
+        nl += (size_t)snprintf(a->label + nl, sizeof a->label - nl, "%s%s=%s", nl ? " " : "",
+                               key, val);
+        nv += (size_t)snprintf(a->values + nv, sizeof a->values - nv, "%s%s", nv ? " " : "",
+                               val);
     }
-    if (rep >= 0) {
-        a->t[ST_FWD][rep] = t1 - t0;
-        a->t[ST_FB][rep] = t2 - t0;
-        a->t[ST_STEP][rep] = t3 - t0;
-    }
-    return 0;
 }
 
 /* 0 when path can be appended to (the file, or else its directory, is writable). */
@@ -162,142 +149,215 @@ static int history_writable(const char *path, char *err, size_t errlen) {
     return 1;
 }
 
+/* The two configs: the arm (the defaults, then the sets) and the baseline (the arm, then
+ * the baseline's overrides), both validated; the history file checked. */
+static int bench_configs(bench_ctx *b) {
+    const dm_bench_args *a = b->a;
+    char err[8192];
+    if (a->reps < 1) return dm_fail(b->st, DM_JOB_BAD_INPUT, "reps must be at least 1");
+    b->base_sets = a->n_baseline ? a->baseline : DEFAULT_BASELINE;
+    b->n_base = a->n_baseline ? a->n_baseline : 1;
+    dm_config *arm_cfg = &b->arms[0].cfg, *base_cfg = &b->arms[1].cfg;
+    dm_config_default(arm_cfg);
+    if (dm_config_apply_sets(arm_cfg, "--set", a->sets, a->n_sets, b->st)) return b->st->code;
+    if (dm_config_validate(arm_cfg, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
+    *base_cfg = *arm_cfg;
+    if (dm_config_apply_sets(base_cfg, "--baseline", b->base_sets, b->n_base, b->st))
+        return b->st->code;
+    if (dm_config_validate(base_cfg, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "invalid baseline config: %s", err);
+    if (a->history && history_writable(a->history, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
+    size_t used = 0;
+    for (int i = 0; i < b->n_base && used < sizeof b->base_text; i++)
+        used += (size_t)snprintf(b->base_text + used, sizeof b->base_text - used, "%s%s",
+                                 i ? " " : "", b->base_sets[i]);
+    b->reference = !strcmp(b->base_text, DEFAULT_BASELINE[0]);
+    base_keys(b);
+    return 0;
+}
+
+/* Build an arm: threads, labels, its batch, the model and optimizer, the timing slots. */
+static int arm_init(bench_ctx *b, arm *a) {
+    const dm_config *c = &a->cfg;
+    char err[8192];
+    a->threads = dm_set_threads(c->threads);
+    arm_labels(b, a);
+    arm_config(a);
+    if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
+    a->tok = malloc((size_t)c->batch_size * (c->seq_len + 1));
+    if (!a->tok) return dm_fail(b->st, DM_JOB_FAILED, "out of memory");
+    dm_corpus_batch(&b->corpus, c->seed, 0, c->batch_size, c->seq_len, a->tok);
+    a->m = dm_model_create(c, err, sizeof err);
+    if (!a->m) return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
+    if (dm_model_reserve(a->m, c->batch_size, c->seq_len, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
+    a->o = dm_optim_create(a->m, c, err, sizeof err);
+    if (!a->o) return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
+    for (int s = 0; s < ST_N; s++) {
+        a->t[s] = calloc((size_t)b->a->reps, sizeof(double));
+        if (!a->t[s]) return dm_fail(b->st, DM_JOB_FAILED, "out of memory");
+    }
+    return 0;
+}
+
+static void arm_free(arm *a) {
+    for (int s = 0; s < ST_N; s++) free(a->t[s]);
+    free(a->tok);
+    dm_optim_free(a->o);
+    dm_model_free(a->m);
+}
+
+/* One training step of an arm on its batch, timed into rep (rep < 0: the warm-up, not
+ * recorded). 0 ok; failed when the loss or the gradient norm is not finite. */
+static int arm_step(bench_ctx *b, arm *a, int rep) {
+    int B = a->cfg.batch_size, T = a->cfg.seq_len;
+    dm_set_threads(a->threads);
+    double t0 = dm_now();
+    float loss = dm_model_forward(a->m, a->tok, B, T, NULL);
+    double t1 = dm_now();
+    dm_model_zero_grad(a->m);
+    dm_model_backward(a->m);
+    double t2 = dm_now();
+    double gnorm = dm_optim_step(a->o, a->m, rep < 0 ? 0 : rep + 1);
+    double t3 = dm_now();
+    if (!isfinite(loss) || !isfinite(gnorm))
+        return dm_fail(b->st, DM_JOB_FAILED, "%s: %s is %g at rep %d", a->label,
+                       isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? gnorm : loss,
+                       rep + 1);
+    if (rep >= 0) {
+        a->t[ST_FWD][rep] = t1 - t0;
+        a->t[ST_FB][rep] = t2 - t0;
+        a->t[ST_STEP][rep] = t3 - t0;
+    }
+    return 0;
+}
+
+/* One warm-up step each, then the reps interleaved (the order alternating), probed. */
+static int run_reps(bench_ctx *b) {
+    arm *A = b->arms;
+    int reps = b->a->reps;
+    for (int i = 0; i < 2; i++)
+        if (arm_step(b, &A[i], -1)) return b->st->code;
+    dm_probe probe;
+    dm_probe_begin(&probe);
+    for (int r = 0; r < reps; r++) {
+        for (int j = 0; j < 2; j++)
+            if (arm_step(b, &A[(r + j) % 2], r)) return b->st->code;
+        dm_probe_tick(&probe);
+        if (dm_job_stopped(b->io) && r + 1 < reps)
+            return dm_fail(b->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d reps; "
+                           "nothing reported", r + 1, reps);
+    }
+    dm_probe_end(&probe, A[0].threads > A[1].threads ? A[0].threads : A[1].threads, &b->pr);
+    return 0;
+}
+
 /* Rows: per arm and stage, ms and tokens/s; per stage the speed-up of arm 0 over arm 1. */
 #define MAX_ROWS (2 * 2 * ST_N + ST_N)
 
-int dm_bench_step(const dm_config *cfg, const dm_bench_args *a, FILE *out) {
-    char err[8192];
-    int rc = 0, reps = a->reps;
-    dm_corpus corpus = {0};
-    arm arms[2];
-    memset(arms, 0, sizeof arms);
-    uint8_t *tok = NULL;
-    double *buf = NULL;
-
-    int threads = dm_set_threads(cfg->threads);
-    if (reps < 1) {
-        fprintf(stderr, "error: reps must be at least 1\n");
-        return 2;
-    }
-    if (a->history && history_writable(a->history, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        return 2;
-    }
-    if (dm_corpus_load(&corpus, a->data, err, sizeof err) ||
-        dm_corpus_split(&corpus, cfg->eval_window, cfg->seq_len, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        rc = 2;
-        goto done;
-    }
-    dm_config base = *cfg;
-    base.kda_impl = DM_IMPL_REFERENCE;
-    for (int i = 0; i < 2 && !rc; i++) {
-        rc = arm_init(&arms[i], i ? &base : cfg, reps, threads, err, sizeof err);
-        if (rc) fprintf(stderr, "error: %s\n", err);
-    }
-    if (rc) goto done;
-    int B = cfg->batch_size, T = cfg->seq_len;
-    tok = malloc((size_t)B * (T + 1));
-    buf = malloc(sizeof(double) * (size_t)reps);
-    if (!tok || !buf) {
-        fprintf(stderr, "error: out of memory\n");
-        rc = 1;
-        goto done;
-    }
-    dm_corpus_batch(&corpus, cfg->seed, 0, B, T, tok);
-
-    fprintf(out, "# dormouse bench: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
-                 "parameters; batch %d x %d bytes of %s; %d threads\n",
-            cfg->mixer == DM_MIXER_KDA ? "kda" : "gdn", cfg->d_model, cfg->n_layer,
-            cfg->n_head, cfg->head_dim, dm_model_num_params(arms[0].m), B, T, a->data,
-            threads);
-    fprintf(out, "# arms kda_impl=%s and kda_impl=reference (the baseline): one warm-up step "
-                 "each, then %d rep%s, interleaved rep by rep; ms: median (max - min)\n",
-            arms[0].impl, reps, reps == 1 ? "" : "s");
-    fflush(out);
-
-    /* warm-up: arena pages, optimizer state, the thread pool */
-    for (int i = 0; i < 2 && !rc; i++) rc = arm_step(&arms[i], tok, -1, err, sizeof err);
-    dm_probe probe;
-    dm_probe_result pr;
-    dm_probe_begin(&probe);
-    for (int r = 0; r < reps && !rc; r++) {
-        for (int j = 0; j < 2 && !rc; j++) /* alternate which arm goes first */
-            rc = arm_step(&arms[(r + j) % 2], tok, r, err, sizeof err);
-        dm_probe_tick(&probe);
-    }
-    dm_probe_end(&probe, threads, &pr);
-    if (rc) {
-        fprintf(stderr, "error: %s\n", err);
-        goto done;
-    }
-    for (int i = 0; i < 2; i++) {
-        char disp[1024];
-        dm_model_dispatch_report(arms[i].m, disp, sizeof disp);
-        fprintf(out, "# dispatch kda_impl=%s: %s\n", arms[i].impl, disp);
-    }
-
-    /* rows */
+static int report(bench_ctx *b) {
+    const arm *A = b->arms;
+    int reps = b->a->reps;
+    char err[8192], flags[96], speedup_config[2100];
     static char metric[MAX_ROWS][64];
     dm_history_row rows[MAX_ROWS];
-    char flags[96];
-    dm_bench_flags(&pr, flags, sizeof flags);
-    int nr = 0;
-    double med[2][ST_N], ratio[ST_N];
-    fprintf(out, "# %-10s %18s %18s %18s %14s\n", "kda_impl", "forward ms", "fwd_bwd ms",
-            "step ms", "step tokens/s");
+    double *buf = malloc(sizeof(double) * (size_t)reps);
+    if (!buf) return dm_fail(b->st, DM_JOB_FAILED, "out of memory");
     for (int i = 0; i < 2; i++) {
-        double sp[ST_N], tps = 0;
+        char disp[1024];
+        dm_model_dispatch_report(A[i].m, disp, sizeof disp);
+        dm_job_note(b->io, "# dispatch %s: %s\n", A[i].label, disp);
+    }
+    dm_bench_flags(&b->pr, flags, sizeof flags);
+    int nr = 0, w = (int)strlen(b->keys);
+    for (int i = 0; i < 2; i++)
+        if ((int)strlen(A[i].values) > w) w = (int)strlen(A[i].values);
+    if (w < 10) w = 10;
+    double med[2][ST_N], ratio[ST_N];
+    dm_job_note(b->io, "# %-*s %18s %18s %18s %14s\n", w, b->keys, "forward ms", "fwd_bwd ms",
+                "step ms", "step tokens/s");
+    for (int i = 0; i < 2; i++) {
+        double sp[ST_N], tps = 0, tokens = (double)A[i].cfg.batch_size * A[i].cfg.seq_len;
         for (int s = 0; s < ST_N; s++) {
-            for (int r = 0; r < reps; r++) buf[r] = 1e3 * arms[i].t[s][r];
-            med[i][s] = dm_bench_median(buf, reps, &sp[s]);
+            for (int r = 0; r < reps; r++) buf[r] = 1e3 * A[i].t[s][r];
+            med[i][s] = dm_median(buf, reps, &sp[s]);
             snprintf(metric[nr], sizeof metric[nr], "%s_ms", STAGE[s]);
-            rows[nr] = (dm_history_row){"bench:step", arms[i].config, metric[nr], med[i][s],
+            rows[nr] = (dm_history_row){"bench:step", A[i].config, metric[nr], med[i][s],
                                         sp[s], reps, flags};
             nr++;
         }
         for (int s = 0; s < ST_N; s++) {
             double tsp;
-            for (int r = 0; r < reps; r++) buf[r] = (double)B * T / arms[i].t[s][r];
-            double v = dm_bench_median(buf, reps, &tsp);
+            for (int r = 0; r < reps; r++) buf[r] = tokens / A[i].t[s][r];
+            double v = dm_median(buf, reps, &tsp);
             if (s == ST_STEP) tps = v;
             snprintf(metric[nr], sizeof metric[nr], "%s_tokens_per_s", STAGE[s]);
-            rows[nr] = (dm_history_row){"bench:step", arms[i].config, metric[nr], v, tsp,
-                                        reps, flags};
+            rows[nr] = (dm_history_row){"bench:step", A[i].config, metric[nr], v, tsp, reps,
+                                        flags};
             nr++;
         }
-        char c1[40], c2[40], c3[40];
-        snprintf(c1, sizeof c1, "%.2f (%.2f)", med[i][0], sp[0]);
-        snprintf(c2, sizeof c2, "%.2f (%.2f)", med[i][1], sp[1]);
-        snprintf(c3, sizeof c3, "%.2f (%.2f)", med[i][2], sp[2]);
-        fprintf(out, "# %-10s %18s %18s %18s %14.0f\n", arms[i].impl, c1, c2, c3, tps);
+        char c[ST_N][40];
+        for (int s = 0; s < ST_N; s++) snprintf(c[s], sizeof c[s], "%.2f (%.2f)", med[i][s], sp[s]);
+        dm_job_note(b->io, "# %-*s %18s %18s %18s %14.0f\n", w, A[i].values, c[0], c[1], c[2],
+                    tps);
     }
+    /* the speed-up rows name what they compare */
+    const char *over = b->reference ? "reference" : "baseline";
+    if (b->reference) snprintf(speedup_config, sizeof speedup_config, "%s", A[0].config);
+    else snprintf(speedup_config, sizeof speedup_config, "%s | baseline %s", A[0].config,
+                  b->base_text);
     for (int s = 0; s < ST_N; s++) {
         double rsp;
-        for (int r = 0; r < reps; r++) buf[r] = arms[1].t[s][r] / arms[0].t[s][r];
-        ratio[s] = dm_bench_median(buf, reps, &rsp);
-        snprintf(metric[nr], sizeof metric[nr], "%s_speedup_over_reference", STAGE[s]);
-        rows[nr] = (dm_history_row){"bench:step", arms[0].config, metric[nr], ratio[s], rsp,
+        for (int r = 0; r < reps; r++) buf[r] = A[1].t[s][r] / A[0].t[s][r];
+        ratio[s] = dm_median(buf, reps, &rsp);
+        snprintf(metric[nr], sizeof metric[nr], "%s_speedup_over_%s", STAGE[s], over);
+        rows[nr] = (dm_history_row){"bench:step", speedup_config, metric[nr], ratio[s], rsp,
                                     reps, flags};
         nr++;
     }
-    fprintf(out, "# speed-up of kda_impl=%s over the reference (reference time / its time, "
-                 "median over reps): forward %.2fx, fwd_bwd %.2fx, step %.2fx\n",
-            arms[0].impl, ratio[ST_FWD], ratio[ST_FB], ratio[ST_STEP]);
+    free(buf);
+    dm_job_note(b->io, "# speed-up of %s over the %s%s%s (%s time / its time, median over "
+                "reps): forward %.2fx, fwd_bwd %.2fx, step %.2fx\n", A[0].label, over,
+                b->reference ? "" : " ", b->reference ? "" : A[1].label, over, ratio[ST_FWD],
+                ratio[ST_FB], ratio[ST_STEP]);
     char note[256];
-    dm_bench_probe_note(&pr, note, sizeof note);
-    fprintf(out, "# %s\n#%s\n", note, DM_HISTORY_HEADER);
-    if (dm_history_report(out, a->history, rows, nr, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        rc = 1;
+    dm_bench_probe_note(&b->pr, note, sizeof note);
+    dm_job_note(b->io, "# %s\n#%s\n", note, DM_HISTORY_HEADER);
+    dm_note_buf nb;
+    FILE *f = dm_note_open(&nb);
+    int rc = dm_history_report(f, b->a->history, rows, nr, err, sizeof err);
+    dm_note_close(&nb, b->io);
+    if (rc) return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
+    if (b->a->history) dm_job_note(b->io, "# history: appended %d rows to %s\n", nr, b->a->history);
+    return 0;
+}
+
+dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
+    dm_status st = {DM_JOB_OK, ""};
+    bench_ctx b = {.a = a, .io = io, .st = &st, .data = a->data ? a->data : DM_DEFAULT_DATA};
+    char err[8192];
+    if (bench_configs(&b)) goto done;
+    if (dm_corpus_load(&b.corpus, b.data, err, sizeof err)) {
+        dm_fail(&st, DM_JOB_BAD_INPUT, "%s", err);
         goto done;
     }
-    if (a->history) fprintf(out, "# history: appended %d rows to %s\n", nr, a->history);
-
+    if (arm_init(&b, &b.arms[0]) || arm_init(&b, &b.arms[1])) goto done;
+    const arm *A = b.arms;
+    const dm_config *c = &A[0].cfg;
+    dm_job_note(io, "# dormouse bench: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
+                "parameters; batch %d x %d bytes of %s; %d threads\n",
+                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer, c->n_head,
+                c->head_dim, dm_model_num_params(A[0].m), c->batch_size, c->seq_len, b.data,
+                A[0].threads);
+    dm_job_note(io, "# arms %s and %s (the baseline): one warm-up step each, then %d rep%s, "
+                "interleaved rep by rep; ms: median (max - min)\n", A[0].label, A[1].label,
+                a->reps, a->reps == 1 ? "" : "s");
+    if (!run_reps(&b)) report(&b);
 done:
-    for (int i = 0; i < 2; i++) arm_free(&arms[i]);
-    free(tok);
-    free(buf);
-    dm_corpus_free(&corpus);
-    return rc;
+    for (int i = 0; i < 2; i++) arm_free(&b.arms[i]);
+    dm_corpus_free(&b.corpus);
+    return st;
 }

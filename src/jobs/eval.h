@@ -1,4 +1,5 @@
-/* eval.h — bits per byte on a window of bytes (DESIGN.md section 6). */
+/* eval.h — bits per byte on a window of bytes, and the eval job (`dormouse eval`,
+ * DESIGN.md section 6). */
 #ifndef DM_EVAL_H
 #define DM_EVAL_H
 
@@ -6,11 +7,24 @@
 #include <stdint.h>
 
 #include "dormouse.h"
+#include "jobs/job.h"
 
 /* Mean cross-entropy, in bits, over every predicted byte of bytes[0, n): the window is
  * cut into consecutive sequences of T+1 bytes starting at 0, T, 2T, ... (each predicts T
  * bytes; the last one the remainder), B sequences per forward; n-1 predictions in all.
  * Identical on any thread count. Returns NAN if a forward fails or gives NaN. */
 double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T);
+
+typedef struct {
+    const char *ckpt;          /* a run directory, a checkpoint directory or a model file */
+    const char *data;          /* corpus; NULL: the bundled one (DM_DEFAULT_DATA) */
+    const char *const *sets;   /* "key=value" overrides of the checkpoint's config */
+    int n_sets;
+} dm_eval_args;
+
+/* The BPB of the checkpoint on the last eval_window bytes of the corpus (all of it when
+ * shorter), reported as the note "val_bpb X on the last N bytes of DATA (checkpoint step
+ * S)". Bad input: checkpoint, overrides, corpus; failed: a NaN. */
+dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io);
 
 #endif

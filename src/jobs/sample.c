@@ -1,11 +1,12 @@
-/* sample.c — temperature / top-k sampling over recurrent inference. */
+/* sample.c — temperature / top-k sampling over recurrent inference; the sample job. */
 #include "jobs/sample.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "model/infer.h"
 #include "base/rng.h"
+#include "jobs/load.h"
+#include "model/infer.h"
 
 int dm_sample_byte(const float *logits, float temperature, int top_k, dm_rng *r) {
     int best = 0;
@@ -40,25 +41,43 @@ int dm_sample_byte(const float *logits, float temperature, int top_k, dm_rng *r)
     return best;
 }
 
-int dm_sample(const dm_model *m, const dm_sample_args *a, FILE *out) {
+/* Generate a->len bytes after the prompt as text events. */
+static dm_job_code generate(const dm_model *m, const dm_sample_args *a, const dm_job_io *io,
+                            dm_status *st) {
     dm_infer *s = dm_infer_create(m);
-    if (!s) return 1;
+    if (!s) return dm_fail(st, DM_JOB_FAILED, "sampling failed (out of memory)");
     float logits[DM_VOCAB];
     dm_rng r;
     dm_rng_seed(&r, a->seed, 0x5A3D1E);
     const char *p = a->prompt && a->prompt[0] ? a->prompt : "\n";
-    if (a->prompt) fputs(a->prompt, out);
+    if (a->prompt) dm_job_text(io, a->prompt, strlen(a->prompt));
     for (; *p; p++) dm_infer_step(s, (uint8_t)*p, logits);
-    int rc = 0;
-    for (int i = 0; i < a->len; i++) {
+    for (int i = 0; i < a->len && !st->code; i++) {
         for (int j = 0; j < DM_VOCAB; j++)
-            if (!isfinite(logits[j])) { rc = 1; break; }
-        if (rc) break;
-        int b = dm_sample_byte(logits, a->temperature, a->top_k, &r);
-        fputc(b, out);
-        fflush(out);
+            if (!isfinite(logits[j])) {
+                dm_fail(st, DM_JOB_FAILED, "sampling failed (non-finite logits)");
+                break;
+            }
+        if (st->code) break;
+        if (dm_job_stopped(io)) {
+            dm_fail(st, DM_JOB_INTERRUPTED, "interrupted after %d bytes", i);
+            break;
+        }
+        char b = (char)dm_sample_byte(logits, a->temperature, a->top_k, &r);
+        dm_job_text(io, &b, 1);
         dm_infer_step(s, (uint8_t)b, logits);
     }
     dm_infer_free(s);
-    return rc;
+    return st->code;
+}
+
+dm_status dm_sample(const dm_sample_args *a, const dm_job_io *io) {
+    dm_status st = {DM_JOB_OK, ""};
+    dm_config cfg;
+    dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, &cfg, NULL, &st);
+    if (!m) return st;
+    generate(m, a, io, &st);
+    dm_job_text(io, "\n", 1);
+    dm_model_free(m);
+    return st;
 }

@@ -1,32 +1,55 @@
-/* train.c — the training loop: batches, forward, backward, optimizer, evaluation,
- * metrics, checkpoints, progress, summary; exact resume; a clean stop on SIGINT/SIGTERM. */
+/* train.c — the training job: the config of the run, set-up, then per step the batch,
+ * forward, backward and optimizer update, the log line and evaluation, the checkpoint;
+ * then the finish (counters, atlas, summary). Exact resume; a clean stop when asked. */
 #include "jobs/train.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "io/ckpt.h"
 #include "io/data.h"
-#include "ops/ops.h" /* DM_VERIFY_BOUND */
-#include "jobs/eval.h"
 #include "io/files.h"
+#include "jobs/eval.h"
+#include "ops/atlas.h"    /* dm_now, the atlas */
+#include "ops/ops.h"    /* DM_VERIFY_BOUND */
 #include "optim/optim.h"
-#include "io/safetensors.h"
 
-static volatile sig_atomic_t g_stop; /* set by SIGINT/SIGTERM: stop after this step */
-static void on_signal(int sig) { g_stop = sig; }
+typedef struct {
+    const dm_train_args *a;
+    const dm_job_io *io;
+    dm_status *st;
+    dm_config cfg;
+    char data[4096];      /* the corpus path */
+    int nthreads;
+    dm_corpus corpus;
+    dm_model *m;
+    dm_optim *opt;
+    FILE *metrics;        /* metrics.jsonl, appended */
+    uint8_t *batch;       /* [batch_size, seq_len + 1] */
+    dm_atlas *atlas;      /* atlas=1, else NULL */
+    long start;           /* steps done before this invocation (resume) */
+    long atlas_from;      /* the atlas counts from this step (after two warm-up steps) */
+    /* this step */
+    float loss, lr;
+    double gnorm, vrel;   /* vrel: the verify difference, -1 when not verified */
+    double t0;            /* its start */
+    /* since the last metrics line */
+    double interval_t, loss_sum;
+    int interval_n;
+    /* the whole run */
+    double t_start, t_train, last_bpb, verify_worst;
+    char verify_what[64];
+} train_ctx;
 
 /* dir/name <- text, atomically */
-static int write_file_atomic(const char *dir, const char *name, const char *text, char *err,
-                             size_t errlen) {
+static int write_run_file(const char *dir, const char *name, const char *text, char *err,
+                          size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     return dm_write_file_atomic(path, text, err, errlen);
@@ -53,304 +76,332 @@ static int trim_metrics(const char *dir, long last, char *err, size_t errlen) {
         len += l;
     }
     fclose(f);
-    int rc = write_file_atomic(dir, "metrics.jsonl", keep, err, errlen);
+    int rc = write_run_file(dir, "metrics.jsonl", keep, err, errlen);
     free(keep);
     return rc;
 }
 
-static void fmt_duration(char *buf, size_t n, double s) {
-    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(fmod(s, 3600) / 60));
-    else snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
-}
+/* ---- the config of the run ---------------------------------------------------------- */
 
-int dm_train(const dm_config *cfg_in, const dm_train_args *a) {
-    dm_config cfg = *cfg_in;
-    char err[8192];
-    int rc = 1, tty = isatty(fileno(stdout));
-    dm_corpus corpus = {0};
-    dm_model *m = NULL;
-    dm_optim *opt = NULL;
-    FILE *metrics = NULL;
-    uint8_t *batch = NULL;
-    dm_atlas *atlas = NULL;
-    long start = 0;
+/* The config (defaults or the run's config.json, then the file, then the sets), checked;
+ * and the corpus: --data, else the run's data_path, else the bundled one. */
+static int run_config(train_ctx *t) {
+    const dm_train_args *a = t->a;
+    char path[4200], err[8192];
+    dm_config saved;
+    if (a->resume) {
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/config.json", a->out);
+        if (a->cfg)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "a resumed run takes its config from %s",
+                           path);
+        if (stat(path, &sb) != 0)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT,
+                           "cannot resume: %s is not a run directory (no config.json)", a->out);
+        dm_config_default(&t->cfg);
+        if (dm_config_apply_file(&t->cfg, path, t->st)) return t->st->code;
+        saved = t->cfg;
+    } else if (a->cfg) {
+        t->cfg = *a->cfg;
+    } else {
+        dm_config_default(&t->cfg);
+    }
+    if ((a->config_file && dm_config_apply_file(&t->cfg, a->config_file, t->st)) ||
+        dm_config_apply_sets(&t->cfg, "--set", a->sets, a->n_sets, t->st))
+        return t->st->code;
+    if (dm_config_validate(&t->cfg, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
+    if (a->resume && dm_config_check_model(&saved, &t->cfg, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
 
-    int nthreads = dm_set_threads(cfg.threads);
-    if (dm_corpus_load(&corpus, a->data, err, sizeof err) ||
-        dm_corpus_split(&corpus, cfg.eval_window, cfg.seq_len, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", err);
-        rc = 2;
-        goto done;
-    }
-    m = dm_model_create(&cfg, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "error: %s\n", err);
-        rc = 2;
-        goto done;
-    }
-    opt = dm_optim_create(m, &cfg, err, sizeof err);
-    if (!opt) {
-        fprintf(stderr, "error: %s\n", err);
-        goto done;
-    }
-    if (!a->resume) {
-        char found[4200];
-        if (dm_ckpt_resolve(a->out, found, sizeof found, err, sizeof err) == 0) {
-            fprintf(stderr, "error: %s already holds a run (%s); continue it with --resume or "
-                            "choose another --out\n", a->out, found);
-            rc = 2;
-            goto done;
+    snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : DM_DEFAULT_DATA);
+    if (!a->data && a->resume) {
+        snprintf(path, sizeof path, "%s/data_path", a->out);
+        char *p = dm_read_file(path, err, sizeof err);
+        if (p) {
+            p[strcspn(p, "\n")] = 0;
+            snprintf(t->data, sizeof t->data, "%s", p);
+            free(p);
         }
     }
-    /* inputs are good: only now does anything get written */
-    if (dm_mkdir_p(a->out) != 0) {
-        fprintf(stderr, "error: cannot create run directory %s: %s\n", a->out, strerror(errno));
-        goto done;
-    }
+    return 0;
+}
+
+/* ---- set-up ------------------------------------------------------------------------- */
+
+/* The run directory: a fresh run's files, or the resumed run's checkpoint loaded and its
+ * metrics trimmed to it; then config.json. Nothing is written before the inputs are good. */
+static int open_run(train_ctx *t) {
+    const dm_train_args *a = t->a;
+    char err[8192], p[4200];
+    if (!a->resume && dm_ckpt_resolve(a->out, p, sizeof p, err, sizeof err) == 0)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s already holds a run (%s); continue it with "
+                       "--resume or choose another --out", a->out, p);
+    if (dm_mkdir_p(a->out) != 0)
+        return dm_fail(t->st, DM_JOB_FAILED, "cannot create run directory %s: %s", a->out,
+                       strerror(errno));
     if (a->resume) {
         char dir[4096];
         dm_config saved;
         if (dm_ckpt_resolve(a->out, dir, sizeof dir, err, sizeof err) ||
-            dm_ckpt_read_config(dir, &saved, &start, err, sizeof err) ||
-            dm_ckpt_load(dir, m, opt, err, sizeof err)) {
-            fprintf(stderr, "error: cannot resume: %s\n", err);
-            rc = 2;
-            goto done;
-        }
-        if (trim_metrics(a->out, start, err, sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
-            goto done;
-        }
-        printf("resuming %s at step %ld of %d\n", a->out, start, cfg.steps);
-    } else {
-        /* a fresh run never mixes with an old one's files */
-        char p[4200];
+            dm_ckpt_read_config(dir, &saved, &t->start, err, sizeof err) ||
+            dm_ckpt_load(dir, t->m, t->opt, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s", err);
+        if (trim_metrics(a->out, t->start, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+        dm_job_note(t->io, "resuming %s at step %ld of %d\n", a->out, t->start, t->cfg.steps);
+    } else { /* a fresh run never mixes with an old one's files */
         snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
         unlink(p);
-        char *abs = realpath(a->data, NULL);
-        snprintf(p, sizeof p, "%s\n", abs ? abs : a->data);
+        char *abs = realpath(t->data, NULL);
+        snprintf(p, sizeof p, "%s\n", abs ? abs : t->data);
         free(abs);
-        if (write_file_atomic(a->out, "data_path", p, err, sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
-            goto done;
-        }
+        if (write_run_file(a->out, "data_path", p, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     }
-    char *cj = dm_config_to_json(&cfg);
-    int wr = write_file_atomic(a->out, "config.json", cj, err, sizeof err);
+    char *cj = dm_config_to_json(&t->cfg);
+    int wr = write_run_file(a->out, "config.json", cj, err, sizeof err);
     free(cj);
-    if (wr) {
-        fprintf(stderr, "error: %s\n", err);
-        goto done;
-    }
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
+static int set_up(train_ctx *t) {
+    const dm_config *c = &t->cfg;
+    char err[8192];
+    t->nthreads = dm_set_threads(c->threads);
+    if (dm_corpus_load(&t->corpus, t->data, err, sizeof err) ||
+        dm_corpus_split(&t->corpus, c->eval_window, c->seq_len, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    t->m = dm_model_create(c, err, sizeof err);
+    if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    t->opt = dm_optim_create(t->m, c, err, sizeof err);
+    if (!t->opt) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    if (open_run(t)) return t->st->code;
     char mpath[4200];
-    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", a->out);
-    metrics = fopen(mpath, "a");
-    batch = malloc((size_t)cfg.batch_size * (cfg.seq_len + 1));
-    if (!metrics || !batch || dm_model_reserve(m, cfg.batch_size, cfg.seq_len, err, sizeof err)) {
-        fprintf(stderr, "error: %s\n", metrics ? err : "cannot open metrics.jsonl");
-        goto done;
-    }
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", t->a->out);
+    t->metrics = fopen(mpath, "a");
+    if (!t->metrics) return dm_fail(t->st, DM_JOB_FAILED, "cannot open metrics.jsonl");
+    t->batch = malloc((size_t)c->batch_size * (c->seq_len + 1));
+    if (!t->batch) return dm_fail(t->st, DM_JOB_FAILED, "out of memory");
+    if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 
-    printf("dormouse train: %s mixer, d_model %d, %d layers, %d heads x %d, %zu parameters\n",
-           cfg.mixer == DM_MIXER_KDA ? "kda" : "gdn", cfg.d_model, cfg.n_layer, cfg.n_head,
-           cfg.head_dim, dm_model_num_params(m));
-    printf("corpus %s: %zu bytes (%zu train, %ld validation); batch %d x %d; %d steps; %d threads\n",
-           a->data, corpus.n, corpus.train_n, cfg.eval_window, cfg.batch_size, cfg.seq_len,
-           cfg.steps, nthreads);
-    dm_optim_print_groups(opt, m, stdout);
-    fflush(stdout);
+    dm_job_note(t->io, "dormouse train: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
+                "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
+                c->n_layer, c->n_head, c->head_dim, dm_model_num_params(t->m));
+    dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, %ld validation); batch %d x %d; %d "
+                "steps; %d threads\n", t->data, t->corpus.n, t->corpus.train_n, c->eval_window,
+                c->batch_size, c->seq_len, c->steps, t->nthreads);
+    dm_note_buf nb;
+    FILE *f = dm_note_open(&nb);
+    if (f) dm_optim_print_groups(t->opt, t->m, f);
+    dm_note_close(&nb, t->io);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
-    const uint8_t *val = corpus.bytes + corpus.train_n;
-    size_t val_n = corpus.n - corpus.train_n;
-    double t_start = dm_now(), t_train = 0, interval_t = 0, last_bpb = NAN, loss_sum = 0;
-    int interval_n = 0;
-    float loss = NAN;
-    long tokens_per_step = (long)cfg.batch_size * cfg.seq_len;
-    rc = 0;
     /* the atlas (atlas=1): every op and stage timed, after two warm-up steps */
-    atlas = cfg.atlas ? calloc(1, sizeof *atlas) : NULL;
-    if (atlas) {
-        dm_model_set_atlas(m, atlas);
-        dm_optim_set_atlas(opt, atlas);
+    t->atlas = c->atlas ? calloc(1, sizeof *t->atlas) : NULL;
+    if (t->atlas) {
+        dm_model_set_atlas(t->m, t->atlas);
+        dm_optim_set_atlas(t->opt, t->atlas);
     }
-    long atlas_from = start + (cfg.steps - start > 4 ? 2 : 0);
-    double verify_worst = -1;
-    char verify_what[64] = "";
-    for (long step = start; step < cfg.steps; step++) {
-        if (atlas && step == atlas_from) dm_atlas_reset(atlas);
-        /* verify_fused=N: fused and reference paths both run on every N-th step */
-        int verify = cfg.verify_fused > 0 && (step + 1) % cfg.verify_fused == 0;
-        dm_model_set_verify(m, verify);
-        double t0 = dm_now();
-        dm_corpus_batch(&corpus, cfg.seed, step, cfg.batch_size, cfg.seq_len, batch);
-        double t1 = dm_now();
-        loss = dm_model_forward(m, batch, cfg.batch_size, cfg.seq_len, NULL);
-        double t2 = dm_now();
-        if (!isfinite(loss)) {
-            if (tty) printf("\n");
-            fprintf(stderr, "error: loss is %g at step %ld; stopping (the last checkpoint in %s "
-                            "is kept)\n", loss, step + 1, a->out);
-            rc = 1;
-            break;
+    t->atlas_from = t->start + (c->steps - t->start > 4 ? 2 : 0);
+    t->t_start = dm_now();
+    t->last_bpb = NAN;
+    t->loss = NAN;
+    t->verify_worst = -1;
+    return 0;
+}
+
+/* ---- one step ----------------------------------------------------------------------- */
+
+/* Batch, forward, backward, optimizer update (and verify on its cadence) of 0-based step. */
+static int one_step(train_ctx *t, long step) {
+    const dm_config *c = &t->cfg;
+    if (t->atlas && step == t->atlas_from) dm_atlas_reset(t->atlas);
+    /* verify_fused=N: fused and reference paths both run on every N-th step */
+    int verify = c->verify_fused > 0 && (step + 1) % c->verify_fused == 0;
+    dm_model_set_verify(t->m, verify);
+    double t0 = t->t0 = dm_now();
+    dm_corpus_batch(&t->corpus, c->seed, step, c->batch_size, c->seq_len, t->batch);
+    double t1 = dm_now();
+    t->loss = dm_model_forward(t->m, t->batch, c->batch_size, c->seq_len, NULL);
+    double t2 = dm_now();
+    if (!isfinite(t->loss))
+        return dm_fail(t->st, DM_JOB_FAILED, "loss is %g at step %ld; stopping (the last "
+                       "checkpoint in %s is kept)", t->loss, step + 1, t->a->out);
+    dm_model_zero_grad(t->m);
+    dm_model_backward(t->m);
+    dm_model_set_verify(t->m, 0);
+    double t3 = dm_now();
+    t->lr = c->lr * dm_lr_factor(c, step);
+    t->gnorm = dm_optim_step(t->opt, t->m, step);
+    if (t->atlas) {
+        dm_atlas_stage(t->atlas, DM_ST_DATA, t1 - t0);
+        dm_atlas_stage(t->atlas, DM_ST_FORWARD, t2 - t1);
+        dm_atlas_stage(t->atlas, DM_ST_BACKWARD, t3 - t2);
+        dm_atlas_stage(t->atlas, DM_ST_OPTIMIZER, dm_now() - t3);
+        t->atlas->steps++;
+    }
+    if (!isfinite(t->gnorm))
+        return dm_fail(t->st, DM_JOB_FAILED, "gradient norm is %g at step %ld; stopping (the "
+                       "last checkpoint in %s is kept)", t->gnorm, step + 1, t->a->out);
+    t->vrel = -1;
+    if (verify) {
+        char what[64];
+        t->vrel = dm_model_verify_take(t->m, what, sizeof what);
+        if (t->vrel > t->verify_worst) {
+            t->verify_worst = t->vrel;
+            snprintf(t->verify_what, sizeof t->verify_what, "%s", what);
         }
-        dm_model_zero_grad(m);
-        dm_model_backward(m);
-        dm_model_set_verify(m, 0);
-        double t3 = dm_now();
-        float lr = cfg.lr * dm_lr_factor(&cfg, step);
-        double gnorm = dm_optim_step(opt, m, step);
-        if (atlas) {
-            dm_atlas_stage(atlas, DM_ST_DATA, t1 - t0);
-            dm_atlas_stage(atlas, DM_ST_FORWARD, t2 - t1);
-            dm_atlas_stage(atlas, DM_ST_BACKWARD, t3 - t2);
-            dm_atlas_stage(atlas, DM_ST_OPTIMIZER, dm_now() - t3);
-            atlas->steps++;
-        }
-        if (!isfinite(gnorm)) {
-            if (tty) printf("\n");
-            fprintf(stderr, "error: gradient norm is %g at step %ld; stopping (the last "
-                            "checkpoint in %s is kept)\n", gnorm, step + 1, a->out);
-            rc = 1;
-            break;
-        }
-        double vrel = -1;
-        if (verify) {
-            char what[64];
-            vrel = dm_model_verify_take(m, what, sizeof what);
-            if (vrel > verify_worst) {
-                verify_worst = vrel;
-                snprintf(verify_what, sizeof verify_what, "%s", what);
-            }
-            if (!(vrel <= DM_VERIFY_BOUND)) {
-                if (tty) printf("\n");
-                fprintf(stderr, "error: verify at step %ld: fused and reference differ by %.3g "
-                                "(relative RMS, %s) > %.0e\n", step + 1, vrel, what,
-                        DM_VERIFY_BOUND);
-                rc = 1;
-                break;
-            }
-        }
-        double dt = dm_now() - t0;
-        t_train += dt;
-        interval_t += dt;
-        interval_n++;
-        loss_sum += loss;
-        long done = step + 1;
-        int last = done == cfg.steps;
-        int do_eval = last || (cfg.eval_every > 0 && done % cfg.eval_every == 0);
-        if (do_eval) {
-            double te = dm_now();
-            dm_model_set_atlas(m, NULL); /* the op table is per training step */
-            last_bpb = dm_eval_bpb(m, val, val_n, cfg.batch_size, cfg.seq_len);
-            dm_model_set_atlas(m, atlas);
-            if (atlas) dm_atlas_stage(atlas, DM_ST_EVAL, dm_now() - te);
-            if (!isfinite(last_bpb)) {
-                fprintf(stderr, "error: validation BPB is %g at step %ld\n", last_bpb, done);
-                rc = 1;
-                break;
-            }
-        }
-        double ms = 1e3 * interval_t / interval_n, tps = tokens_per_step / (interval_t / interval_n);
-        if (done % cfg.log_every == 0 || last || do_eval) {
-            fprintf(metrics,
-                    "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
-                    "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
-                    "\"elapsed_s\": %.2f",
-                    done, loss, loss_sum / interval_n, lr, gnorm, ms, tps, dm_now() - t_start);
-            if (do_eval) fprintf(metrics, ", \"val_bpb\": %.6f", last_bpb);
-            if (vrel >= 0) fprintf(metrics, ", \"verify_max_rel\": %.3g", vrel);
-            fprintf(metrics, "}\n");
-            fflush(metrics);
-        }
-        char eta[32];
-        fmt_duration(eta, sizeof eta, (cfg.steps - done) * (t_train / (done - start)));
-        if (tty || done % cfg.log_every == 0 || last || do_eval) {
-            char vb[32] = "-";
-            if (!isnan(last_bpb)) snprintf(vb, sizeof vb, "%.4f bpb", last_bpb);
-            printf("%sstep %ld/%d | loss %.4f | val %s | %.0f ms/step | %.0f tok/s | ETA %s%s",
-                   tty ? "\r\033[K" : "", done, cfg.steps, loss, vb, ms, tps, eta,
-                   tty ? "" : "\n");
-            fflush(stdout);
-        }
-        if (done % cfg.log_every == 0 || last) {
-            interval_t = 0;
-            interval_n = 0;
-            loss_sum = 0;
-        }
-        int until = a->until > 0 && done == a->until && !last;
-        if (last || g_stop || until || (cfg.ckpt_every > 0 && done % cfg.ckpt_every == 0)) {
-            if (dm_ckpt_save(a->out, m, opt, done, err, sizeof err)) {
-                fprintf(stderr, "\nerror: %s\n", err);
-                rc = 1;
-                break;
-            }
-        }
-        if (until) {
-            if (tty) printf("\n");
-            printf("stopped at step %ld (--until): checkpoint saved; continue with "
-                   "`dormouse train --resume %s`\n", done, a->out);
-            break;
-        }
-        if (g_stop && !last) {
-            if (tty) printf("\n");
-            fprintf(stderr, "interrupted at step %ld: checkpoint saved; continue with "
-                            "`dormouse train --resume %s`\n", done, a->out);
-            rc = 130;
-            break;
+        if (!(t->vrel <= DM_VERIFY_BOUND))
+            return dm_fail(t->st, DM_JOB_FAILED, "verify at step %ld: fused and reference "
+                           "differ by %.3g (relative RMS, %s) > %.0e", step + 1, t->vrel, what,
+                           DM_VERIFY_BOUND);
+    }
+    return 0;
+}
+
+/* ---- log and evaluation ------------------------------------------------------------- */
+
+/* After `done` steps: the validation BPB on its cadence, the metrics line, the step event. */
+static int log_eval(train_ctx *t, long done) {
+    const dm_config *c = &t->cfg;
+    double dt = dm_now() - t->t0;
+    t->t_train += dt;
+    t->interval_t += dt;
+    t->interval_n++;
+    t->loss_sum += t->loss;
+    int last = done == c->steps;
+    int do_eval = last || (c->eval_every > 0 && done % c->eval_every == 0);
+    if (do_eval) {
+        double te = dm_now();
+        dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
+        t->last_bpb = dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n,
+                                  t->corpus.n - t->corpus.train_n, c->batch_size, c->seq_len);
+        dm_model_set_atlas(t->m, t->atlas);
+        if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
+        if (!isfinite(t->last_bpb))
+            return dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld",
+                           t->last_bpb, done);
+    }
+    double ms = 1e3 * t->interval_t / t->interval_n;
+    double tps = (double)c->batch_size * c->seq_len / (t->interval_t / t->interval_n);
+    int logged = done % c->log_every == 0 || last || do_eval;
+    if (logged) {
+        fprintf(t->metrics,
+                "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
+                "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
+                "\"elapsed_s\": %.2f",
+                done, t->loss, t->loss_sum / t->interval_n, t->lr, t->gnorm, ms, tps,
+                dm_now() - t->t_start);
+        if (do_eval) fprintf(t->metrics, ", \"val_bpb\": %.6f", t->last_bpb);
+        if (t->vrel >= 0) fprintf(t->metrics, ", \"verify_max_rel\": %.3g", t->vrel);
+        fprintf(t->metrics, "}\n");
+        fflush(t->metrics);
+    }
+    dm_event ev = {0};
+    ev.kind = DM_EV_STEP;
+    ev.step = done;
+    ev.steps = c->steps;
+    ev.loss = t->loss;
+    ev.val_bpb = t->last_bpb;
+    ev.ms_per_step = ms;
+    ev.tokens_per_s = tps;
+    ev.eta_s = (c->steps - done) * (t->t_train / (done - t->start));
+    ev.logged = logged;
+    dm_job_emit(t->io, &ev);
+    if (done % c->log_every == 0 || last) {
+        t->interval_t = 0;
+        t->interval_n = 0;
+        t->loss_sum = 0;
+    }
+    return 0;
+}
+
+/* ---- checkpoint --------------------------------------------------------------------- */
+
+/* The checkpoint after `done` steps when one is due (the end, ckpt_every, --until, a stop
+ * asked for). Returns 1 when the run stops here (st set when not OK), else 0. */
+static int checkpoint(train_ctx *t, long done) {
+    const dm_config *c = &t->cfg;
+    char err[8192];
+    int last = done == c->steps, stop = dm_job_stopped(t->io);
+    int until = t->a->until > 0 && done == t->a->until && !last;
+    if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
+        if (dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err)) {
+            dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+            return 1;
         }
     }
-    if (tty) printf("\n");
-    char disp[1024];
-    dm_model_dispatch_report(m, disp, sizeof disp);
-    printf("dispatch: %s\n", disp);
-    if (verify_worst >= 0)
-        printf("verify: largest fused-vs-reference relative difference %.3g (%s), bound %.0e\n",
-               verify_worst, verify_what, DM_VERIFY_BOUND);
-    if (atlas && atlas->steps > 0) {
-        dm_atlas_print(atlas, stdout);
+    if (until) {
+        dm_job_note(t->io, "stopped at step %ld (--until): checkpoint saved; continue with "
+                    "`dormouse train --resume %s`\n", done, t->a->out);
+        return 1;
+    }
+    if (stop && !last) {
+        dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld: checkpoint saved; "
+                "continue with `dormouse train --resume %s`", done, t->a->out);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- finish ------------------------------------------------------------------------- */
+
+/* The dispatch counters, the verify bound, the atlas (also atlas.txt) and, for a run that
+ * reached its steps, the summary (also summary.json). */
+static void finish(train_ctx *t) {
+    const dm_config *c = &t->cfg;
+    const char *out = t->a->out;
+    char disp[1024], err[8192];
+    dm_model_dispatch_report(t->m, disp, sizeof disp);
+    dm_job_note(t->io, "dispatch: %s\n", disp);
+    if (t->verify_worst >= 0)
+        dm_job_note(t->io, "verify: largest fused-vs-reference relative difference %.3g (%s), "
+                    "bound %.0e\n", t->verify_worst, t->verify_what, DM_VERIFY_BOUND);
+    if (t->atlas && t->atlas->steps > 0) {
+        dm_note_buf nb;
+        FILE *f = dm_note_open(&nb);
+        if (f) dm_atlas_print(t->atlas, f);
+        dm_note_close(&nb, t->io);
         char ap[4200];
-        snprintf(ap, sizeof ap, "%s/atlas.txt", a->out);
+        snprintf(ap, sizeof ap, "%s/atlas.txt", out);
         FILE *af = fopen(ap, "w");
         if (af) {
-            dm_atlas_print(atlas, af);
+            dm_atlas_print(t->atlas, af);
             fclose(af);
         }
     }
-    if (rc == 0 && (a->until <= 0 || a->until >= cfg.steps)) {
-        long steps_run = cfg.steps - start;
-        double tps = steps_run > 0 ? steps_run * tokens_per_step / t_train : 0;
-        printf("summary: %zu parameters | %d steps | final train loss %.4f | val %.4f bpb | "
-               "%.0f tokens/s | %.1f s\n",
-               dm_model_num_params(m), cfg.steps, loss, last_bpb, tps, dm_now() - t_start);
-        char js[2048];
-        snprintf(js, sizeof js,
-                 "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
-                 "  \"val_bpb\": %.6f,\n  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n"
-                 "  \"threads\": %d,\n  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g\n}\n",
-                 dm_model_num_params(m), cfg.steps, loss, last_bpb, tps, dm_now() - t_start,
-                 nthreads, disp, verify_worst);
-        if (write_file_atomic(a->out, "summary.json", js, err, sizeof err)) {
-            fprintf(stderr, "error: %s\n", err);
-            rc = 1;
-        }
+    if (t->st->code != DM_JOB_OK || (t->a->until > 0 && t->a->until < c->steps)) return;
+    long steps_run = c->steps - t->start;
+    double tps = steps_run > 0 ? steps_run * (double)c->batch_size * c->seq_len / t->t_train : 0;
+    double wall = dm_now() - t->t_start;
+    size_t np = dm_model_num_params(t->m);
+    dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f | val %.4f "
+                "bpb | %.0f tokens/s | %.1f s\n", np, c->steps, t->loss, t->last_bpb, tps, wall);
+    char js[2048];
+    snprintf(js, sizeof js,
+             "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
+             "  \"val_bpb\": %.6f,\n  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n"
+             "  \"threads\": %d,\n  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g\n}\n",
+             np, c->steps, t->loss, t->last_bpb, tps, wall, t->nthreads, disp, t->verify_worst);
+    if (write_run_file(out, "summary.json", js, err, sizeof err))
+        dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+}
+
+dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
+    dm_status st = {DM_JOB_OK, ""};
+    train_ctx t = {.a = a, .io = io, .st = &st};
+    if (!run_config(&t) && !set_up(&t)) {
+        for (long step = t.start; step < t.cfg.steps; step++)
+            if (one_step(&t, step) || log_eval(&t, step + 1) || checkpoint(&t, step + 1)) break;
+        finish(&t);
     }
-done:
-    if (m) dm_model_set_atlas(m, NULL);
-    free(atlas);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    g_stop = 0;
-    if (metrics) fclose(metrics);
-    free(batch);
-    dm_optim_free(opt);
-    dm_model_free(m);
-    dm_corpus_free(&corpus);
-    return rc;
+    if (t.m) dm_model_set_atlas(t.m, NULL);
+    free(t.atlas);
+    if (t.metrics) fclose(t.metrics);
+    free(t.batch);
+    dm_optim_free(t.opt);
+    dm_model_free(t.m);
+    dm_corpus_free(&t.corpus);
+    return st;
 }

@@ -1,21 +1,30 @@
-/* train.h — the training job (DESIGN.md section 6). */
+/* train.h — the training job (`dormouse train`, DESIGN.md section 6). */
 #ifndef DM_TRAIN_H
 #define DM_TRAIN_H
 
-#include "ops/atlas.h" /* dm_now */
 #include "dormouse.h"
+#include "jobs/job.h"
 
 typedef struct {
-    const char *data; /* corpus: file or directory */
-    const char *out;  /* run directory */
-    int resume;       /* continue the run in `out` from its newest checkpoint */
-    long until;       /* > 0: stop (with a checkpoint) once this many steps are done */
+    const char *data;         /* corpus: file or directory; NULL: on resume the run's own
+                                 (its data_path), else the bundled one (DM_DEFAULT_DATA) */
+    const char *out;          /* run directory */
+    const dm_config *cfg;     /* a new run's config before config_file and sets (NULL: the
+                                 defaults); on resume the run's config.json is */
+    const char *config_file;  /* JSON object of config keys applied next (NULL: none) */
+    const char *const *sets;  /* "key=value", applied last */
+    int n_sets;
+    int resume;               /* continue the run in `out` from its newest checkpoint */
+    long until;               /* > 0: stop (with a checkpoint) once this many steps are done */
 } dm_train_args;
 
-/* Train with cfg (already validated). Returns the process exit code:
- * 0 done, 1 runtime failure (NaN loss, I/O), 2 bad input (corpus, checkpoint),
- * 130 interrupted (a checkpoint was saved first). */
-int dm_train(const dm_config *cfg, const dm_train_args *a);
-
+/* Train. The config: cfg (or the defaults; on resume the run's config.json), then
+ * config_file, then sets, validated; on resume the model keys must stay the run's
+ * (dm_config_check_model). Reports the set-up as notes, every step as a step event
+ * (logged = it wrote a metrics line), then the dispatch counters, the atlas and the
+ * summary. Returns OK when done (or stopped by `until`); bad input (config, corpus,
+ * checkpoint, a run already in `out`); failed (NaN loss or gradient, verify bound, I/O);
+ * interrupted when io->stop was set: it stops after the current step, with a checkpoint. */
+dm_status dm_train(const dm_train_args *a, const dm_job_io *io);
 
 #endif

@@ -131,10 +131,10 @@ void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, lon
     }
 }
 
-int dm_muon_state(const dm_optim *o, dm_st_tensor *out, int max) {
+int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max) {
     if (!o->mom || max < 3) return 0;
-    out[0] = (dm_st_tensor){"muon_momentum", o->mom, 1, {(int64_t)o->n}};
-    out[1] = (dm_st_tensor){"retract_radius", o->radius, 1, {(int64_t)o->n_slices}};
-    out[2] = (dm_st_tensor){"retract_scale", o->scale, 1, {(int64_t)o->n_slices}};
+    out[0] = (dm_optim_buf){"muon_momentum", o->mom, o->n};
+    out[1] = (dm_optim_buf){"retract_radius", o->radius, (size_t)o->n_slices};
+    out[2] = (dm_optim_buf){"retract_scale", o->scale, (size_t)o->n_slices};
     return 3;
 }

@@ -140,27 +140,24 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     return norm;
 }
 
-int dm_optim_state(const dm_optim *o, dm_st_tensor *out, int max) {
+int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max) {
     int k = 0;
     if (max < 2) return 0;
-    out[k++] = (dm_st_tensor){"adam_m", o->m1, 1, {(int64_t)o->n}};
-    out[k++] = (dm_st_tensor){"adam_v", o->m2, 1, {(int64_t)o->n}};
+    out[k++] = (dm_optim_buf){"adam_m", o->m1, o->n};
+    out[k++] = (dm_optim_buf){"adam_v", o->m2, o->n};
     return k + dm_muon_state(o, out + k, max - k);
 }
 
-int dm_optim_load(dm_optim *o, const dm_st_file *f, char *err, size_t errlen) {
-    dm_st_tensor want[16];
-    int n = dm_optim_state(o, want, 16);
-    for (int i = 0; i < n; i++) {
-        int nd;
-        int64_t sh[4];
-        const float *src = dm_st_get(f, want[i].name, &nd, sh);
-        if (!src || nd != want[i].ndim || sh[0] != want[i].shape[0]) {
-            snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape",
-                     want[i].name);
-            return 1;
-        }
-        memcpy((float *)want[i].data, src, (size_t)want[i].shape[0] * sizeof(float));
+int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, char *err,
+                  size_t errlen) {
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
+    for (int i = 0; i < nb; i++) {
+        if (strcmp(bufs[i].name, name) != 0) continue;
+        if (bufs[i].n != n) break;
+        memcpy(bufs[i].data, src, n * sizeof(float));
+        return 0;
     }
-    return 0;
+    snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape", name);
+    return 1;
 }

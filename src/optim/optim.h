@@ -7,7 +7,6 @@
 #include <stdio.h>
 
 #include "dormouse.h"
-#include "io/safetensors.h"
 
 enum { DM_GROUP_ADAMW = 0, DM_GROUP_MUON = 1 };
 
@@ -40,9 +39,21 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step);
 struct dm_atlas;
 void dm_optim_set_atlas(dm_optim *o, struct dm_atlas *atlas);
 
-/* Checkpoint state: the tensors to save (pointers into the optimizer; valid until the
- * next step) and loading them back. */
-int dm_optim_state(const dm_optim *o, dm_st_tensor *out, int max);
-int dm_optim_load(dm_optim *o, const dm_st_file *f, char *err, size_t errlen);
+/* The optimizer's state, as named flat float buffers (what a checkpoint stores; the
+ * optimizer does not know the file format): adam_m, adam_v (the parameter layout), and
+ * with Muon muon_momentum (the parameter layout), retract_radius, retract_scale (one per
+ * Muon slice). data points into the optimizer (valid while it lives). */
+typedef struct {
+    const char *name;
+    float *data;
+    size_t n; /* floats */
+} dm_optim_buf;
+#define DM_OPTIM_MAX_BUFS 8
+
+/* Fill out[0..max) with the state buffers; returns how many. */
+int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max);
+/* Load the buffer `name` from src[0..n). 0 ok; else err (no such buffer, another size). */
+int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, char *err,
+                  size_t errlen);
 
 #endif

@@ -28,6 +28,6 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen);
 void dm_muon_free(dm_optim *o);
 /* Muon update of tensor i (lr already scheduled), then retraction on its cadence. */
 void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, long step);
-int dm_muon_state(const dm_optim *o, dm_st_tensor *out, int max);
+int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max);
 
 #endif

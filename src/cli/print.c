@@ -1,0 +1,36 @@
+/* print.c — how the command prints the jobs' progress and their status (see cli.h). */
+#include "cli/cli.h"
+
+/* End a step line drawn without its newline: keep a run's last step, clear a label's. */
+static void close_line(dm_printer *p) {
+    if (!p->open) return;
+    fputs(p->transient ? "\r\033[K" : "\n", stdout);
+    fflush(stdout);
+    p->open = 0;
+}
+
+void dm_cli_progress(void *user, const dm_event *ev) {
+    dm_printer *p = user;
+    if (ev->kind == DM_EV_STEP && p->tty) {
+        char line[512];
+        dm_step_text(ev, line, sizeof line);
+        printf("\r\033[K%s", line);
+        fflush(stdout);
+        p->open = 1;
+        p->transient = ev->text != NULL;
+        return;
+    }
+    if (ev->kind != DM_EV_STEP) close_line(p);
+    dm_event_write(stdout, stderr, ev);
+}
+
+int dm_cli_exit(const dm_job_io *io, const dm_status *st) {
+    close_line(io->user);
+    dm_status_write(stderr, st);
+    switch (st->code) {
+    case DM_JOB_OK: return EXIT_OK;
+    case DM_JOB_BAD_INPUT: return EXIT_USAGE;
+    case DM_JOB_INTERRUPTED: return EXIT_INTERRUPTED;
+    default: return EXIT_FAIL;
+    }
+}

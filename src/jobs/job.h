@@ -1,0 +1,117 @@
+/* job.h — what every job shares (DESIGN.md section 2, layer 6).
+ *
+ * A job (train, eval, sample, bench, ab run / report) returns a status and reports its
+ * progress through a callback: it never prints to stdout or stderr, never installs a
+ * signal handler and never exits. The command (src/cli/) owns the process: it prints
+ * the events, prints a failed status as `error: MSG` and maps the code to the exit code,
+ * and its SIGINT / SIGTERM handlers set the flag a job reads as `stop`. Files a job
+ * writes (metrics.jsonl, a sweep cell's train.log) are the job's own. */
+#ifndef DM_JOB_H
+#define DM_JOB_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "dormouse.h"
+
+#ifndef DM_SOURCE_DIR
+#define DM_SOURCE_DIR "."
+#endif
+#define DM_DEFAULT_DATA DM_SOURCE_DIR "/data/kjv.txt.gz"          /* the bundled corpus */
+#define DM_DEFAULT_HISTORY DM_SOURCE_DIR "/benches/history.tsv"   /* the benchmark history */
+
+typedef enum {
+    DM_JOB_OK = 0,
+    DM_JOB_FAILED,      /* runtime failure: NaN loss, I/O error, out of memory */
+    DM_JOB_BAD_INPUT,   /* flags, config, corpus, checkpoint */
+    DM_JOB_INTERRUPTED, /* stopped on request (a checkpoint saved where there is one) */
+} dm_job_code;
+
+typedef struct {
+    dm_job_code code;
+    char msg[2048]; /* one line, no "error: " prefix; "" when OK */
+} dm_status;
+
+/* Progress. */
+enum {
+    DM_EV_NOTE, /* text: complete lines for the user */
+    DM_EV_WARN, /* text: a complete line on a failure the job goes on after (a sweep cell) */
+    DM_EV_TEXT, /* text[0..len): bytes as they come (generated text; any byte, no lines) */
+    DM_EV_STEP, /* a training step; with text = a label, a step of a labelled run (a sweep
+                   cell), only step and steps set: a transient progress line */
+};
+
+typedef struct {
+    int kind;
+    const char *text;
+    size_t len;             /* bytes of text */
+    long step, steps;       /* steps done, of */
+    double loss, val_bpb;   /* this step's loss; the last val BPB (NAN: none yet) */
+    double ms_per_step, tokens_per_s, eta_s;
+    int logged;             /* this step wrote a metrics line */
+} dm_event;
+
+typedef void (*dm_progress_fn)(void *user, const dm_event *ev);
+
+typedef struct {
+    dm_progress_fn fn;             /* NULL: no progress */
+    void *user;
+    volatile sig_atomic_t *stop;   /* set asynchronously (the CLI's signal handler); the job
+                                      stops cleanly after its current unit of work. NULL:
+                                      never */
+} dm_job_io;
+
+/* ---- status ---- */
+
+/* Set st to code with a printf-formatted one-line message; returns code. */
+dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* 1 when a stop was asked for. io may be NULL. */
+int dm_job_stopped(const dm_job_io *io);
+
+/* ---- progress (io may be NULL: nothing is reported) ---- */
+
+void dm_job_emit(const dm_job_io *io, const dm_event *ev);
+void dm_job_note(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dm_job_warn(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dm_job_text(const dm_job_io *io, const char *bytes, size_t n);
+
+/* A note written with stdio by a function that prints to a FILE (the optimizer's groups,
+ * the atlas, the A/B table, history rows): dm_note_open gives the FILE (NULL when out of
+ * memory), dm_note_close reports what was written as one note. */
+typedef struct {
+    char *buf;
+    size_t len;
+    FILE *f;
+} dm_note_buf;
+FILE *dm_note_open(dm_note_buf *nb);
+void dm_note_close(dm_note_buf *nb, const dm_job_io *io);
+
+/* The text of a step event, without a newline: "step 10/600 | loss 2.3456 | val - | 512
+ * ms/step | 8000 tok/s | ETA 4m48s", or "LABEL: step 10/600" for a labelled one. */
+void dm_step_text(const dm_event *ev, char *buf, size_t n);
+
+/* The plain rendering of events, as a command prints them without a terminal: notes,
+ * text and logged step lines (dm_step_text and a newline) to out, warnings to err; other
+ * step events are not written. dm_event_log is the same as a progress function writing
+ * everything to the FILE * in user (a sweep cell's train.log). */
+void dm_event_write(FILE *out, FILE *err, const dm_event *ev);
+void dm_event_log(void *user, const dm_event *ev);
+/* A status as a line: "error: MSG" when failed or bad input, "MSG" when interrupted;
+ * nothing when OK. */
+void dm_status_write(FILE *f, const dm_status *st);
+
+/* ---- configs from a file and key=value sets (the same for every job) ---- */
+
+/* Apply the JSON object of keys in path onto c. 0 ok; else a bad-input status. */
+int dm_config_apply_file(dm_config *c, const char *path, dm_status *st);
+/* Apply "key=value" sets[0..n) onto c in order; flag names them in errors ("--set").
+ * 0 ok; else a bad-input status. */
+int dm_config_apply_sets(dm_config *c, const char *flag, const char *const *sets, int n,
+                         dm_status *st);
+/* Split "key=value" at the '=' into key (n bytes); NULL when kv is not of that form,
+ * else the value. */
+const char *dm_split_set(const char *kv, char *key, size_t n);
+
+#endif

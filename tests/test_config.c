@@ -1,0 +1,109 @@
+/* test_config.c — the config key table (src/base/config.c): every key in one group, the
+ * model keys exactly those that fix the network, the one "model keys cannot change" check,
+ * the gemm key, and `dormouse train --help` listing the keys by group. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+
+static const char *const MODEL[] = {"d_model", "n_layer", "n_head", "head_dim", "gate_rank",
+                                    "conv_size", "mixer", "gate_lower_bound",
+                                    "tie_embeddings", NULL};
+static const char *const BACKEND[] = {"kda_impl", "chunk_size", "norm_impl", "gemm",
+                                      "precision", "ns_precision", "verify_fused", "threads",
+                                      "atlas", "checkpointing", NULL};
+
+static int in(const char *const *list, const char *s) {
+    for (; *list; list++)
+        if (!strcmp(*list, s)) return 1;
+    return 0;
+}
+
+TEST(config_key_groups) {
+    int n[3] = {0, 0, 0}, keys = 0;
+    for (int i = 0; dm_config_key_name(i); i++, keys++) {
+        const char *k = dm_config_key_name(i);
+        int g = dm_config_key_group(i);
+        int want = in(MODEL, k) ? DM_KEY_MODEL : in(BACKEND, k) ? DM_KEY_BACKEND : DM_KEY_TRAINING;
+        CHECKF(g == want, "key %s is in group %d (%s), expected %s", k, g,
+               dm_config_group_name(g) ? dm_config_group_name(g) : "?",
+               dm_config_group_name(want));
+        CHECK(dm_config_is_model_key(k) == (want == DM_KEY_MODEL));
+        if (g >= 0 && g < 3) n[g]++;
+    }
+    printf("  %d keys: %d model, %d training, %d backend\n", keys, n[0], n[1], n[2]);
+    CHECK(n[DM_KEY_MODEL] == 9 && n[DM_KEY_BACKEND] == 10 && n[DM_KEY_TRAINING] > 20);
+    CHECK(dm_config_key_group(keys) == -1 && dm_config_key_name(keys) == NULL);
+    CHECK(!dm_config_is_model_key("no_such_key"));
+    CHECK(!strcmp(dm_config_group_name(DM_KEY_MODEL), "model"));
+    CHECK(!strcmp(dm_config_group_name(DM_KEY_TRAINING), "training"));
+    CHECK(!strcmp(dm_config_group_name(DM_KEY_BACKEND), "backend"));
+}
+
+TEST(config_check_model_and_diff) {
+    dm_config a, b;
+    dm_config_default(&a);
+    b = a;
+    char err[DM_ERRLEN] = "", va[64], vb[64];
+    /* run keys may change */
+    b.steps = 7;
+    b.threads = 3;
+    b.gemm = DM_GEMM_ONEDNN;
+    CHECK(dm_config_check_model(&a, &b, err, sizeof err) == 0 && err[0] == 0);
+    CHECK(dm_config_diff(&a, &b, DM_KEYS_MODEL, va, vb, sizeof va) == NULL);
+    const char *k = dm_config_diff(&a, &b, DM_KEYS_ALL, va, vb, sizeof va);
+    CHECKF(k && !strcmp(k, "steps") && !strcmp(va, "1000") && !strcmp(vb, "7"), "diff %s %s %s",
+           k ? k : "-", va, vb);
+    /* each model key may not */
+    for (int i = 0; MODEL[i]; i++) {
+        b = a;
+        const char *v = !strcmp(MODEL[i], "mixer") ? "gdn"
+                        : !strcmp(MODEL[i], "tie_embeddings") ? "true"
+                        : !strcmp(MODEL[i], "gate_lower_bound") ? "-5" : "3";
+        CHECK(dm_config_set(&b, MODEL[i], v, err, sizeof err) == 0);
+        CHECKF(dm_config_check_model(&a, &b, err, sizeof err) != 0, "%s=%s passed", MODEL[i], v);
+        CHECKF(strstr(err, MODEL[i]) && strstr(err, "model keys cannot change"), "%s", err);
+    }
+    b = a;
+    b.n_layer = 3;
+    dm_config_check_model(&a, &b, err, sizeof err);
+    printf("  %s\n", err);
+    CHECK(!strcmp(err, "checkpoint has n_layer=2, the run asks for n_layer=3 (model keys "
+                       "cannot change)"));
+}
+
+TEST(config_gemm_key) {
+    dm_config c;
+    dm_config_default(&c);
+    char err[DM_ERRLEN], buf[64];
+    CHECK(c.gemm == DM_GEMM_AUTO);
+    CHECK(dm_config_get(&c, "gemm", buf, sizeof buf) == 0 && !strcmp(buf, "auto"));
+    CHECK(dm_config_set(&c, "gemm", "openblas", err, sizeof err) == 0 && c.gemm == DM_GEMM_OPENBLAS);
+    CHECK(dm_config_set(&c, "gemm", "onednn", err, sizeof err) == 0 && c.gemm == DM_GEMM_ONEDNN);
+    CHECK(dm_config_set(&c, "gemm", "mkl", err, sizeof err) != 0);
+    CHECKF(strstr(err, "auto|openblas|onednn") != NULL, "%s", err);
+    /* through JSON and back */
+    char *js = dm_config_to_json(&c);
+    dm_config d;
+    dm_config_default(&d);
+    CHECK(strstr(js, "\"gemm\":") != NULL);
+    CHECK(dm_config_from_json(&d, js, err, sizeof err) == 0 && d.gemm == DM_GEMM_ONEDNN);
+    free(js);
+    c.gemm = 3;
+    CHECK(dm_config_validate(&c, err, sizeof err) != 0 && strstr(err, "gemm"));
+}
+
+TEST(config_help_lists_groups) {
+    char cmd[1024], err[512];
+    /* the three headings, in order, each followed by one of its keys */
+    snprintf(cmd, sizeof cmd, DM_CLI " train --help | awk '"
+             "/^model keys/ {g=1} /^training keys/ {g=2} /^backend keys/ {g=3} "
+             "g==1 && $1==\"d_model\" {m=1} g==2 && $1==\"retract_every\" {t=1} "
+             "g==3 && $1==\"gemm\" {b=1} g==1 && $1==\"threads\" {bad=1} "
+             "END {exit !(m && t && b && !bad)}'");
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "train --help does not list the keys by group");
+    snprintf(cmd, sizeof cmd, DM_CLI " train --help | grep -q 'a checkpoint fixes these'");
+    CHECK(t_run(cmd, err, sizeof err) == 0);
+}
