@@ -352,9 +352,10 @@ static int checkpoint(train_ctx *t, long done) {
 static void finish(train_ctx *t) {
     const dm_config *c = &t->cfg;
     const char *out = t->a->out;
-    char disp[1024], err[8192];
+    char disp[4096], table[8192], err[8192];
     dm_model_dispatch_report(t->m, disp, sizeof disp);
-    dm_job_note(t->io, "dispatch: %s\n", disp);
+    dm_model_dispatch_table(t->m, table, sizeof table);
+    dm_job_note(t->io, "dispatch: %s\n%s", disp, table);
     if (t->verify_worst >= 0)
         dm_job_note(t->io, "verify: largest fused-vs-reference relative difference %.3g (%s), "
                     "bound %.0e\n", t->verify_worst, t->verify_what, DM_VERIFY_BOUND);
@@ -378,7 +379,7 @@ static void finish(train_ctx *t) {
     size_t np = dm_model_num_params(t->m);
     dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f | val %.4f "
                 "bpb | %.0f tokens/s | %.1f s\n", np, c->steps, t->loss, t->last_bpb, tps, wall);
-    char js[2048];
+    char js[8192];
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
              "  \"val_bpb\": %.6f,\n  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n"

@@ -302,10 +302,11 @@ void dm_ops_table(const dm_ops *ops, char *buf, size_t n) {
                 k += (size_t)snprintf(skip + k, sizeof skip - k, "%s%s %ld (%s)", k ? "; " : "",
                                       def->impl[s->impl].name, s->n, s->reason);
             }
-            APPEND("  %-16s %8ld  %-30s %s", name, ops->calls[op][d], ran, skip);
-            if (verified && ops->verify_op[op][d] >= 0)
-                APPEND("%sverify %.2g", skip[0] ? "; " : "", ops->verify_op[op][d]);
-            APPEND("\n");
+            if (verified && ops->verify_op[op][d] >= 0 && k < sizeof skip)
+                snprintf(skip + k, sizeof skip - k, "%sverify %.2g", k ? "; " : "",
+                         ops->verify_op[op][d]);
+            if (skip[0]) APPEND("  %-16s %8ld  %-30s %s\n", name, ops->calls[op][d], ran, skip);
+            else APPEND("  %-16s %8ld  %s\n", name, ops->calls[op][d], ran);
         }
     if (ops->skip_lost) APPEND("  (%ld more calls not run by an implementation, reasons not kept)\n",
                                ops->skip_lost);
