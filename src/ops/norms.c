@@ -23,18 +23,35 @@ static const char *fused_selected(const dm_ops *ops, const void *args, int dir) 
     return ops->norm_impl == DM_IMPL_REFERENCE ? "norm_impl=reference" : NULL;
 }
 
-static void rms_fused(dm_ops *ops, void *args, int dir) {
+/* the fused kernels of both RMSNorms (the gated one when z != NULL) */
+static void norm_fused(dm_ops *ops, void *args, int dir) {
     (void)ops;
     norm_args *a = args;
-    if (dir == DM_FWD) dm_rmsnorm_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps);
-    else dm_rmsnorm_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
+    if (a->z && dir == DM_FWD)
+        dm_gatednorm_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act);
+    else if (a->z)
+        dm_gatednorm_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R, a->C,
+                         a->act);
+    else if (dir == DM_FWD)
+        dm_rmsnorm_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps);
+    else
+        dm_rmsnorm_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
 }
 
-static void rms_ref(dm_ops *ops, void *args, int dir) {
+/* their composed references */
+static void norm_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
     norm_args *a = args;
-    if (dir == DM_FWD) dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
-    else dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
+    if (a->z && dir == DM_FWD)
+        dm_gatednorm_ref_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act,
+                             a->scratch);
+    else if (a->z)
+        dm_gatednorm_ref_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R,
+                             a->C, a->act, a->scratch);
+    else if (dir == DM_FWD)
+        dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
+    else
+        dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
 }
 
 /* every norm's forward: y and the per-row inverse norms */
@@ -58,38 +75,12 @@ static int rms_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl RMS[] = {
-    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, rms_fused},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, rms_ref},
+    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, norm_fused},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref},
 };
 const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
                                   sizeof(norm_args), rms_outputs, NULL};
-
-static void gated_fused(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    norm_args *a = args;
-    if (dir == DM_FWD)
-        dm_gatednorm_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act);
-    else
-        dm_gatednorm_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R, a->C,
-                         a->act);
-}
-
-static void gated_ref(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    norm_args *a = args;
-    if (dir == DM_FWD)
-        dm_gatednorm_ref_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act,
-                             a->scratch);
-    else
-        dm_gatednorm_ref_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R,
-                             a->C, a->act, a->scratch);
-}
-
-static const dm_impl GATED[] = {
-    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, gated_fused},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, gated_ref},
-};
-const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, GATED, 2,
+const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
                                     sizeof(norm_args), rms_outputs, NULL};
 
 static void l2_cpu(dm_ops *ops, void *args, int dir) {
