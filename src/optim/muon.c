@@ -19,6 +19,16 @@ static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *c
     *cols = t->shape[1];
 }
 
+/* tensor i when Muon updates it (its group in *g, its slices' shape in *r, *c), else NULL */
+static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const dm_group **g,
+                                    int *r, int *c) {
+    *g = &o->groups[i];
+    if ((*g)->kind != DM_GROUP_MUON) return NULL;
+    const dm_tensor *t = dm_model_tensor(m, i);
+    slice_shape(t, *g, r, c);
+    return t;
+}
+
 /* NS in bf16 when ns_precision asks for it and the CPU has hardware bf16: a oneDNN context
  * (0), or an error naming what is missing (1; with auto: fp32, no error) */
 static int ns_bf16(dm_optim *o, char *err, size_t errlen) {
@@ -44,11 +54,10 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
     if (!o->slice_off) goto oom;
     for (int i = 0; i < o->n_tensors; i++) {
-        const dm_tensor *t = dm_model_tensor(m, i);
-        const dm_group *g = &o->groups[i];
-        if (g->kind != DM_GROUP_MUON) continue;
+        const dm_group *g;
         int r, c;
-        slice_shape(t, g, &r, &c);
+        const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
+        if (!t) continue;
         o->slice_off[i] = o->n_slices;
         o->n_slices += g->slices;
         if (t->numel > biggest) biggest = t->numel;
@@ -67,11 +76,10 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
      * loads the saved ones over these) */
     const float *P = dm_model_params(m);
     for (int i = 0; i < o->n_tensors; i++) {
-        const dm_tensor *t = dm_model_tensor(m, i);
-        const dm_group *g = &o->groups[i];
-        if (g->kind != DM_GROUP_MUON) continue;
+        const dm_group *g;
         int r, c;
-        slice_shape(t, g, &r, &c);
+        const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
+        if (!t) continue;
         dm_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i], P + t->offset,
                         g->slices, r, c);
     }
