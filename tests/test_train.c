@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "io/files.h"
+#include "kernels/cpu/kernels.h"
 #include "io/ckpt.h"
 #include "io/data.h"
 #include "dormouse.h"
@@ -113,6 +115,39 @@ TEST(train_resume_exact_adamw) {
     dm_config c = tiny_run();
     c.optimizer = DM_OPT_ADAMW;
     resume_exact(c);
+}
+
+/* bf16 products and bf16 Newton-Schulz resume as exactly (N + N == 2N, bit for bit);
+ * skipped, with the reason, on a CPU without hardware bf16 */
+TEST(train_resume_exact_bf16) {
+    if (dm_cpu_bf16_missing()) {
+        t_skip("%s", dm_cpu_bf16_missing());
+        return;
+    }
+    dm_config c = tiny_run();
+    c.precision = DM_PRECISION_BF16;
+    c.ns_precision = DM_PRECISION_BF16;
+    resume_exact(c);
+    /* precision is a backend key: an fp32 run resumes in bf16, and back */
+    char d[256], path[512], err[256];
+    t_tmpdir(d, sizeof d);
+    dm_config f = tiny_run();
+    const char *to_bf16[] = {"precision=bf16"}, *to_fp32[] = {"precision=fp32"};
+    dm_train_args first = {.data = CORPUS, .out = d, .cfg = &f, .until = f.steps / 3},
+                  more = {.data = CORPUS, .out = d, .resume = 1, .sets = to_bf16, .n_sets = 1,
+                          .until = 2 * f.steps / 3},
+                  last = {.data = CORPUS, .out = d, .resume = 1, .sets = to_fp32, .n_sets = 1};
+    CHECK(train_ok(&first));
+    CHECK(train_ok(&more));
+    snprintf(path, sizeof path, "%s/config.json", d);
+    char *cj = dm_read_file(path, err, sizeof err);
+    cJSON *o = cj ? cJSON_Parse(cj) : NULL, *p = cJSON_GetObjectItemCaseSensitive(o, "precision");
+    CHECKF(cJSON_IsString(p) && !strcmp(p->valuestring, "bf16"),
+           "config.json after the bf16 resume: precision is not bf16");
+    cJSON_Delete(o);
+    free(cj);
+    CHECK(train_ok(&last));
+    t_rmtree(d);
 }
 
 TEST(train_resume_exact_muon_retract) {
