@@ -48,6 +48,7 @@ void dm_mixer_fwd(dm_model *m, int layer, int B, int T, float *y) {
     /* gate and beta */
     if (kda) {
         dm_op_matmul_fwd(ops, a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
+        if (a->f1_b) dm_op_round_bf16(ops, a->f1_b, a->f1, (size_t)N * R);
         dm_op_matmul_fwd(ops, a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
     } else {
         dm_op_matmul_fwd(ops, a->f, a->xn1, P + o->w_a, NULL, N, D, H);
@@ -64,12 +65,14 @@ void dm_mixer_fwd(dm_model *m, int layer, int B, int T, float *y) {
     /* output gate, per-head norm, output projection */
     if (kda) {
         dm_op_matmul_fwd(ops, a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
+        if (a->z1_b) dm_op_round_bf16(ops, a->z1_b, a->z1, (size_t)N * R);
         dm_op_matmul_fwd(ops, a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
     } else {
         dm_op_matmul_fwd(ops, a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
     }
     dm_op_gatednorm_fwd(ops, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
                         DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, m->s.norm_scratch);
+    if (a->op_b) dm_op_round_bf16(ops, a->op_b, a->op, nhd);
     dm_op_matmul_fwd(ops, y, a->op, P + o->w_o, NULL, N, HD, D);
 }
 

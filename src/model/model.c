@@ -245,11 +245,24 @@ static float *take(bump *b, size_t n) {
     return p;
 }
 
+/* n bf16 values when bf16 is on, else NULL (and nothing taken) */
+static uint16_t *take_bf16(bump *b, size_t n, int bf16) {
+    return bf16 ? (uint16_t *)take(b, (n + 1) / 2) : NULL;
+}
+
+/* the bf16 products run on hardware bf16: the arena keeps bf16 copies of their inputs */
+static int bf16_arena(const dm_config *c) {
+    dm_ops ops; /* the settings only */
+    dm_ops_init(&ops, c);
+    return dm_ops_bf16_active(&ops);
+}
+
 /* Lay out activations and scratch for N = B*T rows of sequences of length T.
  * With b->base == NULL only counts; returns the floats needed. */
 static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump *b,
                      dm_layer_act *act, float **x_final, float **xnf, float **rstdf,
-                     float **logits, dm_scratch *s) {
+                     float **logits, uint16_t **xnf_b, dm_scratch *s) {
+    int bf16 = bf16_arena(c);
     size_t D = c->d_model, H = c->n_head, HD = H * c->head_dim, R = c->gate_rank;
     size_t F = dm_config_mlp_hidden(c), Cg = c->mixer == DM_MIXER_KDA ? c->head_dim : 1;
     int kda = c->mixer == DM_MIXER_KDA;
@@ -275,12 +288,19 @@ static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump 
         a.xn2 = take(b, N * D);
         a.rstd2 = take(b, N);
         a.a = take(b, N * F); a.b = take(b, N * F); a.h = take(b, N * F);
+        a.xn1_b = take_bf16(b, N * D, bf16);
+        a.f1_b = take_bf16(b, kda ? N * R : 0, bf16 && kda);
+        a.z1_b = take_bf16(b, kda ? N * R : 0, bf16 && kda);
+        a.op_b = take_bf16(b, N * HD, bf16);
+        a.xn2_b = take_bf16(b, N * D, bf16);
+        a.h_b = take_bf16(b, N * F, bf16);
         if (act) act[l] = a;
     }
     *x_final = take(b, N * D);
     *xnf = take(b, N * D);
     *rstdf = take(b, N);
     *logits = take(b, N * DM_VOCAB);
+    *xnf_b = take_bf16(b, N * D, bf16);
     s->dres = take(b, N * D);
     s->dxn = take(b, N * D);
     s->dq = take(b, N * HD); s->dk = take(b, N * HD); s->dv = take(b, N * HD);
@@ -308,7 +328,8 @@ size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads) {
     bump b = {NULL, 0};
     float *x0, *x1, *x2, *x3;
     dm_scratch s;
-    return layout(cfg, (size_t)B * T, (size_t)T, nthreads, &b, NULL, &x0, &x1, &x2, &x3, &s) *
+    uint16_t *x4;
+    return layout(cfg, (size_t)B * T, (size_t)T, nthreads, &b, NULL, &x0, &x1, &x2, &x3, &x4, &s) *
            sizeof(float);
 }
 
@@ -327,7 +348,8 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
     bump count = {NULL, 0};
     float *x0, *x1, *x2, *x3;
     dm_scratch s;
-    size_t n = layout(&m->cfg, BT, (size_t)T, nthreads, &count, NULL, &x0, &x1, &x2, &x3, &s);
+    uint16_t *x4;
+    size_t n = layout(&m->cfg, BT, (size_t)T, nthreads, &count, NULL, &x0, &x1, &x2, &x3, &x4, &s);
     if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
     if (n > m->arena_floats) {
         free(m->arena);
@@ -350,7 +372,7 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
     }
     bump b = {m->arena, 0};
     layout(&m->cfg, BT, (size_t)T, nthreads, &b, m->act, &m->x_final, &m->xnf, &m->rstdf,
-           &m->logits, &m->s);
+           &m->logits, &m->xnf_b, &m->s);
     m->lay_B = B;
     m->lay_T = T;
     m->nthreads = nthreads;
@@ -363,6 +385,7 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
         memcpy(m->inp + (size_t)b * T, tokens + (size_t)b * (T + 1), (size_t)T);
         memcpy(m->tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, (size_t)T);
     }
+    dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
     if (m->params_bf16) /* the weights as the bf16 products read them, once per forward */
         dm_ops_set_weights(&m->ops, m->params, m->params_bf16, m->n_params);
     float loss = dm_network_fwd(m, B, T);

@@ -46,6 +46,9 @@ typedef struct {
     float *x_mid;           /* [N,D]  residual entering the MLP             */
     float *xn2, *rstd2;     /* [N,D], [N]                                   */
     float *a, *b, *h;       /* [N,F]  gate, up, silu(gate)*up               */
+    /* bf16 copies of the inputs of several products (bf16 precision only, else NULL):
+     * rounded once in the forward, read again by the weight gradients */
+    uint16_t *xn1_b, *f1_b, *z1_b, *op_b, *xn2_b, *h_b;
 } dm_layer_act;
 
 /* Backward scratch, shared by all layers. */
@@ -80,6 +83,7 @@ struct dm_model {
     uint8_t *inp, *tgt;        /* [N] input and target bytes */
     dm_layer_act *act;         /* [n_layer] */
     float *x_final, *xnf, *rstdf, *logits; /* [N,D] [N,D] [N] [N,256] */
+    uint16_t *xnf_b;           /* bf16 copy of xnf, or NULL */
     dm_scratch s;
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */

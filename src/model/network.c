@@ -23,18 +23,22 @@ float dm_network_fwd(dm_model *m, int B, int T) {
         dm_layer_act *a = &m->act[l];
         /* mixer */
         dm_op_rmsnorm_fwd(ops, a->xn1, a->rstd1, a->x_in, P + o->norm1, N, D, DM_NORM_EPS, ns);
+        if (a->xn1_b) dm_op_round_bf16(ops, a->xn1_b, a->xn1, (size_t)N * D);
         dm_mixer_fwd(m, l, B, T, a->x_mid);
         dm_op_add(ops, a->x_mid, a->x_in, (size_t)N * D);
         /* MLP */
         float *x_out = l + 1 < c->n_layer ? m->act[l + 1].x_in : m->x_final;
         dm_op_rmsnorm_fwd(ops, a->xn2, a->rstd2, a->x_mid, P + o->norm2, N, D, DM_NORM_EPS, ns);
+        if (a->xn2_b) dm_op_round_bf16(ops, a->xn2_b, a->xn2, (size_t)N * D);
         dm_op_matmul_fwd(ops, a->a, a->xn2, P + o->w_gate, NULL, N, D, F);
         dm_op_matmul_fwd(ops, a->b, a->xn2, P + o->w_up, NULL, N, D, F);
         dm_op_swiglu_fwd(ops, a->h, a->a, a->b, (size_t)N * F);
+        if (a->h_b) dm_op_round_bf16(ops, a->h_b, a->h, (size_t)N * F);
         dm_op_matmul_fwd(ops, x_out, a->h, P + o->w_down, NULL, N, F, D);
         dm_op_add(ops, x_out, a->x_mid, (size_t)N * D);
     }
     dm_op_rmsnorm_fwd(ops, m->xnf, m->rstdf, m->x_final, P + m->norm_f, N, D, DM_NORM_EPS, ns);
+    if (m->xnf_b) dm_op_round_bf16(ops, m->xnf_b, m->xnf, (size_t)N * D);
     dm_op_matmul_fwd(ops, m->logits, m->xnf, P + m->lm_head, NULL, N, D, DM_VOCAB);
     return (float)dm_op_xent_fwd(ops, NULL, m->logits, m->tgt, N, DM_VOCAB);
 }

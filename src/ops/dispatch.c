@@ -45,6 +45,12 @@ void dm_ops_free(dm_ops *ops) {
     free(ops->bbuf);
     ops->bbuf = NULL;
     ops->bcap = 0;
+    free(ops->dbuf);
+    ops->dbuf = NULL;
+    ops->dcap = 0;
+    free(ops->copies);
+    ops->copies = NULL;
+    ops->n_copies = ops->cap_copies = 0;
     free(ops->vbuf);
     ops->vbuf = NULL;
     ops->vcap = 0;

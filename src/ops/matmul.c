@@ -65,9 +65,32 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
 
 /* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
 
-/* n bf16 values of x: the model's bf16 copy when x lies in its weights, else rounded now
- * into *scratch (advanced past them) */
+int dm_ops_bf16_active(const dm_ops *ops) {
+    return ops->precision != DM_PRECISION_FP32 && !ops->bf16_why;
+}
+
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+    if (!dm_ops_bf16_active(ops)) return;
+    if (ops->n_copies == ops->cap_copies) {
+        int cap = ops->cap_copies ? 2 * ops->cap_copies : 32;
+        struct dm_bf16_copy *c = realloc(ops->copies, (size_t)cap * sizeof *c);
+        if (!c) return; /* not registered: the products round x themselves */
+        ops->copies = c;
+        ops->cap_copies = cap;
+    }
+    double t0 = ops->atlas ? dm_now() : 0;
+    dm_bf16_from_f32(xb, x, n);
+    if (ops->atlas) dm_atlas_add(ops->atlas, "round_bf16", NULL, NULL, dm_now() - t0, 0);
+    ops->copies[ops->n_copies++] = (struct dm_bf16_copy){x, xb, n};
+}
+
+void dm_ops_forget_bf16(dm_ops *ops) { ops->n_copies = 0; }
+
+/* n bf16 values of x: a copy rounded once (dm_op_round_bf16), the model's bf16 weights
+ * when x lies in them, else rounded now into *scratch (advanced past them) */
 static const uint16_t *as_bf16(const dm_ops *ops, const float *x, size_t n, uint16_t **scratch) {
+    for (int i = ops->n_copies - 1; i >= 0; i--)
+        if (ops->copies[i].x == x && ops->copies[i].n == n) return ops->copies[i].xb;
     if (ops->wts_bf16 && x >= ops->wts && x + n <= ops->wts + ops->n_wts)
         return ops->wts_bf16 + (x - ops->wts);
     uint16_t *p = *scratch;
@@ -213,6 +236,17 @@ void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const floa
                       const float *in, const float *W, int N, int K, int O, int din_acc) {
     mm_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc, .dW = dW,
                  .dbias = dbias, .N = N, .K = K, .O = O};
+    /* both products read dout: in bf16, round it once for them */
+    size_t nd = (size_t)N * O;
+    int once = din && dm_ops_bf16_active(o) && N > 0 && O > 0;
+    if (once && nd > o->dcap) {
+        uint16_t *p = realloc(o->dbuf, nd * sizeof *p);
+        if (p) o->dbuf = p, o->dcap = nd;
+        else once = 0;
+    }
+    int had = o->n_copies;
+    if (once) dm_op_round_bf16(o, o->dbuf, dout, nd);
     if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
     dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);
+    o->n_copies = had; /* dout's copy is forgotten */
 }

@@ -78,6 +78,11 @@ typedef struct dm_ops {
     size_t n_wts;
     void *bbuf; /* operand scratch of the bf16 products (grown on demand, kept) */
     size_t bcap;
+    uint16_t *dbuf; /* the bf16 dout of a matmul's two backward products */
+    size_t dcap;
+    /* bf16 copies of operands rounded once (dm_op_round_bf16), until dm_ops_forget_bf16 */
+    struct dm_bf16_copy { const float *x; const uint16_t *xb; size_t n; } *copies;
+    int n_copies, cap_copies;
     /* the oneDNN context, made on the first matmul that asks for it (why: its failure) */
     struct dm_onednn *onednn;
     const char *onednn_why;
@@ -119,6 +124,16 @@ void dm_ops_set_weights(dm_ops *ops, const float *w, uint16_t *w_bf16, size_t n)
 
 /* NULL when oneDNN can run an f32 matmul here (a 64 x 64 x 64 product); else why not. */
 const char *dm_ops_onednn_missing(dm_ops *ops);
+
+/* 1 when a matmul would try the hardware bf16 kernel (precision bf16 or auto, and the
+ * CPU has bf16): then it pays to round an operand once for all its products. */
+int dm_ops_bf16_active(const dm_ops *ops);
+/* Round x[n] into xb and let every bf16 product that reads x (exactly x, n elements) use
+ * xb until dm_ops_forget_bf16: for an activation read by several products (the normed
+ * input of the mixer feeds seven). The caller keeps x unchanged while it is registered.
+ * Does nothing when bf16 is not active. */
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+void dm_ops_forget_bf16(dm_ops *ops);
 
 /* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
 int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);
