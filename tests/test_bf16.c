@@ -188,6 +188,7 @@ TEST(bf16_matmul_error_as_predicted) {
     dm_config c;
     dm_config_default(&c);
     c.gemm = DM_GEMM_OPENBLAS;
+    c.precision = DM_PRECISION_FP32;
     dm_ops_init(&f32, &c);
     for (size_t s = 0; s < 4; s++) {
         int N = SHAPES[s][0], K = SHAPES[s][1], O = SHAPES[s][2];

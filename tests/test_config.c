@@ -107,3 +107,12 @@ TEST(config_help_lists_groups) {
     snprintf(cmd, sizeof cmd, DM_CLI " train --help | grep -q 'a checkpoint fixes these'");
     CHECK(t_run(cmd, err, sizeof err) == 0);
 }
+
+/* precision defaults to auto from the A/B (README "defaults that come from measurements") */
+TEST(config_precision_default_auto) {
+    dm_config c;
+    dm_config_default(&c);
+    char buf[64];
+    CHECK(c.precision == DM_PRECISION_AUTO && c.ns_precision == DM_PRECISION_AUTO);
+    CHECK(dm_config_get(&c, "precision", buf, sizeof buf) == 0 && !strcmp(buf, "auto"));
+}

@@ -24,6 +24,7 @@ static dm_config small(int mixer) {
     c.gate_rank = 16;
     c.mixer = mixer;
     c.chunk_size = 16;
+    c.precision = DM_PRECISION_FP32; /* fp32 products: the bf16 paths have tests of their own */
     return c;
 }
 

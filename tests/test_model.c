@@ -36,6 +36,7 @@ static dm_config tiny(int mixer) {
     c.conv_size = 3;
     c.mixer = mixer;
     c.seed = 7;
+    c.precision = DM_PRECISION_FP32; /* fp32 numerics against the double oracle */
     return c;
 }
 

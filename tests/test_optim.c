@@ -73,6 +73,7 @@ TEST(muon_update_matches_ns) {
     dm_config c = tiny();
     c.muon_momentum = 0.0f;
     c.retract = DM_RETRACT_OFF;
+    c.ns_precision = DM_PRECISION_FP32; /* compared with the fp32 dm_ns */
     c.lr_schedule = DM_SCHED_CONSTANT;
     char err[256];
     dm_model *m = dm_model_create(&c, err, sizeof err);

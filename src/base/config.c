@@ -143,7 +143,10 @@ void dm_config_default(dm_config *c) {
     c->ckpt_every = 0;
     c->kda_impl = DM_IMPL_AUTO;
     c->gemm = DM_GEMM_AUTO;
-    c->precision = DM_PRECISION_FP32;
+    /* auto (bf16 where the CPU has it): at the make-run budget (600 steps, seeds 1-3)
+     * bf16 + bf16 Newton-Schulz reached val 1.5629 BPB against fp32's 1.5588 (control
+     * spread 0.0167: a wash) at 513 ms/step against 814 (better); benches/history.tsv */
+    c->precision = DM_PRECISION_AUTO;
     /* 32, not 64: on the CPU the chunked KDA core's forward+backward is 3.33x the
      * reference at chunk 32 against 2.46x at 64 (T=512, 2 threads; 3.69x vs 2.88x at
      * T=8192; bench_delta, benches/history.tsv), equally accurate. 64 suits GPUs. */
@@ -153,7 +156,7 @@ void dm_config_default(dm_config *c) {
     c->optimizer = DM_OPT_MUON;
     c->ns = DM_NS_QUINTIC5;
     c->ns_headwise = DM_HEADWISE_QK;
-    c->ns_precision = DM_PRECISION_FP32;
+    c->ns_precision = DM_PRECISION_AUTO;
     /* retraction off: at the make-run budget (600 steps, seeds 1, 2) Muon gave val BPB
      * 1.5496/1.5662 without retraction, 1.5935/1.6053 with sphere, 1.6168/1.6239 with
      * stiefel (AdamW alone 1.6598/1.6523): off wins beyond every spread */
