@@ -44,7 +44,8 @@ static const key_t_ KEYS[] = {
     {"tie_embeddings", DM_KEY_MODEL, K_BOOL, F(tie_embeddings), 0, 1, NULL,
      "lm_head shares the embedding table"},
     /* run: training and backend keys */
-    {"seed", DM_KEY_TRAINING, K_U64, F(seed), 0, 0, NULL, "seed of init, batches and sampling"},
+    {"seed", DM_KEY_TRAINING, K_U64, F(seed), 0, 9007199254740991.0, NULL,
+     "seed of init, batches and sampling"},
     {"batch_size", DM_KEY_TRAINING, K_INT, F(batch_size), 1, 1 << 20, NULL, "sequences per step"},
     {"seq_len", DM_KEY_TRAINING, K_INT, F(seq_len), 1, 1 << 24, NULL,
      "bytes per training sequence"},
@@ -225,7 +226,7 @@ static void accepts(const key_t_ *k, char *buf, size_t n) {
     switch (k->type) {
     case K_ENUM: snprintf(buf, n, "one of %s", k->choices); break;
     case K_BOOL: snprintf(buf, n, "true|false|1|0"); break;
-    case K_U64: snprintf(buf, n, "an unsigned integer"); break;
+    case K_U64: snprintf(buf, n, "an integer in [0, %.0f]", k->hi); break;
     case K_FLOAT: snprintf(buf, n, "a number in [%g, %g]", k->lo, k->hi); break;
     default: snprintf(buf, n, "an integer in [%.0f, %.0f]", k->lo, k->hi); break;
     }
@@ -257,7 +258,7 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     case K_U64: {
         if (value[0] == '-') goto bad;
         unsigned long long v = strtoull(value, &end, 10);
-        if (errno || end == value || *end) goto bad;
+        if (errno || end == value || *end || (double)v > k->hi) goto bad;
         *(uint64_t *)p = (uint64_t)v;
         return 0;
     }
@@ -310,7 +311,7 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         const void *p = (const char *)c + k->off;
         double v;
         switch (k->type) {
-        case K_U64: continue;
+        case K_U64: v = (double)*(const uint64_t *)p; break;
         case K_FLOAT: v = *(const float *)p; break;
         case K_LONG: v = (double)*(const long *)p; break;
         case K_ENUM: {
@@ -349,7 +350,9 @@ char *dm_config_to_json(const dm_config *c) {
     for (int i = 0; i < NKEYS; i++) {
         const key_t_ *k = &KEYS[i];
         dm_config_get(c, k->name, buf, sizeof buf);
-        if (k->type == K_ENUM || k->type == K_U64) cJSON_AddStringToObject(o, k->name, buf);
+        /* numbers as JSON numbers: integers (the seed too, kept within 2^53 so that every
+         * JSON reader reads it exactly), floats in their shortest exact form */
+        if (k->type == K_ENUM) cJSON_AddStringToObject(o, k->name, buf);
         else if (k->type == K_BOOL) cJSON_AddBoolToObject(o, k->name, *(const int *)((const char *)c + k->off));
         else cJSON_AddRawToObject(o, k->name, buf);
     }

@@ -48,5 +48,7 @@ int dm_cmd_eval(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_sample(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_ab(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_bench(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_plot(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io);
 
 #endif

@@ -4,12 +4,13 @@
 
 #include "cli/cli.h"
 #include "jobs/ab.h"
+#include "jobs/plot.h"
 
 static const char *HELP =
     "usage: dormouse ab --dir AB_DIR [--data PATH] [--config FILE.json] [--set key=value]...\n"
     "                   [--variant \"NAME: key=value ...\"]... [--seeds 1,2,...] [--steps N]\n"
-    "                   [--warmup N] [--history FILE | --no-history]\n"
-    "       dormouse ab --dir AB_DIR --report [--warmup N]\n"
+    "                   [--warmup N] [--history FILE] [--plot [--x step|time|tokens]]\n"
+    "       dormouse ab --dir AB_DIR --report [--warmup N] [--plot [--x step|time|tokens]]\n"
     "\n"
     "Train a control config and variants of it on several seeds and judge each variant\n"
     "against the noise of the control. Every (arm, seed) cell is a training run in\n"
@@ -30,13 +31,14 @@ static const char *HELP =
     "Finished cells are kept: a cell whose summary.json exists and whose config and\n"
     "corpus match is never rerun, so a cancelled sweep (Ctrl-C) resumes when the same\n"
     "command runs again, and a finished sweep gains a variant by adding one --variant.\n"
-    "A finished cell of another config is an error (use a new AB_DIR). A completed sweep\n"
-    "that trained any cell appends per arm a val_bpb row and a ms_per_step row (flagged\n"
-    "\"contended\" when any of its timings was) to the benchmark history.\n"
+    "A finished cell of another config is an error (use a new AB_DIR). With --history FILE\n"
+    "a completed sweep that trained any cell appends per arm a val_bpb row and a\n"
+    "ms_per_step row (flagged \"contended\" when any of its timings was) to FILE, e.g.\n"
+    "benches/history.tsv; without it nothing is appended anywhere.\n"
     "\n"
     "options:\n"
     "  --dir AB_DIR        the sweep directory (AB_DIR/ab.json describes the sweep)\n"
-    "  --data PATH         corpus (default " DM_DEFAULT_DATA ")\n"
+    "  --data PATH         corpus (default: the bundled one, as for `dormouse train`)\n"
     "  --config FILE       JSON object of config keys for the control\n"
     "  --set key=value     one control config key (repeatable; after --config); the\n"
     "                      variants start from it\n"
@@ -48,10 +50,14 @@ static const char *HELP =
     "  --steps N           steps of every cell (default: the config's `steps`)\n"
     "  --warmup N          steps left out of the ms/step median (default steps/10, at\n"
     "                      most 50)\n"
-    "  --history FILE      where to append history rows (default\n"
-    "                      " DM_DEFAULT_HISTORY ")\n"
-    "  --no-history        append nothing\n"
+    "  --history FILE      append the sweep's history rows to FILE (default: none)\n"
+    "  --no-history        append nothing (the default; kept for old scripts)\n"
     "  --report            print the table of AB_DIR from its cells; runs nothing\n"
+    "  --plot              after the table draw AB_DIR/plot.png (and plot.tsv): the train\n"
+    "                      loss and validation BPB of every arm and seed, one color per\n"
+    "                      arm, the control's spread over its seeds as a band (as\n"
+    "                      `dormouse plot AB_DIR`, which can also write SVG)\n"
+    "  --x AXIS            the plot's x axis: step (default), time or tokens\n"
     "\n"
     "example:\n"
     "  dormouse ab --dir runs/ab-retract --set steps=3000 --seeds 1,2,3 \\\n"
@@ -63,16 +69,16 @@ static const char *HELP =
 int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--dir",   "--data",  "--config", "--set",
                                              "--variant", "--seeds", "--steps", "--warmup",
-                                             "--history", NULL};
-    static const char *const flags[] = {"--help", "-h", "--report", "--no-history", NULL};
+                                             "--history", "--x", NULL};
+    static const char *const flags[] = {"--help", "-h", "--report", "--no-history", "--plot",
+                                        NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256], *variants[256];
     dm_ab_args ab = {0};
     ab.sets = sets;
     ab.variants = variants;
     ab.warmup = -1;
-    ab.history = DM_DEFAULT_HISTORY;
-    int report = 0, r, run_opts = 0;
+    int report = 0, r, run_opts = 0, x_given = 0;
     while ((r = dm_args_next(&a, "ab")) > 0) {
         if (!a.name) {
             fprintf(stderr, "dormouse ab: unexpected argument '%s'\n", a.value);
@@ -84,6 +90,14 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
         }
         if (!strcmp(a.name, "--dir")) ab.dir = a.value;
         else if (!strcmp(a.name, "--report")) report = 1;
+        else if (!strcmp(a.name, "--plot")) ab.plot = 1;
+        else if (!strcmp(a.name, "--x")) {
+            if ((ab.plot_x = dm_plot_x_parse(a.value)) < 0) {
+                fprintf(stderr, "error: --x expects step, time or tokens, got '%s'\n", a.value);
+                return EXIT_USAGE;
+            }
+            x_given = 1;
+        }
         else if (!strcmp(a.name, "--warmup")) {
             if (dm_cli_long("--warmup", a.value, 0, 1L << 30, &ab.warmup)) return EXIT_USAGE;
         } else {
@@ -109,9 +123,14 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     }
     if (report && run_opts) {
         fprintf(stderr, "error: --report reads the sweep from AB_DIR/ab.json; give only "
-                        "--dir (and --warmup)\n");
+                        "--dir (and --warmup, --plot, --x)\n");
         return EXIT_USAGE;
     }
-    dm_status st = report ? dm_ab_report(ab.dir, ab.warmup, io) : dm_ab_run(&ab, io);
+    if (x_given && !ab.plot) {
+        fprintf(stderr, "error: --x sets the axis of --plot; add --plot\n");
+        return EXIT_USAGE;
+    }
+    dm_status st = report ? dm_ab_report(ab.dir, ab.warmup, ab.plot, ab.plot_x, io)
+                          : dm_ab_run(&ab, io);
     return dm_cli_exit(io, &st);
 }

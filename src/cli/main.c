@@ -25,6 +25,8 @@ static const char *USAGE =
     "  sample   generate text from a checkpoint\n"
     "  ab       seeded A/B sweep of config variants against a control, with verdicts\n"
     "  bench    time forward, backward and the training step against a baseline config\n"
+    "  plot     draw the train loss and validation curves of runs or of an A/B sweep\n"
+    "  metrics  the metrics of runs as a table or CSV\n"
     "\n"
     "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n";
@@ -51,6 +53,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1, &io);
     if (!strcmp(cmd, "ab")) return dm_cmd_ab(argc - 1, argv + 1, &io);
     if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "plot")) return dm_cmd_plot(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "metrics")) return dm_cmd_metrics(argc - 1, argv + 1, &io);
     fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
     return EXIT_USAGE;
 }

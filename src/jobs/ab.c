@@ -2,9 +2,9 @@
  * --report`), over the spec, the cells, the statistics and the table (see ab.h). */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "jobs/ab.h"
+#include "jobs/plot.h"
 
 /* The table as one note. */
 static void note_table(const dm_ab_spec *s, const dm_ab_results *r, const dm_job_io *io) {
@@ -14,19 +14,14 @@ static void note_table(const dm_ab_spec *s, const dm_ab_results *r, const dm_job
     dm_note_close(&nb, io);
 }
 
-/* The history rows of a finished sweep, unless there is nothing new to append. */
+/* The history rows of a finished sweep, when asked for (--history FILE), unless there is
+ * nothing new to append. */
 static void append_history(const dm_ab_spec *s, const dm_ab_results *r, int ran,
                            const char *path, const dm_job_io *io, dm_status *st) {
     char err[8192];
     if (!path) return;
     if (ran == 0) {
         dm_job_note(io, "\nhistory: every cell was cached; nothing appended\n");
-        return;
-    }
-    if (!strcmp(path, DM_DEFAULT_HISTORY) && access(DM_SOURCE_DIR "/benches", F_OK) != 0) {
-        /* a binary away from its source tree: only an explicit history is an error */
-        dm_job_note(io, "\nhistory: %s is gone; nothing appended (use --history FILE)\n",
-                    DM_SOURCE_DIR "/benches");
         return;
     }
     if (dm_ab_history(s, r, path, err, sizeof err)) {
@@ -46,13 +41,18 @@ dm_status dm_ab_run(const dm_ab_args *a, const dm_job_io *io) {
              dm_ab_run_cells(s, r, &ran, io, &st) != DM_JOB_BAD_INPUT) {
         note_table(s, r, io);
         if (st.code == DM_JOB_OK) append_history(s, r, ran, a->history, io, &st);
+        if (a->plot) {
+            dm_status pst = dm_plot_ab(s->dir, NULL, a->plot_x, io);
+            if (pst.code && !st.code) st = pst;
+            else if (pst.code) dm_job_warn(io, "plot: %s\n", pst.msg);
+        }
     }
     free(s);
     free(r);
     return st;
 }
 
-dm_status dm_ab_report(const char *dir, long warmup, const dm_job_io *io) {
+dm_status dm_ab_report(const char *dir, long warmup, int plot, int plot_x, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     dm_ab_spec *s = malloc(sizeof *s);
     dm_ab_results *r = malloc(sizeof *r);
@@ -64,6 +64,7 @@ dm_status dm_ab_report(const char *dir, long warmup, const dm_job_io *io) {
         if (warmup >= 0) s->warmup = (int)warmup;
         dm_ab_load_results(s, r);
         note_table(s, r, io);
+        if (plot) st = dm_plot_ab(dir, NULL, plot_x, io);
     }
     free(s);
     free(r);

@@ -180,8 +180,9 @@ typedef struct {
     const char *seeds;        /* "1,2,..." (NULL: "1,2") */
     long steps;               /* > 0: the steps of every cell (else the control's `steps`) */
     long warmup;              /* >= 0: steps left out of the ms/step median (else default) */
-    const char *history;      /* append the rows here; NULL: nothing. DM_DEFAULT_HISTORY
-                                 when its benches/ directory is gone: nothing, with a note */
+    const char *history;      /* append the rows here (--history FILE); NULL: nothing */
+    int plot;                 /* draw AB_DIR/plot.png after the table (dm_plot_ab) */
+    int plot_x;               /* its x axis: DM_PLOT_X_* (jobs/plot.h) */
 } dm_ab_args;
 
 /* The spec of a sweep from its arguments (the control: defaults, config_file, sets with
@@ -189,12 +190,14 @@ typedef struct {
 int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st);
 
 /* `dormouse ab`: make the spec, run the missing cells (dm_ab_run_cells), report the table
- * as a note (not after bad input), and for a complete sweep that trained a cell append
- * the history rows. */
+ * as a note (not after bad input), for a complete sweep that trained a cell append the
+ * history rows when a->history is set, and draw the plot when a->plot is set (also after a
+ * failed or interrupted cell: the cells there are drawn). */
 dm_status dm_ab_run(const dm_ab_args *a, const dm_job_io *io);
 
 /* `dormouse ab --report`: the table of AB_DIR from ab.json and its cells; warmup >= 0
- * overrides the sweep's. Bad input when AB_DIR holds no sweep. */
-dm_status dm_ab_report(const char *dir, long warmup, const dm_job_io *io);
+ * overrides the sweep's; plot: also draw AB_DIR/plot.png against plot_x (dm_plot_ab).
+ * Bad input when AB_DIR holds no sweep. */
+dm_status dm_ab_report(const char *dir, long warmup, int plot, int plot_x, const dm_job_io *io);
 
 #endif

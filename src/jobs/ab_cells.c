@@ -16,6 +16,7 @@
 #include "base/stats.h"
 #include "io/files.h"
 #include "io/history.h"
+#include "io/metrics.h"
 #include "jobs/ab.h"
 #include "jobs/train.h"
 
@@ -28,29 +29,19 @@ static char *read_text(const char *path) {
 
 /* Median ms_per_step of the metrics lines with step > warmup; NAN when none. */
 static double metrics_median_ms(const char *dir, int warmup) {
-    char path[4400], line[8192];
+    char path[4400], err[512];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    size_t cap = 1024, n = 0;
-    double *ms = malloc(cap * sizeof *ms);
-    while (ms && fgets(line, sizeof line, f)) {
-        cJSON *o = cJSON_Parse(line);
-        cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "step"),
-              *m = cJSON_GetObjectItemCaseSensitive(o, "ms_per_step");
-        if (cJSON_IsNumber(s) && cJSON_IsNumber(m) && s->valuedouble > warmup) {
-            if (n == cap) {
-                double *nm = realloc(ms, (cap *= 2) * sizeof *ms);
-                if (!nm) free(ms);
-                ms = nm;
-            }
-            if (ms) ms[n++] = m->valuedouble;
-        }
-        cJSON_Delete(o);
+    dm_metrics m;
+    if (dm_metrics_read(path, &m, err, sizeof err)) return NAN;
+    int cs = dm_metrics_col(&m, "step"), cm = dm_metrics_col(&m, "ms_per_step"), n = 0;
+    double *ms = malloc((size_t)(m.n_rows ? m.n_rows : 1) * sizeof *ms);
+    for (int r = 0; ms && r < m.n_rows; r++) {
+        double s = dm_metrics_at(&m, r, cs), v = dm_metrics_at(&m, r, cm);
+        if (s > warmup && !isnan(v)) ms[n++] = v;
     }
-    fclose(f);
-    double med = ms ? dm_median(ms, (int)n, NULL) : NAN;
+    double med = ms ? dm_median(ms, n, NULL) : NAN;
     free(ms);
+    dm_metrics_free(&m);
     return med;
 }
 

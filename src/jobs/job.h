@@ -19,7 +19,6 @@
 #define DM_SOURCE_DIR "."
 #endif
 #define DM_DEFAULT_DATA DM_SOURCE_DIR "/data/kjv.txt.gz"          /* the bundled corpus */
-#define DM_DEFAULT_HISTORY DM_SOURCE_DIR "/benches/history.tsv"   /* the benchmark history */
 
 typedef enum {
     DM_JOB_OK = 0,

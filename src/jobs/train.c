@@ -186,9 +186,10 @@ static int set_up(train_ctx *t) {
     if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 
-    dm_job_note(t->io, "dormouse train: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
+    dm_job_note(t->io, "dormouse train: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
                 "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
-                c->n_layer, c->n_head, c->head_dim, dm_model_num_params(t->m));
+                c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s",
+                c->head_dim, dm_model_num_params(t->m));
     dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, %ld validation); batch %d x %d; %d "
                 "steps; %d threads\n", t->data, t->corpus.n, t->corpus.train_n, c->eval_window,
                 c->batch_size, c->seq_len, c->steps, t->nthreads);
