@@ -4,11 +4,15 @@
 #   make test   install missing Debian packages, build, run every test (CTest)
 # Also: make build | make asan (tests under ASan+UBSan) | make clean
 #       make bench (every benchmark; rows appended to benches/history.tsv)
+#       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
+#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
+#       make uninstall (what the last install wrote)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test asan bench clean
+.PHONY: all deps build run test asan bench clean install uninstall
 all: build
 
 deps:
@@ -28,6 +32,16 @@ asan: deps
 
 run: build
 	@bash scripts/run_default.sh $(BUILD)
+
+install: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --install $(BUILD)
+	@echo "installed: $(PREFIX)/bin/dormouse (run \`dormouse --help\`; add $(PREFIX)/bin to PATH if it is not there)"
+
+uninstall:
+	@test -f $(BUILD)/install_manifest.txt || { echo "nothing to uninstall: no $(BUILD)/install_manifest.txt" >&2; exit 1; }
+	@xargs rm -fv < $(BUILD)/install_manifest.txt
 
 bench: build
 	@bash scripts/bench_all.sh $(BUILD)

@@ -308,7 +308,7 @@ TEST(train_job_status_and_events) {
     char d[256];
     t_tmpdir(d, sizeof d);
     events e = {0};
-    dm_job_io io = {count_event, &e, NULL};
+    dm_job_io io = {count_event, &e, NULL, NULL};
     dm_train_args a = {.data = CORPUS, .out = d, .cfg = &c};
     dm_status st = dm_train(&a, &io);
     CHECKF(st.code == DM_JOB_OK && st.msg[0] == 0, "%d %s", st.code, st.msg);
@@ -336,7 +336,7 @@ TEST(train_job_status_and_events) {
     t_tmpdir(d2, sizeof d2);
     volatile sig_atomic_t stop = SIGTERM;
     events one = {0};
-    dm_job_io sio = {count_event, &one, &stop};
+    dm_job_io sio = {count_event, &one, &stop, NULL};
     dm_train_args s = {.data = CORPUS, .out = d2, .cfg = &c};
     st = dm_train(&s, &sio);
     CHECKF(st.code == DM_JOB_INTERRUPTED && strstr(st.msg, "interrupted at step 1"), "%s",

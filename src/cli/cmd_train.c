@@ -2,22 +2,30 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "jobs/train.h"
 
 static const char *HELP =
-    "usage: dormouse train [--data PATH] [--out RUN_DIR] [--config FILE.json] [--set key=value]...\n"
+    "usage: dormouse train [--data PATH] [--val PATH] [--out RUN_DIR] [--config FILE.json]\n"
+    "                      [--set key=value]...\n"
     "       dormouse train --resume RUN_DIR [--set key=value]... [--until N]\n"
     "\n"
     "Train a model. Defaults: the d2 model (1,976,712 parameters) on the bundled corpus\n"
-    "(" DM_DEFAULT_DATA "), batch 8 x 512 bytes; the last eval_window bytes of the corpus\n"
-    "are the validation window, training samples come from everything before it.\n"
+    "(data/kjv.txt.gz of the source tree; installed: PREFIX/share/dormouse/kjv.txt.gz),\n"
+    "batch 8 x 512 bytes; the last eval_window bytes of the corpus are the validation\n"
+    "window, training samples come from everything before it. Units: the train loss is the\n"
+    "mean cross-entropy in nats per byte; val_bpb is in bits per byte (nats / ln 2).\n"
     "\n"
     "options:\n"
     "  --data PATH        corpus: a file (plain or .gz) or a directory (its files, sorted)\n"
-    "  --out RUN_DIR      run directory (default runs/run-YYYYmmdd-HHMMSS): config.json,\n"
-    "                     metrics.jsonl, ckpt-NNNNNNNN/, summary.json\n"
+    "  --val PATH         validation corpus of its own (file or directory): the last\n"
+    "                     eval_window bytes of PATH are the validation window, and all of\n"
+    "                     --data trains; recorded in the run (resume and eval use it)\n"
+    "  --out RUN_DIR      run directory (default runs/run-YYYYmmdd-HHMMSS, printed at the\n"
+    "                     start): config.json, data_path, metrics.jsonl, ckpt-NNNNNNNN/,\n"
+    "                     summary.json\n"
     "  --config FILE      JSON object of config keys\n"
     "  --set key=value    one config key (repeatable; applied after --config)\n"
     "  --resume RUN_DIR   continue RUN_DIR from its newest checkpoint, exactly; model keys\n"
@@ -31,7 +39,7 @@ static const char *HELP =
     "config keys (name, default, meaning), by group:\n\n";
 
 int dm_cmd_train(int argc, char **argv, const dm_job_io *io) {
-    static const char *const with_value[] = {"--data", "--out", "--config", "--set",
+    static const char *const with_value[] = {"--data", "--val", "--out", "--config", "--set",
                                              "--resume", "--until", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
@@ -49,6 +57,7 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io) {
             return EXIT_OK;
         }
         if (!strcmp(a.name, "--data")) ta.data = a.value;
+        else if (!strcmp(a.name, "--val")) ta.val = a.value;
         else if (!strcmp(a.name, "--out")) out = a.value;
         else if (!strcmp(a.name, "--config")) ta.config_file = a.value;
         else if (!strcmp(a.name, "--resume")) resume = a.value;
@@ -72,6 +81,9 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io) {
         struct tm tm;
         localtime_r(&t, &tm);
         strftime(outbuf, sizeof outbuf, "runs/run-%Y%m%d-%H%M%S", &tm);
+        size_t len = strlen(outbuf);
+        for (int k = 2; access(outbuf, F_OK) == 0 && k < 1000; k++) /* started the same second */
+            snprintf(outbuf + len, sizeof outbuf - len, "-%d", k);
         out = outbuf;
     }
     ta.out = out;

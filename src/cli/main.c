@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     static dm_printer printer;
     printer.tty = isatty(fileno(stdout));
-    const dm_job_io io = {dm_cli_progress, &printer, &g_stop};
+    const dm_job_io io = {dm_cli_progress, &printer, &g_stop, argv[0]};
 
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(USAGE, argc < 2 ? stderr : stdout);

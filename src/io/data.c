@@ -133,6 +133,30 @@ int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size
     return 0;
 }
 
+int dm_corpus_split_val(dm_corpus *c, const dm_corpus *val, long eval_window, int seq_len,
+                        char *err, size_t errlen) {
+    if (eval_window < 2 || val->n < (size_t)eval_window) {
+        snprintf(err, errlen, "the validation corpus has %zu bytes, fewer than eval_window=%ld; "
+                 "pass --set eval_window=%zu or a larger file", val->n, eval_window, val->n);
+        return 1;
+    }
+    if (c->n < (size_t)seq_len + 1) {
+        snprintf(err, errlen, "corpus too small: %zu bytes, but one training sequence "
+                 "(seq_len+1=%d) needs %d", c->n, seq_len + 1, seq_len + 1);
+        return 1;
+    }
+    uint8_t *b = realloc(c->bytes, c->n + (size_t)eval_window);
+    if (!b) {
+        snprintf(err, errlen, "out of memory: the validation window needs %ld bytes", eval_window);
+        return 1;
+    }
+    memcpy(b + c->n, val->bytes + (val->n - (size_t)eval_window), (size_t)eval_window);
+    c->bytes = b;
+    c->train_n = c->n;
+    c->n += (size_t)eval_window;
+    return 0;
+}
+
 void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, uint8_t *out) {
     dm_rng r;
     dm_rng_seed(&r, seed, 0xBA7C400000000000ull ^ (uint64_t)step);

@@ -22,6 +22,13 @@ void dm_corpus_free(dm_corpus *c);
  * training sequence of seq_len+1 bytes. 0 ok, else a clear error. */
 int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size_t errlen);
 
+/* Validation from a separate corpus (--val): every byte of c trains, and the last
+ * eval_window bytes of val are appended to c as its validation window (train_n = the
+ * old n). val must hold eval_window bytes and c one training sequence of seq_len+1.
+ * 0 ok, else a clear error (val: "the validation corpus ..."). */
+int dm_corpus_split_val(dm_corpus *c, const dm_corpus *val, long eval_window, int seq_len,
+                        char *err, size_t errlen);
+
 /* B training windows of T+1 bytes into out [B, T+1], at offsets drawn from a generator
  * seeded by (seed, step): the same step always draws the same batch. */
 void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, uint8_t *out);

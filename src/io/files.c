@@ -82,3 +82,14 @@ int dm_write_file_atomic(const char *path, const char *text, char *err, size_t e
     dm_fsync_dir(dirname(dir));
     return 0;
 }
+
+int dm_read_line(const char *path, char *buf, size_t n) {
+    char err[64];
+    char *t = dm_read_file(path, err, sizeof err);
+    if (!t) return 1;
+    t[strcspn(t, "\n")] = 0;
+    int rc = !t[0] || strlen(t) >= n;
+    if (!rc) snprintf(buf, n, "%s", t);
+    free(t);
+    return rc;
+}

@@ -171,7 +171,7 @@ int dm_ab_history(const dm_ab_spec *s, const dm_ab_results *r, const char *path,
 
 typedef struct {
     const char *dir;          /* AB_DIR */
-    const char *data;         /* corpus; NULL: the bundled one (DM_DEFAULT_DATA) */
+    const char *data;         /* corpus; NULL: the bundled one (dm_data_path) */
     const char *config_file;  /* JSON object of the control's keys (NULL: none) */
     const char *const *sets;  /* "key=value" of the control, after config_file */
     int n_sets;

@@ -182,7 +182,7 @@ static void cell_child(const char *data, const char *dir, const dm_config *cfg,
     if (!log) _exit(DM_JOB_FAILED);
     dup2(fileno(log), 1);
     dup2(fileno(log), 2);
-    dm_job_io cio = {dm_event_log, log, io ? io->stop : NULL};
+    dm_job_io cio = {dm_event_log, log, io ? io->stop : NULL, io ? io->prog : NULL};
     dm_train_args ta = {0};
     ta.data = data;
     ta.out = dir;

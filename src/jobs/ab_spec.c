@@ -279,7 +279,9 @@ int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st) {
     if (dm_ab_parse_seeds(a->seeds ? a->seeds : "1,2", s->seeds, DM_AB_MAX_SEEDS, &s->n_seeds,
                           err, sizeof err))
         return dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
-    const char *corpus = a->data ? a->data : DM_DEFAULT_DATA;
+    char dflt[4096];
+    const char *corpus = dm_data_path(a->data, dflt, sizeof dflt, st);
+    if (!corpus) return st->code;
     char *abs = realpath(corpus, NULL);
     if (!abs) return dm_fail(st, DM_JOB_BAD_INPUT, "corpus %s not found", corpus);
     snprintf(s->data, sizeof s->data, "%s", abs);

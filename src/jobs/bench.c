@@ -337,9 +337,10 @@ static int report(bench_ctx *b) {
 
 dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
-    bench_ctx b = {.a = a, .io = io, .st = &st, .data = a->data ? a->data : DM_DEFAULT_DATA};
-    char err[8192];
-    if (bench_configs(&b)) goto done;
+    char err[8192], dflt[4096];
+    bench_ctx b = {.a = a, .io = io, .st = &st, .data = dm_data_path(a->data, dflt, sizeof dflt,
+                                                                      &st)};
+    if (!b.data || bench_configs(&b)) goto done;
     if (dm_corpus_load(&b.corpus, b.data, err, sizeof err)) {
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s", err);
         goto done;

@@ -21,7 +21,7 @@ void dm_bench_probe_note(const dm_probe_result *r, char *buf, size_t n);
 
 typedef struct {
     const char *data;               /* corpus: a file (plain or gzip) or a directory; NULL:
-                                       the bundled one (DM_DEFAULT_DATA) */
+                                       the bundled one (dm_data_path) */
     int reps;                       /* timed repetitions per arm, >= 1 (after one warm-up) */
     const char *history;            /* append the rows to this file too; NULL: print only */
     const char *const *sets;        /* the arm: the defaults with these "key=value" */

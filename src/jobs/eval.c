@@ -4,8 +4,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/data.h"
+#include "io/files.h"
 #include "jobs/load.h"
 
 double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T) {
@@ -29,11 +31,47 @@ double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T) {
 
 dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
-    const char *data = a->data ? a->data : DM_DEFAULT_DATA;
+    if (a->data && a->val) {
+        dm_fail(&st, DM_JOB_BAD_INPUT, "eval scores one window: give --data or --val, not both");
+        return st;
+    }
     dm_config cfg;
     long step = 0;
-    dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, &cfg, &step, &st);
+    char model[4096], run[4096], path[4200], data[4096], from[4400];
+    dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "eval", DM_EVAL_KEYS, &cfg, &step,
+                                model, &st);
     if (!m) return st;
+    /* the corpus: the flags, else the run's own, else the bundled one */
+    if (a->val || a->data) {
+        snprintf(data, sizeof data, "%s", a->val ? a->val : a->data);
+        snprintf(from, sizeof from, "%s", a->val ? "--val" : "--data");
+    } else if (dm_load_run_dir(model, run, sizeof run) == 0) {
+        const char *names[2] = {"val_path", "data_path"};
+        int found = 0;
+        for (int i = 0; i < 2 && !found; i++) {
+            snprintf(path, sizeof path, "%s/%s", run, names[i]);
+            found = dm_read_line(path, data, sizeof data) == 0;
+            snprintf(from, sizeof from, "the run's %s, %s", i ? "corpus" : "validation corpus",
+                     path);
+        }
+        if (!found) { /* a run of an older dormouse, without data_path */
+            found = dm_data_path(NULL, data, sizeof data, &st) != NULL;
+            snprintf(from, sizeof from, "the bundled corpus: %s has no data_path", run);
+        } else if (access(data, F_OK) != 0) {
+            dm_fail(&st, DM_JOB_BAD_INPUT, "the corpus this run trained on, %s (%s), is not "
+                    "there; pass --data PATH", data, path);
+            dm_model_free(m);
+            return st;
+        }
+    } else {
+        dm_data_path(NULL, data, sizeof data, &st);
+        snprintf(from, sizeof from, "the bundled corpus: the checkpoint is not in a run "
+                 "directory");
+    }
+    if (st.code) {
+        dm_model_free(m);
+        return st;
+    }
     dm_corpus c;
     char err[8192];
     if (dm_corpus_load(&c, data, err, sizeof err)) {
@@ -41,14 +79,15 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_model_free(m);
         return st;
     }
-    size_t w = (size_t)cfg.eval_window < c.n ? (size_t)cfg.eval_window : c.n;
-    if (w < 2) {
-        dm_fail(&st, DM_JOB_BAD_INPUT, "corpus %s is too small to evaluate (%zu bytes)", data, c.n);
+    size_t w = (size_t)cfg.eval_window;
+    if (c.n < w) { /* as train does: never a smaller window than asked for */
+        dm_fail(&st, DM_JOB_BAD_INPUT, "%s has %zu bytes, fewer than eval_window=%zu; pass "
+                "--set eval_window=%zu (or less) to score all of it", data, c.n, w, c.n);
     } else {
         double bpb = dm_eval_bpb(m, c.bytes + (c.n - w), w, cfg.batch_size, cfg.seq_len);
         if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
-        else dm_job_note(io, "val_bpb %.6f on the last %zu bytes of %s (checkpoint step %ld)\n",
-                         bpb, w, data, step);
+        else dm_job_note(io, "val_bpb %.6f on the last %zu bytes of %s (%s; checkpoint step "
+                         "%ld)\n", bpb, w, data, from, step);
     }
     dm_corpus_free(&c);
     dm_model_free(m);

@@ -17,14 +17,21 @@ double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T);
 
 typedef struct {
     const char *ckpt;          /* a run directory, a checkpoint directory or a model file */
-    const char *data;          /* corpus; NULL: the bundled one (DM_DEFAULT_DATA) */
-    const char *const *sets;   /* "key=value" overrides of the checkpoint's config */
+    const char *data;          /* corpus whose last eval_window bytes are scored; NULL: see
+                                  dm_eval */
+    const char *val;           /* the same (a validation file or directory; not with data) */
+    const char *const *sets;   /* "key=value" overrides of the checkpoint's config: model keys
+                                  (unchanged) and DM_EVAL_KEYS (jobs/load.h) only */
     int n_sets;
 } dm_eval_args;
 
-/* The BPB of the checkpoint on the last eval_window bytes of the corpus (all of it when
- * shorter), reported as the note "val_bpb X on the last N bytes of DATA (checkpoint step
- * S)". Bad input: checkpoint, overrides, corpus; failed: a NaN. */
+/* The BPB of the checkpoint on the last eval_window bytes of a corpus: --val or --data;
+ * else the run's own (the checkpoint's run directory: its val_path when it trained with
+ * --val, else its data_path), so `dormouse eval RUN` repeats the run's validation; else
+ * (a model file outside a run) the bundled corpus. Reported as the note "val_bpb X on the
+ * last N bytes of DATA (WHERE FROM; checkpoint step S)". Bad input: checkpoint, overrides,
+ * both --data and --val, a corpus that is gone or shorter than eval_window (a window it
+ * cannot fill; `--set eval_window=N` scores less); failed: a NaN. */
 dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io);
 
 #endif

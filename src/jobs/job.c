@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/files.h"
 
@@ -20,6 +21,29 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...) {
 }
 
 int dm_job_stopped(const dm_job_io *io) { return io && io->stop && *io->stop; }
+
+const char *dm_shell_quote(const char *s, char *buf, size_t n) {
+    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                        "_-./:=,+@%") == strlen(s)) {
+        snprintf(buf, n, "%s", s);
+        return buf;
+    }
+    size_t k = 0;
+    if (k + 1 < n) buf[k++] = '\'';
+    for (; *s && k + 5 < n; s++) {
+        if (*s == '\'') { /* close, an escaped quote, reopen */
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else buf[k++] = *s;
+    }
+    if (k + 1 < n) buf[k++] = '\'';
+    buf[k < n ? k : n - 1] = 0;
+    return buf;
+}
+
+const char *dm_job_prog(const dm_job_io *io, char *buf, size_t n) {
+    return dm_shell_quote(io && io->prog && io->prog[0] ? io->prog : "dormouse", buf, n);
+}
 
 /* ---- progress ---- */
 
@@ -95,7 +119,7 @@ void dm_step_text(const dm_event *ev, char *buf, size_t n) {
         return;
     }
     char vb[32] = "-", eta[32];
-    if (!isnan(ev->val_bpb)) snprintf(vb, sizeof vb, "%.4f bpb", ev->val_bpb);
+    if (!isnan(ev->val_bpb)) snprintf(vb, sizeof vb, "%.4f bpb @%ld", ev->val_bpb, ev->val_step);
     fmt_duration(eta, sizeof eta, ev->eta_s);
     snprintf(buf, n, "step %ld/%ld | loss %.4f | val %s | %.0f ms/step | %.0f tok/s | ETA %s",
              ev->step, ev->steps, ev->loss, vb, ev->ms_per_step, ev->tokens_per_s, eta);
@@ -125,6 +149,36 @@ void dm_status_write(FILE *f, const dm_status *st) {
     if (st->code == DM_JOB_OK) return;
     fprintf(f, "%s%s\n", st->code == DM_JOB_INTERRUPTED ? "" : "error: ", st->msg);
     fflush(f);
+}
+
+/* ---- the bundled corpus ---- */
+
+#ifndef DM_DATADIR
+#define DM_DATADIR "/usr/local/share"
+#endif
+#define DM_CORPUS_NAME "kjv.txt.gz"
+
+const char *dm_data_path(const char *data, char *buf, size_t n, dm_status *st) {
+    if (data) return data;
+    char exe[4096], cand[3][4200];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[len > 0 ? len : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    snprintf(cand[0], sizeof cand[0], "%s/../share/dormouse/" DM_CORPUS_NAME, exe);
+    snprintf(cand[1], sizeof cand[1], "%s", DM_DATADIR "/dormouse/" DM_CORPUS_NAME);
+    snprintf(cand[2], sizeof cand[2], "%s", DM_SOURCE_DIR "/data/" DM_CORPUS_NAME);
+    for (int i = len > 0 ? 0 : 1; i < 3; i++)
+        if (access(cand[i], R_OK) == 0) {
+            char *abs = realpath(cand[i], NULL); /* without the ../ */
+            snprintf(buf, n, "%s", abs ? abs : cand[i]);
+            free(abs);
+            return buf;
+        }
+    dm_fail(st, DM_JOB_BAD_INPUT, "the bundled corpus " DM_CORPUS_NAME " is not installed "
+            "(looked in %s/../share/dormouse, " DM_DATADIR "/dormouse and " DM_SOURCE_DIR
+            "/data); pass --data PATH", exe);
+    return NULL;
 }
 
 /* ---- configs ---- */

@@ -18,7 +18,6 @@
 #ifndef DM_SOURCE_DIR
 #define DM_SOURCE_DIR "."
 #endif
-#define DM_DEFAULT_DATA DM_SOURCE_DIR "/data/kjv.txt.gz"          /* the bundled corpus */
 
 typedef enum {
     DM_JOB_OK = 0,
@@ -46,7 +45,8 @@ typedef struct {
     const char *text;
     size_t len;             /* bytes of text */
     long step, steps;       /* steps done, of */
-    double loss, val_bpb;   /* this step's loss; the last val BPB (NAN: none yet) */
+    double loss, val_bpb;   /* this step's loss (nats); the last val BPB (NAN: none yet) */
+    long val_step;          /* the step val_bpb was measured at */
     double ms_per_step, tokens_per_s, eta_s;
     int logged;             /* this step wrote a metrics line */
 } dm_event;
@@ -59,6 +59,8 @@ typedef struct {
     volatile sig_atomic_t *stop;   /* set asynchronously (the CLI's signal handler); the job
                                       stops cleanly after its current unit of work. NULL:
                                       never */
+    const char *prog;              /* how the user runs dormouse (argv[0]), for the commands
+                                      a job tells them to run next; NULL: "dormouse" */
 } dm_job_io;
 
 /* ---- status ---- */
@@ -68,6 +70,11 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* 1 when a stop was asked for. io may be NULL. */
 int dm_job_stopped(const dm_job_io *io);
+/* The program name for printed commands: io->prog, else "dormouse"; shell-quoted. */
+const char *dm_job_prog(const dm_job_io *io, char *buf, size_t n);
+/* s as one shell word: as it is when it needs no quoting, else in single quotes (a command
+ * printed for the user runs as printed). Returns buf. */
+const char *dm_shell_quote(const char *s, char *buf, size_t n);
 
 /* ---- progress (io may be NULL: nothing is reported) ---- */
 
@@ -88,7 +95,9 @@ FILE *dm_note_open(dm_note_buf *nb);
 void dm_note_close(dm_note_buf *nb, const dm_job_io *io);
 
 /* The text of a step event, without a newline: "step 10/600 | loss 2.3456 | val - | 512
- * ms/step | 8000 tok/s | ETA 4m48s", or "LABEL: step 10/600" for a labelled one. */
+ * ms/step | 8000 tok/s | ETA 4m48s" (loss in nats; after an evaluation "val 1.5499 bpb
+ * @200": the BPB and the step it was measured at), or "LABEL: step 10/600" for a labelled
+ * one. */
 void dm_step_text(const dm_event *ev, char *buf, size_t n);
 
 /* The plain rendering of events, as a command prints them without a terminal: notes,
@@ -100,6 +109,15 @@ void dm_event_log(void *user, const dm_event *ev);
 /* A status as a line: "error: MSG" when failed or bad input, "MSG" when interrupted;
  * nothing when OK. */
 void dm_status_write(FILE *f, const dm_status *st);
+
+/* ---- the bundled corpus ---- */
+
+/* The corpus to use: data when not NULL, else the bundled one (kjv.txt.gz), looked for
+ * where an installed dormouse keeps it (EXE_DIR/../share/dormouse/, then the data
+ * directory of the configured install prefix) and then in the source tree it was built
+ * from (data/). Returns data or buf; NULL with a bad-input status (naming where it looked
+ * and --data) when the bundled corpus is nowhere. */
+const char *dm_data_path(const char *data, char *buf, size_t n, dm_status *st);
 
 /* ---- configs from a file and key=value sets (the same for every job) ---- */
 

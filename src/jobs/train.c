@@ -15,6 +15,7 @@
 #include "io/ckpt.h"
 #include "io/data.h"
 #include "io/files.h"
+#include "io/history.h"  /* the contention probe */
 #include "jobs/eval.h"
 #include "ops/atlas.h"    /* dm_now, the atlas */
 #include "ops/ops.h"    /* DM_VERIFY_BOUND */
@@ -26,6 +27,7 @@ typedef struct {
     dm_status *st;
     dm_config cfg;
     char data[4096];      /* the corpus path */
+    char val[4096];       /* the validation corpus ("": the tail of data) */
     int nthreads;
     dm_corpus corpus;
     dm_model *m;
@@ -43,7 +45,9 @@ typedef struct {
     double interval_t, loss_sum;
     int interval_n;
     /* the whole run */
-    double t_start, t_train, last_bpb, verify_worst;
+    double t_start, t_train, last_bpb, verify_worst, last_tick;
+    long val_step;        /* the step last_bpb was measured at */
+    dm_probe probe;       /* was the machine busy while we trained (history.h) */
     char verify_what[64];
 } train_ctx;
 
@@ -114,15 +118,17 @@ static int run_config(train_ctx *t) {
     if (a->resume && dm_config_check_model(&saved, &t->cfg, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
 
-    snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : DM_DEFAULT_DATA);
+    /* the corpus: --data, else the resumed run's own, else the bundled one */
+    snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : "");
+    snprintf(t->val, sizeof t->val, "%s", a->val ? a->val : "");
     if (!a->data && a->resume) {
         snprintf(path, sizeof path, "%s/data_path", a->out);
-        char *p = dm_read_file(path, err, sizeof err);
-        if (p) {
-            p[strcspn(p, "\n")] = 0;
-            snprintf(t->data, sizeof t->data, "%s", p);
-            free(p);
-        }
+        dm_read_line(path, t->data, sizeof t->data);
+    }
+    if (!t->data[0] && !dm_data_path(NULL, t->data, sizeof t->data, t->st)) return t->st->code;
+    if (!a->val && a->resume) {
+        snprintf(path, sizeof path, "%s/val_path", a->out);
+        dm_read_line(path, t->val, sizeof t->val);
     }
     return 0;
 }
@@ -153,11 +159,16 @@ static int open_run(train_ctx *t) {
     } else { /* a fresh run never mixes with an old one's files */
         snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
         unlink(p);
-        char *abs = realpath(t->data, NULL);
-        snprintf(p, sizeof p, "%s\n", abs ? abs : t->data);
-        free(abs);
-        if (write_run_file(a->out, "data_path", p, err, sizeof err))
-            return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+        snprintf(p, sizeof p, "%s/val_path", a->out);
+        unlink(p);
+        const char *names[2] = {"data_path", "val_path"}, *paths[2] = {t->data, t->val};
+        for (int i = 0; i < 2 && paths[i][0]; i++) { /* absolute: eval finds them anywhere */
+            char *abs = realpath(paths[i], NULL);
+            snprintf(p, sizeof p, "%s\n", abs ? abs : paths[i]);
+            free(abs);
+            if (write_run_file(a->out, names[i], p, err, sizeof err))
+                return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+        }
     }
     char *cj = dm_config_to_json(&t->cfg);
     int wr = write_run_file(a->out, "config.json", cj, err, sizeof err);
@@ -169,9 +180,18 @@ static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
     char err[8192];
     t->nthreads = dm_set_threads(c->threads);
-    if (dm_corpus_load(&t->corpus, t->data, err, sizeof err) ||
-        dm_corpus_split(&t->corpus, c->eval_window, c->seq_len, err, sizeof err))
+    if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    if (t->val[0]) { /* the validation window from a corpus of its own */
+        dm_corpus v;
+        if (dm_corpus_load(&v, t->val, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "--val: %s", err);
+        int rc = dm_corpus_split_val(&t->corpus, &v, c->eval_window, c->seq_len, err, sizeof err);
+        dm_corpus_free(&v);
+        if (rc) return dm_fail(t->st, DM_JOB_BAD_INPUT, "--val %s: %s", t->val, err);
+    } else if (dm_corpus_split(&t->corpus, c->eval_window, c->seq_len, err, sizeof err)) {
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    }
     t->m = dm_model_create(c, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
@@ -190,9 +210,18 @@ static int set_up(train_ctx *t) {
                 "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
                 c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s",
                 c->head_dim, dm_model_num_params(t->m));
-    dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, %ld validation); batch %d x %d; %d "
-                "steps; %d threads\n", t->data, t->corpus.n, t->corpus.train_n, c->eval_window,
-                c->batch_size, c->seq_len, c->steps, t->nthreads);
+    if (t->val[0])
+        dm_job_note(t->io, "corpus %s: %zu bytes, all train; validation: the last %ld bytes of "
+                    "%s; batch %d x %d; %d steps; %d thread%s\n", t->data, t->corpus.train_n,
+                    c->eval_window, t->val, c->batch_size, c->seq_len, c->steps, t->nthreads,
+                    t->nthreads == 1 ? "" : "s");
+    else
+        dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, the last %ld validation); batch %d "
+                    "x %d; %d steps; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
+                    c->eval_window, c->batch_size, c->seq_len, c->steps, t->nthreads,
+                    t->nthreads == 1 ? "" : "s");
+    dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
+                "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
     dm_note_buf nb;
     FILE *f = dm_note_open(&nb);
     if (f) dm_optim_print_groups(t->opt, t->m, f);
@@ -205,7 +234,8 @@ static int set_up(train_ctx *t) {
         dm_optim_set_atlas(t->opt, t->atlas);
     }
     t->atlas_from = t->start + (c->steps - t->start > 4 ? 2 : 0);
-    t->t_start = dm_now();
+    t->t_start = t->last_tick = dm_now();
+    dm_probe_begin(&t->probe);
     t->last_bpb = NAN;
     t->loss = NAN;
     t->verify_worst = -1;
@@ -283,6 +313,11 @@ static int log_eval(train_ctx *t, long done) {
         if (!isfinite(t->last_bpb))
             return dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld",
                            t->last_bpb, done);
+        t->val_step = done;
+    }
+    if (dm_now() - t->last_tick >= 1) { /* the probe samples the load about once a second */
+        dm_probe_tick(&t->probe);
+        t->last_tick = dm_now();
     }
     double ms = 1e3 * t->interval_t / t->interval_n;
     double tps = (double)c->batch_size * c->seq_len / (t->interval_t / t->interval_n);
@@ -305,6 +340,7 @@ static int log_eval(train_ctx *t, long done) {
     ev.steps = c->steps;
     ev.loss = t->loss;
     ev.val_bpb = t->last_bpb;
+    ev.val_step = t->val_step;
     ev.ms_per_step = ms;
     ev.tokens_per_s = tps;
     ev.eta_s = (c->steps - done) * (t->t_train / (done - t->start));
@@ -333,14 +369,17 @@ static int checkpoint(train_ctx *t, long done) {
             return 1;
         }
     }
+    char prog[512], out[4200];
+    dm_job_prog(t->io, prog, sizeof prog);
+    dm_shell_quote(t->a->out, out, sizeof out);
     if (until) {
         dm_job_note(t->io, "stopped at step %ld (--until): checkpoint saved; continue with "
-                    "`dormouse train --resume %s`\n", done, t->a->out);
+                    "`%s train --resume %s`\n", done, prog, out);
         return 1;
     }
     if (stop && !last) {
         dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld: checkpoint saved; "
-                "continue with `dormouse train --resume %s`", done, t->a->out);
+                "continue with `%s train --resume %s`", done, prog, out);
         return 1;
     }
     return 0;
@@ -378,14 +417,37 @@ static void finish(train_ctx *t) {
     double tps = steps_run > 0 ? steps_run * (double)c->batch_size * c->seq_len / t->t_train : 0;
     double wall = dm_now() - t->t_start;
     size_t np = dm_model_num_params(t->m);
-    dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f | val %.4f "
-                "bpb | %.0f tokens/s | %.1f s\n", np, c->steps, t->loss, t->last_bpb, tps, wall);
+    /* the loss in both units: cross-entropy in nats (as trained), and in bits per byte
+     * like the validation BPB (nats / ln 2) */
+    double bits = t->loss / log(2.0);
+    dm_probe_result pr;
+    dm_probe_end(&t->probe, t->nthreads, &pr);
+    char words[64];
+    dm_probe_flags_text(pr.flags, words, sizeof words);
+    dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f nats = %.4f "
+                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %.1f s\n",
+                np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall);
+    if (pr.flags)
+        dm_job_note(t->io, "machine: busy while training (%s: load average up to %.2f, other "
+                    "work on %.2f cores, steal %.1f%%); the timings are not comparable\n",
+                    words, pr.load_max, pr.others_cores, 100 * pr.steal_frac);
+    else
+        dm_job_note(t->io, "machine: quiet while training (load average up to %.2f)\n",
+                    pr.load_max);
+    char prog[512], q[4200];
+    dm_job_prog(t->io, prog, sizeof prog);
+    dm_shell_quote(out, q, sizeof q);
+    dm_job_note(t->io, "next: %s sample %s | %s plot %s | %s eval %s\n", prog, q, prog, q, prog,
+                q);
     char js[8192];
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
-             "  \"val_bpb\": %.6f,\n  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n"
-             "  \"threads\": %d,\n  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g\n}\n",
-             np, c->steps, t->loss, t->last_bpb, tps, wall, t->nthreads, disp, t->verify_worst);
+             "  \"final_train_loss_bits\": %.6f,\n  \"val_bpb\": %.6f,\n  \"val_step\": %ld,\n"
+             "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"threads\": %d,\n"
+             "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
+             "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g\n}\n",
+             np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall, t->nthreads, words,
+             pr.flags, pr.load_max, disp, t->verify_worst);
     if (write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }

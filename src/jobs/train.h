@@ -7,7 +7,10 @@
 
 typedef struct {
     const char *data;         /* corpus: file or directory; NULL: on resume the run's own
-                                 (its data_path), else the bundled one (DM_DEFAULT_DATA) */
+                                 (its data_path), else the bundled one (dm_data_path) */
+    const char *val;          /* validation corpus (its last eval_window bytes; then every
+                                 byte of data trains); NULL: on resume the run's own (its
+                                 val_path, when it has one), else the tail of data */
     const char *out;          /* run directory */
     const dm_config *cfg;     /* a new run's config before config_file and sets (NULL: the
                                  defaults); on resume the run's config.json is */
