@@ -1,6 +1,6 @@
 # dormouse — the two commands of the README drive CMake:
 #   make run    install missing Debian packages, build, train the default model on the
-#               bundled corpus, evaluate, and print a sample
+#               bundled corpus, evaluate, draw its curves, and print a sample
 #   make test   install missing Debian packages, build, run every test (CTest)
 # Also: make build | make asan (tests under ASan+UBSan) | make clean
 #       make bench (every benchmark; rows appended to benches/history.tsv)
@@ -12,20 +12,23 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test asan bench clean install uninstall
+.PHONY: all deps deps-test build run test asan bench clean install uninstall
 all: build
 
 deps:
 	@bash scripts/deps.sh
 
+deps-test:
+	@bash scripts/deps.sh --test
+
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: deps-test build
 	@bash scripts/test_gate.sh $(BUILD) $(JOBS)
 
-asan: deps
+asan: deps-test
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDM_SANITIZE=ON -DDM_NATIVE=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@bash scripts/test_gate.sh build-asan $(JOBS)

@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+"""dormouse.py -- a PyTorch twin of dormouse's model: load its checkpoints, reproduce its
+numbers, sample from it.
+
+dormouse (a C11 trainer) writes plain safetensors checkpoints; this module reads them into a
+torch module that computes the same function as the C code (DESIGN.md section 3,
+docs/kda.md), so the weights can be used, inspected and fine-tuned from Python:
+
+    import dormouse
+    model = dormouse.load("runs/default")            # a run dir, ckpt dir or model file
+    data = dormouse.read_corpus(model.data_path)     # the corpus the run trained on
+    print(dormouse.bpb(model, data[-model.config["eval_window"]:]))   # == `dormouse eval`
+    print(dormouse.sample(model, b"And God said", 200).decode())      # == `dormouse sample`
+
+Command line (same numbers as the C commands, on the same machine):
+
+    python3 python/dormouse.py eval RUN_DIR [--data PATH] [--set eval_window=N] ...
+    python3 python/dormouse.py sample RUN_DIR --prompt "And God said" --len 200
+
+What matches what:
+  * the model: token-serial recurrence (impl="serial", the definition) or the chunked form
+    (impl="chunked", the WY/UT algorithm of docs/chunked.md); both are the C model's math;
+  * `bpb` cuts the window exactly as `dormouse eval` (sequences of seq_len+1 bytes at
+    stride seq_len, the last one shorter) and agrees with it to about 1e-6 bits per byte;
+  * `sample` uses dormouse's own random generator (xoshiro256** seeded by splitmix64) and
+    its temperature / top-k / top-p rule, so it draws the same bytes as `dormouse sample`
+    with the same seed (as long as the logits agree, which they do to ~1e-5);
+  * precision: dormouse's `precision=auto` runs its matrix products with bf16 operands on a
+    CPU with avx512_bf16 / amx_bf16; `precision="auto"` here does the same (the operands
+    of every product rounded to bf16, f32 sums), "fp32" never.
+
+Needs only torch and numpy (Debian: python3-torch). The safetensors format is parsed here
+with json + numpy (the `safetensors` package is not needed).
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import re
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+VOCAB = 256
+NORM_EPS = 1e-6  # RMSNorm and the per-head output norm (src/model/model.h)
+L2_EPS = 1e-6    # per-head L2 norm of q and k
+
+# the defaults of the C config (src/base/config.c), for keys a checkpoint may lack
+DEFAULTS = dict(d_model=256, n_layer=2, n_head=4, head_dim=64, gate_rank=64, conv_size=4,
+                mixer="kda", gate_lower_bound=0.0, tie_embeddings=False, seed=1,
+                batch_size=8, seq_len=512, eval_window=81920, precision="auto")
+
+
+# ---- safetensors -------------------------------------------------------------------------
+
+def read_safetensors(path):
+    """The tensors (name -> float32 torch tensor) and the metadata (dict of str) of a
+    safetensors file. Only F32 tensors (what dormouse writes)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: not a safetensors file (too short)")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n > len(raw) - 8:
+        raise ValueError(f"{path}: not a safetensors file (header past the end)")
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    data = memoryview(raw)[8 + n:]
+    tensors = {}
+    for name, t in header.items():
+        if t["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor {name} is {t['dtype']}, expected F32")
+        b, e = t["data_offsets"]
+        shape = tuple(t["shape"])
+        if not 0 <= b <= e <= len(data) or e - b != 4 * int(np.prod(shape, dtype=np.int64)):
+            raise ValueError(f"{path}: tensor {name} has bad offsets")
+        arr = np.frombuffer(data[b:e], dtype="<f4").reshape(shape)
+        tensors[name] = torch.from_numpy(arr.astype(np.float32))  # a copy, native order
+    return tensors, meta
+
+
+def write_safetensors(path, tensors, meta):
+    """Write name -> tensor (float32) with string metadata, data 8-byte aligned, tensors in
+    name order (as dormouse reads any order)."""
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = tensors[name].detach().to(torch.float32).cpu().contiguous().numpy().astype("<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + a.nbytes]}
+        blobs.append(a.tobytes())
+        off += a.nbytes
+    header["__metadata__"] = {str(k): str(v) for k, v in meta.items()}
+    js = json.dumps(header, separators=(",", ":")).encode()
+    js += b" " * ((8 - len(js) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js)
+        for b in blobs:
+            f.write(b)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def resolve(path):
+    """A run directory (its newest ckpt-NNNNNNNN), a checkpoint directory or a model file ->
+    the model file, as `dormouse eval CKPT` resolves it."""
+    if os.path.isfile(path):
+        return path
+    p = os.path.join(path, "model.safetensors")
+    if os.path.isfile(p):
+        return p
+    steps = sorted(int(d[5:]) for d in os.listdir(path) if re.fullmatch(r"ckpt-\d{8}", d))
+    if not steps:
+        raise FileNotFoundError(f"no checkpoint in {path}")
+    return os.path.join(path, f"ckpt-{steps[-1]:08d}", "model.safetensors")
+
+
+# ---- corpora ------------------------------------------------------------------------------
+
+def read_corpus(path):
+    """The bytes of a corpus as dormouse reads it: a file (gzip or plain) or a directory (its
+    regular files not starting with '.', sorted by name, concatenated)."""
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(os.fsencode(path)) if not n.startswith(b"."))
+        files = [os.path.join(os.fsencode(path), n) for n in names]
+        return b"".join(read_corpus(f) for f in files if os.path.isfile(f))
+    with open(path, "rb") as f:
+        raw = f.read()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+# ---- the model ----------------------------------------------------------------------------
+
+def cpu_has_bf16():
+    """dormouse's run-time rule for precision=auto: hardware bf16 (avx512_bf16 or amx_bf16)
+    unless DM_CPU_NO_BF16=1."""
+    if os.environ.get("DM_CPU_NO_BF16") == "1":
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", flags))
+
+
+def rmsnorm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + NORM_EPS) * w
+
+
+def softplus(u):
+    # as the C gate: exactly u above 20, else max(u, 0) + log1p(exp(-|u|))
+    return torch.where(u > 20, u, u.clamp(min=0) + torch.log1p(torch.exp(-u.abs())))
+
+
+def causal_conv(x, w):
+    """x: [B,T,C], w: [C,W]; y[t,c] = sum_i w[c,i] x[t-W+1+i,c] (zeros before t=0)."""
+    W = w.shape[1]
+    xp = F.pad(x.transpose(1, 2), (W - 1, 0))
+    return F.conv1d(xp, w.unsqueeze(1), groups=w.shape[0]).transpose(1, 2)
+
+
+def delta_serial(q, k, v, g, beta, scale, S=None):
+    """The gated delta rule token by token (docs/kda.md section 4), the definition.
+    q, k, g: [B,T,H,dk] (g broadcast for GDN); v: [B,T,H,dv]; beta: [B,T,H];
+    S: [B,H,dk,dv] initial state (None: 0). Returns o [B,T,H,dv] and the final state."""
+    B, T, H, dk = k.shape
+    dv = v.shape[-1]
+    if S is None:
+        S = k.new_zeros(B, H, dk, dv)
+    out = []
+    for t in range(T):
+        S = S * torch.exp(g[:, t]).unsqueeze(-1)                    # decay first
+        e = v[:, t] - torch.einsum("bhkv,bhk->bhv", S, k[:, t])     # error of the decayed state
+        S = S + beta[:, t, :, None, None] * k[:, t].unsqueeze(-1) * e.unsqueeze(-2)
+        out.append(scale * torch.einsum("bhkv,bhk->bhv", S, q[:, t]))
+    return torch.stack(out, 1), S
+
+
+def delta_chunked(q, k, v, g, beta, scale, chunk=64, S=None):
+    """The same recurrence in chunks of `chunk` tokens (docs/chunked.md): within a chunk the
+    errors solve a unit lower-triangular system (the UT transform), decay factors taken
+    exactly per pair (exp(G_r - G_j), never split); between chunks the state is carried."""
+    B, T, H, dk = k.shape
+    dv = v.shape[-1]
+    if S is None:
+        S = k.new_zeros(B, H, dk, dv)
+    # [B,H,T,d] layouts
+    q, k, v, g = (x.transpose(1, 2) for x in (q, k, v, g))
+    beta = beta.transpose(1, 2)
+    out = []
+    for c0 in range(0, T, chunk):
+        qc, kc, vc, gc, bc = (x[:, :, c0:c0 + chunk] for x in (q, k, v, g, beta))
+        n = kc.shape[2]
+        G = torch.cumsum(gc, dim=2)                                  # [B,H,n,dk]
+        diff = G.unsqueeze(3) - G.unsqueeze(2)                       # [B,H,r,j,dk]: G_r - G_j
+        lower = torch.tril(torch.ones(n, n, dtype=torch.bool, device=k.device))
+        dec = torch.exp(diff.masked_fill(~lower[..., None], float("-inf")))  # j <= r only
+        A = scale * torch.einsum("bhrc,bhjc,bhrjc->bhrj", qc, kc, dec)       # j <= r
+        Lr = torch.einsum("bhrc,bhjc,bhrjc->bhrj", kc, kc, dec).tril(-1)     # j < r
+        eG = torch.exp(G)
+        Kb = bc.unsqueeze(-1) * eG * kc
+        R = bc.unsqueeze(-1) * vc - Kb @ S                           # beta v - Kb h
+        I = torch.eye(n, dtype=k.dtype, device=k.device)
+        Dl = torch.linalg.solve_triangular(I + bc.unsqueeze(-1) * Lr, R, upper=False,
+                                           unitriangular=True)
+        out.append(scale * (qc * eG) @ S + A @ Dl)                   # Qs h + A Dl
+        Gend = G[:, :, -1:]
+        S = torch.exp(Gend).transpose(-1, -2) * S + (kc * torch.exp(Gend - G)).transpose(-1, -2) @ Dl
+    return torch.cat(out, 2).transpose(1, 2), S
+
+
+class Mixer(torch.nn.Module):
+    """The KDA / GDN layer (src/model/mixer.c); parameter names as in the checkpoint."""
+
+    def __init__(self, c):
+        super().__init__()
+        D, H, dh, R, W = c["d_model"], c["n_head"], c["head_dim"], c["gate_rank"], c["conv_size"]
+        HD, self.kda = H * dh, c["mixer"] == "kda"
+        self.H, self.dh, self.lb = H, dh, float(c["gate_lower_bound"])
+        P = lambda *s: torch.nn.Parameter(torch.zeros(*s))
+        self.w_q, self.w_k, self.w_v = P(HD, D), P(HD, D), P(HD, D)
+        self.conv_q, self.conv_k, self.conv_v = P(HD, W), P(HD, W), P(HD, W)
+        if self.kda:
+            self.w_f1, self.w_f2 = P(R, D), P(HD, R)
+            self.a_log, self.dt_bias = P(H), P(HD)
+        else:
+            self.w_a, self.a_log, self.dt_bias = P(H, D), P(H), P(H)
+        self.w_b = P(H, D)
+        if self.kda:
+            self.w_g1, self.w_g2, self.b_g2 = P(R, D), P(HD, R), P(HD)
+        else:
+            self.w_z = P(HD, D)
+        self.o_norm = P(dh)
+        self.w_o = P(D, HD)
+
+    def gate(self, f):
+        """log decay g (<= 0) from the gate pre-activation f: [..., H, Cg]"""
+        u = f + self.dt_bias.view(self.H, -1)
+        A = torch.exp(self.a_log).view(self.H, 1)
+        if self.lb == 0:
+            return -A * softplus(u)
+        return self.lb * torch.sigmoid(A * u)
+
+    def project(self, x, lin):
+        """q^, k^, v (before conv/silu: qt, kt, vt) and g, beta of x: [B,T,D]"""
+        B, T, _ = x.shape
+        H, dh = self.H, self.dh
+        f = lin(lin(x, self.w_f1), self.w_f2) if self.kda else lin(x, self.w_a)
+        g = self.gate(f.view(B, T, H, -1)).expand(B, T, H, dh)
+        beta = torch.sigmoid(lin(x, self.w_b))
+        return lin(x, self.w_q), lin(x, self.w_k), lin(x, self.w_v), g, beta
+
+    def finish(self, x, o, lin):
+        """the gated per-head norm and W_o: o [B,T,H,dh] -> y [B,T,D]"""
+        B, T = o.shape[:2]
+        if self.kda:
+            z = lin(lin(x, self.w_g1), self.w_g2, self.b_g2)
+            act = torch.sigmoid(z)
+        else:
+            z = lin(x, self.w_z)
+            act = F.silu(z)
+        op = rmsnorm(o, self.o_norm).reshape(B, T, -1) * act
+        return lin(op, self.w_o)
+
+    def qkv(self, qt, kt, vt, conv):
+        """silu(conv(.)) of the projections; q, k L2-normalized per head"""
+        B, T = qt.shape[:2]
+        H, dh = self.H, self.dh
+        l2 = lambda t: t * torch.rsqrt(t.pow(2).sum(-1, keepdim=True) + L2_EPS)
+        q = l2(F.silu(conv(qt, self.conv_q)).view(B, T, H, dh))
+        k = l2(F.silu(conv(kt, self.conv_k)).view(B, T, H, dh))
+        v = F.silu(conv(vt, self.conv_v)).view(B, T, H, dh)
+        return q, k, v
+
+    def forward(self, x, lin, impl="chunked", chunk=64):
+        qt, kt, vt, g, beta = self.project(x, lin)
+        q, k, v = self.qkv(qt, kt, vt, causal_conv)
+        scale = self.dh ** -0.5
+        if impl == "serial":
+            o, _ = delta_serial(q, k, v, g, beta, scale)
+        else:
+            o, _ = delta_chunked(q, k, v, g, beta, scale, chunk)
+        return self.finish(x, o, lin)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        D = c["d_model"]
+        Fh = 256 * math.ceil((8 * D // 3) / 256)  # dm_config_mlp_hidden
+        self.w_gate = torch.nn.Parameter(torch.zeros(Fh, D))
+        self.w_up = torch.nn.Parameter(torch.zeros(Fh, D))
+        self.w_down = torch.nn.Parameter(torch.zeros(D, Fh))
+
+    def forward(self, x, lin):
+        return lin(F.silu(lin(x, self.w_gate)) * lin(x, self.w_up), self.w_down)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm1 = torch.nn.Parameter(torch.ones(c["d_model"]))
+        self.mixer = Mixer(c)
+        self.norm2 = torch.nn.Parameter(torch.ones(c["d_model"]))
+        self.mlp = MLP(c)
+
+
+def bf16_round(x):
+    """round to bf16 (nearest, ties to even) and back: the operands of dormouse's bf16
+    products"""
+    return x.to(torch.bfloat16).to(x.dtype)
+
+
+class Model(torch.nn.Module):
+    """The network (src/model/network.c): bytes in, logits over the next byte out.
+        x = embed[byte]
+        repeat n_layer:  x = x + Mixer(RMSNorm(x));  x = x + MLP(RMSNorm(x))
+        logits = lm_head(RMSNorm(x))
+    State-dict names are the checkpoint's tensor names."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = c = {**DEFAULTS, **config}
+        D = c["d_model"]
+        self.embed = torch.nn.Parameter(torch.zeros(VOCAB, D))
+        self.layers = torch.nn.ModuleList(Block(c) for _ in range(c["n_layer"]))
+        self.norm_f = torch.nn.Parameter(torch.ones(D))
+        if not c["tie_embeddings"]:
+            self.lm_head = torch.nn.Parameter(torch.zeros(VOCAB, D))
+        self.precision = "fp32"
+        self.impl, self.chunk = "chunked", 64
+        self.data_path = self.val_path = None  # the run's corpora (load)
+
+    def head(self):
+        return self.embed if self.config["tie_embeddings"] else self.lm_head
+
+    def set_precision(self, precision):
+        """"fp32", "bf16" (the operands of every matrix product rounded to bf16, as
+        dormouse's precision=bf16) or "auto" (bf16 where dormouse's auto would pick it)."""
+        if precision == "auto":
+            precision = "bf16" if cpu_has_bf16() else "fp32"
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision: fp32, bf16 or auto, not {precision!r}")
+        self.precision = precision
+        return self
+
+    def lin(self, x, w, b=None):
+        if self.precision == "bf16":
+            x, w = bf16_round(x), bf16_round(w)
+        y = x @ w.t()
+        return y if b is None else y + b
+
+    def forward(self, tokens, impl=None, chunk=None):
+        """tokens: [B,T] integer bytes -> logits [B,T,256]"""
+        impl, chunk = impl or self.impl, chunk or self.chunk
+        x = self.embed[tokens.long()]
+        for blk in self.layers:
+            x = x + blk.mixer(rmsnorm(x, blk.norm1), self.lin, impl, chunk)
+            x = x + blk.mlp(rmsnorm(x, blk.norm2), self.lin)
+        return self.lin(rmsnorm(x, self.norm_f), self.head())
+
+    def loss(self, tokens, **kw):
+        """mean cross-entropy in nats of tokens [B,T+1] (inputs [:, :-1], targets [:, 1:]),
+        as dormouse's training loss"""
+        logits = self.forward(tokens[:, :-1], **kw)
+        return F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1).long())
+
+
+def load(path, dtype=torch.float32, precision="auto"):
+    """A dormouse checkpoint (run directory, ckpt-NNNNNNNN directory or model.safetensors)
+    as a Model in eval mode. model.config is its config (dict of every key), model.step its
+    step; model.data_path / model.val_path the corpora of its run when it lies in one."""
+    file = resolve(path)
+    tensors, meta = read_safetensors(file)
+    if meta.get("format") != "dormouse-1" or "config" not in meta:
+        raise ValueError(f"{file} is not a dormouse checkpoint")
+    config = json.loads(meta["config"])
+    config["seed"] = int(config.get("seed", 1))  # older checkpoints wrote it as a string
+    m = Model(config)
+    m.load_state_dict(tensors, strict=True)
+    m.step = int(meta.get("step", 0))
+    m.to(dtype).eval().set_precision(precision if precision != "config" else config["precision"])
+    run = os.path.dirname(os.path.dirname(os.path.abspath(file)))
+    for name in ("data_path", "val_path"):
+        p = os.path.join(run, name)
+        if re.fullmatch(r"ckpt-\d{8}", os.path.basename(os.path.dirname(file))) and os.path.isfile(p):
+            with open(p) as f:
+                setattr(m, name, f.readline().rstrip("\n") or None)
+    return m
+
+
+def save(model, path, step=None):
+    """Write model as a dormouse checkpoint file (model.safetensors) that `dormouse eval` and
+    `dormouse sample` read; put it in a ckpt-NNNNNNNN directory to resume from it in C
+    (optimizer state is not written: resume needs optim.safetensors)."""
+    tensors = {k: v for k, v in model.state_dict().items()}
+    meta = {"format": "dormouse-1", "step": str(getattr(model, "step", 0) if step is None else step),
+            "config": json.dumps(model.config)}
+    write_safetensors(path, tensors, meta)
+
+
+# ---- bits per byte ------------------------------------------------------------------------
+
+@torch.no_grad()
+def nats(model, window, seq_len=None, batch_size=None, **kw):
+    """Sum of the cross-entropy in nats of every prediction in window (bytes): the window is
+    cut as dormouse eval cuts it (dm_eval_bpb): sequences of seq_len+1 bytes starting at 0,
+    seq_len, 2 seq_len, ..., the last one shorter; len(window)-1 predictions in all."""
+    T = seq_len or model.config["seq_len"]
+    B = batch_size or model.config["batch_size"]
+    buf = torch.frombuffer(bytearray(window), dtype=torch.uint8).long()
+    preds = len(window) - 1
+    full, rest = divmod(preds, T)
+    total = 0.0
+    for s in range(0, full, B):
+        b = min(B, full - s)
+        idx = (torch.arange(b)[:, None] + s) * T + torch.arange(T + 1)[None, :]
+        seq = buf[idx]
+        logits = model(seq[:, :-1], **kw).double()
+        total += F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1),
+                                 reduction="sum").item()
+    if rest:
+        seq = buf[full * T:].unsqueeze(0)
+        logits = model(seq[:, :-1], **kw).double()
+        total += F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1),
+                                 reduction="sum").item()
+    return total
+
+
+def bpb(model, window, seq_len=None, batch_size=None, **kw):
+    """Bits per byte of window (bytes), as `dormouse eval` computes it: nats / (len-1) / ln 2."""
+    if len(window) < 2:
+        raise ValueError("a window needs 2 bytes or more")
+    return nats(model, window, seq_len, batch_size, **kw) / (len(window) - 1) / math.log(2)
+
+
+# ---- recurrent inference and sampling -----------------------------------------------------
+
+class State:
+    """Recurrent inference (src/model/infer.c): one byte in, 256 logits out; per layer the
+    last conv_size-1 projections of q, k, v and the delta-rule state of every head."""
+
+    def __init__(self, model):
+        self.m = model
+        c = model.config
+        HD, W = c["n_head"] * c["head_dim"], c["conv_size"]
+        dt = model.embed.dtype
+        self.cache = [torch.zeros(3, W - 1, HD, dtype=dt) for _ in model.layers]
+        self.S = [torch.zeros(1, c["n_head"], c["head_dim"], c["head_dim"], dtype=dt)
+                  for _ in model.layers]
+
+    @torch.no_grad()
+    def step(self, byte):
+        m = self.m
+        x = m.embed[byte].view(1, 1, -1)
+        for i, blk in enumerate(m.layers):
+            mx = blk.mixer
+            xn = rmsnorm(x, blk.norm1)
+            qt, kt, vt, g, beta = mx.project(xn, m.lin)
+            cur = torch.stack([qt[0, 0], kt[0, 0], vt[0, 0]])          # [3, HD]
+            win = torch.cat([self.cache[i], cur.unsqueeze(1)], 1)      # [3, W, HD]
+            self.cache[i] = win[:, 1:]
+            ws = (mx.conv_q, mx.conv_k, mx.conv_v)
+            last = [(win[j] * ws[j].t()).sum(0).view(1, 1, -1) for j in range(3)]  # the tap sum
+            ident = lambda t, w: t
+            q, k, v = mx.qkv(last[0], last[1], last[2], ident)
+            o, self.S[i] = delta_serial(q, k, v, g, beta, mx.dh ** -0.5, self.S[i])
+            x = x + mx.finish(xn, o, m.lin)
+            x = x + blk.mlp(rmsnorm(x, blk.norm2), m.lin)
+        return m.lin(rmsnorm(x, m.norm_f), m.head()).view(-1)
+
+
+M64 = (1 << 64) - 1
+
+
+class Rng:
+    """dormouse's generator (src/base/rng.c): splitmix64 seeding into xoshiro256**; a stream
+    is (seed, stream id)."""
+
+    def __init__(self, seed, stream):
+        x = (seed ^ (stream * 0xD1B54A32D192ED03)) & M64
+        x, _ = self._splitmix(x)
+        x ^= stream
+        self.s = []
+        for _ in range(4):
+            x, z = self._splitmix(x)
+            self.s.append(z)
+
+    @staticmethod
+    def _splitmix(x):
+        x = (x + 0x9E3779B97F4A7C15) & M64
+        z = x
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return x, z ^ (z >> 31)
+
+    def u64(self):
+        s = self.s
+        rotl = lambda v, k: ((v << k) | (v >> (64 - k))) & M64
+        out = (rotl((s[1] * 5) & M64, 7) * 9) & M64
+        t = (s[1] << 17) & M64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return out
+
+    def uniform(self):
+        return (self.u64() >> 11) * 2.0 ** -53
+
+
+def f32(x):
+    """x rounded to float32, as the C sampler receives its float arguments"""
+    return float(np.float32(x))
+
+
+def sample_byte(logits, temperature, top_k, top_p, rng):
+    """dm_sample_byte (src/jobs/sample.c), step for step in double precision."""
+    lg = [float(v) for v in np.asarray(logits, dtype=np.float32)]
+    best = 0
+    for i in range(1, VOCAB):
+        if lg[i] > lg[best]:
+            best = i
+    t = f32(temperature)
+    if t <= 0:
+        return best
+    thr = -math.inf
+    if 0 < top_k < VOCAB:
+        thr = sorted(lg, reverse=True)[top_k - 1]
+    p = [math.exp((lg[i] - lg[best]) / t) if lg[i] >= thr else 0.0 for i in range(VOCAB)]
+    total = 0.0
+    for v in p:
+        total += v
+    tp = f32(top_p)
+    if tp < 1:
+        order = sorted(range(VOCAB), key=lambda i: (-p[i], i))
+        want, cum, keep = tp * total, 0.0, set()
+        for n, i in enumerate(order):
+            if n > 0 and cum >= want:
+                break
+            keep.add(i)
+            cum += p[i]
+        p = [v if i in keep else 0.0 for i, v in enumerate(p)]
+        total = 0.0
+        for v in p:
+            total += v
+    u = rng.uniform() * total
+    for i in range(VOCAB):
+        u -= p[i]
+        if u < 0 and p[i] > 0:
+            return i
+    return best
+
+
+def sample(model, prompt=b"", length=400, temperature=0.8, top_k=0, top_p=1.0, seed=1,
+           index=0, stop=None):
+    """Generated bytes after prompt (not included), as `dormouse sample --seed SEED` draws
+    its sample number index (from 0): stops after length bytes or once the generated bytes
+    end with stop."""
+    st = State(model)
+    rng = Rng(seed, 0x5A3D1E + index)
+    logits = None
+    for b in (prompt or b"\n"):
+        logits = st.step(b)
+    out = bytearray()
+    for _ in range(length):
+        b = sample_byte(logits.float().numpy(), temperature, top_k, top_p, rng)
+        out.append(b)
+        if stop and out.endswith(stop):
+            break
+        logits = st.step(b)
+    return bytes(out)
+
+
+# ---- command line -------------------------------------------------------------------------
+
+def _sets(model, sets):
+    for kv in sets or []:
+        k, _, v = kv.partition("=")
+        if k not in ("eval_window", "seq_len", "batch_size"):
+            sys.exit(f"error: --set {kv}: only eval_window, seq_len, batch_size here")
+        model.config[k] = int(v)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="dormouse's model in PyTorch: eval and sample "
+                                 "like the C commands")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("eval", help="bits per byte on the last eval_window bytes")
+    e.add_argument("ckpt")
+    e.add_argument("--data", help="corpus (default: the run's own, as dormouse eval)")
+    e.add_argument("--set", action="append", metavar="key=value")
+    s = sub.add_parser("sample", help="generate bytes, as dormouse sample")
+    s.add_argument("ckpt")
+    s.add_argument("--prompt", default="")
+    s.add_argument("--len", type=int, default=400)
+    s.add_argument("--temperature", type=float, default=0.8)
+    s.add_argument("--top-k", type=int, default=0)
+    s.add_argument("--top-p", type=float, default=1.0)
+    s.add_argument("--seed", type=int, default=1)
+    for p in (e, s):
+        p.add_argument("--impl", choices=["chunked", "serial"], default="chunked")
+        p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                       help="as dormouse's precision key (default auto, as dormouse)")
+        p.add_argument("--float64", action="store_true", help="compute in double precision")
+    a = ap.parse_args(argv)
+    torch.set_grad_enabled(False)
+    model = load(a.ckpt, torch.float64 if a.float64 else torch.float32, a.precision)
+    model.impl = a.impl
+    if a.cmd == "eval":
+        _sets(model, a.set)
+        path = a.data or model.val_path or model.data_path
+        if path is None:
+            sys.exit("error: the checkpoint is not in a run directory: pass --data PATH")
+        data = read_corpus(path)
+        w = model.config["eval_window"]
+        if len(data) < w:
+            sys.exit(f"error: {path} has {len(data)} bytes, fewer than eval_window={w}")
+        print(f"val_bpb {bpb(model, data[-w:]):.6f} on the last {w} bytes of {path} "
+              f"(checkpoint step {model.step}; twin: {a.impl}, {model.precision})")
+    else:
+        out = sample(model, a.prompt.encode(), a.len, a.temperature, a.top_k, a.top_p, a.seed)
+        sys.stdout.buffer.write(a.prompt.encode() + out + b"\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,14 +2,19 @@
 # Install the Debian packages dormouse needs, only those that are missing.
 # Used by `make run`, `make test` and .ci/run. Does nothing when all are present.
 # On a system without dpkg/apt-get it names what to install and stops.
+#   deps.sh          what dormouse builds and runs with (PLplot draws `dormouse plot`)
+#   deps.sh --test   also what the tests need: python3-torch, for the PyTorch twin's test
+#                    (tests/test_python.c; it is skipped, with its reason, without it)
 set -euo pipefail
 
-PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libdnnl-dev libcjson-dev zlib1g-dev)
+PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libdnnl-dev libcjson-dev zlib1g-dev
+      libplplot-dev plplot-driver-cairo)
+if [[ ${1:-} == --test ]]; then PKGS+=(python3-torch); fi
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "deps: this is not a Debian-like system (no dpkg/apt-get)." >&2
   echo "deps: install these (or your system's equivalents) and run again:" >&2
-  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, oneDNN, cJSON, zlib)" >&2
+  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, oneDNN, cJSON, zlib, PLplot with its cairo driver; for the tests PyTorch for /usr/bin/python3)" >&2
   exit 1
 fi
 

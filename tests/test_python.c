@@ -1,0 +1,167 @@
+/* test_python.c — the PyTorch twin (python/dormouse.py) against dormouse on a checkpoint
+ * trained a few steps, for each mixer: its logits (token-serial and chunked forms) against
+ * the C forward's, its BPB against `dormouse eval` on the same window (to 1e-5), and its
+ * samples against `dormouse sample` (the same bytes). Runs when /usr/bin/python3 imports
+ * torch (Debian: python3-torch), else it is skipped with that reason. The twin's side is
+ * tests/twin_check.py. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+#include "io/ckpt.h"
+#include "io/data.h"
+
+#define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
+#define PY "/usr/bin/python3"
+#define TINY "--set d_model=32 --set n_layer=2 --set n_head=2 --set head_dim=16 " \
+             "--set gate_rank=8 --set batch_size=4 --set seq_len=64 --set eval_window=2048 " \
+             "--set warmup_steps=5 --set threads=1 --set steps=60 --set eval_every=0"
+
+static int have_torch(void) {
+    return t_run(PY " -c 'import torch, numpy' 2>/dev/null", NULL, 0) == 0;
+}
+
+/* val_bpb of `dormouse eval` with extra args; NAN on failure */
+static double c_eval(const char *run, const char *extra) {
+    char cmd[2048], outp[600], out[8192];
+    snprintf(outp, sizeof outp, "%s.eval.txt", run);
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s %s", run, extra);
+    int rc = t_run_out(cmd, outp, out, sizeof out);
+    const char *p = strstr(out, "val_bpb ");
+    CHECKF(rc == 0 && p, "dormouse eval failed (%d): %s", rc, out);
+    return p ? strtod(p + 8, NULL) : NAN;
+}
+
+/* the bytes `dormouse sample` prints, without its final newline; malloc'd */
+static char *c_sample(const char *run, const char *args) {
+    char cmd[2048], outp[600], *out = calloc(1, 8192);
+    snprintf(outp, sizeof outp, "%s.sample.txt", run);
+    snprintf(cmd, sizeof cmd, DM_CLI " sample %s --set precision=fp32 %s", run, args);
+    int rc = t_run_out(cmd, outp, out, 8192);
+    CHECKF(rc == 0, "dormouse sample failed (%d): %s", rc, out);
+    size_t n = strlen(out);
+    if (n && out[n - 1] == '\n') out[n - 1] = 0;
+    return out;
+}
+
+static double num(cJSON *o, const char *k) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    CHECKF(cJSON_IsNumber(v), "twin output lacks %s", k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static void twin_vs_c(const char *mixer_sets) {
+    if (!have_torch()) {
+        t_skip("/usr/bin/python3 cannot import torch and numpy (Debian: python3-torch)");
+        return;
+    }
+    char d[256], run[512], cmd[4096], err[4096], path[4600];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data " CORPUS " --out %s " TINY " %s", run,
+             mixer_sets);
+    int rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0, "training failed (%d): %s", rc, err);
+    if (rc) return;
+
+    /* dormouse's numbers: eval (fp32 and the default precision), the C forward's logits */
+    double bpb32 = c_eval(run, "--set precision=fp32"), bpb_auto = c_eval(run, "");
+    char model[4096];
+    dm_config cfg;
+    long step;
+    CHECK(dm_ckpt_resolve(run, model, sizeof model, err, sizeof err) == 0);
+    CHECK(dm_ckpt_read_config(model, &cfg, &step, err, sizeof err) == 0);
+    cfg.precision = DM_PRECISION_FP32;
+    dm_model *m = dm_model_create(&cfg, err, sizeof err);
+    CHECK(m && dm_ckpt_load(model, m, NULL, err, sizeof err) == 0);
+    dm_corpus c;
+    CHECK(dm_corpus_load(&c, CORPUS, err, sizeof err) == 0);
+    const uint8_t *win = c.bytes + c.n - cfg.eval_window;
+    int B = 3, T = cfg.seq_len;
+    uint8_t *tok = malloc((size_t)B * (T + 1));
+    float *logits = t_alloc((size_t)B * T * DM_VOCAB);
+    for (int b = 0; b < B; b++) memcpy(tok + (size_t)b * (T + 1), win + (size_t)b * T, (size_t)T + 1);
+    double loss = dm_model_forward(m, tok, B, T, logits);
+    const char *names[3] = {"tokens", "logits", "window"};
+    const void *bufs[3] = {tok, logits, win};
+    size_t sizes[3] = {(size_t)B * (T + 1), (size_t)B * T * DM_VOCAB * sizeof(float),
+                       (size_t)cfg.eval_window};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.bin", d, names[i]);
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(bufs[i], 1, sizes[i], f) == sizes[i]);
+        if (f) fclose(f);
+    }
+
+    /* samples: nucleus + top-k + temperature, and greedy */
+    const char *sargs[2] = {"--prompt 'And God said' --len 80 --temperature 0.9 --top-k 20 "
+                            "--top-p 0.9 --seed 7",
+                            "--prompt 'In the beginning' --len 40 --temperature 0 --seed 1"};
+    const char *sjson = "[{\"prompt\": \"And God said\", \"len\": 80, \"temperature\": 0.9, "
+                        "\"top_k\": 20, \"top_p\": 0.9, \"seed\": 7}, {\"prompt\": \"In the "
+                        "beginning\", \"len\": 40, \"temperature\": 0, \"top_k\": 0, "
+                        "\"top_p\": 1, \"seed\": 1}]";
+
+    /* the twin's numbers */
+    char outp[600], *out = calloc(1, 1 << 16);
+    snprintf(outp, sizeof outp, "%s/twin.txt", d);
+    snprintf(cmd, sizeof cmd, PY " " DM_SOURCE_DIR "/tests/twin_check.py %s %s/tokens.bin "
+             "%s/logits.bin %s/window.bin '%s'", run, d, d, d, sjson);
+    rc = t_run_out(cmd, outp, out, 1 << 16);
+    char *last = strrchr(out, '{');
+    cJSON *o = last ? cJSON_Parse(last) : NULL;
+    CHECKF(rc == 0 && o, "twin_check.py failed (%d):\n%s", rc, out);
+    if (o) {
+        double ref = num(o, "ref_max_abs"), ds = num(o, "logits_max_abs_diff_serial"),
+               dc = num(o, "logits_max_abs_diff_chunked"), sc = num(o, "serial_vs_chunked"),
+               t32 = num(o, "bpb_fp32"), tauto = num(o, "bpb_auto");
+        printf("  logits: max |twin - C| serial %.3g, chunked %.3g (max |logit| %.3g); serial vs "
+               "chunked %.3g\n", ds, dc, ref, sc);
+        printf("  loss on the batch: C %.9f, twin %.9f, from the C logits %.9f\n", loss,
+               num(o, "loss_twin"), num(o, "loss_from_c_logits"));
+        printf("  BPB fp32: dormouse eval %.6f, twin %.8f (diff %.2g)\n", bpb32, t32,
+               fabs(bpb32 - t32));
+        cJSON *pa = cJSON_GetObjectItemCaseSensitive(o, "precision_auto");
+        printf("  BPB precision=auto (twin: %s): dormouse eval %.6f, twin %.8f (diff %.2g)\n",
+               cJSON_IsString(pa) ? pa->valuestring : "?", bpb_auto, tauto, fabs(bpb_auto - tauto));
+        /* float32 sums in another order: the logits agree to a few ulps of their size */
+        CHECKF(ds <= 1e-5 * fmax(1, ref) && dc <= 1e-5 * fmax(1, ref),
+               "twin logits differ from C: %g %g", ds, dc);
+        CHECKF(sc <= 1e-5 * fmax(1, ref), "serial and chunked twins differ by %g", sc);
+        CHECKF(fabs(num(o, "loss_twin") - loss) <= 1e-5, "batch loss: twin %.9f, C %.9f",
+               num(o, "loss_twin"), loss);
+        /* dormouse eval prints 6 decimals: within 1e-5 with room for its rounding */
+        CHECKF(fabs(bpb32 - t32) <= 1e-5, "BPB: dormouse eval %.6f, twin %.8f", bpb32, t32);
+        /* the default precision: bf16 products on a CPU with bf16, emulated by the twin */
+        CHECKF(fabs(bpb_auto - tauto) <= 1e-5, "BPB (precision=auto): dormouse eval %.6f, twin "
+               "%.8f", bpb_auto, tauto);
+        cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "samples");
+        CHECK(cJSON_GetArraySize(s) == 2);
+        for (int i = 0; i < 2 && i < cJSON_GetArraySize(s); i++) {
+            char *cs = c_sample(run, sargs[i]), hex[4096] = "";
+            for (size_t k = 0; cs[k] && k < 2000; k++) sprintf(hex + 2 * k, "%02x", (unsigned char)cs[k]);
+            const char *ts = cJSON_GetArrayItem(s, i)->valuestring;
+            printf("  sample %d: %s\n", i + 1, cs);
+            CHECKF(ts && !strcmp(hex, ts), "sample %d: the twin drew other bytes:\n  C    %s\n"
+                   "  twin %s", i + 1, hex, ts ? ts : "?");
+            free(cs);
+        }
+    }
+    cJSON_Delete(o);
+    free(out);
+    free(tok);
+    free(logits);
+    dm_corpus_free(&c);
+    dm_model_free(m);
+    t_rmtree(d);
+}
+
+TEST(python_twin_matches_kda) { twin_vs_c("--set mixer=kda"); }
+/* GDN, with the bounded (sigmoid) gate and tied embeddings: the other forms of the math */
+TEST(python_twin_matches_gdn) {
+    twin_vs_c("--set mixer=gdn --set gate_lower_bound=-4 --set tie_embeddings=true");
+}
