@@ -110,11 +110,11 @@ int dm_fig_ranges(dm_figure *f) {
             x1 = fmax(x1, f->bands[i].x[j]);
         }
     if (!(x0 <= x1)) return 1;
-    double late = x0 + 0.1 * (x1 - x0); /* y maxima count from here on */
     /* curves of steps, bytes and time start at 0: show it; a little room on the right
      * keeps the last marker off the frame */
     f->xmin = x0 >= 0 ? 0 : x0;
     f->xmax = x1 > f->xmin ? x1 + 0.015 * (x1 - f->xmin) : f->xmin + 1;
+    double late = f->xmin + 0.1 * (x1 - f->xmin); /* y maxima count from here on */
     for (int p = 0; p < f->n_panels; p++) {
         double lo = INFINITY, hi = -INFINITY, hi_all = -INFINITY;
         for (int i = 0; i < f->n_series; i++) {
@@ -178,7 +178,7 @@ int dm_fig_write_tsv(const dm_figure *f, const char *path, char *err, size_t err
         const dm_fig_band *b = &f->bands[i];
         for (int j = 0; j < b->n; j++) {
             fprintf(o, "%d\tband\t", b->panel);
-            tsv_text(o, b->label);
+            tsv_text(o, b->name[0] ? b->name : b->label);
             fprintf(o, "\t%.9g\t%.9g\t%.9g\n", b->x[j], b->lo[j], b->hi[j]);
         }
     }
@@ -186,7 +186,7 @@ int dm_fig_write_tsv(const dm_figure *f, const char *path, char *err, size_t err
         const dm_fig_series *s = &f->series[i];
         for (int j = 0; j < s->n; j++) {
             fprintf(o, "%d\tline\t", s->panel);
-            tsv_text(o, s->label);
+            tsv_text(o, s->name[0] ? s->name : s->label);
             fprintf(o, "\t%.9g\t%.9g\t\n", s->x[j], s->y[j]);
         }
     }

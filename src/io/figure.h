@@ -16,6 +16,7 @@
 
 typedef struct {
     char label[160];  /* legend text ("" = no legend entry) */
+    char name[160];   /* the series in the TSV ("" = label) */
     int panel;        /* 0 = top */
     int color;        /* index into the palette (mod DM_FIG_COLORS) */
     int dashed;
@@ -26,7 +27,8 @@ typedef struct {
 } dm_fig_series;
 
 typedef struct {
-    char label[160];
+    char label[160];  /* legend text ("" = no legend entry) */
+    char name[160];   /* the band in the TSV ("" = label) */
     int panel, color;
     int n;
     double *x, *lo, *hi; /* owned */
@@ -54,7 +56,7 @@ void dm_fig_free(dm_figure *f);
 
 /* The axis ranges: x spans every point drawn (from 0 when none is negative, with 1.5%
  * room on the right); a panel's y spans its points from the
- * lowest up to the highest after the first tenth of the x range (the first steps of a
+ * lowest up to the highest after the first tenth of the x axis (the first steps of a
  * run sit far above the rest of the curve and would flatten it; they are clipped at the
  * top), each side padded by 4% of the span. 0 ok; 1 when there is nothing to draw. */
 int dm_fig_ranges(dm_figure *f);
@@ -62,7 +64,8 @@ int dm_fig_ranges(dm_figure *f);
 /* The figure as a TSV the plot can be checked against and redrawn from (pandas:
  * read_csv(path, sep="\t", comment="#")): `#` lines with the title and per panel
  * "#axes PANEL xmin xmax ymin ymax TITLE"; then the header "panel kind label x y y_hi"
- * and one row per point: kind "line" (y) or "band" (y = lo, y_hi = hi).
+ * and one row per point: kind "line" (y) or "band" (y = lo, y_hi = hi); label is the
+ * series' name (else its legend label).
  * Written atomically. 0 ok; else err. */
 int dm_fig_write_tsv(const dm_figure *f, const char *path, char *err, size_t errlen);
 

@@ -186,17 +186,20 @@ static void fig_units(dm_figure *f, int x) {
         for (int j = 0; j < f->bands[i].n; j++) f->bands[i].x[j] /= k;
 }
 
-/* Add a run's two curves in color c; the legend names the train curve. */
-static int fig_add_run(dm_figure *f, const curves *c, const char *label, int color,
-                       double width) {
+/* Add a run's two curves, named name, in color c; the legend shows label ("": none) for
+ * the train curve. */
+static int fig_add_run(dm_figure *f, const curves *c, const char *name, const char *label,
+                       int color, double width) {
     dm_fig_series *s = dm_fig_add_series(f, 0, c->nt);
     if (!s) return 1;
     snprintf(s->label, sizeof s->label, "%s", label);
+    snprintf(s->name, sizeof s->name, "%s", name);
     s->color = color;
     s->width = width;
     memcpy(s->x, c->tx, (size_t)c->nt * sizeof *s->x);
     memcpy(s->y, c->ty, (size_t)c->nt * sizeof *s->y);
     if (!(s = dm_fig_add_series(f, 1, c->nv))) return 1;
+    snprintf(s->name, sizeof s->name, "%s", name);
     s->color = color;
     s->width = width;
     s->markers = 1;
@@ -267,7 +270,7 @@ dm_status dm_plot(const dm_plot_args *a, const dm_job_io *io) {
         char label[160];
         if (read_curves(a->runs[i], a->x, &c, &st)) break;
         clean_label(label, sizeof label, a->runs[i]);
-        if (fig_add_run(&f, &c, label, i, 1.6)) dm_fail(&st, DM_JOB_FAILED, "out of memory");
+        if (fig_add_run(&f, &c, label, label, i, 1.6)) dm_fail(&st, DM_JOB_FAILED, "out of memory");
         curves_free(&c);
     }
     if (!st.code) fig_write(&f, a->x, out, io, &st);
@@ -279,7 +282,7 @@ dm_status dm_plot(const dm_plot_args *a, const dm_job_io *io) {
  * (the cells of one sweep log the same steps); x the mean of theirs. A band needs two
  * cells. */
 static int add_band(dm_figure *f, int panel, const curves *cells, int n, int color,
-                    const char *label) {
+                    const char *name, const char *label) {
     int len = -1, have = 0;
     for (int k = 0; k < n; k++) {
         int m = panel ? cells[k].nv : cells[k].nt;
@@ -291,6 +294,7 @@ static int add_band(dm_figure *f, int panel, const curves *cells, int n, int col
     dm_fig_band *b = dm_fig_add_band(f, panel, len);
     if (!b) return 1;
     snprintf(b->label, sizeof b->label, "%.150s", label);
+    snprintf(b->name, sizeof b->name, "%.150s", name);
     b->color = color;
     for (int j = 0; j < len; j++) {
         double lo = INFINITY, hi = -INFINITY, xs = 0;
@@ -343,8 +347,8 @@ dm_status dm_plot_ab(const char *dir, const char *out_arg, int x, const dm_job_i
     /* the band under everything, then the lines: each arm one color, the legend naming
      * the arm once */
     snprintf(label, sizeof label, "control spread (min-max of %d seeds)", s->n_seeds);
-    if (add_band(&f, 0, cells, s->n_seeds, 0, label) ||
-        add_band(&f, 1, cells, s->n_seeds, 0, "")) {
+    if (add_band(&f, 0, cells, s->n_seeds, 0, "control spread", label) ||
+        add_band(&f, 1, cells, s->n_seeds, 0, "control spread", "")) {
         dm_fail(&st, DM_JOB_FAILED, "out of memory");
         goto done;
     }
@@ -353,9 +357,11 @@ dm_status dm_plot_ab(const char *dir, const char *out_arg, int x, const dm_job_i
         for (int k = 0; k < s->n_seeds; k++) {
             curves *c = &cells[a * DM_AB_MAX_SEEDS + k];
             if (c->nt + c->nv == 0) continue;
+            char name[160];
+            snprintf(name, sizeof name, "%s/seed%" PRIu64, s->arms[a].name, s->seeds[k]);
             if (first) snprintf(label, sizeof label, "%s%s%.100s", s->arms[a].name,
                                 s->arms[a].overrides[0] ? ": " : "", s->arms[a].overrides);
-            if (fig_add_run(&f, c, first ? label : "", a, 1.1)) {
+            if (fig_add_run(&f, c, name, first ? label : "", a, 1.1)) {
                 dm_fail(&st, DM_JOB_FAILED, "out of memory");
                 goto done;
             }
