@@ -116,3 +116,32 @@ TEST(config_precision_default_auto) {
     CHECK(c.precision == DM_PRECISION_AUTO && c.ns_precision == DM_PRECISION_AUTO);
     CHECK(dm_config_get(&c, "precision", buf, sizeof buf) == 0 && !strcmp(buf, "auto"));
 }
+
+/* config.json and checkpoint metadata hold the seed as a JSON number (kept within 2^53 - 1,
+ * what every JSON reader reads exactly); a seed written as a string (runs of older
+ * dormouse) still reads. */
+TEST(config_seed_is_a_json_number) {
+    dm_config c, r;
+    dm_config_default(&c);
+    char err[DM_ERRLEN];
+    CHECK(dm_config_set(&c, "seed", "9007199254740991", err, sizeof err) == 0);
+    char *js = dm_config_to_json(&c);
+    const char *p = strstr(js, "\"seed\":");
+    CHECKF(p != NULL, "no seed in %s", js);
+    if (p) {
+        p += 7;
+        while (*p == ' ' || *p == '\t') p++;
+        CHECKF(!strncmp(p, "9007199254740991", 16), "seed written as: %.24s", p);
+    }
+    dm_config_default(&r);
+    CHECK(dm_config_from_json(&r, js, err, sizeof err) == 0 && r.seed == 9007199254740991ull);
+    free(js);
+    CHECK(dm_config_from_json(&r, "{\"seed\": \"7\"}", err, sizeof err) == 0 && r.seed == 7);
+    CHECK(dm_config_from_json(&r, "{\"seed\": 12}", err, sizeof err) == 0 && r.seed == 12);
+    /* beyond 2^53 - 1 a reader of JSON numbers would round it: refused, naming the range */
+    CHECK(dm_config_set(&c, "seed", "9007199254740992", err, sizeof err) != 0);
+    CHECKF(strstr(err, "seed") && strstr(err, "9007199254740991"), "error: %s", err);
+    CHECK(dm_config_from_json(&r, "{\"seed\": 1.5}", err, sizeof err) != 0);
+    c.seed = 9007199254740992ull;
+    CHECK(dm_config_validate(&c, err, sizeof err) != 0 && strstr(err, "seed"));
+}
