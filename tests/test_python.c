@@ -1,7 +1,8 @@
 /* test_python.c — the PyTorch twin (python/dormouse.py) against dormouse on a checkpoint
  * trained a few steps, for each mixer: its logits (token-serial and chunked forms) against
  * the C forward's, its BPB against `dormouse eval` on the same window (to 1e-5), and its
- * samples against `dormouse sample` (the same bytes). Runs when /usr/bin/python3 imports
+ * samples against `dormouse sample` (the same bytes), and the checkpoint it saves back
+ * through `dormouse eval`. Runs when /usr/bin/python3 imports
  * torch (Debian: python3-torch), else it is skipped with that reason. The twin's side is
  * tests/twin_check.py. */
 #include <cjson/cJSON.h>
@@ -139,6 +140,15 @@ static void twin_vs_c(const char *mixer_sets) {
         /* the default precision: bf16 products on a CPU with bf16, emulated by the twin */
         CHECKF(fabs(bpb_auto - tauto) <= 1e-5, "BPB (precision=auto): dormouse eval %.6f, twin "
                "%.8f", bpb_auto, tauto);
+        /* the checkpoint the twin saved: dormouse loads it and scores the same window (a
+         * loose model file is scored on the bundled corpus, as the run was) */
+        cJSON *sv = cJSON_GetObjectItemCaseSensitive(o, "saved");
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "saved_roundtrip")));
+        if (cJSON_IsString(sv)) {
+            double again = c_eval(sv->valuestring, "--set precision=fp32");
+            CHECKF(again == bpb32, "dormouse eval of the twin's checkpoint: %.6f, of the run's "
+                   "%.6f", again, bpb32);
+        }
         cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "samples");
         CHECK(cJSON_GetArraySize(s) == 2);
         for (int i = 0; i < 2 && i < cJSON_GetArraySize(s); i++) {

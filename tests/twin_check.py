@@ -51,6 +51,12 @@ def main():
                             s["top_p"], s["seed"], s.get("index", 0))
         samples.append((s["prompt"].encode() + b).hex())
     out["samples"] = samples
+    # the twin writes a checkpoint dormouse reads: the same weights, the same numbers
+    saved = os.path.join(os.path.dirname(tokens_path), "twin.safetensors")
+    dormouse.save(model, saved)
+    again, _ = dormouse.read_safetensors(saved)
+    out["saved"] = saved
+    out["saved_roundtrip"] = all(torch.equal(again[k], v) for k, v in model.state_dict().items())
     print(json.dumps(out))
 
 
