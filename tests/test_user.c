@@ -247,8 +247,8 @@ TEST(eval_uses_the_runs_data_and_refuses) {
     snprintf(cmd, sizeof cmd, DM_CLI " eval %s --set eval_window=512 --set threads=2", run);
     rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0 && strstr(out, "on the last 512 bytes"), "keys eval reads: %d\n%s", rc, out);
-    CHECK(t_run(DM_CLI " eval --help | grep -q 'eval reads these keys: eval_window, seq_len'",
-                NULL, 0) == 0);
+    CHECK(t_run(DM_CLI " eval --help | grep -A1 'a config key eval reads' | grep -q "
+                "'eval_window, seq_len, batch_size'", NULL, 0) == 0);
     /* the run's corpus gone: said, with what to pass */
     snprintf(cmd, sizeof cmd, "mv %s %s.moved && " DM_CLI " eval %s", data, data, run);
     refused(cmd, "pass --data PATH");

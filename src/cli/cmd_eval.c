@@ -8,9 +8,21 @@
 #include "jobs/load.h"
 #include "jobs/sample.h"
 
-/* "k1, k2, ..." of a NULL-terminated key list */
+/* "k1, k2, ...;" of a NULL-terminated key list, on lines indented as the options' text */
 static void print_keys(FILE *f, const char *const *keys) {
-    for (int i = 0; keys[i]; i++) fprintf(f, "%s%s", i ? ", " : "", keys[i]);
+    int col = 21;
+    fprintf(f, "%*s", col, "");
+    for (int i = 0; keys[i]; i++) {
+        fprintf(f, "%s%s", keys[i], keys[i + 1] ? "," : ";");
+        col += (int)strlen(keys[i]) + 1;
+        if (keys[i + 1] && col + 1 + (int)strlen(keys[i + 1]) + 1 > 88) {
+            fprintf(f, "\n%*s", 21, "");
+            col = 21;
+        } else if (keys[i + 1]) {
+            fputc(' ', f);
+            col++;
+        }
+    }
 }
 
 static const char *EVAL_HELP =
@@ -31,7 +43,7 @@ static const char *EVAL_HELP =
     "options:\n"
     "  --data PATH        score the last eval_window bytes of PATH\n"
     "  --val PATH         the same, for a validation file or directory\n"
-    "  --set key=value    eval reads these keys: ";
+    "  --set key=value    a config key eval reads (repeatable):\n";
 static const char *EVAL_HELP2 =
     "\n"
     "                     model keys may be given only with the checkpoint's values; any\n"
@@ -95,7 +107,7 @@ static const char *SAMPLE_HELP =
     "                     are read as newline, tab, backslash)\n"
     "  --seed S           sample K draws from the stream (S, K): the same S gives the same\n"
     "                     samples (default 1)\n"
-    "  --set key=value    sample reads these keys: ";
+    "  --set key=value    a config key sample reads (repeatable):\n";
 static const char *SAMPLE_HELP2 =
     "\n"
     "                     model keys may be given only with the checkpoint's values\n";
