@@ -11,7 +11,6 @@
 
 #include "check.h"
 #include "io/figure.h"
-#include "io/files.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
 #define TINY "--data " CORPUS " --set d_model=32 --set n_layer=1 --set n_head=2 " \
@@ -20,18 +19,13 @@
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static char *slurp(const char *path) {
-    char err[512];
-    char *s = dm_read_file(path, err, sizeof err);
-    CHECKF(s != NULL, "%s", err);
-    return s;
-}
 
 /* metrics.jsonl of a run, column by name: step[i], v[i] (NAN when absent); returns rows */
 static int jsonl_col(const char *run, const char *key, double *step, double *v, int max) {
     char path[600];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run);
-    char *s = slurp(path);
+    char *s = t_read_text(path);
+    CHECK(s != NULL);
     int n = 0;
     for (char *save = NULL, *line = s ? strtok_r(s, "\n", &save) : NULL; line && n < max;
          line = strtok_r(NULL, "\n", &save)) {
@@ -59,7 +53,8 @@ typedef struct {
 
 /* the TSV of a plot: its points and its per-panel axes; returns the points */
 static int read_tsv(const char *path, point *pts, int max, axes ax[2], char *xlabel, size_t xn) {
-    char *s = slurp(path);
+    char *s = t_read_text(path);
+    CHECK(s != NULL);
     int n = 0, header = 0;
     xlabel[0] = 0;
     for (char *save = NULL, *line = s ? strtok_r(s, "\n", &save) : NULL; line;
@@ -223,7 +218,7 @@ TEST(plot_runs_files_points_and_axes) {
     rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "plot --out .svg failed (%d): %s", rc, out);
     snprintf(path, sizeof path, "%s/p.svg", d);
-    char *svg = slurp(path);
+    char *svg = t_read_text(path);
     CHECKF(svg && strstr(svg, "<?xml") == svg && strstr(svg, "<svg"), "not an SVG");
     CHECKF(svg && svg_strokes(svg, 31, 119, 180) >= 2 && svg_strokes(svg, 255, 127, 14) >= 2,
            "the two runs' colors are not both drawn");
@@ -329,7 +324,7 @@ TEST(plot_ab_control_band_and_no_history) {
     snprintf(cmd, sizeof cmd, DM_CLI " plot %s/ab --out %s/ab.svg", d, d);
     CHECK(t_run_out(cmd, outp, out, sizeof out) == 0);
     snprintf(path, sizeof path, "%s/ab.svg", d);
-    char *svg = slurp(path);
+    char *svg = t_read_text(path);
     CHECKF(svg && strstr(svg, "fill-opacity:0.2"), "no translucent band in the SVG");
     free(svg);
     t_rmtree(d);
@@ -350,7 +345,7 @@ TEST(metrics_csv_and_table) {
     int rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0 && strstr(out, "wrote"), "metrics --csv failed (%d): %s", rc, out);
     snprintf(path, sizeof path, "%s/m.csv", d);
-    char *csv = slurp(path);
+    char *csv = t_read_text(path);
     char *save = NULL, *line = csv ? strtok_r(csv, "\n", &save) : NULL;
     CHECKF(line && !strncmp(line, "run,step,loss,loss_avg,lr,", 26), "CSV header: %s",
            line ? line : "(none)");

@@ -14,7 +14,6 @@
 #include "check.h"
 #include "dormouse.h"
 #include "io/figure.h"
-#include "io/files.h"
 #include "jobs/sample.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
@@ -22,12 +21,6 @@
              "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set eval_window=1024 " \
              "--set warmup_steps=1 --set threads=1"
 
-static char *slurp(const char *path) {
-    char err[512];
-    char *s = dm_read_file(path, err, sizeof err);
-    CHECKF(s != NULL, "%s", err);
-    return s;
-}
 
 /* the text right after `after` up to the next `close`, into buf */
 static int between(const char *s, const char *after, char close, char *buf, size_t n) {
@@ -182,13 +175,13 @@ TEST(make_run_keeps_previous_run) {
     CHECKF(rc == 0 && strstr(out, "val_bpb") && !strstr(out, "moved"), "first make run: %d\n%s",
            rc, out);
     snprintf(p, sizeof p, "%s/runs/default/metrics.jsonl", d);
-    char *first = slurp(p);
+    char *first = t_read_text(p);
     rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "second make run: %d\n%s", rc, out);
     CHECKF(between(out, "moved the previous runs/default to ", ' ', old, sizeof old) == 0,
            "no word of the previous run:\n%s", out);
     snprintf(p, sizeof p, "%s/%s/metrics.jsonl", d, old);
-    char *kept = slurp(p);
+    char *kept = t_read_text(p);
     CHECKF(first && kept && !strcmp(first, kept), "the previous run was not kept whole at %s", old);
     snprintf(p, sizeof p, "%s/runs/default/summary.json", d);
     CHECK(t_exists(p));
@@ -222,7 +215,7 @@ TEST(eval_uses_the_runs_data_and_refuses) {
     CHECKF(rc == 0 && strstr(out, want), "eval RUN did not use the run's corpus:\n%s", out);
     double own = val_bpb_of(out);
     snprintf(cmd, sizeof cmd, "%s/summary.json", run);
-    char *js = slurp(cmd);
+    char *js = t_read_text(cmd);
     cJSON *o = cJSON_Parse(js);
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "val_bpb");
     CHECKF(cJSON_IsNumber(v) && fabs(v->valuedouble - own) < 2e-6, "eval RUN %.6f, the run "
@@ -324,7 +317,7 @@ TEST(train_summary_units_probe_and_val_step) {
            "step 3's line does not name step 2's evaluation:\n%s", out);
     /* summary.json: both units, the val step, the contention probe's flag as on stdout */
     snprintf(path, sizeof path, "%s/summary.json", run);
-    char *js = slurp(path);
+    char *js = t_read_text(path);
     cJSON *o = cJSON_Parse(js);
     cJSON *l = cJSON_GetObjectItemCaseSensitive(o, "final_train_loss"),
           *lb = cJSON_GetObjectItemCaseSensitive(o, "final_train_loss_bits"),
@@ -346,7 +339,7 @@ TEST(train_summary_units_probe_and_val_step) {
     free(js);
     /* config.json holds the seed as a number */
     snprintf(path, sizeof path, "%s/config.json", run);
-    js = slurp(path);
+    js = t_read_text(path);
     o = cJSON_Parse(js);
     CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "seed")));
     cJSON_Delete(o);

@@ -137,3 +137,23 @@ int t_run_out(const char *cmd, const char *outpath, char *out, size_t n) {
     printf("  [%d] %s\n", rc, cmd);
     return rc;
 }
+
+char *t_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("  cannot read %s\n", path);
+        return NULL;
+    }
+    size_t cap = 4096, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0)
+        if ((n += got) == cap - 1) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    fclose(f);
+    if (!buf) { fprintf(stderr, "out of memory\n"); abort(); }
+    buf[n] = 0;
+    return buf;
+}

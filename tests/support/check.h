@@ -57,6 +57,9 @@ void t_tmpdir(char *buf, size_t n);
 /* rm -rf path */
 void t_rmtree(const char *path);
 int t_exists(const char *path);
+/* The whole file as a NUL-terminated string (malloc'd); NULL (said on stdout) when it
+ * cannot be read. */
+char *t_read_text(const char *path);
 /* Run `sh -c cmd`; returns the exit status (128+sig if killed by a signal) and the first
  * errlen-1 bytes of its stderr in err (when err != NULL). stdout goes to /dev/null. */
 int t_run(const char *cmd, char *err, size_t errlen);
