@@ -348,11 +348,12 @@ dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
     if (arm_init(&b, &b.arms[0]) || arm_init(&b, &b.arms[1])) goto done;
     const arm *A = b.arms;
     const dm_config *c = &A[0].cfg;
-    dm_job_note(io, "# dormouse bench: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
-                "parameters; batch %d x %d bytes of %s; %d threads\n",
-                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer, c->n_head,
-                c->head_dim, dm_model_num_params(A[0].m), c->batch_size, c->seq_len, b.data,
-                A[0].threads);
+    dm_job_note(io, "# dormouse bench: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
+                "parameters; batch %d x %d bytes of %s; %d thread%s\n",
+                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer,
+                c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->head_dim,
+                dm_model_num_params(A[0].m), c->batch_size, c->seq_len, b.data, A[0].threads,
+                A[0].threads == 1 ? "" : "s");
     dm_job_note(io, "# arms %s and %s (the baseline): one warm-up step each, then %d rep%s, "
                 "interleaved rep by rep; ms: median (max - min)\n", A[0].label, A[1].label,
                 a->reps, a->reps == 1 ? "" : "s");
