@@ -91,7 +91,7 @@ void dm_fig_free(dm_figure *f) {
 
 static void pad(double *lo, double *hi) {
     double span = *hi - *lo;
-    if (!(span > 0)) span = fabs(*lo) > 0 ? 0.1 * fabs(*lo) : 1;
+    if (!(span > 0)) span = fabs(*lo) > 0 ? fabs(*lo) : 1; /* one value: +-4% of it */
     *lo -= 0.04 * span;
     *hi += 0.04 * span;
 }
@@ -219,7 +219,7 @@ static const int PALETTE[C_BAND][3] = {
     {140, 86, 75}, {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
 };
 #define BAND_ALPHA 0.22
-#define VP_LEFT 0.08
+#define VP_LEFT 0.095
 #define VP_RIGHT 0.975
 
 /* PLplot reads '#' as its text escape: a literal one is "##" */
@@ -278,7 +278,7 @@ static void draw_panel(const dm_figure *f, int p, double top, double bottom) {
     plcol0(C_INK);
     plbox(p == f->n_panels - 1 ? "bcnst" : "bcst", 0, 0, "bcnstv", 0, 0);
     pl_text(t, sizeof t, f->ylabel[p]);
-    plmtex("l", 4.2, 0.5, 0.5, t);
+    plmtex("l", 6.0, 0.5, 0.5, t); /* clear of tick labels of five characters */
     pl_text(t, sizeof t, f->ptitle[p]);
     plmtex("t", 0.8, 0.0, 0.0, t);
     if (p == f->n_panels - 1) {
