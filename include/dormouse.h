@@ -36,7 +36,7 @@ enum { DM_OPT_MUON = 0, DM_OPT_ADAMW = 1 };
 enum { DM_NS_QUINTIC5 = 0, DM_NS_POLAR5 = 1 };
 enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
-enum { DM_CKPT_NONE = 0 };
+enum { DM_CKPT_NONE = 0, DM_CKPT_BALANCED = 1, DM_CKPT_FULL = 2 };
 enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
 
 /* Every field is a config key of the same name (JSON file or --set key=value).
@@ -87,7 +87,7 @@ typedef struct dm_config {
     int ns_precision;       /* DM_PRECISION_*: of the Newton-Schulz products (fp32) */
     int retract;            /* DM_RETRACT_*                                      */
     int retract_every;      /* retract on steps where step % N == 0              (1) */
-    int checkpointing;      /* activation checkpointing; DM_CKPT_NONE            */
+    int checkpointing;      /* activation checkpointing: DM_CKPT_NONE | _BALANCED | _FULL */
     int threads;            /* 0 = all cores                                      */
     int atlas;              /* print the step atlas                               */
 } dm_config;
@@ -170,9 +170,32 @@ float *dm_model_params(dm_model *m); /* [num_params], layout = the parameter tab
 float *dm_model_grads(dm_model *m);  /* same layout */
 void dm_model_zero_grad(dm_model *m);
 
-/* Size the activation arena for batches up to B x T (forward calls this as needed). */
+/* Size the activation arena for batches of B x T (forward calls this as needed). */
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen);
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads);
+
+/* Memory of a model and its activation arena, in bytes. The arena is saved + recompute +
+ * scratch; what `checkpointing` changes is saved (and recompute). */
+typedef struct dm_memory {
+    size_t params;      /* the parameters (f32)                                         */
+    size_t params_bf16; /* their bf16 copy, when the products run on hardware bf16       */
+    size_t grads;       /* the gradients (f32, the parameters' layout)                   */
+    size_t optimizer;   /* the optimizer's state (filled by who has the optimizer; 0 here) */
+    size_t saved;       /* activations kept from the forward for the backward: every
+                           unit's input (the residual stream) and what the plan keeps    */
+    size_t recompute;   /* the workspace: one unit's activations that are not kept
+                           (written by every forward, recomputed by the backward)        */
+    size_t scratch;     /* backward gradients and the kernels' scratch                   */
+    size_t verify;      /* verify mode's room for the second implementations (verify_fused
+                           > 0 or verify turned on), beside the arena                    */
+    int batch, seq_len; /* the batch the arena is laid out for                           */
+} dm_memory;
+/* The figures of cfg for batches of B x T on nthreads threads, without building the model
+ * (optimizer = 0). 0 ok; else err (an invalid config). */
+int dm_memory_plan(const dm_config *cfg, int B, int T, int nthreads, dm_memory *mem, char *err,
+                   size_t errlen);
+/* The figures of m's arena as laid out now (optimizer = 0); 1 when none is laid out yet. */
+int dm_model_memory(const dm_model *m, dm_memory *mem);
 
 /* Forward on tokens [B, T+1] (inputs tokens[:, :T], targets tokens[:, 1:]).
  * Returns the mean cross-entropy in nats; logits [B,T,256] are written when non-NULL.
@@ -190,7 +213,8 @@ void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n);
 void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n);
 /* Verify mode: while on, every op call also runs a second implementation on the same
  * inputs (the reference, or the fast one when the reference ran) and the largest relative
- * RMS difference of its outputs and gradients is recorded. */
+ * RMS difference of its outputs and gradients is recorded. Turning it on makes the second
+ * implementations' scratch beside the arena (dm_memory.verify); out of memory leaves it off. */
 void dm_model_set_verify(dm_model *m, int on);
 /* The largest relative difference recorded since the last call (then reset), and the
  * output or gradient it came from in what. -1 if no op was verified. */

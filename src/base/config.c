@@ -103,8 +103,10 @@ static const key_t_ KEYS[] = {
      "retraction of Muon matrices after the update"},
     {"retract_every", DM_KEY_TRAINING, K_INT, F(retract_every), 1, 1 << 30, NULL,
      "retract on steps where step % N == 0"},
-    {"checkpointing", DM_KEY_BACKEND, K_ENUM, F(checkpointing), 0, 0, "none",
-     "activation checkpointing (none: keep every activation)"},
+    {"checkpointing", DM_KEY_BACKEND, K_ENUM, F(checkpointing), 0, 0, "none|balanced|full",
+     "activation checkpointing: none (keep every activation), balanced (keep the products' "
+     "and the delta core's outputs, recompute the rest), full (keep each block's input, "
+     "recompute the block); the same results to the bit"},
     {"threads", DM_KEY_BACKEND, K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
     {"atlas", DM_KEY_BACKEND, K_BOOL, F(atlas), 0, 1, NULL,
      "time every stage and op and print the step atlas"},

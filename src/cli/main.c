@@ -27,6 +27,7 @@ static const char *USAGE =
     "  bench    time forward, backward and the training step against a baseline config\n"
     "  plot     draw the train loss and validation curves of runs or of an A/B sweep\n"
     "  metrics  the metrics of runs as a table or CSV\n"
+    "  plan     the memory and the time of a training step of a config, without training\n"
     "\n"
     "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n";
@@ -55,6 +56,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1, &io);
     if (!strcmp(cmd, "plot")) return dm_cmd_plot(argc - 1, argv + 1, &io);
     if (!strcmp(cmd, "metrics")) return dm_cmd_metrics(argc - 1, argv + 1, &io);
+    if (!strcmp(cmd, "plan")) return dm_cmd_plan(argc - 1, argv + 1, &io);
     fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
     return EXIT_USAGE;
 }

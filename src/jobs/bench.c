@@ -210,28 +210,35 @@ static void arm_free(arm *a) {
     dm_model_free(a->m);
 }
 
+int dm_bench_time_step(dm_model *m, dm_optim *o, const uint8_t *tok, int B, int T, long step,
+                       double t[3], char *what, size_t n) {
+    double t0 = dm_now();
+    float loss = dm_model_forward(m, tok, B, T, NULL);
+    double t1 = dm_now();
+    dm_model_zero_grad(m);
+    dm_model_backward(m);
+    double t2 = dm_now();
+    double gnorm = dm_optim_step(o, m, step);
+    double t3 = dm_now();
+    t[0] = t1 - t0;
+    t[1] = t2 - t0;
+    t[2] = t3 - t0;
+    if (isfinite(loss) && isfinite(gnorm)) return 0;
+    snprintf(what, n, "%s is %g", isfinite(loss) ? "gradient norm" : "loss",
+             isfinite(loss) ? gnorm : loss);
+    return 1;
+}
+
 /* One training step of an arm on its batch, timed into rep (rep < 0: the warm-up, not
  * recorded). 0 ok; failed when the loss or the gradient norm is not finite. */
 static int arm_step(bench_ctx *b, arm *a, int rep) {
-    int B = a->cfg.batch_size, T = a->cfg.seq_len;
+    double t[ST_N];
+    char what[96];
     dm_set_threads(a->threads);
-    double t0 = dm_now();
-    float loss = dm_model_forward(a->m, a->tok, B, T, NULL);
-    double t1 = dm_now();
-    dm_model_zero_grad(a->m);
-    dm_model_backward(a->m);
-    double t2 = dm_now();
-    double gnorm = dm_optim_step(a->o, a->m, rep < 0 ? 0 : rep + 1);
-    double t3 = dm_now();
-    if (!isfinite(loss) || !isfinite(gnorm))
-        return dm_fail(b->st, DM_JOB_FAILED, "%s: %s is %g at rep %d", a->label,
-                       isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? gnorm : loss,
-                       rep + 1);
-    if (rep >= 0) {
-        a->t[ST_FWD][rep] = t1 - t0;
-        a->t[ST_FB][rep] = t2 - t0;
-        a->t[ST_STEP][rep] = t3 - t0;
-    }
+    if (dm_bench_time_step(a->m, a->o, a->tok, a->cfg.batch_size, a->cfg.seq_len,
+                           rep < 0 ? 0 : rep + 1, t, what, sizeof what))
+        return dm_fail(b->st, DM_JOB_FAILED, "%s: %s at rep %d", a->label, what, rep + 1);
+    for (int s = 0; rep >= 0 && s < ST_N; s++) a->t[s][rep] = t[s];
     return 0;
 }
 

@@ -107,7 +107,7 @@ void dm_note_close(dm_note_buf *nb, const dm_job_io *io) {
     nb->buf = NULL;
 }
 
-static void fmt_duration(char *buf, size_t n, double s) {
+void dm_fmt_duration(char *buf, size_t n, double s) {
     if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
     else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(fmod(s, 3600) / 60));
     else snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
@@ -120,7 +120,7 @@ void dm_step_text(const dm_event *ev, char *buf, size_t n) {
     }
     char vb[32] = "-", eta[32];
     if (!isnan(ev->val_bpb)) snprintf(vb, sizeof vb, "%.4f bpb @%ld", ev->val_bpb, ev->val_step);
-    fmt_duration(eta, sizeof eta, ev->eta_s);
+    dm_fmt_duration(eta, sizeof eta, ev->eta_s);
     snprintf(buf, n, "step %ld/%ld | loss %.4f | val %s | %.0f ms/step | %.0f tok/s | ETA %s",
              ev->step, ev->steps, ev->loss, vb, ev->ms_per_step, ev->tokens_per_s, eta);
 }

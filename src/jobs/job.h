@@ -100,6 +100,9 @@ void dm_note_close(dm_note_buf *nb, const dm_job_io *io);
  * one. */
 void dm_step_text(const dm_event *ev, char *buf, size_t n);
 
+/* A duration as "4m48s" or "2h05m" ("?" when negative or beyond 10^7 s). */
+void dm_fmt_duration(char *buf, size_t n, double s);
+
 /* The plain rendering of events, as a command prints them without a terminal: notes,
  * text and logged step lines (dm_step_text and a newline) to out, warnings to err; other
  * step events are not written. dm_event_log is the same as a progress function writing

@@ -17,6 +17,7 @@
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
 #include "jobs/eval.h"
+#include "jobs/plan.h"    /* the memory report */
 #include "ops/atlas.h"    /* dm_now, the atlas */
 #include "ops/ops.h"    /* DM_VERIFY_BOUND */
 #include "optim/optim.h"
@@ -35,6 +36,7 @@ typedef struct {
     FILE *metrics;        /* metrics.jsonl, appended */
     uint8_t *batch;       /* [batch_size, seq_len + 1] */
     dm_atlas *atlas;      /* atlas=1, else NULL */
+    dm_memory mem;        /* the memory of a training step (batch_size x seq_len) */
     long start;           /* steps done before this invocation (resume) */
     long atlas_from;      /* the atlas counts from this step (after two warm-up steps) */
     /* this step */
@@ -222,6 +224,11 @@ static int set_up(train_ctx *t) {
                     t->nthreads == 1 ? "" : "s");
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
+    char line[1024];
+    if (!dm_memory_report(t->m, t->opt, &t->mem)) {
+        dm_memory_line(&t->mem, c->checkpointing, line, sizeof line);
+        dm_job_note(t->io, "%s\n", line);
+    }
     dm_note_buf nb;
     FILE *f = dm_note_open(&nb);
     if (f) dm_optim_print_groups(t->opt, t->m, f);
@@ -439,15 +446,17 @@ static void finish(train_ctx *t) {
     dm_shell_quote(out, q, sizeof q);
     dm_job_note(t->io, "next: %s sample %s | %s plot %s | %s eval %s\n", prog, q, prog, q, prog,
                 q);
-    char js[8192];
+    char js[8192], mj[1024];
+    dm_memory_json(&t->mem, mj, sizeof mj);
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
              "  \"final_train_loss_bits\": %.6f,\n  \"val_bpb\": %.6f,\n  \"val_step\": %ld,\n"
              "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"threads\": %d,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
-             "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g\n}\n",
+             "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g,\n  \"memory\": {%s},\n"
+             "  \"peak_rss_bytes\": %zu\n}\n",
              np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall, t->nthreads, words,
-             pr.flags, pr.load_max, disp, t->verify_worst);
+             pr.flags, pr.load_max, disp, t->verify_worst, mj, dm_peak_rss_bytes());
     if (write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }

@@ -9,6 +9,7 @@
  *   KDA: o' = RMSNorm_head(o) * w_o * sigmoid(W_g2 W_g1 x + b_g2)
  *   GDN: o' = RMSNorm_head(o) * w_o * silu(W_z x)
  *   y        = W_o o'
+ * As a unit of the network (model/plan.h): x_mid = x_in + y, with x = RMSNorm(x_in).
  */
 #include <math.h>
 
@@ -20,70 +21,108 @@ static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
     return d;
 }
 
-void dm_mixer_fwd(dm_model *m, int layer, int B, int T, float *y) {
+/* One step of the mixer unit's forward (plan.h: DM_S_NORM1 .. DM_S_MIX_OUT); each writes
+ * exactly the tensors plan.c lists for it, from tensors of earlier steps. */
+void dm_mixer_step(dm_model *m, int l, int step) {
     const dm_config *c = &m->cfg;
-    const dm_layer_off *o = &m->L[layer];
-    dm_layer_act *a = &m->act[layer];
+    const dm_layer_off *o = &m->L[l];
+    dm_layer_act *a = &m->act[l];
     const float *P = m->params;
-    int N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh;
-    int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
+    int B = m->B, T = m->T, N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim;
+    int HD = H * dh, R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     size_t nhd = (size_t)N * HD;
     dm_ops *ops = &m->ops;
+    float *tmp = m->s.dq; /* the mixer's backward scratch is free while its forward runs */
 
+    switch (step) {
+    case DM_S_NORM1:
+        dm_op_rmsnorm_fwd(ops, a->xn1, a->rstd1, a->x_in, P + o->norm1, N, D, DM_NORM_EPS,
+                          m->s.norm_scratch);
+        break;
+    case DM_S_ROUND_XN1:
+        if (a->xn1_b) dm_op_round_bf16(ops, a->xn1_b, a->xn1, (size_t)N * D);
+        break;
     /* q, k, v: projection, causal conv, SiLU (q, k then L2-normalized per head) */
-    dm_op_matmul_fwd(ops, a->qt, a->xn1, P + o->w_q, NULL, N, D, HD);
-    dm_op_matmul_fwd(ops, a->kt, a->xn1, P + o->w_k, NULL, N, D, HD);
-    dm_op_matmul_fwd(ops, a->vt, a->xn1, P + o->w_v, NULL, N, D, HD);
-    dm_op_conv_fwd(ops, a->qc, a->qt, P + o->conv_q, B, T, HD, W);
-    dm_op_conv_fwd(ops, a->kc, a->kt, P + o->conv_k, B, T, HD, W);
-    dm_op_conv_fwd(ops, a->vc, a->vt, P + o->conv_v, B, T, HD, W);
-    dm_op_silu_fwd(ops, a->v, a->vc, nhd);
-    float *tmp = m->s.dq; /* backward scratch is free during the forward */
-    dm_op_silu_fwd(ops, tmp, a->qc, nhd);
-    dm_op_l2norm_fwd(ops, a->qh, a->rq, tmp, N * H, dh, DM_L2_EPS);
-    dm_op_silu_fwd(ops, tmp, a->kc, nhd);
-    dm_op_l2norm_fwd(ops, a->kh, a->rk, tmp, N * H, dh, DM_L2_EPS);
-
+    case DM_S_QKV:
+        dm_op_matmul_fwd(ops, a->qt, a->xn1, P + o->w_q, NULL, N, D, HD);
+        dm_op_matmul_fwd(ops, a->kt, a->xn1, P + o->w_k, NULL, N, D, HD);
+        dm_op_matmul_fwd(ops, a->vt, a->xn1, P + o->w_v, NULL, N, D, HD);
+        break;
+    case DM_S_CONV:
+        dm_op_conv_fwd(ops, a->qc, a->qt, P + o->conv_q, B, T, HD, W);
+        dm_op_conv_fwd(ops, a->kc, a->kt, P + o->conv_k, B, T, HD, W);
+        dm_op_conv_fwd(ops, a->vc, a->vt, P + o->conv_v, B, T, HD, W);
+        break;
+    case DM_S_ACT:
+        dm_op_silu_fwd(ops, a->v, a->vc, nhd);
+        dm_op_silu_fwd(ops, tmp, a->qc, nhd);
+        dm_op_l2norm_fwd(ops, a->qh, a->rq, tmp, N * H, dh, DM_L2_EPS);
+        dm_op_silu_fwd(ops, tmp, a->kc, nhd);
+        dm_op_l2norm_fwd(ops, a->kh, a->rk, tmp, N * H, dh, DM_L2_EPS);
+        break;
     /* gate and beta */
-    if (kda) {
-        dm_op_matmul_fwd(ops, a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
+    case DM_S_F1:
+        if (kda) dm_op_matmul_fwd(ops, a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
+        break;
+    case DM_S_ROUND_F1:
         if (a->f1_b) dm_op_round_bf16(ops, a->f1_b, a->f1, (size_t)N * R);
-        dm_op_matmul_fwd(ops, a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
-    } else {
-        dm_op_matmul_fwd(ops, a->f, a->xn1, P + o->w_a, NULL, N, D, H);
-    }
-    dm_op_gate_fwd(ops, a->g, a->f, P + o->a_log, P + o->dt_bias, N, H, Cg, c->gate_lower_bound);
-    dm_op_matmul_fwd(ops, tmp, a->xn1, P + o->w_b, NULL, N, D, H);
-    dm_op_sigmoid_fwd(ops, a->beta, tmp, (size_t)N * H);
-
+        break;
+    case DM_S_F:
+        if (kda) dm_op_matmul_fwd(ops, a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
+        else dm_op_matmul_fwd(ops, a->f, a->xn1, P + o->w_a, NULL, N, D, H);
+        break;
+    case DM_S_GATE:
+        dm_op_gate_fwd(ops, a->g, a->f, P + o->a_log, P + o->dt_bias, N, H, Cg,
+                       c->gate_lower_bound);
+        break;
+    case DM_S_BPROJ:
+        dm_op_matmul_fwd(ops, a->bpre, a->xn1, P + o->w_b, NULL, N, D, H);
+        break;
+    case DM_S_BETA:
+        dm_op_sigmoid_fwd(ops, a->beta, a->bpre, (size_t)N * H);
+        break;
     /* the delta-rule core */
-    dm_delta_dims dd = core_dims(c, B, T);
-    dm_op_delta_fwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved,
-                    m->s.delta_work, m->nthreads);
-
-    /* output gate, per-head norm, output projection */
-    if (kda) {
-        dm_op_matmul_fwd(ops, a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
-        if (a->z1_b) dm_op_round_bf16(ops, a->z1_b, a->z1, (size_t)N * R);
-        dm_op_matmul_fwd(ops, a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
-    } else {
-        dm_op_matmul_fwd(ops, a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
+    case DM_S_CORE: {
+        dm_delta_dims dd = core_dims(c, B, T);
+        dm_op_delta_fwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved,
+                        m->s.delta_work, m->nthreads);
+        break;
     }
-    dm_op_gatednorm_fwd(ops, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
-                        DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, m->s.norm_scratch);
-    if (a->op_b) dm_op_round_bf16(ops, a->op_b, a->op, nhd);
-    dm_op_matmul_fwd(ops, y, a->op, P + o->w_o, NULL, N, HD, D);
+    /* output gate, per-head norm, output projection */
+    case DM_S_Z1:
+        if (kda) dm_op_matmul_fwd(ops, a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
+        break;
+    case DM_S_ROUND_Z1:
+        if (a->z1_b) dm_op_round_bf16(ops, a->z1_b, a->z1, (size_t)N * R);
+        break;
+    case DM_S_Z:
+        if (kda) dm_op_matmul_fwd(ops, a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
+        else dm_op_matmul_fwd(ops, a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
+        break;
+    case DM_S_ONORM:
+        dm_op_gatednorm_fwd(ops, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
+                            DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
+                            m->s.norm_scratch);
+        break;
+    case DM_S_ROUND_OP:
+        if (a->op_b) dm_op_round_bf16(ops, a->op_b, a->op, nhd);
+        break;
+    case DM_S_MIX_OUT: /* x_mid = x_in + W_o o' */
+        dm_op_matmul_fwd(ops, a->x_mid, a->op, P + o->w_o, NULL, N, HD, D);
+        dm_op_add(ops, a->x_mid, a->x_in, (size_t)N * D);
+        break;
+    }
 }
 
-void dm_mixer_bwd(dm_model *m, int layer, int B, int T, const float *dy) {
+void dm_mixer_bwd(dm_model *m, int l) {
     const dm_config *c = &m->cfg;
-    const dm_layer_off *o = &m->L[layer];
-    dm_layer_act *a = &m->act[layer];
+    const dm_layer_off *o = &m->L[l];
+    dm_layer_act *a = &m->act[l];
     dm_scratch *s = &m->s;
-    const float *P = m->params;
+    const float *P = m->params, *dy = s->dres;
     float *G = m->grads;
-    int N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh;
+    int B = m->B, T = m->T, N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh;
     int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     size_t nhd = (size_t)N * HD;
@@ -134,4 +173,8 @@ void dm_mixer_bwd(dm_model *m, int layer, int B, int T, const float *dy) {
     dm_op_silu_bwd(ops, s->dv, s->dv, a->vc, nhd);
     dm_op_conv_bwd(ops, s->do_, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
     dm_op_matmul_bwd(ops, s->dxn, G + o->w_v, NULL, s->do_, a->xn1, P + o->w_v, N, D, HD, 1);
+
+    /* xn1 = RMSNorm(x_in): its gradient joins the residual stream's */
+    dm_op_rmsnorm_bwd(ops, s->dres, G + o->norm1, s->dxn, a->x_in, P + o->norm1, a->rstd1, N, D,
+                      s->norm_scratch);
 }

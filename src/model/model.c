@@ -1,6 +1,8 @@
 /* model.c — the parameter table (one flat buffer, grads in a second of the same layout),
- * seeded initialization, and the activation arena sized from (config, B, T).
+ * seeded initialization, the activation arena laid out by the plan (plan.c) for (config,
+ * B, T), and the memory figures.
  * Forward/backward of the network: network.c and mixer.c. */
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -145,6 +147,8 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     m->cfg = *cfg;
+    m->ws_unit = -1;
+    dm_plan_make(&m->plan, cfg);
     dm_ops_init(&m->ops, cfg);
     if (build_table(m, &tb)) {
         if (err) snprintf(err, errlen, "out of memory building the parameter table (%d tensors)",
@@ -211,6 +215,7 @@ void dm_model_free(dm_model *m) {
     free(m->grads);
     free(m->params_bf16);
     free(m->arena);
+    free(m->vroom);
     free(m->act);
     free(m->inp);
     free(m->tgt);
@@ -234,103 +239,34 @@ void dm_model_zero_grad(dm_model *m) { memset(m->grads, 0, m->n_params * sizeof(
 
 /* ---- the arena ---- */
 
-typedef struct {
-    float *base; /* NULL: only count */
-    size_t used; /* floats */
-} bump;
-
-static float *take(bump *b, size_t n) {
-    float *p = b->base ? b->base + b->used : NULL;
-    b->used += (n + 15) & ~(size_t)15; /* 64-byte aligned slices */
-    return p;
-}
-
-/* n bf16 values when bf16 is on, else NULL (and nothing taken) */
-static uint16_t *take_bf16(bump *b, size_t n, int bf16) {
-    return bf16 ? (uint16_t *)take(b, (n + 1) / 2) : NULL;
-}
-
-/* the bf16 products run on hardware bf16: the arena keeps bf16 copies of their inputs */
-static int bf16_arena(const dm_config *c) {
-    dm_ops ops; /* the settings only */
-    dm_ops_init(&ops, c);
-    return dm_ops_bf16_active(&ops);
-}
-
-/* Lay out activations and scratch for N = B*T rows of sequences of length T.
- * With b->base == NULL only counts; returns the floats needed. */
-static size_t layout(const dm_config *c, size_t N, size_t T, int nthreads, bump *b,
-                     dm_layer_act *act, float **x_final, float **xnf, float **rstdf,
-                     float **logits, uint16_t **xnf_b, dm_scratch *s) {
-    int bf16 = bf16_arena(c);
-    size_t D = c->d_model, H = c->n_head, HD = H * c->head_dim, R = c->gate_rank;
-    size_t F = dm_config_mlp_hidden(c), Cg = c->mixer == DM_MIXER_KDA ? c->head_dim : 1;
-    int kda = c->mixer == DM_MIXER_KDA;
-    for (int l = 0; l < c->n_layer; l++) {
-        dm_layer_act a = {0};
-        a.x_in = take(b, N * D);
-        a.xn1 = take(b, N * D);
-        a.rstd1 = take(b, N);
-        a.qt = take(b, N * HD); a.kt = take(b, N * HD); a.vt = take(b, N * HD);
-        a.qc = take(b, N * HD); a.kc = take(b, N * HD); a.vc = take(b, N * HD);
-        a.qh = take(b, N * HD); a.kh = take(b, N * HD); a.v = take(b, N * HD);
-        a.rq = take(b, N * H); a.rk = take(b, N * H);
-        a.f1 = kda ? take(b, N * R) : NULL;
-        a.f = take(b, N * H * Cg);
-        a.g = take(b, N * H * Cg);
-        a.beta = take(b, N * H);
-        a.o = take(b, N * HD);
-        a.z1 = kda ? take(b, N * R) : NULL;
-        a.z = take(b, N * HD);
-        a.rstd_o = take(b, N * H);
-        a.op = take(b, N * HD);
-        a.x_mid = take(b, N * D);
-        a.xn2 = take(b, N * D);
-        a.rstd2 = take(b, N);
-        a.a = take(b, N * F); a.b = take(b, N * F); a.h = take(b, N * F);
-        a.xn1_b = take_bf16(b, N * D, bf16);
-        a.f1_b = take_bf16(b, kda ? N * R : 0, bf16 && kda);
-        a.z1_b = take_bf16(b, kda ? N * R : 0, bf16 && kda);
-        a.op_b = take_bf16(b, N * HD, bf16);
-        a.xn2_b = take_bf16(b, N * D, bf16);
-        a.h_b = take_bf16(b, N * F, bf16);
-        if (act) act[l] = a;
+/* Point the norms' and the delta core's scratch at verify mode's room while verify is on
+ * (made, or grown, for the current layout), else at the arena's own. 0, or 1 when the
+ * room cannot be made (verify then stays off). */
+static int verify_room(dm_model *m) {
+    m->s.norm_scratch = m->arena_norm_scratch;
+    m->s.delta_work = m->arena_delta_work;
+    if (!m->ops.verify || !m->arena) return 0;
+    size_t norm_off, delta_off;
+    size_t n = dm_plan_verify_room(&m->cfg, m->lay_B, m->lay_T, m->nthreads, &norm_off,
+                                   &delta_off);
+    if (n > m->vroom_floats) {
+        free(m->vroom);
+        m->vroom = aligned_alloc(64, n * sizeof(float));
+        m->vroom_floats = m->vroom ? n : 0;
+        if (!m->vroom) {
+            m->ops.verify = 0;
+            return 1;
+        }
     }
-    *x_final = take(b, N * D);
-    *xnf = take(b, N * D);
-    *rstdf = take(b, N);
-    *logits = take(b, N * DM_VOCAB);
-    *xnf_b = take_bf16(b, N * D, bf16);
-    s->dres = take(b, N * D);
-    s->dxn = take(b, N * D);
-    s->dq = take(b, N * HD); s->dk = take(b, N * HD); s->dv = take(b, N * HD);
-    s->dg = take(b, N * H * Cg);
-    s->dbeta = take(b, N * H);
-    s->do_ = take(b, N * HD); s->dz = take(b, N * HD); s->dop = take(b, N * HD);
-    s->dr = take(b, N * R);
-    s->da = take(b, N * F); s->db = take(b, N * F); s->dh = take(b, N * F);
-    s->norm_scratch = take(b, 2 * N * (D > HD ? D : HD));
-    /* the delta core: scratch for whichever path the guard may pick (sequences of up to T;
-     * verify mode runs both, one after the other) */
-    dm_delta_dims dd = {(int)(N / T), (int)T, (int)H, c->head_dim, c->head_dim, !kda, 1.0f};
-    dm_ops ops; /* the settings only: which path the op layer will pick */
-    dm_ops_init(&ops, c);
-    size_t saved, w = dm_ops_delta_work(&ops, &dd, nthreads, &saved);
-    for (int l = 0; saved && l < c->n_layer; l++) {
-        float *sv = take(b, saved);
-        if (act) act[l].saved = sv;
-    }
-    s->delta_work = take(b, w);
-    return b->used;
+    m->s.norm_scratch = m->vroom + norm_off;
+    m->s.delta_work = m->vroom + delta_off;
+    return 0;
 }
 
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads) {
-    bump b = {NULL, 0};
-    float *x0, *x1, *x2, *x3;
-    dm_scratch s;
-    uint16_t *x4;
-    return layout(cfg, (size_t)B * T, (size_t)T, nthreads, &b, NULL, &x0, &x1, &x2, &x3, &x4, &s) *
-           sizeof(float);
+    dm_plan p;
+    dm_plan_make(&p, cfg);
+    return dm_plan_layout(cfg, &p, B, T, nthreads, NULL, NULL, NULL) * sizeof(float);
 }
 
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
@@ -339,43 +275,55 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
         return 1;
     }
     size_t BT = (size_t)B * T;
-    int nthreads = omp_get_max_threads();
-    if (nthreads < m->nthreads) nthreads = m->nthreads; /* scratch never shrinks */
-    if (m->arena && B == m->lay_B && T == m->lay_T && nthreads == m->nthreads) return 0;
-    /* the regions depend on B and T separately (the chunked core keeps state per chunk),
-     * so every new shape is laid out anew; the memory only grows */
-    m->have_forward = 0;
-    bump count = {NULL, 0};
-    float *x0, *x1, *x2, *x3;
-    dm_scratch s;
-    uint16_t *x4;
-    size_t n = layout(&m->cfg, BT, (size_t)T, nthreads, &count, NULL, &x0, &x1, &x2, &x3, &x4, &s);
-    if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
-    if (n > m->arena_floats) {
-        free(m->arena);
-        m->arena = aligned_alloc(64, n * sizeof(float));
-        m->arena_floats = m->arena ? n : 0;
-    }
-    if (BT > m->io_cap) {
-        free(m->inp);
-        free(m->tgt);
-        m->inp = malloc(BT);
-        m->tgt = malloc(BT);
-        m->io_cap = m->inp && m->tgt ? BT : 0;
-    }
-    if (!m->arena || !m->act || !m->io_cap) {
+    if (BT * (size_t)m->cfg.n_head > INT_MAX) {
         if (err)
-            snprintf(err, errlen, "out of memory: the activation arena for %d x %d needs %.1f MiB",
-                     B, T, n * 4.0 / (1 << 20));
-        m->lay_B = m->lay_T = 0;
+            snprintf(err, errlen, "batch of %d x %d: %zu rows of %d heads exceed the %d rows an "
+                     "op takes", B, T, BT, m->cfg.n_head, INT_MAX);
         return 1;
     }
-    bump b = {m->arena, 0};
-    layout(&m->cfg, BT, (size_t)T, nthreads, &b, m->act, &m->x_final, &m->xnf, &m->rstdf,
-           &m->logits, &m->xnf_b, &m->s);
-    m->lay_B = B;
-    m->lay_T = T;
-    m->nthreads = nthreads;
+    int nthreads = omp_get_max_threads();
+    if (nthreads < m->nthreads) nthreads = m->nthreads; /* scratch never shrinks */
+    if (!(m->arena && B == m->lay_B && T == m->lay_T && nthreads == m->nthreads)) {
+        /* the regions depend on B and T separately (the chunked core keeps state per
+         * chunk), so every new shape is laid out anew; the memory only grows */
+        m->have_forward = 0;
+        m->ws_unit = -1;
+        size_t n = dm_plan_layout(&m->cfg, &m->plan, B, T, nthreads, NULL, NULL, NULL);
+        if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
+        if (n > m->arena_floats) {
+            free(m->arena);
+            m->arena = aligned_alloc(64, n * sizeof(float));
+            m->arena_floats = m->arena ? n : 0;
+        }
+        if (BT > m->io_cap) {
+            free(m->inp);
+            free(m->tgt);
+            m->inp = malloc(BT);
+            m->tgt = malloc(BT);
+            m->io_cap = m->inp && m->tgt ? BT : 0;
+        }
+        if (!m->arena || !m->act || !m->io_cap) {
+            if (err)
+                snprintf(err, errlen, "out of memory: the activation arena for %d x %d needs "
+                         "%.1f MiB", B, T, n * 4.0 / (1 << 20));
+            m->lay_B = m->lay_T = 0;
+            return 1;
+        }
+        dm_arena_ptrs ptrs = {.act = m->act};
+        dm_plan_layout(&m->cfg, &m->plan, B, T, nthreads, m->arena, &ptrs, &m->sizes);
+        m->x_final = ptrs.x_final;
+        m->head = ptrs.head;
+        m->s = ptrs.s;
+        m->arena_norm_scratch = m->s.norm_scratch;
+        m->arena_delta_work = m->s.delta_work;
+        m->lay_B = B;
+        m->lay_T = T;
+        m->nthreads = nthreads;
+    }
+    if (verify_room(m)) {
+        if (err) snprintf(err, errlen, "out of memory: verify mode's scratch for %d x %d", B, T);
+        return 1;
+    }
     return 0;
 }
 
@@ -388,10 +336,10 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
     if (m->params_bf16) /* the weights as the bf16 products read them, once per forward */
         dm_ops_set_weights(&m->ops, m->params, m->params_bf16, m->n_params);
-    float loss = dm_network_fwd(m, B, T);
-    if (logits) memcpy(logits, m->logits, (size_t)B * T * DM_VOCAB * sizeof(float));
     m->B = B;
     m->T = T;
+    float loss = dm_network_fwd(m);
+    if (logits) memcpy(logits, m->head.logits, (size_t)B * T * DM_VOCAB * sizeof(float));
     m->have_forward = 1;
     return loss;
 }
@@ -402,6 +350,57 @@ void dm_model_backward(dm_model *m) {
     m->have_forward = 0; /* backward consumes the logits (turned into their gradient) */
 }
 
+/* ---- memory ---- */
+
+/* the figures of a layout into mem */
+static void memory_of(const dm_config *c, size_t n_params, const dm_arena_sizes *sz, int B,
+                      int T, dm_memory *mem) {
+    memset(mem, 0, sizeof *mem);
+    dm_ops ops;
+    dm_ops_init(&ops, c);
+    mem->params = n_params * sizeof(float);
+    mem->params_bf16 = c->precision != DM_PRECISION_FP32 && !ops.bf16_why ? n_params * 2 : 0;
+    mem->grads = n_params * sizeof(float);
+    mem->saved = sz->saved * sizeof(float);
+    mem->recompute = sz->recompute * sizeof(float);
+    mem->scratch = sz->scratch * sizeof(float);
+    mem->verify = sz->verify * sizeof(float);
+    mem->batch = B;
+    mem->seq_len = T;
+}
+
+int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *mem, char *err,
+                   size_t errlen) {
+    if (dm_config_validate(c, err, errlen)) return 1;
+    dm_model *m = calloc(1, sizeof *m);
+    table_builder tb = {m, 0, NULL, 0};
+    int bad = !m;
+    if (m) {
+        m->cfg = *c;
+        bad = build_table(m, &tb);
+    }
+    if (bad) {
+        if (err) snprintf(err, errlen, "out of memory planning the model");
+    } else {
+        dm_plan p;
+        dm_arena_sizes sz;
+        dm_plan_make(&p, c);
+        dm_plan_layout(c, &p, B, T, nthreads < 1 ? 1 : nthreads, NULL, NULL, &sz);
+        memory_of(c, m->n_params, &sz, B, T, mem);
+    }
+    free(tb.kinds);
+    dm_model_free(m);
+    return bad;
+}
+
+int dm_model_memory(const dm_model *m, dm_memory *mem) {
+    if (!m->arena) return 1;
+    memory_of(&m->cfg, m->n_params, &m->sizes, m->lay_B, m->lay_T, mem);
+    mem->params_bf16 = m->params_bf16 ? m->n_params * 2 : 0;
+    if (m->vroom_floats * sizeof(float) > mem->verify) mem->verify = m->vroom_floats * sizeof(float);
+    return 0;
+}
+
 void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n) {
     dm_ops_report(&m->ops, buf, n);
 }
@@ -410,7 +409,10 @@ void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n) {
     dm_ops_table(&m->ops, buf, n);
 }
 
-void dm_model_set_verify(dm_model *m, int on) { m->ops.verify = on; }
+void dm_model_set_verify(dm_model *m, int on) {
+    m->ops.verify = on;
+    verify_room(m);
+}
 
 double dm_model_verify_take(dm_model *m, char *what, size_t n) {
     return dm_ops_verify_take(&m->ops, what, n);

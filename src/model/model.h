@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dormouse.h"
+#include "model/plan.h"
 #include "ops/ops.h"
 
 #define DM_NORM_EPS 1e-6f /* RMSNorm and the per-head output norm */
@@ -23,47 +24,6 @@ typedef struct {
     size_t norm2, w_gate, w_up, w_down;
 } dm_layer_off;
 
-/* Saved activations of one layer for one forward (pointers into the arena).
- * N = B*T rows; D = d_model; HD = n_head*head_dim; F = MLP hidden; R = gate_rank;
- * Cg = head_dim (KDA) or 1 (GDN). */
-typedef struct {
-    float *x_in;            /* [N,D]  residual entering the mixer          */
-    float *xn1, *rstd1;     /* [N,D], [N]  RMSNorm before the mixer         */
-    float *qt, *kt, *vt;    /* [N,HD] projections (conv inputs)             */
-    float *qc, *kc, *vc;    /* [N,HD] conv outputs (before SiLU)            */
-    float *qh, *kh, *v;     /* [N,HD] L2-normalized q, k; silu(vc)          */
-    float *rq, *rk;         /* [N*H]  inverse norms of q, k                 */
-    float *f1;              /* [N,R]  KDA gate low-rank hidden              */
-    float *f;               /* [N,H*Cg] gate pre-activation                 */
-    float *g;               /* [N,H*Cg] log decay                           */
-    float *beta;            /* [N,H]                                        */
-    float *o;               /* [N,HD] delta-rule core output                */
-    float *saved;           /* chunked core's forward state for its backward (or NULL) */
-    float *z1;              /* [N,R]  KDA output-gate low-rank hidden        */
-    float *z;               /* [N,HD] output gate pre-activation            */
-    float *rstd_o;          /* [N*H]                                        */
-    float *op;              /* [N,HD] gated-normed output (W_o input)       */
-    float *x_mid;           /* [N,D]  residual entering the MLP             */
-    float *xn2, *rstd2;     /* [N,D], [N]                                   */
-    float *a, *b, *h;       /* [N,F]  gate, up, silu(gate)*up               */
-    /* bf16 copies of the inputs of several products (bf16 precision only, else NULL):
-     * rounded once in the forward, read again by the weight gradients */
-    uint16_t *xn1_b, *f1_b, *z1_b, *op_b, *xn2_b, *h_b;
-} dm_layer_act;
-
-/* Backward scratch, shared by all layers. */
-typedef struct {
-    float *dres;                /* [N,D] gradient of the residual stream */
-    float *dxn;                 /* [N,D] */
-    float *dq, *dk, *dv, *dg;   /* [N,HD] (dg: [N,H*Cg]) */
-    float *dbeta;               /* [N,H] */
-    float *do_, *dz, *dop;      /* [N,HD] */
-    float *dr;                  /* [N,R] */
-    float *da, *db, *dh;        /* [N,F] */
-    float *delta_work;          /* delta-rule core scratch */
-    float *norm_scratch;        /* [2*N*max(D,HD)] composed-norm reference intermediates */
-} dm_scratch;
-
 struct dm_model {
     dm_config cfg;
     int n_tensors;
@@ -75,16 +35,26 @@ struct dm_model {
     size_t embed, norm_f, lm_head; /* offsets; lm_head == embed when tied */
     dm_layer_off *L;
 
-    /* arena: activations + scratch, laid out for lay_B x lay_T (model.c: dm_model_reserve) */
+    /* the activation plan (checkpointing) and the arena laid out from it for lay_B x lay_T
+     * (model.c: dm_model_reserve; plan.c: the layout) */
+    dm_plan plan;
     int nthreads;
     int lay_B, lay_T;
     size_t arena_floats, io_cap;
     float *arena;
+    dm_arena_sizes sizes;      /* the regions of the current layout */
     uint8_t *inp, *tgt;        /* [N] input and target bytes */
     dm_layer_act *act;         /* [n_layer] */
-    float *x_final, *xnf, *rstdf, *logits; /* [N,D] [N,D] [N] [N,256] */
-    uint16_t *xnf_b;           /* bf16 copy of xnf, or NULL */
+    float *x_final;            /* [N,D] */
+    dm_head_act head;
     dm_scratch s;
+    int ws_unit;               /* the unit whose activations the workspace holds; -1: none */
+    /* verify mode's room for the second implementations (the reference delta core's work,
+     * the composed norms' scratch): made when verify turns on, kept; s.norm_scratch and
+     * s.delta_work point into it while verify is on */
+    float *vroom;
+    size_t vroom_floats;
+    float *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */
 
@@ -93,13 +63,17 @@ struct dm_model {
     int have_forward;
 };
 
-/* mixer.c: the KDA/GDN layer, y[N,D] = Mixer(xn1) (saving its activations), and its
- * backward from dy[N,D] to s.dxn (overwritten), accumulating its parameter gradients. */
-void dm_mixer_fwd(dm_model *m, int layer, int B, int T, float *y);
-void dm_mixer_bwd(dm_model *m, int layer, int B, int T, const float *dy);
+/* mixer.c: the mixer unit of layer l, x_mid = x_in + Mixer(RMSNorm(x_in)): one step of
+ * its forward (DM_S_NORM1 .. DM_S_MIX_OUT, plan.h), and its backward from dres[N,D] (the
+ * gradient of x_mid, to which it adds that of x_in), accumulating its parameter gradients. */
+void dm_mixer_step(dm_model *m, int l, int step);
+void dm_mixer_bwd(dm_model *m, int l);
 
-/* network.c */
-float dm_network_fwd(dm_model *m, int B, int T);
+/* network.c: the forward of the batch in m->inp / m->tgt (m->B x m->T), every unit's steps
+ * in order; the backward, each unit's recomputed steps (plan) before its own backward. */
+float dm_network_fwd(dm_model *m);
 void dm_network_bwd(dm_model *m);
+/* Run again the steps of unit u the plan does not keep, unless the workspace holds u's. */
+void dm_network_recompute(dm_model *m, int u);
 
 #endif

@@ -36,17 +36,19 @@ int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char *
     return w == NULL;
 }
 
-size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads,
+size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved) {
-    size_t w = dm_delta_ref_bwd_work(d, nthreads);
+    int chunked = dm_ops_delta_chunked(ops, d, NULL);
+    size_t w = 0;
     *saved = 0;
-    if (dm_delta_chunk_supports(d, ops->chunk, NULL)) { /* verify mode may run it */
+    if (both || !chunked) w = dm_delta_ref_bwd_work(d, nthreads);
+    if ((both || chunked) && dm_delta_chunk_supports(d, ops->chunk, NULL)) {
         size_t wf = dm_delta_chunk_fwd_work(d, ops->chunk, nthreads);
         size_t wb = dm_delta_chunk_bwd_work(d, ops->chunk, nthreads);
         w = w > wf ? w : wf;
         w = w > wb ? w : wb;
-        if (dm_ops_delta_chunked(ops, d, NULL)) *saved = dm_delta_chunk_saved(d, ops->chunk);
     }
+    if (chunked) *saved = dm_delta_chunk_saved(d, ops->chunk);
     return w;
 }
 

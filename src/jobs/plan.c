@@ -1,0 +1,184 @@
+/* plan.c — the memory report (what train prints and writes) and the plan job behind
+ * `dormouse plan`: a config's memory figures and a measured ms/step, without training. */
+#include "jobs/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "base/rng.h"
+#include "base/stats.h"
+#include "jobs/bench.h"
+#include "optim/optim.h"
+
+#define MIB (1024.0 * 1024.0)
+
+int dm_memory_report(const dm_model *m, const struct dm_optim *o, dm_memory *mem) {
+    if (dm_model_memory(m, mem)) return 1;
+    if (o) {
+        dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+        int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
+        for (int i = 0; i < nb; i++) mem->optimizer += bufs[i].n * sizeof(float);
+    }
+    return 0;
+}
+
+size_t dm_memory_total(const dm_memory *mem) {
+    return mem->params + mem->params_bf16 + mem->grads + mem->optimizer + mem->saved +
+           mem->recompute + mem->scratch + mem->verify;
+}
+
+static const char *ckpt_name(int mode) {
+    return mode == DM_CKPT_FULL ? "full" : mode == DM_CKPT_BALANCED ? "balanced" : "none";
+}
+
+void dm_memory_line(const dm_memory *mem, int checkpointing, char *buf, size_t n) {
+    char bf[48] = "", vf[48] = "";
+    if (mem->params_bf16) snprintf(bf, sizeof bf, " (+%.1f bf16)", mem->params_bf16 / MIB);
+    if (mem->verify) snprintf(vf, sizeof vf, ", verify %.1f", mem->verify / MIB);
+    snprintf(buf, n, "memory: parameters %.1f MiB%s, gradients %.1f, optimizer %.1f, saved "
+             "activations %.1f (checkpointing %s), recompute %.1f, scratch %.1f%s; total %.1f "
+             "MiB for batch %d x %d", mem->params / MIB, bf, mem->grads / MIB,
+             mem->optimizer / MIB, mem->saved / MIB, ckpt_name(checkpointing),
+             mem->recompute / MIB, mem->scratch / MIB, vf, dm_memory_total(mem) / MIB,
+             mem->batch, mem->seq_len);
+}
+
+void dm_memory_json(const dm_memory *mem, char *buf, size_t n) {
+    snprintf(buf, n, "\"parameters_bytes\": %zu, \"parameters_bf16_bytes\": %zu, "
+             "\"gradients_bytes\": %zu, \"optimizer_bytes\": %zu, \"saved_activations_bytes\": "
+             "%zu, \"recompute_bytes\": %zu, \"scratch_bytes\": %zu, \"verify_bytes\": %zu, "
+             "\"total_bytes\": %zu", mem->params, mem->params_bf16, mem->grads, mem->optimizer,
+             mem->saved, mem->recompute, mem->scratch, mem->verify, dm_memory_total(mem));
+}
+
+size_t dm_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* KiB on Linux */
+}
+
+/* ---- the plan job ---------------------------------------------------------------------- */
+
+typedef struct {
+    const dm_plan_args *a;
+    const dm_job_io *io;
+    dm_status *st;
+    dm_config cfg;
+    int threads;
+    dm_model *m;
+    dm_optim *o;
+    uint8_t *tok;
+    double *t;        /* seconds per timed step */
+} plan_ctx;
+
+static int plan_config(plan_ctx *p) {
+    char err[DM_ERRLEN];
+    if (p->a->reps < 0) return dm_fail(p->st, DM_JOB_BAD_INPUT, "reps must be at least 0");
+    dm_config_default(&p->cfg);
+    if ((p->a->config_file && dm_config_apply_file(&p->cfg, p->a->config_file, p->st)) ||
+        dm_config_apply_sets(&p->cfg, "--set", p->a->sets, p->a->n_sets, p->st))
+        return p->st->code;
+    if (dm_config_validate(&p->cfg, err, sizeof err))
+        return dm_fail(p->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
+    p->threads = dm_set_threads(p->cfg.threads);
+    return 0;
+}
+
+/* The figures: the planned ones (parameters, gradients and the arena from the config
+ * alone), the saved activations under each checkpointing mode, and with the optimizer
+ * built its state. */
+static int figures(plan_ctx *p) {
+    const dm_config *c = &p->cfg;
+    char err[DM_ERRLEN], line[1024];
+    dm_memory mem, mode[3];
+    int B = c->batch_size, T = c->seq_len;
+    for (int k = 0; k < 3; k++) {
+        dm_config ck = *c;
+        ck.checkpointing = k;
+        if (dm_memory_plan(&ck, B, T, p->threads, &mode[k], err, sizeof err))
+            return dm_fail(p->st, DM_JOB_BAD_INPUT, "%s", err);
+    }
+    mem = mode[c->checkpointing];
+    p->m = dm_model_create(c, err, sizeof err);
+    if (!p->m) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
+    p->o = dm_optim_create(p->m, c, err, sizeof err);
+    if (!p->o) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(p->o, bufs, DM_OPTIM_MAX_BUFS);
+    for (int i = 0; i < nb; i++) mem.optimizer += bufs[i].n * sizeof(float);
+
+    dm_job_note(p->io, "dormouse plan: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
+                "parameters; batch %d x %d; checkpointing %s; %d threads\n",
+                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer, c->n_head,
+                c->head_dim, dm_model_num_params(p->m), B, T, ckpt_name(c->checkpointing),
+                p->threads);
+    dm_job_note(p->io, "  %-22s %12s\n", "memory", "MiB");
+    const struct { const char *name; size_t v; int always; } rows[] = {
+        {"parameters", mem.params, 1},          {"parameters, bf16 copy", mem.params_bf16, 0},
+        {"gradients", mem.grads, 1},            {"optimizer state", mem.optimizer, 1},
+        {"saved activations", mem.saved, 1},    {"recompute workspace", mem.recompute, 1},
+        {"scratch", mem.scratch, 1},            {"verify room", mem.verify, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].v || rows[i].always)
+            dm_job_note(p->io, "  %-22s %12.1f\n", rows[i].name, rows[i].v / MIB);
+    dm_job_note(p->io, "  %-22s %12.1f  (%.2f GiB)\n", "total", dm_memory_total(&mem) / MIB,
+                dm_memory_total(&mem) / (MIB * 1024));
+    size_t used = (size_t)snprintf(line, sizeof line, "saved activations by checkpointing:");
+    for (int k = 0; k < 3 && used < sizeof line; k++)
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s %s %.1f MiB (%.0f%%)",
+                                 k ? "," : "", ckpt_name(k), mode[k].saved / MIB,
+                                 100.0 * mode[k].saved / (double)mode[0].saved);
+    dm_job_note(p->io, "%s\n", line);
+    return 0;
+}
+
+/* reps timed steps after a warm-up on bytes from the seeded generator; the peak RSS */
+static int timed(plan_ctx *p) {
+    const dm_config *c = &p->cfg;
+    int B = c->batch_size, T = c->seq_len, reps = p->a->reps;
+    char err[DM_ERRLEN], what[96];
+    size_t nt = (size_t)B * (T + 1);
+    p->tok = malloc(nt);
+    p->t = calloc((size_t)reps, sizeof *p->t);
+    if (!p->tok || !p->t) return dm_fail(p->st, DM_JOB_FAILED, "out of memory for the batch");
+    dm_rng r;
+    dm_rng_seed(&r, c->seed, 0x706c616e); /* "plan" */
+    for (size_t i = 0; i < nt; i++) p->tok[i] = (uint8_t)dm_rng_below(&r, 256);
+    if (dm_model_reserve(p->m, B, T, err, sizeof err))
+        return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
+    for (int i = -1; i < reps; i++) {
+        double t[3];
+        if (dm_bench_time_step(p->m, p->o, p->tok, B, T, i + 1, t, what, sizeof what))
+            return dm_fail(p->st, DM_JOB_FAILED, "%s at step %d", what, i + 2);
+        if (i >= 0) p->t[i] = t[2];
+        if (dm_job_stopped(p->io))
+            return dm_fail(p->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d steps", i + 2,
+                           reps + 1);
+    }
+    double spread, med = dm_median(p->t, reps, &spread);
+    char dur[32];
+    dm_fmt_duration(dur, sizeof dur, med * c->steps);
+    dm_job_note(p->io, "time: %d step%s after a warm-up: %.1f ms/step (median; spread %.1f), "
+                "%.0f tokens/s; steps=%d take about %s (evaluation apart)\n", reps,
+                reps == 1 ? "" : "s", 1e3 * med, 1e3 * spread, (double)B * T / med, c->steps,
+                dur);
+    size_t rss = dm_peak_rss_bytes();
+    if (rss) dm_job_note(p->io, "peak resident memory: %.1f MiB (%.2f GiB; the whole process)\n",
+                         rss / MIB, rss / (MIB * 1024));
+    return 0;
+}
+
+dm_status dm_plan_job(const dm_plan_args *a, const dm_job_io *io) {
+    dm_status st = {DM_JOB_OK, ""};
+    plan_ctx p = {.a = a, .io = io, .st = &st};
+    if (!plan_config(&p) && !figures(&p) && a->reps > 0) timed(&p);
+    free(p.tok);
+    free(p.t);
+    dm_optim_free(p.o);
+    dm_model_free(p.m);
+    return st;
+}

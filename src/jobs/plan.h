@@ -1,0 +1,47 @@
+/* plan.h — memory you can see and plan (DESIGN.md section 8): the plan job (`dormouse
+ * plan`: the memory figures of a config and a measured ms/step, without training), and the
+ * memory report every job shares (train prints it at the start and writes it, with the
+ * peak resident memory, into summary.json). */
+#ifndef DM_JOBS_PLAN_H
+#define DM_JOBS_PLAN_H
+
+#include <stddef.h>
+
+#include "dormouse.h"
+#include "jobs/job.h"
+
+struct dm_optim;
+
+/* The figures of model m (its arena as laid out now) with the optimizer's state (o may be
+ * NULL: 0). 1 when m has no arena yet. */
+int dm_memory_report(const dm_model *m, const struct dm_optim *o, dm_memory *mem);
+/* Everything, in bytes: parameters (and their bf16 copy), gradients, optimizer state, the
+ * arena (saved + recompute + scratch) and verify mode's room. */
+size_t dm_memory_total(const dm_memory *mem);
+/* One line (no newline): "memory: parameters 7.5 MiB (+3.8 bf16), gradients 7.5,
+ * optimizer 22.6, saved activations 261.0 (checkpointing none), recompute 0.0, scratch
+ * 81.0; total 379.6 MiB for batch 8 x 512". */
+void dm_memory_line(const dm_memory *mem, int checkpointing, char *buf, size_t n);
+/* The JSON members of the figures, without braces: "\"parameters_bytes\": N, ...,
+ * \"total_bytes\": N" (for a summary's "memory" object). */
+void dm_memory_json(const dm_memory *mem, char *buf, size_t n);
+/* The peak resident memory of this process so far, in bytes (getrusage); 0 if unknown. */
+size_t dm_peak_rss_bytes(void);
+
+typedef struct {
+    const char *config_file;  /* JSON object of config keys over the defaults (NULL: none) */
+    const char *const *sets;  /* "key=value", applied last */
+    int n_sets;
+    int reps;                 /* timed steps after one warm-up step; 0: the figures only */
+} dm_plan_args;
+
+/* The memory figures of the config (the defaults, the file, the sets) for its batch_size x
+ * seq_len — parameters, gradients, optimizer state, saved activations (also under each
+ * checkpointing mode), recompute workspace, scratch, total — then, with reps > 0, reps
+ * timed training steps (forward, backward, optimizer update) on bytes from the seeded
+ * generator after a warm-up: ms/step (median and spread), tokens/s, the time of the
+ * config's `steps`, and the peak resident memory. Reported as notes. Bad input: config,
+ * reps; failed: out of memory (the figures are reported first), a non-finite loss. */
+dm_status dm_plan_job(const dm_plan_args *a, const dm_job_io *io);
+
+#endif

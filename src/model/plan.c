@@ -1,0 +1,310 @@
+/* plan.c — the one table of the activation plan (see plan.h): every step of a unit's
+ * forward with its class, every tensor a step writes with its size, the keep rule of
+ * each checkpointing mode, and the arena layout that follows from it. */
+#include "model/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+const dm_step_def dm_step_defs[DM_NSTEPS] = {
+    [DM_S_NORM1] = {"norm1", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_ROUND_XN1] = {"round_xn1", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_QKV] = {"qkv", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_CONV] = {"conv", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_ACT] = {"act", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_F1] = {"f1", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_ROUND_F1] = {"round_f1", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_F] = {"f", DM_UNIT_MIXER, DM_SC_LOWRANK},
+    [DM_S_GATE] = {"gate", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_BPROJ] = {"bproj", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_BETA] = {"beta", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_CORE] = {"core", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_Z1] = {"z1", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_ROUND_Z1] = {"round_z1", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_Z] = {"z", DM_UNIT_MIXER, DM_SC_LOWRANK},
+    [DM_S_ONORM] = {"onorm", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_ROUND_OP] = {"round_op", DM_UNIT_MIXER, DM_SC_MEMORY},
+    [DM_S_MIX_OUT] = {"mix_out", DM_UNIT_MIXER, DM_SC_OUT},
+    [DM_S_NORM2] = {"norm2", DM_UNIT_MLP, DM_SC_MEMORY},
+    [DM_S_ROUND_XN2] = {"round_xn2", DM_UNIT_MLP, DM_SC_MEMORY},
+    [DM_S_UP] = {"up", DM_UNIT_MLP, DM_SC_COMPUTE},
+    [DM_S_SWIGLU] = {"swiglu", DM_UNIT_MLP, DM_SC_MEMORY},
+    [DM_S_ROUND_H] = {"round_h", DM_UNIT_MLP, DM_SC_MEMORY},
+    [DM_S_MLP_OUT] = {"mlp_out", DM_UNIT_MLP, DM_SC_OUT},
+    [DM_S_NORMF] = {"normf", DM_UNIT_HEAD, DM_SC_MEMORY},
+    [DM_S_ROUND_XNF] = {"round_xnf", DM_UNIT_HEAD, DM_SC_MEMORY},
+    [DM_S_LOGITS] = {"logits", DM_UNIT_HEAD, DM_SC_COMPUTE},
+};
+const int dm_unit_first[DM_UNIT_KINDS + 1] = {DM_S_NORM1, DM_S_NORM2, DM_S_NORMF, DM_NSTEPS};
+
+/* sizes of tensors, per row (N rows) unless noted */
+enum {
+    SZ_D,     /* d_model */
+    SZ_1,     /* one */
+    SZ_HD,    /* n_head*head_dim */
+    SZ_H,     /* n_head */
+    SZ_R_KDA, /* gate_rank for KDA, none for GDN */
+    SZ_G,     /* n_head*Cg: the gate (Cg = head_dim for KDA, 1 for GDN) */
+    SZ_F,     /* MLP hidden */
+    SZ_V,     /* 256 (the logits) */
+    SZ_SAVED, /* the chunked core's saved state (per layer, not per row; 0 off that path) */
+};
+
+/* Every tensor a step writes. bf16: a bf16 copy (exists when the products run on
+ * hardware bf16). field: its pointer in dm_layer_act (mixer, mlp) or dm_head_act (head). */
+typedef struct {
+    const char *name;
+    int step, size, bf16;
+    size_t field;
+} tensor_def;
+
+#define L_(f) offsetof(dm_layer_act, f)
+#define H_(f) offsetof(dm_head_act, f)
+static const tensor_def TENSORS[] = {
+    {"xn1", DM_S_NORM1, SZ_D, 0, L_(xn1)},
+    {"rstd1", DM_S_NORM1, SZ_1, 0, L_(rstd1)},
+    {"xn1_b", DM_S_ROUND_XN1, SZ_D, 1, L_(xn1_b)},
+    {"qt", DM_S_QKV, SZ_HD, 0, L_(qt)},
+    {"kt", DM_S_QKV, SZ_HD, 0, L_(kt)},
+    {"vt", DM_S_QKV, SZ_HD, 0, L_(vt)},
+    {"qc", DM_S_CONV, SZ_HD, 0, L_(qc)},
+    {"kc", DM_S_CONV, SZ_HD, 0, L_(kc)},
+    {"vc", DM_S_CONV, SZ_HD, 0, L_(vc)},
+    {"qh", DM_S_ACT, SZ_HD, 0, L_(qh)},
+    {"kh", DM_S_ACT, SZ_HD, 0, L_(kh)},
+    {"v", DM_S_ACT, SZ_HD, 0, L_(v)},
+    {"rq", DM_S_ACT, SZ_H, 0, L_(rq)},
+    {"rk", DM_S_ACT, SZ_H, 0, L_(rk)},
+    {"f1", DM_S_F1, SZ_R_KDA, 0, L_(f1)},
+    {"f1_b", DM_S_ROUND_F1, SZ_R_KDA, 1, L_(f1_b)},
+    {"f", DM_S_F, SZ_G, 0, L_(f)},
+    {"g", DM_S_GATE, SZ_G, 0, L_(g)},
+    {"bpre", DM_S_BPROJ, SZ_H, 0, L_(bpre)},
+    {"beta", DM_S_BETA, SZ_H, 0, L_(beta)},
+    {"o", DM_S_CORE, SZ_HD, 0, L_(o)},
+    {"saved", DM_S_CORE, SZ_SAVED, 0, L_(saved)},
+    {"z1", DM_S_Z1, SZ_R_KDA, 0, L_(z1)},
+    {"z1_b", DM_S_ROUND_Z1, SZ_R_KDA, 1, L_(z1_b)},
+    {"z", DM_S_Z, SZ_HD, 0, L_(z)},
+    {"op", DM_S_ONORM, SZ_HD, 0, L_(op)},
+    {"rstd_o", DM_S_ONORM, SZ_H, 0, L_(rstd_o)},
+    {"op_b", DM_S_ROUND_OP, SZ_HD, 1, L_(op_b)},
+    {"xn2", DM_S_NORM2, SZ_D, 0, L_(xn2)},
+    {"rstd2", DM_S_NORM2, SZ_1, 0, L_(rstd2)},
+    {"xn2_b", DM_S_ROUND_XN2, SZ_D, 1, L_(xn2_b)},
+    {"a", DM_S_UP, SZ_F, 0, L_(a)},
+    {"b", DM_S_UP, SZ_F, 0, L_(b)},
+    {"h", DM_S_SWIGLU, SZ_F, 0, L_(h)},
+    {"h_b", DM_S_ROUND_H, SZ_F, 1, L_(h_b)},
+    {"xnf", DM_S_NORMF, SZ_D, 0, H_(xnf)},
+    {"rstdf", DM_S_NORMF, SZ_1, 0, H_(rstdf)},
+    {"xnf_b", DM_S_ROUND_XNF, SZ_D, 1, H_(xnf_b)},
+    {"logits", DM_S_LOGITS, SZ_V, 0, H_(logits)},
+};
+#undef L_
+#undef H_
+#define NTENSORS ((int)(sizeof TENSORS / sizeof TENSORS[0]))
+
+void dm_plan_make(dm_plan *p, const dm_config *c) {
+    memset(p, 0, sizeof *p);
+    p->mode = c->checkpointing;
+    for (int s = 0; s < DM_NSTEPS; s++) {
+        int cls = dm_step_defs[s].cls;
+        /* GDN's gate and output gate read the normed input itself (W_a x, W_z x) */
+        if (cls == DM_SC_LOWRANK && c->mixer == DM_MIXER_GDN) cls = DM_SC_COMPUTE;
+        p->cls[s] = cls;
+        p->keep[s] = cls == DM_SC_OUT || c->checkpointing == DM_CKPT_NONE ||
+                     (c->checkpointing == DM_CKPT_BALANCED && cls == DM_SC_COMPUTE);
+        p->rerun[s] = !p->keep[s];
+    }
+}
+
+int dm_plan_recomputes(const dm_plan *p, int kind) {
+    for (int s = dm_unit_first[kind]; s < dm_unit_first[kind + 1]; s++)
+        if (p->rerun[s]) return 1;
+    return 0;
+}
+
+const char *dm_step_outputs(int step, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < NTENSORS && used < n; i++)
+        if (TENSORS[i].step == step)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "," : "",
+                                     TENSORS[i].name);
+    return buf;
+}
+
+const char *dm_plan_tensor(int i, int *step, size_t *field, int *bf16) {
+    if (i < 0 || i >= NTENSORS) return NULL;
+    if (step) *step = TENSORS[i].step;
+    if (field) *field = TENSORS[i].field;
+    if (bf16) *bf16 = TENSORS[i].bf16;
+    return TENSORS[i].name;
+}
+
+/* ---- the layout ---- */
+
+typedef struct {
+    float *base; /* NULL: only count */
+    size_t used; /* floats */
+} bump;
+
+static float *take(bump *b, size_t n) {
+    float *p = b->base && n ? b->base + b->used : NULL;
+    b->used += (n + 15) & ~(size_t)15; /* 64-byte aligned slices */
+    return p;
+}
+
+/* the products run on hardware bf16: the arena keeps bf16 copies of their inputs */
+static int bf16_arena(const dm_config *c) {
+    dm_ops ops; /* the settings only */
+    dm_ops_init(&ops, c);
+    return dm_ops_bf16_active(&ops);
+}
+
+static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
+    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim, c->mixer == DM_MIXER_GDN,
+                       1.0f};
+    return d;
+}
+
+/* floats of tensor t for N rows (bf16 copies: half, rounded up); 0 when it does not exist */
+static size_t tensor_floats(const tensor_def *t, const dm_config *c, size_t N, size_t saved,
+                            int bf16) {
+    size_t H = c->n_head, HD = H * c->head_dim, per = 0;
+    int kda = c->mixer == DM_MIXER_KDA;
+    if (t->bf16 && !bf16) return 0;
+    switch (t->size) {
+    case SZ_D: per = c->d_model; break;
+    case SZ_1: per = 1; break;
+    case SZ_HD: per = HD; break;
+    case SZ_H: per = H; break;
+    case SZ_R_KDA: per = kda ? (size_t)c->gate_rank : 0; break;
+    case SZ_G: per = kda ? HD : H; break;
+    case SZ_F: per = (size_t)dm_config_mlp_hidden(c); break;
+    case SZ_V: per = DM_VOCAB; break;
+    case SZ_SAVED: return saved;
+    }
+    size_t n = N * per;
+    return t->bf16 ? (n + 1) / 2 : n;
+}
+
+/* the struct that holds unit u's pointers (NULL when counting) */
+static char *unit_struct(dm_arena_ptrs *out, int u, int L) {
+    if (!out) return NULL;
+    return u == 2 * L ? (char *)&out->head : (char *)&out->act[u / 2];
+}
+
+size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nthreads,
+                      float *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
+    int L = c->n_layer, bf16 = bf16_arena(c), kda = c->mixer == DM_MIXER_KDA;
+    size_t N = (size_t)B * T, D = c->d_model, H = c->n_head, HD = H * c->head_dim;
+    size_t R = c->gate_rank, F = dm_config_mlp_hidden(c), G = kda ? HD : H;
+    if (!base) out = NULL;
+    if (out) {
+        memset(out->act, 0, (size_t)L * sizeof *out->act);
+        memset(&out->head, 0, sizeof out->head);
+        memset(&out->s, 0, sizeof out->s);
+    }
+    bump b = {base, 0};
+    dm_ops ops; /* the settings only: which path of the delta core runs */
+    dm_ops_init(&ops, c);
+    dm_delta_dims dd = core_dims(c, B, T);
+    size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 0, &saved);
+
+    /* the residual stream: every unit's input */
+    for (int l = 0; l < L; l++) {
+        float *xi = take(&b, N * D), *xm = take(&b, N * D);
+        if (out) out->act[l].x_in = xi, out->act[l].x_mid = xm;
+    }
+    float *xf = take(&b, N * D);
+    if (out) out->x_final = xf;
+
+    /* kept tensors, unit by unit; the others at the same workspace offsets for all units
+     * of a kind (offsets counted from 0 here, moved to the workspace below) */
+    size_t ws_size[DM_UNIT_KINDS] = {0}, ws_off[NTENSORS];
+    for (int k = 0; k < DM_UNIT_KINDS; k++) {
+        bump w = {NULL, 0};
+        for (int i = 0; i < NTENSORS; i++) {
+            const tensor_def *t = &TENSORS[i];
+            if (dm_step_defs[t->step].unit != k || p->keep[t->step]) continue;
+            ws_off[i] = w.used;
+            take(&w, tensor_floats(t, c, N, saved, bf16));
+        }
+        ws_size[k] = w.used;
+    }
+    for (int u = 0; u <= 2 * L; u++) {
+        int k = dm_unit_kind(u, L);
+        char *st = unit_struct(out, u, L);
+        for (int i = 0; i < NTENSORS; i++) {
+            const tensor_def *t = &TENSORS[i];
+            if (dm_step_defs[t->step].unit != k || !p->keep[t->step]) continue;
+            float *q = take(&b, tensor_floats(t, c, N, saved, bf16));
+            if (st) *(void **)(st + t->field) = q;
+        }
+    }
+    size_t kept = b.used, ws = 0;
+    for (int k = 0; k < DM_UNIT_KINDS; k++) ws = ws > ws_size[k] ? ws : ws_size[k];
+    float *wbase = take(&b, ws);
+    for (int u = 0; wbase && u <= 2 * L; u++) {
+        int k = dm_unit_kind(u, L);
+        char *st = unit_struct(out, u, L);
+        for (int i = 0; i < NTENSORS; i++) {
+            const tensor_def *t = &TENSORS[i];
+            if (dm_step_defs[t->step].unit != k || p->keep[t->step]) continue;
+            *(void **)(st + t->field) =
+                tensor_floats(t, c, N, saved, bf16) ? wbase + ws_off[i] : NULL;
+        }
+    }
+
+    /* backward scratch: dres, dxn (and the composed norms' scratch) for all; then the MLP's
+     * gradients and the mixer's (with the delta core's work) over the same floats */
+    size_t s0 = b.used;
+    dm_scratch s = {0};
+    s.dres = take(&b, N * D);
+    s.dxn = take(&b, N * D);
+    if (c->norm_impl == DM_IMPL_REFERENCE) s.norm_scratch = take(&b, 2 * N * (D > HD ? D : HD));
+    size_t arms = b.used;
+    s.da = take(&b, N * F);
+    s.db = take(&b, N * F);
+    s.dh = take(&b, N * F);
+    size_t mlp_end = b.used;
+    b.used = arms;
+    s.dq = take(&b, N * HD);
+    s.dk = take(&b, N * HD);
+    s.dv = take(&b, N * HD);
+    s.dg = take(&b, N * G);
+    s.dbeta = take(&b, N * H);
+    s.do_ = take(&b, N * HD);
+    s.dz = take(&b, N * HD);
+    s.dop = take(&b, N * HD);
+    s.dr = take(&b, kda ? N * R : 0);
+    s.delta_work = take(&b, work);
+    if (b.used < mlp_end) b.used = mlp_end;
+    if (out) out->s = s;
+    if (sz) {
+        sz->saved = kept;
+        sz->recompute = ws;
+        sz->scratch = b.used - s0;
+        sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, B, T, nthreads, NULL, NULL) : 0;
+    }
+    return b.used;
+}
+
+size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_t *norm_off,
+                           size_t *delta_off) {
+    size_t N = (size_t)B * T, D = c->d_model, HD = (size_t)c->n_head * c->head_dim;
+    dm_ops ops;
+    dm_ops_init(&ops, c);
+    dm_delta_dims dd = core_dims(c, B, T);
+    size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 1, &saved);
+    bump b = {NULL, 0};
+    if (norm_off) *norm_off = b.used;
+    take(&b, 2 * N * (D > HD ? D : HD));
+    if (delta_off) *delta_off = b.used;
+    take(&b, work);
+    return b.used;
+}

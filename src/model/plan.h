@@ -1,0 +1,163 @@
+/* plan.h — the activation plan (DESIGN.md sections 2 and 8): what a forward keeps for the
+ * backward, where every activation lives in the arena, and what the backward recomputes.
+ * ONE table (plan.c) names every step of a unit's forward and the tensors each step
+ * writes; the `checkpointing` key picks which steps' outputs are kept (dm_plan_make), and
+ * from that one choice come both the arena layout (dm_plan_layout) and the recompute
+ * schedule (dm_plan.rerun). Nothing else decides either.
+ *
+ * Units: the network is a chain of residual branches and a head,
+ *   mixer l:  x_mid = x_in + Mixer(RMSNorm(x_in))     (unit 2l)
+ *   mlp l:    x_out = x_mid + MLP(RMSNorm(x_mid))     (unit 2l+1; x_out = next x_in)
+ *   head:     logits = lm_head(RMSNorm(x_final))      (unit 2 n_layer)
+ * A unit's input (x_in, x_mid, x_final: the residual stream) is always kept. A tensor
+ * that is not kept lives in the workspace, one region shared by all units (every unit's
+ * forward writes there; a unit's backward first recomputes it, unless the workspace
+ * still holds that unit's: the head, run last, never needs it).
+ *
+ * Modes (the key `checkpointing`):
+ *   none      keep every step's outputs
+ *   balanced  keep the outputs of the compute-bound steps (DM_SC_COMPUTE: the products
+ *             that read a unit's normed input, the delta-rule core with its saved chunk
+ *             state, the logits); recompute the memory-bound ones (norms, conv, SiLU,
+ *             L2 norm, gates, sigmoid, SwiGLU, the bf16 copies) and the rank-r
+ *             expansions of KDA's gates (DM_SC_LOWRANK: 2r flops per float kept)
+ *   full      keep only the units' inputs; recompute each unit's forward before its
+ *             backward */
+#ifndef DM_PLAN_H
+#define DM_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dormouse.h"
+
+enum { DM_UNIT_MIXER, DM_UNIT_MLP, DM_UNIT_HEAD, DM_UNIT_KINDS };
+
+/* The steps of each kind of unit, in forward order (a kind's steps are contiguous). */
+enum {
+    /* mixer */
+    DM_S_NORM1, DM_S_ROUND_XN1, DM_S_QKV, DM_S_CONV, DM_S_ACT, DM_S_F1, DM_S_ROUND_F1, DM_S_F,
+    DM_S_GATE, DM_S_BPROJ, DM_S_BETA, DM_S_CORE, DM_S_Z1, DM_S_ROUND_Z1, DM_S_Z, DM_S_ONORM,
+    DM_S_ROUND_OP, DM_S_MIX_OUT,
+    /* mlp */
+    DM_S_NORM2, DM_S_ROUND_XN2, DM_S_UP, DM_S_SWIGLU, DM_S_ROUND_H, DM_S_MLP_OUT,
+    /* head */
+    DM_S_NORMF, DM_S_ROUND_XNF, DM_S_LOGITS,
+    DM_NSTEPS
+};
+
+/* What a step costs to run again, per float it writes. */
+enum {
+    DM_SC_COMPUTE, /* a product of a unit's normed input, the delta core: kept by balanced */
+    DM_SC_LOWRANK, /* a product of a rank-r hidden (KDA's W_f2, W_g2): 2r flops per float */
+    DM_SC_MEMORY,  /* elementwise, norms, conv, gates, bf16 copies */
+    DM_SC_OUT,     /* writes the next unit's input (the residual stream): never rerun */
+};
+
+typedef struct {
+    const char *name;
+    int unit; /* DM_UNIT_* */
+    int cls;  /* DM_SC_*, for KDA (GDN's f and z are products of the normed input) */
+} dm_step_def;
+extern const dm_step_def dm_step_defs[DM_NSTEPS];
+/* the steps of unit kind k are [dm_unit_first[k], dm_unit_first[k + 1]) */
+extern const int dm_unit_first[DM_UNIT_KINDS + 1];
+
+typedef struct {
+    int mode;                         /* DM_CKPT_* */
+    int cls[DM_NSTEPS];               /* each step's class for this config */
+    unsigned char keep[DM_NSTEPS];    /* its outputs are kept from the forward to the backward */
+    unsigned char rerun[DM_NSTEPS];   /* it runs again before its unit's backward */
+} dm_plan;
+
+/* The plan of c (its checkpointing key and mixer). */
+void dm_plan_make(dm_plan *p, const dm_config *c);
+/* Units of a model with L layers: 2L + 1. Unit u's kind: */
+static inline int dm_unit_kind(int u, int n_layer) {
+    return u == 2 * n_layer ? DM_UNIT_HEAD : u % 2 ? DM_UNIT_MLP : DM_UNIT_MIXER;
+}
+/* 1 when some step of unit kind k is rerun under p */
+int dm_plan_recomputes(const dm_plan *p, int kind);
+/* A step's outputs: their names, comma-separated ("xn1,rstd1"), for messages and tests. */
+const char *dm_step_outputs(int step, char *buf, size_t n);
+/* Tensor i of the table: its name (NULL past the end), the step that writes it, its
+ * pointer's offset in dm_layer_act (mixer, mlp) or dm_head_act (head), whether it is a
+ * bf16 copy. Any out-pointer may be NULL. */
+const char *dm_plan_tensor(int i, int *step, size_t *field, int *bf16);
+
+/* Saved activations of one layer (pointers into the arena). N = B*T rows; D = d_model;
+ * HD = n_head*head_dim; F = MLP hidden; R = gate_rank; Cg = head_dim (KDA) or 1 (GDN). */
+typedef struct {
+    float *x_in;            /* [N,D]  residual entering the mixer (kept)     */
+    float *xn1, *rstd1;     /* [N,D], [N]  RMSNorm before the mixer         */
+    float *qt, *kt, *vt;    /* [N,HD] projections (conv inputs)             */
+    float *qc, *kc, *vc;    /* [N,HD] conv outputs (before SiLU)            */
+    float *qh, *kh, *v;     /* [N,HD] L2-normalized q, k; silu(vc)          */
+    float *rq, *rk;         /* [N*H]  inverse norms of q, k                 */
+    float *f1;              /* [N,R]  KDA gate low-rank hidden              */
+    float *f;               /* [N,H*Cg] gate pre-activation                 */
+    float *g;               /* [N,H*Cg] log decay                           */
+    float *bpre, *beta;     /* [N,H]  W_b x, sigmoid of it                  */
+    float *o;               /* [N,HD] delta-rule core output                */
+    float *saved;           /* chunked core's forward state for its backward (or NULL) */
+    float *z1;              /* [N,R]  KDA output-gate low-rank hidden        */
+    float *z;               /* [N,HD] output gate pre-activation            */
+    float *rstd_o;          /* [N*H]                                        */
+    float *op;              /* [N,HD] gated-normed output (W_o input)       */
+    float *x_mid;           /* [N,D]  residual entering the MLP (kept)       */
+    float *xn2, *rstd2;     /* [N,D], [N]                                   */
+    float *a, *b, *h;       /* [N,F]  gate, up, silu(gate)*up               */
+    /* bf16 copies of the inputs of several products (bf16 precision only, else NULL):
+     * rounded once in the forward, read again by the weight gradients */
+    uint16_t *xn1_b, *f1_b, *z1_b, *op_b, *xn2_b, *h_b;
+} dm_layer_act;
+
+/* The head's activations. */
+typedef struct {
+    float *xnf, *rstdf;     /* [N,D], [N] final RMSNorm */
+    float *logits;          /* [N,256]; the backward turns them into their gradient */
+    uint16_t *xnf_b;        /* bf16 copy of xnf, or NULL */
+} dm_head_act;
+
+/* Backward scratch, shared by all layers. The MLP's gradients (da, db, dh) and the
+ * mixer's (dq ... dr, delta_work) are never live at once and share their memory. */
+typedef struct {
+    float *dres;                /* [N,D] gradient of the residual stream */
+    float *dxn;                 /* [N,D] */
+    float *dq, *dk, *dv, *dg;   /* [N,HD] (dg: [N,H*Cg]) */
+    float *dbeta;               /* [N,H] */
+    float *do_, *dz, *dop;      /* [N,HD] */
+    float *dr;                  /* [N,R] (KDA) */
+    float *da, *db, *dh;        /* [N,F] */
+    float *delta_work;          /* delta-rule core scratch of the path the settings pick */
+    float *norm_scratch;        /* [2*N*max(D,HD)] the composed norms' intermediates, when
+                                   norm_impl=reference (else NULL: the fused norms need none) */
+} dm_scratch;
+
+/* Where the arena's floats go (each region a multiple of 16 floats). */
+typedef struct {
+    size_t saved;     /* the residual stream and the kept activations */
+    size_t recompute; /* the workspace: one unit's activations that are not kept */
+    size_t scratch;   /* backward scratch with the delta core's work */
+    size_t verify;    /* not in the arena: the second paths' scratch verify mode adds */
+} dm_arena_sizes;
+
+/* The arena's pointers: where dm_plan_layout puts every region. */
+typedef struct {
+    dm_layer_act *act;      /* [n_layer] */
+    float *x_final;         /* [N,D] the residual leaving the last layer (kept) */
+    dm_head_act head;
+    dm_scratch s;
+} dm_arena_ptrs;
+
+/* Lay out the arena of plan p for B sequences of T bytes on nthreads threads from base
+ * (NULL: only count; out may then be NULL). Returns the floats needed, by region in sz. */
+size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nthreads,
+                      float *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
+/* The verify room (floats): what verify mode's second implementations need beside the
+ * arena (the reference delta core's work, the composed norms' scratch); the offsets of
+ * the two in it. */
+size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_t *norm_off,
+                           size_t *delta_off);
+
+#endif

@@ -1,0 +1,358 @@
+/* test_memory.c — activation checkpointing and the memory report (issue 12): none,
+ * balanced and full give the same losses and gradients to the bit (KDA and GDN, fp32 and
+ * bf16, both delta-core paths); the plan and the backward agree (what the plan does not
+ * keep is NaN before the backward, and the gradients stay finite and equal); the memory
+ * report is the arena that is allocated; a batch of one 65536-byte sequence trains with
+ * `full` and evaluates. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+#include "base/rng.h"
+#include "jobs/eval.h"
+#include "jobs/plan.h"
+#include "model/model.h"
+#include "optim/optim.h"
+
+static const char *const MODE[] = {"none", "balanced", "full"};
+
+static void text_tokens(uint8_t *tok, size_t n, uint64_t seed) {
+    static const char txt[] =
+        "In the beginning God created the heaven and the earth. And the earth was without "
+        "form, and void; and darkness was upon the face of the deep. ";
+    dm_rng r;
+    dm_rng_seed(&r, seed, 3);
+    size_t off = (size_t)dm_rng_below(&r, sizeof txt - 1);
+    for (size_t i = 0; i < n; i++) tok[i] = (uint8_t)txt[(off + i) % (sizeof txt - 1)];
+}
+
+/* two layers, heads the chunked core takes, a partial last chunk at T = 40 */
+static dm_config small(int mixer) {
+    dm_config c;
+    dm_config_default(&c);
+    c.d_model = 32;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.head_dim = 16;
+    c.gate_rank = 8;
+    c.conv_size = 3;
+    c.mixer = mixer;
+    c.chunk_size = 16;
+    c.seed = 5;
+    c.precision = DM_PRECISION_FP32;
+    return c;
+}
+
+static float loss_grads(dm_model *m, const uint8_t *tok, int B, int T) {
+    float l = dm_model_forward(m, tok, B, T, NULL);
+    dm_model_zero_grad(m);
+    dm_model_backward(m);
+    return l;
+}
+
+/* The model of c under checkpointing mode; with bf16_ref its products run the reference
+ * bf16 path (operands rounded, f32 GEMM), as on a CPU without hardware bf16. */
+static dm_model *make(dm_config c, int mode, int bf16_ref) {
+    char err[DM_ERRLEN];
+    c.checkpointing = mode;
+    if (bf16_ref) setenv("DM_CPU_NO_BF16", "1", 1);
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    if (bf16_ref) unsetenv("DM_CPU_NO_BF16");
+    CHECKF(m != NULL, "%s: %s", MODE[mode], err);
+    if (m && bf16_ref) m->ops.precision = DM_PRECISION_BF16;
+    return m;
+}
+
+/* What the plan does not keep (the workspace) and every backward scratch, as NaN; the
+ * workspace then holds no unit's activations. */
+static size_t poison(dm_model *m) {
+    float *ws = m->arena + m->sizes.saved;
+    size_t n = m->sizes.recompute + m->sizes.scratch;
+    memset(ws, 0xff, n * sizeof(float)); /* NaN as f32 and as bf16 */
+    m->ws_unit = -1;
+    return m->sizes.recompute;
+}
+
+/* c under each mode against none, on one batch: the loss and every gradient to the bit;
+ * with nan, the forward's unkept activations and the scratch are NaN before the backward. */
+static void modes_agree(dm_config c, const char *what, int bf16_ref, int nan) {
+    int B = 3, T = 40;
+    uint8_t tok[3 * 41];
+    text_tokens(tok, sizeof tok, 11);
+    dm_model *ref = make(c, DM_CKPT_NONE, bf16_ref);
+    if (!ref) return;
+    size_t np = dm_model_num_params(ref);
+    float l0 = loss_grads(ref, tok, B, T);
+    CHECKF(isfinite(l0), "%s: loss %g", what, l0);
+    if (bf16_ref) {
+        char table[8192];
+        dm_model_dispatch_table(ref, table, sizeof table);
+        CHECKF(strstr(table, "reference-bf16") != NULL, "%s: the reference bf16 path did not run",
+               what);
+    }
+    for (int mode = 0; mode < 3; mode++) {
+        dm_model *m = make(c, mode, bf16_ref);
+        if (!m) break;
+        float l = dm_model_forward(m, tok, B, T, NULL);
+        size_t poisoned = nan ? poison(m) : 0;
+        dm_model_zero_grad(m);
+        dm_model_backward(m);
+        const float *g = dm_model_grads(m), *g0 = dm_model_grads(ref);
+        CHECKF(memcmp(&l, &l0, sizeof l) == 0, "%s, %s: loss %.9g vs none %.9g", what, MODE[mode],
+               l, l0);
+        CHECKF(t_all_finite(g, np), "%s, %s: a gradient is not finite", what, MODE[mode]);
+        size_t diff = 0, first = 0;
+        for (size_t i = 0; i < np; i++)
+            if (memcmp(&g[i], &g0[i], sizeof(float)) && !diff++) first = i;
+        CHECKF(diff == 0, "%s, %s: %zu gradients differ from none (first at %zu: %.9g vs %.9g)",
+               what, MODE[mode], diff, first, g[first], g0[first]);
+        /* balanced and full keep less and recompute the rest into the workspace */
+        if (mode != DM_CKPT_NONE) CHECKF(m->sizes.recompute > 0, "%s: no workspace", MODE[mode]);
+        if (nan && mode != DM_CKPT_NONE)
+            CHECK(poisoned == m->sizes.recompute && poisoned > 0);
+        dm_model_free(m);
+    }
+    printf("  %s: loss %.9g; none, balanced, full the same bits%s\n", what, l0,
+           nan ? " (unkept activations and scratch NaN before the backward)" : "");
+    dm_model_free(ref);
+}
+
+TEST(checkpointing_bitwise_kda_gdn) {
+    for (int mx = 0; mx < 2; mx++) {
+        dm_config c = small(mx ? DM_MIXER_GDN : DM_MIXER_KDA);
+        modes_agree(c, mx ? "gdn" : "kda", 0, 0);
+        /* the reference core (no saved chunk state) and the composed reference norms */
+        c.kda_impl = DM_IMPL_REFERENCE;
+        c.norm_impl = DM_IMPL_REFERENCE;
+        modes_agree(c, mx ? "gdn, reference core and norms" : "kda, reference core and norms", 0,
+                    0);
+    }
+    dm_config c = small(DM_MIXER_KDA);
+    c.gate_lower_bound = -5;
+    c.tie_embeddings = 1;
+    c.n_layer = 3;
+    modes_agree(c, "kda, 3 layers, lower-bounded gate, tied embeddings", 0, 0);
+}
+
+/* bf16 through the reference bf16 path (rounded operands, f32 GEMM): runs on any CPU */
+TEST(checkpointing_bitwise_bf16_reference) {
+    modes_agree(small(DM_MIXER_KDA), "kda, bf16 reference path", 1, 0);
+    modes_agree(small(DM_MIXER_GDN), "gdn, bf16 reference path", 1, 0);
+}
+
+/* bf16 on the hardware kernel, with the arena's bf16 copies of the products' inputs */
+TEST(checkpointing_bitwise_bf16_hardware) {
+    dm_config c = small(DM_MIXER_KDA);
+    c.precision = DM_PRECISION_BF16;
+    char err[DM_ERRLEN];
+    dm_model *probe = dm_model_create(&c, err, sizeof err);
+    if (!probe) {
+        t_skip("%s", err);
+        return;
+    }
+    CHECK(probe->ops.bf16_why == NULL);
+    dm_model_free(probe);
+    modes_agree(c, "kda, bf16", 0, 0);
+    modes_agree(c, "kda, bf16, unkept NaN", 0, 1);
+    c.mixer = DM_MIXER_GDN;
+    modes_agree(c, "gdn, bf16", 0, 0);
+}
+
+/* The plan and the backward agree: everything the plan does not keep, and all scratch, is
+ * NaN when the backward starts; each unit recomputes what it needs, and the gradients are
+ * finite and equal to none's. */
+TEST(checkpointing_plan_and_backward_agree) {
+    for (int mx = 0; mx < 2; mx++) {
+        dm_config c = small(mx ? DM_MIXER_GDN : DM_MIXER_KDA);
+        modes_agree(c, mx ? "gdn" : "kda", 0, 1);
+        modes_agree(c, mx ? "gdn, bf16 reference path" : "kda, bf16 reference path", 1, 1);
+        c.kda_impl = DM_IMPL_REFERENCE;
+        c.norm_impl = DM_IMPL_REFERENCE;
+        modes_agree(c, mx ? "gdn, reference core and norms" : "kda, reference core and norms", 0,
+                    1);
+    }
+}
+
+/* Each mode's rule: none keeps every step's outputs; balanced exactly the compute-bound
+ * steps'; full none but the residual stream; what is not kept is recomputed, and a step
+ * writing the next unit's input never is. */
+TEST(checkpointing_plan_rules) {
+    for (int mx = 0; mx < 2; mx++) {
+        dm_config c = small(mx ? DM_MIXER_GDN : DM_MIXER_KDA);
+        for (int mode = 0; mode < 3; mode++) {
+            c.checkpointing = mode;
+            dm_plan p;
+            dm_plan_make(&p, &c);
+            int kept = 0;
+            for (int s = 0; s < DM_NSTEPS; s++) {
+                int out = p.cls[s] == DM_SC_OUT;
+                int want = out || mode == DM_CKPT_NONE ||
+                           (mode == DM_CKPT_BALANCED && p.cls[s] == DM_SC_COMPUTE);
+                char outs[128];
+                CHECKF(p.keep[s] == want, "%s: step %s (%s) keep %d", MODE[mode],
+                       dm_step_defs[s].name, dm_step_outputs(s, outs, sizeof outs), p.keep[s]);
+                CHECKF(p.rerun[s] == (!want && !out), "%s: step %s rerun %d", MODE[mode],
+                       dm_step_defs[s].name, p.rerun[s]);
+                CHECKF(out == (dm_step_outputs(s, outs, sizeof outs)[0] == 0),
+                       "step %s: outputs '%s'", dm_step_defs[s].name, outs);
+                kept += p.keep[s] && !out;
+            }
+            for (int k = 0; k < DM_UNIT_KINDS; k++)
+                CHECKF(dm_plan_recomputes(&p, k) == (mode != DM_CKPT_NONE), "%s: kind %d",
+                       MODE[mode], k);
+            if (mode == DM_CKPT_FULL) CHECK(kept == 0);
+        }
+        /* the rank-r expansions are KDA's; GDN's f and z are products of the normed input */
+        c.checkpointing = DM_CKPT_BALANCED;
+        dm_plan p;
+        dm_plan_make(&p, &c);
+        CHECK(p.keep[DM_S_F] == (mx == 1) && p.keep[DM_S_Z] == (mx == 1));
+        CHECK(p.keep[DM_S_QKV] && p.keep[DM_S_CORE] && p.keep[DM_S_UP] && p.keep[DM_S_LOGITS]);
+        CHECK(!p.keep[DM_S_CONV] && !p.keep[DM_S_ACT] && !p.keep[DM_S_GATE] &&
+              !p.keep[DM_S_NORM1] && !p.keep[DM_S_SWIGLU] && !p.keep[DM_S_ROUND_H]);
+    }
+}
+
+/* every tensor pointer of the layout: inside [lo, hi) of the arena (NULL ones skipped) */
+static int inside(const void *p, const float *lo, const float *hi) {
+    return !p || ((const char *)p >= (const char *)lo && (const char *)p < (const char *)hi);
+}
+
+/* The memory report is the arena: saved + recompute + scratch = the floats allocated (and
+ * dm_model_arena_bytes), the planned figures equal the model's, each activation lies in
+ * the region its step's keep says, full keeps the residual stream alone, and the
+ * optimizer's state is what it holds. */
+TEST(memory_report_matches_arena) {
+    static const int shapes[][2] = {{3, 40}, {1, 100}};
+    for (int mx = 0; mx < 2; mx++)
+        for (int mode = 0; mode < 3; mode++)
+            for (int sh = 0; sh < 2; sh++) {
+                dm_config c = small(mx ? DM_MIXER_GDN : DM_MIXER_KDA);
+                c.checkpointing = mode;
+                int B = shapes[sh][0], T = shapes[sh][1], L = c.n_layer;
+                char err[DM_ERRLEN];
+                dm_model *m = dm_model_create(&c, err, sizeof err);
+                CHECKF(m != NULL, "%s", err);
+                if (!m) return;
+                dm_memory mem, planned;
+                CHECK(dm_model_memory(m, &mem) == 1); /* no arena yet */
+                CHECK(dm_model_reserve(m, B, T, err, sizeof err) == 0);
+                CHECK(dm_model_memory(m, &mem) == 0);
+                size_t arena = mem.saved + mem.recompute + mem.scratch;
+                CHECKF(arena == m->arena_floats * sizeof(float),
+                       "%s: report %zu bytes, arena %zu", MODE[mode], arena,
+                       m->arena_floats * sizeof(float));
+                CHECK(arena == dm_model_arena_bytes(&c, B, T, m->nthreads));
+                CHECK(dm_memory_plan(&c, B, T, m->nthreads, &planned, err, sizeof err) == 0);
+                CHECK(memcmp(&planned, &mem, sizeof mem) == 0);
+                CHECK(mem.params == dm_model_num_params(m) * sizeof(float) &&
+                      mem.grads == mem.params && mem.params_bf16 == 0 && mem.verify == 0);
+                size_t resid = (size_t)(2 * L + 1) * B * T * c.d_model * sizeof(float);
+                if (mode == DM_CKPT_NONE) CHECK(mem.recompute == 0);
+                if (mode == DM_CKPT_FULL) CHECKF(mem.saved == resid, "full saves %zu, the "
+                                                 "residual stream is %zu", mem.saved, resid);
+                else CHECK(mem.saved > resid);
+                /* each tensor in its region */
+                float *a0 = m->arena, *ws = a0 + m->sizes.saved, *sc = ws + m->sizes.recompute;
+                for (int u = 0; u <= 2 * L; u++) {
+                    const char *base = u == 2 * L ? (const char *)&m->head
+                                                  : (const char *)&m->act[u / 2];
+                    for (int i = 0; dm_plan_tensor(i, NULL, NULL, NULL); i++) {
+                        int step;
+                        size_t field;
+                        const char *name = dm_plan_tensor(i, &step, &field, NULL);
+                        if (dm_step_defs[step].unit != dm_unit_kind(u, L)) continue;
+                        void *p = *(void *const *)(base + field);
+                        CHECKF(m->plan.keep[step] ? inside(p, a0, ws) : inside(p, ws, sc),
+                               "%s, unit %d: %s outside its region", MODE[mode], u, name);
+                    }
+                }
+                CHECK(inside(m->s.dres, sc, a0 + m->arena_floats) &&
+                      inside(m->s.delta_work, sc, a0 + m->arena_floats));
+                /* the optimizer's state: AdamW moments and Muon momentum */
+                dm_optim *o = dm_optim_create(m, &c, err, sizeof err);
+                CHECK(o && dm_memory_report(m, o, &mem) == 0);
+                CHECK(mem.optimizer >= 3 * mem.params && mem.optimizer < 3 * mem.params + 4096);
+                dm_optim_free(o);
+                dm_model_free(m);
+            }
+}
+
+/* The d2 model at 8 x 512 and at 1 x 65536: what each mode keeps, from the plan (the
+ * issue's numbers: balanced keeps at most half of none's saved activations where the
+ * products' inputs are kept in bf16 as well, full at most a fifth; full at 65536 bytes
+ * plans under 4 GiB in all). */
+TEST(memory_plan_d2) {
+    dm_config c;
+    dm_config_default(&c);
+    char err[DM_ERRLEN];
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        if (!bf16) setenv("DM_CPU_NO_BF16", "1", 1); /* fp32: no bf16 copies */
+        dm_memory mem[3];
+        for (int mode = 0; mode < 3; mode++) {
+            c.checkpointing = mode;
+            CHECK(dm_memory_plan(&c, 8, 512, 2, &mem[mode], err, sizeof err) == 0);
+        }
+        unsetenv("DM_CPU_NO_BF16");
+        double rb = (double)mem[1].saved / mem[0].saved, rf = (double)mem[2].saved / mem[0].saved;
+        printf("  d2 8 x 512%s: saved none %.1f MiB, balanced %.1f%%, full %.1f%%\n",
+               bf16 ? " with bf16 copies" : ", fp32", mem[0].saved / 1048576.0, 100 * rb,
+               100 * rf);
+        CHECK(rf <= 0.2 && rb < 0.6);
+        if (bf16 && mem[0].params_bf16) CHECK(rb <= 0.5);
+    }
+    c.checkpointing = DM_CKPT_FULL;
+    dm_memory mem;
+    CHECK(dm_memory_plan(&c, 1, 65536, 16, &mem, err, sizeof err) == 0);
+    printf("  d2 1 x 65536 full, 16 threads: %.2f GiB planned\n",
+           dm_memory_total(&mem) / (1024.0 * 1048576.0));
+    CHECK(dm_memory_total(&mem) + 3 * mem.params < (size_t)4 << 30); /* + AdamW and Muon */
+}
+
+/* A batch of one 65536-byte sequence trains with full checkpointing (a small model: the
+ * d2 figure is `dormouse plan`'s), giving none's loss and gradients; evaluation at that
+ * seq_len cuts the window as at any other. */
+TEST(long_context_65536_full_step) {
+    dm_config c = small(DM_MIXER_KDA);
+    c.n_layer = 1;
+    c.chunk_size = 32;
+    int T = 65536;
+    size_t n = 100000;
+    uint8_t *tok = malloc(n);
+    text_tokens(tok, n, 2);
+    dm_model *m[2];
+    float l[2];
+    char err[DM_ERRLEN];
+    for (int i = 0; i < 2; i++) {
+        c.checkpointing = i ? DM_CKPT_FULL : DM_CKPT_NONE;
+        m[i] = dm_model_create(&c, err, sizeof err);
+        CHECKF(m[i] != NULL, "%s", err);
+        if (!m[i]) return;
+        l[i] = loss_grads(m[i], tok, 1, T);
+        CHECKF(isfinite(l[i]), "loss %g", l[i]);
+    }
+    size_t np = dm_model_num_params(m[0]);
+    CHECK(memcmp(&l[0], &l[1], sizeof l[0]) == 0);
+    CHECK(t_all_finite(dm_model_grads(m[1]), np));
+    CHECK(memcmp(dm_model_grads(m[0]), dm_model_grads(m[1]), np * sizeof(float)) == 0);
+    dm_memory mem[2];
+    dm_model_memory(m[0], &mem[0]);
+    dm_model_memory(m[1], &mem[1]);
+    printf("  1 x 65536: loss %.6f; saved activations none %.1f MiB, full %.1f MiB\n", l[0],
+           mem[0].saved / 1048576.0, mem[1].saved / 1048576.0);
+    CHECK(mem[1].saved * 5 < mem[0].saved);
+    /* an optimizer step, then evaluation at seq_len 65536 (a full window and the rest) */
+    dm_optim *o = dm_optim_create(m[1], &c, err, sizeof err);
+    CHECK(o && isfinite(dm_optim_step(o, m[1], 0)));
+    double b = dm_eval_bpb(m[1], tok, n, 1, T);
+    memcpy(dm_model_params(m[0]), dm_model_params(m[1]), np * sizeof(float));
+    double b0 = dm_eval_bpb(m[0], tok, n, 1, T);
+    printf("  eval at seq_len 65536 on %zu bytes: %.6f bpb (none: %.6f)\n", n, b, b0);
+    CHECK(isfinite(b) && b == b0);
+    dm_optim_free(o);
+    dm_model_free(m[0]);
+    dm_model_free(m[1]);
+    free(tok);
+}
