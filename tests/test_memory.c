@@ -356,3 +356,20 @@ TEST(long_context_65536_full_step) {
     dm_model_free(m[1]);
     free(tok);
 }
+
+/* The ops take row counts as int: a batch whose rows (of the heads: B*T*n_head) do not fit
+ * is a config error naming the key, not an overflow. */
+TEST(long_context_rows_bound) {
+    dm_config c;
+    dm_config_default(&c);
+    char err[DM_ERRLEN] = "";
+    c.batch_size = 1;
+    c.seq_len = 1 << 24;
+    CHECK(dm_config_validate(&c, err, sizeof err) == 0); /* 2^26 rows of heads */
+    c.batch_size = 1 << 7;                               /* 2^33 */
+    CHECK(dm_config_validate(&c, err, sizeof err) != 0);
+    printf("  %s\n", err);
+    CHECK(strstr(err, "seq_len") && strstr(err, "2147483647"));
+    dm_memory mem;
+    CHECK(dm_memory_plan(&c, c.batch_size, c.seq_len, 1, &mem, err, sizeof err) != 0);
+}

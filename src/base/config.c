@@ -104,9 +104,8 @@ static const key_t_ KEYS[] = {
     {"retract_every", DM_KEY_TRAINING, K_INT, F(retract_every), 1, 1 << 30, NULL,
      "retract on steps where step % N == 0"},
     {"checkpointing", DM_KEY_BACKEND, K_ENUM, F(checkpointing), 0, 0, "none|balanced|full",
-     "activation checkpointing: none (keep every activation), balanced (keep the products' "
-     "and the delta core's outputs, recompute the rest), full (keep each block's input, "
-     "recompute the block); the same results to the bit"},
+     "activations the backward recomputes: none, balanced (the memory-bound ops), full (each "
+     "residual branch from its input); the same results"},
     {"threads", DM_KEY_BACKEND, K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
     {"atlas", DM_KEY_BACKEND, K_BOOL, F(atlas), 0, 1, NULL,
      "time every stage and op and print the step atlas"},
@@ -337,6 +336,14 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         if (err)
             snprintf(err, errlen, "head_dim: n_head*head_dim (%d*%d = %d) must equal d_model (%d)",
                      c->n_head, c->head_dim, c->n_head * c->head_dim, c->d_model);
+        return 1;
+    }
+    /* the ops take their row counts as int: B*T rows of the model, B*T*n_head of the heads */
+    double rows = (double)c->batch_size * c->seq_len * c->n_head;
+    if (rows > 2147483647.0) {
+        if (err)
+            snprintf(err, errlen, "seq_len: batch_size*seq_len*n_head (%d*%d*%d = %.0f) must be "
+                     "at most 2147483647", c->batch_size, c->seq_len, c->n_head, rows);
         return 1;
     }
     if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {
