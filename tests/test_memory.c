@@ -319,7 +319,7 @@ TEST(long_context_65536_full_step) {
     c.n_layer = 1;
     c.chunk_size = 32;
     int T = 65536;
-    size_t n = 100000;
+    size_t n = 65536 + 1 + 4095; /* a full window and a short one */
     uint8_t *tok = malloc(n);
     text_tokens(tok, n, 2);
     dm_model *m[2];

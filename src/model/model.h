@@ -1,6 +1,7 @@
 /* model.h — internals of dm_model shared by model.c (parameters, arena), mixer.c (the
- * KDA/GDN layer), network.c (the whole network forward/backward) and infer.c. Every op
- * they run goes through the op layer (ops/ops.h). */
+ * KDA/GDN layer), network.c (the whole network forward/backward) and infer.c; the
+ * activations and their layout are the plan's (model/plan.h). Every op they run goes
+ * through the op layer (ops/ops.h). */
 #ifndef DM_MODEL_H
 #define DM_MODEL_H
 
