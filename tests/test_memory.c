@@ -373,3 +373,60 @@ TEST(long_context_rows_bound) {
     dm_memory mem;
     CHECK(dm_memory_plan(&c, c.batch_size, c.seq_len, 1, &mem, err, sizeof err) != 0);
 }
+
+#define TINY_SETS                                                                          \
+    " --set d_model=32 --set n_head=2 --set head_dim=16 --set gate_rank=8 --set batch_size=2" \
+    " --set seq_len=64"
+
+/* `dormouse plan`: the figures (the planned ones, under each mode), a timed step and the
+ * peak resident memory; bad input is one line and exit 2. `dormouse bench --memory`: each
+ * arm's figures and the ratio row. */
+TEST(plan_cli_figures_and_time) {
+    char d[256], outp[512], out[16384], cmd[2048], want[64], err[DM_ERRLEN];
+    t_tmpdir(d, sizeof d);
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    CHECK(t_run_out(DM_CLI " plan --help", outp, out, sizeof out) == 0);
+    CHECK(strstr(out, "--reps") && strstr(out, "saved activations") && strstr(out, "checkpointing"));
+    CHECK(t_run_out(DM_CLI " --help", outp, out, sizeof out) == 0 && strstr(out, "  plan "));
+
+    int rc = t_run_out(DM_CLI " plan --reps 0 --set checkpointing=balanced", outp, out, sizeof out);
+    CHECKF(rc == 0, "plan exited %d:\n%s", rc, out);
+    dm_config c;
+    dm_config_default(&c);
+    c.checkpointing = DM_CKPT_BALANCED;
+    dm_memory mem;
+    CHECK(dm_memory_plan(&c, c.batch_size, c.seq_len, 1, &mem, err, sizeof err) == 0);
+    snprintf(want, sizeof want, "%.1f", mem.saved / 1048576.0);
+    const char *line = strstr(out, "  saved activations ");
+    CHECKF(line && strstr(line, want) && strstr(line, want) < strchr(line, '\n'),
+           "saved activations %s MiB expected:\n%s", want, out);
+    CHECK(strstr(out, "saved activations by checkpointing: none") && strstr(out, "balanced") &&
+          strstr(out, "full") && strstr(out, "checkpointing balanced"));
+    CHECK(!strstr(out, "ms/step")); /* --reps 0: nothing run */
+
+    rc = t_run_out(DM_CLI " plan --reps 1 --set checkpointing=full" TINY_SETS, outp, out, sizeof out);
+    CHECKF(rc == 0, "plan --reps 1 exited %d:\n%s", rc, out);
+    CHECK(strstr(out, "1 step after a warm-up") && strstr(out, "ms/step") &&
+          strstr(out, "tokens/s") && strstr(out, "peak resident memory"));
+    printf("  %.*s\n", (int)strcspn(strstr(out, "time:"), "\n"), strstr(out, "time:"));
+
+    static const char *const bad[] = {" plan --reps x", " plan --set checkpointing=partial",
+                                      " plan --bogus", " plan extra",
+                                      " plan --set batch_size=1024 --set seq_len=16777216"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, DM_CLI "%s", bad[i]);
+        rc = t_run_out(cmd, outp, out, sizeof out);
+        int nl = 0;
+        for (char *p = out; *p; p++) nl += *p == '\n';
+        CHECKF(rc == 2 && nl == 1, "'%s' exited %d, expected 2 and one line:\n%s", bad[i], rc,
+               out);
+    }
+
+    rc = t_run_out(DM_CLI " bench --reps 1 --memory --set checkpointing=full"
+                   " --baseline checkpointing=none" TINY_SETS, outp, out, sizeof out);
+    CHECKF(rc == 0, "bench --memory exited %d:\n%s", rc, out);
+    CHECK(strstr(out, "saved_activations_mib") && strstr(out, "total_mib") &&
+          strstr(out, "saved_activations_ratio_to_baseline") &&
+          strstr(out, "memory: parameters"));
+    t_rmtree(d);
+}

@@ -7,7 +7,7 @@
 
 static const char *HELP =
     "usage: dormouse bench [--data PATH] [--set key=value]... [--baseline key=value]...\n"
-    "                      [--reps N] [--history FILE]\n"
+    "                      [--reps N] [--memory] [--history FILE]\n"
     "\n"
     "Time the training step of a config (default: the d2 model, batch 8 x 512) on one batch\n"
     "of the corpus: forward, forward+backward, and the full step (forward, backward,\n"
@@ -40,12 +40,16 @@ static const char *HELP =
     "                    e.g. --baseline gemm=openblas --baseline threads=2; a model key\n"
     "                    times two models. Default: kda_impl=reference\n"
     "  --reps N          timed reps of each arm (default 5)\n"
+    "  --memory          also each arm's memory (`dormouse plan`'s figures) and the rows\n"
+    "                    saved_activations_mib and total_mib per arm, and\n"
+    "                    saved_activations_ratio_to_baseline (the arm's over the baseline's)\n"
     "  --history FILE    also append the rows to FILE (created with the header when\n"
     "                    missing), e.g. benches/history.tsv; default: print only\n"
     "\n"
     "example:\n"
     "  dormouse bench --set threads=2 --reps 9 --history benches/history.tsv\n"
     "  dormouse bench --set gemm=onednn --baseline gemm=openblas --reps 9\n"
+    "  dormouse bench --set checkpointing=balanced --baseline checkpointing=none --memory\n"
     "\n"
     "Exit codes: 0 done, 1 runtime failure (non-finite loss, out of memory, history not\n"
     "written), 2 bad usage or input (flags, config, corpus, history not writable).\n";
@@ -53,10 +57,10 @@ static const char *HELP =
 int dm_cmd_bench(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--data", "--set", "--baseline", "--reps",
                                              "--history", NULL};
-    static const char *const flags[] = {"--help", "-h", NULL};
+    static const char *const flags[] = {"--help", "-h", "--memory", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256], *baseline[256];
-    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0};
+    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0};
     int r;
     while ((r = dm_args_next(&a, "bench")) > 0) {
         long v;
@@ -68,7 +72,8 @@ int dm_cmd_bench(int argc, char **argv, const dm_job_io *io) {
             fputs(HELP, stdout);
             return EXIT_OK;
         }
-        if (!strcmp(a.name, "--data")) ba.data = a.value;
+        if (!strcmp(a.name, "--memory")) ba.memory = 1;
+        else if (!strcmp(a.name, "--data")) ba.data = a.value;
         else if (!strcmp(a.name, "--history")) ba.history = a.value;
         else if (!strcmp(a.name, "--reps")) {
             if (dm_cli_long("--reps", a.value, 1, 1000000, &v)) return EXIT_USAGE;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "io/data.h"
+#include "jobs/plan.h" /* the memory report */
 #include "ops/atlas.h" /* dm_now */
 #include "optim/optim.h"
 
@@ -262,8 +263,37 @@ static int run_reps(bench_ctx *b) {
     return 0;
 }
 
-/* Rows: per arm and stage, ms and tokens/s; per stage the speed-up of arm 0 over arm 1. */
-#define MAX_ROWS (2 * 2 * ST_N + ST_N)
+/* Rows: per arm and stage, ms and tokens/s; per stage the speed-up of arm 0 over arm 1;
+ * with --memory per arm its saved activations and total, and the ratio of the two arms'. */
+#define MAX_ROWS (2 * 2 * ST_N + ST_N + 2 * 2 + 1)
+
+/* --memory: each arm's memory line, and its rows (not timings: never contended) */
+static int memory_rows(bench_ctx *b, dm_history_row *rows, char (*metric)[64],
+                       const char *ratio_config) {
+    const arm *A = b->arms;
+    dm_memory mem[2];
+    int nr = 0;
+    for (int i = 0; i < 2; i++) {
+        char line[1024];
+        dm_memory_report(A[i].m, A[i].o, &mem[i]);
+        dm_memory_line(&mem[i], A[i].cfg.checkpointing, line, sizeof line);
+        dm_job_note(b->io, "# %s %s\n", A[i].label, line);
+        snprintf(metric[nr], 64, "saved_activations_mib");
+        rows[nr] = (dm_history_row){"bench:step", A[i].config, metric[nr],
+                                    mem[i].saved / 1048576.0, 0, 1, ""};
+        nr++;
+        snprintf(metric[nr], 64, "total_mib");
+        rows[nr] = (dm_history_row){"bench:step", A[i].config, metric[nr],
+                                    dm_memory_total(&mem[i]) / 1048576.0, 0, 1, ""};
+        nr++;
+    }
+    double r = (double)mem[0].saved / (double)mem[1].saved;
+    snprintf(metric[nr], 64, "saved_activations_ratio_to_%s", b->reference ? "reference" : "baseline");
+    rows[nr] = (dm_history_row){"bench:step", ratio_config, metric[nr], r, 0, 1, ""};
+    dm_job_note(b->io, "# saved activations of %s: %.1f%% of the %s's\n", A[0].label, 100 * r,
+                b->reference ? "reference" : "baseline");
+    return nr + 1;
+}
 
 static int report(bench_ctx *b) {
     const arm *A = b->arms;
@@ -330,6 +360,7 @@ static int report(bench_ctx *b) {
                 "reps): forward %.2fx, fwd_bwd %.2fx, step %.2fx\n", A[0].label, over,
                 b->reference ? "" : " ", b->reference ? "" : A[1].label, over, ratio[ST_FWD],
                 ratio[ST_FB], ratio[ST_STEP]);
+    if (b->a->memory) nr += memory_rows(b, rows + nr, metric + nr, speedup_config);
     char note[256];
     dm_bench_probe_note(&b->pr, note, sizeof note);
     dm_job_note(b->io, "# %s\n#%s\n", note, DM_HISTORY_HEADER);

@@ -35,6 +35,7 @@ typedef struct {
     int n_sets;
     const char *const *baseline;    /* the baseline: the arm with these "key=value" */
     int n_baseline;                 /* 0: kda_impl=reference (the reference core) */
+    int memory;                     /* also each arm's memory (dm_memory_line) and rows */
 } dm_bench_args;
 
 /* Time one training step of the arm and of the baseline, each on the batch of step 0 of
@@ -45,8 +46,9 @@ typedef struct {
  * max - min over reps; per stage the speed-up of the arm over the baseline, baseline time
  * / arm time per rep, median: metric STAGE_speedup_over_reference when the baseline is
  * the default kda_impl=reference, else STAGE_speedup_over_baseline with "| baseline
- * KEY=VALUE ..." in the config column) as notes, and appends the rows to a.history when
- * set. Bad input: reps, config, baseline, corpus, model, history not writable; failed:
+ * KEY=VALUE ..." in the config column; with a.memory also per arm saved_activations_mib
+ * and total_mib, and saved_activations_ratio_to_baseline (or _reference): the arm's saved
+ * activations over the baseline's) as notes, and appends the rows to a.history when set. Bad input: reps, config, baseline, corpus, model, history not writable; failed:
  * non-finite loss, out of memory, history not written; interrupted: a stop between reps. */
 dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io);
 
