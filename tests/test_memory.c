@@ -71,7 +71,7 @@ static size_t poison(dm_model *m) {
     float *ws = m->arena + m->sizes.saved;
     size_t n = m->sizes.recompute + m->sizes.scratch;
     memset(ws, 0xff, n * sizeof(float)); /* NaN as f32 and as bf16 */
-    m->ws_unit = -1;
+    dm_network_forget_ws(m);
     return m->sizes.recompute;
 }
 
@@ -134,6 +134,12 @@ TEST(checkpointing_bitwise_kda_gdn) {
     c.tie_embeddings = 1;
     c.n_layer = 3;
     modes_agree(c, "kda, 3 layers, lower-bounded gate, tied embeddings", 0, 0);
+    /* the mixer's part of the workspace the largest (the last MLP's survives the head) */
+    c = small(DM_MIXER_KDA);
+    c.d_model = 96;
+    c.head_dim = 48;
+    modes_agree(c, "kda, d_model 96", 0, 0);
+    modes_agree(c, "kda, d_model 96, unkept NaN", 0, 1);
 }
 
 /* bf16 through the reference bf16 path (rounded operands, f32 GEMM): runs on any CPU */
@@ -429,4 +435,50 @@ TEST(plan_cli_figures_and_time) {
           strstr(out, "saved_activations_ratio_to_baseline") &&
           strstr(out, "memory: parameters"));
     t_rmtree(d);
+}
+
+/* The backward recomputes what the plan says and nothing more: once per unit, except the
+ * head (never) and the last MLP when its part of the workspace and the head's do not
+ * overlap (they do not where the mixer's part is the largest, as at d2; they do where the
+ * MLP's is, as at d_model 32) — counted by the op layer, per op, against the forward's. */
+TEST(checkpointing_recompute_counts) {
+    uint8_t tok[2 * 33];
+    text_tokens(tok, sizeof tok, 4);
+    /* forward calls per layer of each op, and the first mode whose plan reruns it */
+    static const struct { int op, per_layer, rerun_from; } C[] = {
+        {DM_OP_SWIGLU, 1, DM_CKPT_BALANCED}, /* the MLP */
+        {DM_OP_CONV, 3, DM_CKPT_BALANCED},   /* the mixer */
+        {DM_OP_L2NORM, 2, DM_CKPT_BALANCED},
+        {DM_OP_DELTA, 1, DM_CKPT_FULL},
+    };
+    for (int wide = 0; wide < 2; wide++) {
+        dm_config c = small(DM_MIXER_KDA);
+        c.n_layer = 3;
+        if (wide) c.d_model = 96, c.head_dim = 48; /* MLP hidden 256: under 3x d_model */
+        int L = c.n_layer;
+        for (int mode = 0; mode < 3; mode++) {
+            dm_model *m = make(c, mode, 0);
+            if (!m) return;
+            loss_grads(m, tok, 2, 32);
+            int apart = !dm_plan_ws_overlap(&m->sizes, DM_UNIT_MLP, DM_UNIT_HEAD);
+            if (mode != DM_CKPT_NONE)
+                CHECKF(apart == (wide || mode == DM_CKPT_BALANCED),
+                       "d_model %d, %s: the MLP's and the head's workspace %s", c.d_model,
+                       MODE[mode], apart ? "apart" : "overlap");
+            for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+                long fwd = m->ops.calls[C[i].op][DM_FWD], want = (long)C[i].per_layer * L;
+                int mlp = C[i].op == DM_OP_SWIGLU;
+                if (mode >= C[i].rerun_from)
+                    want += (long)C[i].per_layer * (mlp && apart ? L - 1 : L);
+                CHECKF(fwd == want, "d_model %d, %s: %s.fwd ran %ld times, expected %ld",
+                       c.d_model, MODE[mode], dm_op_name(C[i].op), fwd, want);
+            }
+            /* norms: 2 per layer and the head's in the forward; the head's never again */
+            long rms = m->ops.calls[DM_OP_RMSNORM][DM_FWD];
+            long want_rms = 2L * L + 1 + (mode == DM_CKPT_NONE ? 0 : 2L * L - apart);
+            CHECKF(rms == want_rms, "d_model %d, %s: rmsnorm.fwd ran %ld times, expected %ld",
+                   c.d_model, MODE[mode], rms, want_rms);
+            dm_model_free(m);
+        }
+    }
 }

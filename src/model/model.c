@@ -147,7 +147,7 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     m->cfg = *cfg;
-    m->ws_unit = -1;
+    dm_network_forget_ws(m);
     dm_plan_make(&m->plan, cfg);
     dm_ops_init(&m->ops, cfg);
     if (build_table(m, &tb)) {
@@ -287,7 +287,7 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
         /* the regions depend on B and T separately (the chunked core keeps state per
          * chunk), so every new shape is laid out anew; the memory only grows */
         m->have_forward = 0;
-        m->ws_unit = -1;
+        dm_network_forget_ws(m);
         size_t n = dm_plan_layout(&m->cfg, &m->plan, B, T, nthreads, NULL, NULL, NULL);
         if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
         if (n > m->arena_floats) {

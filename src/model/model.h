@@ -49,7 +49,8 @@ struct dm_model {
     float *x_final;            /* [N,D] */
     dm_head_act head;
     dm_scratch s;
-    int ws_unit;               /* the unit whose activations the workspace holds; -1: none */
+    int ws_holds[DM_UNIT_KINDS]; /* per unit kind, the unit whose activations its part of
+                                    the workspace holds; -1: none */
     /* verify mode's room for the second implementations (the reference delta core's work,
      * the composed norms' scratch): made when verify turns on, kept; s.norm_scratch and
      * s.delta_work point into it while verify is on */
@@ -76,5 +77,7 @@ float dm_network_fwd(dm_model *m);
 void dm_network_bwd(dm_model *m);
 /* Run again the steps of unit u the plan does not keep, unless the workspace holds u's. */
 void dm_network_recompute(dm_model *m, int u);
+/* The workspace holds no unit's activations (a new layout; tests that overwrite it). */
+void dm_network_forget_ws(dm_model *m);
 
 #endif

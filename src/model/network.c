@@ -75,6 +75,17 @@ static void unit_step(dm_model *m, int u, int step) {
     }
 }
 
+void dm_network_forget_ws(dm_model *m) {
+    for (int k = 0; k < DM_UNIT_KINDS; k++) m->ws_holds[k] = -1;
+}
+
+/* unit u (of kind k) has just written its part of the workspace */
+static void ws_written(dm_model *m, int u, int k) {
+    m->ws_holds[k] = u;
+    for (int j = 0; j < DM_UNIT_KINDS; j++)
+        if (j != k && dm_plan_ws_overlap(&m->sizes, j, k)) m->ws_holds[j] = -1;
+}
+
 float dm_network_fwd(dm_model *m) {
     const dm_config *c = &m->cfg;
     int L = c->n_layer, N = m->B * m->T, D = c->d_model;
@@ -84,20 +95,20 @@ float dm_network_fwd(dm_model *m) {
     for (int u = 0; u <= 2 * L; u++) {
         int k = dm_unit_kind(u, L);
         for (int s = dm_unit_first[k]; s < dm_unit_first[k + 1]; s++) unit_step(m, u, s);
-        m->ws_unit = u; /* the workspace holds what u did not keep */
+        ws_written(m, u, k); /* the workspace holds what u did not keep */
     }
     return (float)dm_op_xent_fwd(&m->ops, NULL, m->head.logits, m->tgt, N, DM_VOCAB);
 }
 
 void dm_network_recompute(dm_model *m, int u) {
     int k = dm_unit_kind(u, m->cfg.n_layer);
-    if (m->ws_unit == u || !dm_plan_recomputes(&m->plan, k)) return;
+    if (m->ws_holds[k] == u || !dm_plan_recomputes(&m->plan, k)) return;
     /* every bf16 copy this unit's products read is rounded again below; a copy registered
      * by another unit may lie where this one's tensors now go */
     dm_ops_forget_bf16(&m->ops);
     for (int s = dm_unit_first[k]; s < dm_unit_first[k + 1]; s++)
         if (m->plan.rerun[s]) unit_step(m, u, s);
-    m->ws_unit = u;
+    ws_written(m, u, k);
 }
 
 void dm_network_bwd(dm_model *m) {

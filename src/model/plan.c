@@ -121,6 +121,11 @@ void dm_plan_make(dm_plan *p, const dm_config *c) {
     }
 }
 
+int dm_plan_ws_overlap(const dm_arena_sizes *sz, int a, int b) {
+    return sz->ws_lo[a] < sz->ws_hi[a] && sz->ws_lo[b] < sz->ws_hi[b] &&
+           sz->ws_lo[a] < sz->ws_hi[b] && sz->ws_lo[b] < sz->ws_hi[a];
+}
+
 int dm_plan_recomputes(const dm_plan *p, int kind) {
     for (int s = dm_unit_first[kind]; s < dm_unit_first[kind + 1]; s++)
         if (p->rerun[s]) return 1;
@@ -246,8 +251,14 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
             if (st) *(void **)(st + t->field) = q;
         }
     }
-    size_t kept = b.used, ws = 0;
+    /* each kind's region of the workspace starts at 0, but the head's goes after the MLP's
+     * when both fit in the largest: then the last MLP's activations survive the head's
+     * forward, and its backward needs no recompute */
+    size_t kept = b.used, ws = 0, lo[DM_UNIT_KINDS] = {0};
     for (int k = 0; k < DM_UNIT_KINDS; k++) ws = ws > ws_size[k] ? ws : ws_size[k];
+    if (ws_size[DM_UNIT_MLP] + ws_size[DM_UNIT_HEAD] <= ws) lo[DM_UNIT_HEAD] = ws_size[DM_UNIT_MLP];
+    for (int i = 0; i < NTENSORS; i++)
+        if (!p->keep[TENSORS[i].step]) ws_off[i] += lo[dm_step_defs[TENSORS[i].step].unit];
     float *wbase = take(&b, ws);
     for (int u = 0; wbase && u <= 2 * L; u++) {
         int k = dm_unit_kind(u, L);
@@ -288,6 +299,8 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     if (sz) {
         sz->saved = kept;
         sz->recompute = ws;
+        for (int k = 0; k < DM_UNIT_KINDS; k++)
+            sz->ws_lo[k] = lo[k], sz->ws_hi[k] = lo[k] + ws_size[k];
         sz->scratch = b.used - s0;
         sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, B, T, nthreads, NULL, NULL) : 0;
     }

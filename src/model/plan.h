@@ -12,7 +12,8 @@
  * A unit's input (x_in, x_mid, x_final: the residual stream) is always kept. A tensor
  * that is not kept lives in the workspace, one region shared by all units (every unit's
  * forward writes there; a unit's backward first recomputes it, unless the workspace
- * still holds that unit's: the head, run last, never needs it).
+ * still holds that unit's: the head, run last, never needs to, nor the last MLP when its
+ * part of the workspace and the head's do not overlap).
  *
  * Modes (the key `checkpointing`):
  *   none      keep every step's outputs
@@ -140,7 +141,10 @@ typedef struct {
     size_t recompute; /* the workspace: one unit's activations that are not kept */
     size_t scratch;   /* backward scratch with the delta core's work */
     size_t verify;    /* not in the arena: the second paths' scratch verify mode adds */
+    size_t ws_lo[DM_UNIT_KINDS], ws_hi[DM_UNIT_KINDS]; /* each kind's part of the workspace */
 } dm_arena_sizes;
+/* 1 when the workspace regions of unit kinds a and b share floats */
+int dm_plan_ws_overlap(const dm_arena_sizes *sz, int a, int b);
 
 /* The arena's pointers: where dm_plan_layout puts every region. */
 typedef struct {
