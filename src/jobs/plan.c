@@ -110,11 +110,12 @@ static int figures(plan_ctx *p) {
     int nb = dm_optim_state(p->o, bufs, DM_OPTIM_MAX_BUFS);
     for (int i = 0; i < nb; i++) mem.optimizer += bufs[i].n * sizeof(float);
 
-    dm_job_note(p->io, "dormouse plan: %s mixer, d_model %d, %d layers, %d heads x %d, %zu "
-                "parameters; batch %d x %d; checkpointing %s; %d threads\n",
-                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer, c->n_head,
-                c->head_dim, dm_model_num_params(p->m), B, T, ckpt_name(c->checkpointing),
-                p->threads);
+    dm_job_note(p->io, "dormouse plan: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
+                "parameters; batch %d x %d; checkpointing %s; %d thread%s\n",
+                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer,
+                c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->head_dim,
+                dm_model_num_params(p->m), B, T, ckpt_name(c->checkpointing), p->threads,
+                p->threads == 1 ? "" : "s");
     dm_job_note(p->io, "  %-22s %12s\n", "memory", "MiB");
     const struct { const char *name; size_t v; int always; } rows[] = {
         {"parameters", mem.params, 1},          {"parameters, bf16 copy", mem.params_bf16, 0},
