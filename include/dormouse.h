@@ -58,7 +58,9 @@ typedef struct dm_config {
     int tie_embeddings;     /* lm_head shares the embedding table              (0)   */
     /* run: training and backend keys */
     uint64_t seed;          /* init, batches, sampling                         (1)   */
-    int batch_size;         /* sequences per step                              (8)   */
+    int batch_size;         /* sequences per micro-batch                       (8)   */
+    int grad_accum;         /* micro-batches per step: the step's batch is
+                               batch_size x grad_accum sequences               (1)   */
     int seq_len;            /* bytes per sequence                              (512) */
     int steps;              /* optimizer steps                                 (1000)*/
     float lr;               /* peak learning rate (AdamW side)                  */

@@ -145,3 +145,24 @@ TEST(config_seed_is_a_json_number) {
     c.seed = 9007199254740992ull;
     CHECK(dm_config_validate(&c, err, sizeof err) != 0 && strstr(err, "seed"));
 }
+
+/* grad_accum: a training key (a resumed run may change it), default 1, at least 1, and a
+ * step's batch (batch_size x grad_accum) within the sequences one step may hold */
+TEST(config_grad_accum) {
+    dm_config c;
+    dm_config_default(&c);
+    char err[256], val[32];
+    CHECK(c.grad_accum == 1 && dm_config_validate(&c, err, sizeof err) == 0);
+    CHECK(dm_config_get(&c, "grad_accum", val, sizeof val) == 0 && !strcmp(val, "1"));
+    CHECK(!dm_config_is_model_key("grad_accum"));
+    CHECK(dm_config_set(&c, "grad_accum", "4", err, sizeof err) == 0 && c.grad_accum == 4);
+    CHECKF(dm_config_set(&c, "grad_accum", "0", err, sizeof err) != 0 && strstr(err, "grad_accum"),
+           "grad_accum=0 accepted: %s", err);
+    c.batch_size = 1 << 19;
+    c.grad_accum = 4;
+    CHECKF(dm_config_validate(&c, err, sizeof err) != 0 && strstr(err, "grad_accum"),
+           "a step of 2^21 sequences accepted: %s", err);
+    printf("  %s\n", err);
+    c.grad_accum = 2;
+    CHECK(dm_config_validate(&c, err, sizeof err) == 0);
+}

@@ -352,7 +352,7 @@ TEST(long_context_65536_full_step) {
     /* evaluation at seq_len 65536 cuts the window into one full sequence and the rest:
      * its BPB is that of the step's forward and of the rest's */
     int rest = (int)(n - 1) - T;
-    double b = dm_eval_bpb(m[1], tok, n, 1, T);
+    double b = dm_eval_bpb(m[1], tok, n, 1, T, NULL);
     float lr = dm_model_forward(m[0], tok + T, 1, rest, NULL);
     double want = ((double)l[0] * T + (double)lr * rest) / (double)(n - 1) / log(2.0);
     printf("  eval at seq_len 65536 on %zu bytes: %.6f bpb (from the forwards: %.6f)\n", n, b,

@@ -478,3 +478,57 @@ TEST(ns_bf16_matches_reference_and_band) {
         omp_set_num_threads(saved);
     }
 }
+
+/* dm_ns_stack (the sharded Muon's call): any subset of a stack's slices, by pointer, in
+ * any order, even one alone, gives each slice the bits it gets inside the whole stack —
+ * also for a big shape, whose lone slice would otherwise tile its GEMMs (and differ);
+ * fp32, and bf16 where the CPU has it */
+TEST(ns_stack_subset_matches_stack) {
+    struct { int n, rows, cols; } cs[] = {{4, 64, 256}, {3, 128, 1024}};
+    for (int precision = 0; precision < 2; precision++) {
+        struct dm_onednn *dnn = NULL;
+        if (precision) {
+            const char *why = dm_cpu_bf16_missing();
+            dnn = why ? NULL : dm_onednn_create(&why);
+            if (!dnn) {
+                printf("  bf16 not checked: %s\n", why ? why : "no oneDNN");
+                continue;
+            }
+        }
+        for (int c = 0; c < 2; c++) {
+            int n = cs[c].n, rows = cs[c].rows, cols = cs[c].cols;
+            size_t len = (size_t)rows * cols;
+            float *G = t_alloc(n * len), *whole = t_alloc(n * len), *part = t_alloc(2 * len);
+            size_t wn = dnn ? dm_ns_work_bf16(n, rows, cols) : dm_ns_work(n, rows, cols);
+            float *work = t_alloc(wn);
+            t_fill_normal(G, n * len, 40 + c, 0.02f);
+            if (dnn) dm_ns_bf16(whole, G, n, rows, cols, DM_NS_QUINTIC5, work, dnn);
+            else dm_ns(whole, G, n, rows, cols, DM_NS_QUINTIC5, work);
+            /* the last slice alone, then the last and the first, reversed */
+            for (int k = 1; k <= 2; k++) {
+                float *o[2];
+                const float *g[2];
+                for (int j = 0; j < k; j++) {
+                    int s = j == 0 ? n - 1 : 0;
+                    o[j] = part + j * len;
+                    memcpy(o[j], G + s * len, len * sizeof(float));
+                    g[j] = o[j];
+                }
+                dm_ns_stack(o, g, k, rows, cols, DM_NS_QUINTIC5, work, dnn);
+                for (int j = 0; j < k; j++) {
+                    int s = j == 0 ? n - 1 : 0;
+                    CHECKF(memcmp(o[j], whole + s * len, len * sizeof(float)) == 0,
+                           "%s [%d,%d]: slice %d of %d by dm_ns_stack differs from the stack's",
+                           dnn ? "bf16" : "fp32", rows, cols, s, k);
+                }
+            }
+            printf("  %s [%d, %d, %d]: subsets of 1 and 2 slices equal the stack's bits\n",
+                   dnn ? "bf16" : "fp32", n, rows, cols);
+            free(G);
+            free(whole);
+            free(part);
+            free(work);
+        }
+        dm_onednn_free(dnn);
+    }
+}

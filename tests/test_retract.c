@@ -231,3 +231,33 @@ TEST(retract_idempotent) {
         free(W2);
     }
 }
+
+/* dm_retract_stiefel_stack (the sharded Muon's call): a subset of a stack's slices by
+ * pointer, even one alone, gets the bits it gets inside the whole stack; also for a big
+ * shape, whose lone slice would otherwise tile its GEMMs */
+TEST(retract_stiefel_stack_subset_matches_stack) {
+    struct { int n, rows, cols; } cs[] = {{4, 64, 256}, {2, 256, 256}};
+    for (int c = 0; c < 2; c++) {
+        int n = cs[c].n, rows = cs[c].rows, cols = cs[c].cols;
+        size_t len = (size_t)rows * cols;
+        float *W = t_alloc(n * len), *one = t_alloc(len), s[4], sj[1];
+        dm_rng r;
+        dm_rng_seed(&r, 70 + c, 0);
+        for (size_t i = 0; i < n * len; i++) W[i] = (float)(0.02 * dm_rng_normal(&r));
+        float *orig = t_alloc(n * len), *work = t_alloc(dm_retract_stiefel_work(n, rows, cols));
+        memcpy(orig, W, n * len * sizeof(float));
+        dm_retract_init(NULL, s, W, n, rows, cols);
+        CHECK(dm_retract_stiefel(W, s, n, rows, cols, work, NULL) == 0);
+        memcpy(one, orig + (n - 1) * len, len * sizeof(float)); /* the last slice alone */
+        sj[0] = s[n - 1];
+        float *p[1] = {one};
+        CHECK(dm_retract_stiefel_stack(p, sj, 1, rows, cols, work) == 0);
+        CHECKF(memcmp(one, W + (n - 1) * len, len * sizeof(float)) == 0,
+               "[%d,%d]: a slice alone by the stack path differs from the stack's", rows, cols);
+        printf("  [%d, %d, %d]: the last slice alone equals the stack's bits\n", n, rows, cols);
+        free(W);
+        free(one);
+        free(orig);
+        free(work);
+    }
+}

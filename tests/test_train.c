@@ -16,6 +16,7 @@
 #include "model/infer.h"
 #include "optim/optim.h"
 #include "base/rng.h"
+#include "jobs/step.h"
 #include "jobs/train.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
@@ -158,6 +159,64 @@ TEST(train_resume_exact_muon_retract) {
     resume_exact(c);
 }
 
+/* grad_accum: one step of batch 8 (grad_accum 1) and of batch 4 x grad_accum 2 draw the
+ * same 8 sequences; the step's loss and gradient agree within 1e-6 relative (the mean
+ * over 8 sequences against the mean of two means over 4), KDA and GDN */
+static void accum_vs_batch(int mixer) {
+    dm_config c = tiny_run();
+    c.mixer = mixer;
+    c.seq_len = 64;
+    c.threads = 2;
+    char err[256];
+    dm_corpus corpus;
+    CHECK(dm_corpus_load(&corpus, CORPUS, err, sizeof err) == 0);
+    CHECK(dm_corpus_split(&corpus, c.eval_window, c.seq_len, err, sizeof err) == 0);
+    dm_config cb[2] = {c, c};
+    cb[0].batch_size = 8, cb[0].grad_accum = 1;
+    cb[1].batch_size = 4, cb[1].grad_accum = 2;
+    dm_model *m[2];
+    dm_optim *o[2];
+    dm_stepper s[2];
+    dm_step_out out[2];
+    for (int i = 0; i < 2; i++) {
+        dm_set_threads(cb[i].threads);
+        m[i] = dm_model_create(&cb[i], err, sizeof err);
+        o[i] = dm_optim_create(m[i], &cb[i], err, sizeof err);
+        CHECKF(dm_stepper_init(&s[i], m[i], o[i], &cb[i], NULL, err, sizeof err) == 0, "%s", err);
+        CHECK(dm_stepper_run(&s[i], &corpus, c.seed, 5, 0, &out[i]) == 0);
+    }
+    size_t n = dm_model_num_params(m[0]);
+    const float *g0 = dm_model_grads(m[0]), *g1 = dm_model_grads(m[1]);
+    double rel = t_rel_rms_ff(g1, g0, n), lrel = fabs(out[1].loss - out[0].loss) / out[0].loss;
+    int differ = memcmp(g0, g1, n * sizeof(float)) != 0;
+    printf("  %s: loss %.9g vs %.9g (rel %.2g); gradient rel RMS %.3g (bitwise %s)\n",
+           mixer == DM_MIXER_KDA ? "kda" : "gdn", out[0].loss, out[1].loss, lrel, rel,
+           differ ? "different" : "equal");
+    CHECKF(rel <= 1e-6, "gradients of batch 8 and of 4 x 2 differ by %.3g relative", rel);
+    CHECKF(lrel <= 1e-6, "losses differ by %.3g relative", lrel);
+    /* the same step's gradient norms (what clipping sees) */
+    CHECKF(fabs(out[1].gnorm - out[0].gnorm) <= 1e-6 * out[0].gnorm, "norms %.9g vs %.9g",
+           out[0].gnorm, out[1].gnorm);
+    for (int i = 0; i < 2; i++) {
+        dm_stepper_free(&s[i]);
+        dm_optim_free(o[i]);
+        dm_model_free(m[i]);
+    }
+    dm_corpus_free(&corpus);
+}
+
+TEST(grad_accum_equals_one_big_batch_kda) { accum_vs_batch(DM_MIXER_KDA); }
+TEST(grad_accum_equals_one_big_batch_gdn) { accum_vs_batch(DM_MIXER_GDN); }
+
+/* grad_accum runs are deterministic and resume exactly: 3 micro-batches of 1 sequence a
+ * step, run whole and in two halves, give the same losses and parameters bit for bit */
+TEST(grad_accum_resume_exact) {
+    dm_config c = tiny_run();
+    c.batch_size = 1;
+    c.grad_accum = 3;
+    resume_exact(c);
+}
+
 TEST(train_loss_goes_down) {
     dm_config c = tiny_run();
     c.steps = 40;
@@ -249,8 +308,8 @@ TEST(ckpt_round_trip) {
     CHECK(memcmp(p, dm_model_params(m2), dm_model_num_params(m) * sizeof(float)) == 0);
     dm_corpus corpus;
     CHECK(dm_corpus_load(&corpus, CORPUS, err, sizeof err) == 0);
-    double b1 = dm_eval_bpb(m, corpus.bytes + corpus.n - 3000, 3000, 4, 64);
-    double b2 = dm_eval_bpb(m2, corpus.bytes + corpus.n - 3000, 3000, 4, 64);
+    double b1 = dm_eval_bpb(m, corpus.bytes + corpus.n - 3000, 3000, 4, 64, NULL);
+    double b2 = dm_eval_bpb(m2, corpus.bytes + corpus.n - 3000, 3000, 4, 64, NULL);
     printf("  eval bpb %.9f / %.9f\n", b1, b2);
     CHECK(memcmp(&b1, &b2, sizeof b1) == 0);
     /* a model of another shape refuses the checkpoint */
@@ -274,7 +333,7 @@ TEST(eval_bpb_window_cut) {
     dm_model *m = dm_model_create(&c, NULL, 0);
     uint8_t buf[1000];
     for (int i = 0; i < 1000; i++) buf[i] = (uint8_t)("abcdefgh ijk"[i % 12]);
-    double a = dm_eval_bpb(m, buf, 1000, 1, 64), b = dm_eval_bpb(m, buf, 1000, 5, 64);
+    double a = dm_eval_bpb(m, buf, 1000, 1, 64, NULL), b = dm_eval_bpb(m, buf, 1000, 5, 64, NULL);
     printf("  bpb B=1 %.9f  B=5 %.9f\n", a, b);
     CHECK(fabs(a - b) <= 1e-6 * a);
     CHECK(a > 6 && a < 10); /* near-uniform model: about 8 bits */

@@ -46,7 +46,11 @@ static const key_t_ KEYS[] = {
     /* run: training and backend keys */
     {"seed", DM_KEY_TRAINING, K_U64, F(seed), 0, 9007199254740991.0, NULL,
      "seed of init, batches and sampling"},
-    {"batch_size", DM_KEY_TRAINING, K_INT, F(batch_size), 1, 1 << 20, NULL, "sequences per step"},
+    {"batch_size", DM_KEY_TRAINING, K_INT, F(batch_size), 1, 1 << 20, NULL,
+     "sequences per micro-batch (one forward and backward)"},
+    {"grad_accum", DM_KEY_TRAINING, K_INT, F(grad_accum), 1, 1 << 20, NULL,
+     "micro-batches per optimizer step: the step's batch is batch_size x grad_accum "
+     "sequences (under mpirun a multiple of the processes, which share them)"},
     {"seq_len", DM_KEY_TRAINING, K_INT, F(seq_len), 1, 1 << 24, NULL,
      "bytes per training sequence"},
     {"steps", DM_KEY_TRAINING, K_INT, F(steps), 0, 1 << 30, NULL, "optimizer steps"},
@@ -126,6 +130,7 @@ void dm_config_default(dm_config *c) {
     c->tie_embeddings = 0;
     c->seed = 1;
     c->batch_size = 8;
+    c->grad_accum = 1;
     c->seq_len = 512;
     c->steps = 1000;
     c->lr = 3e-3f;
@@ -344,6 +349,12 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         if (err)
             snprintf(err, errlen, "seq_len: batch_size*seq_len*n_head (%d*%d*%d = %.0f) must be "
                      "at most 2147483647", c->batch_size, c->seq_len, c->n_head, rows);
+        return 1;
+    }
+    if ((long long)c->batch_size * c->grad_accum > (1 << 20)) {
+        if (err)
+            snprintf(err, errlen, "grad_accum: the step's batch, batch_size x grad_accum (%d x "
+                     "%d), must be at most %d sequences", c->batch_size, c->grad_accum, 1 << 20);
         return 1;
     }
     if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "base/comm.h"
 #include "dormouse.h"
 #include "jobs/job.h"
 
@@ -33,6 +34,7 @@ void dm_cli_print_keys(FILE *f);
  * notes and text to stdout, warnings to stderr; a step on a terminal redraws one line
  * (`\r\033[K`), elsewhere only logged steps, one line each. */
 typedef struct {
+    int quiet;     /* a rank other than 0 under mpirun: rank 0 prints the agreed status */
     int tty;       /* stdout is a terminal */
     int open;      /* a step line is drawn without its newline */
     int transient; /* ... and it is a labelled one: cleared, not kept, when text follows */
@@ -43,11 +45,12 @@ void dm_cli_progress(void *user, const dm_event *ev);
  * 130 interrupted. */
 int dm_cli_exit(const dm_job_io *io, const dm_status *st);
 
-int dm_cmd_train(int argc, char **argv, const dm_job_io *io);
-int dm_cmd_eval(int argc, char **argv, const dm_job_io *io);
+/* train, eval and bench run on every rank under mpirun (comm); the others in one process */
+int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
+int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
 int dm_cmd_sample(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_ab(int argc, char **argv, const dm_job_io *io);
-int dm_cmd_bench(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
 int dm_cmd_plot(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_plan(int argc, char **argv, const dm_job_io *io);

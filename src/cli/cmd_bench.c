@@ -46,21 +46,28 @@ static const char *HELP =
     "  --history FILE    also append the rows to FILE (created with the header when\n"
     "                    missing), e.g. benches/history.tsv; default: print only\n"
     "\n"
+    "A step is the training step: grad_accum micro-batches of batch_size sequences; tokens/s\n"
+    "count all of them. Under `mpirun -np N` (grad_accum a multiple of N) every process runs\n"
+    "its share and rank 0 reports, with per arm the MB rank 0 sent per step and its ms\n"
+    "inside the exchanges (metrics comm_mb_per_step, comm_ms_per_step; processes=N in the\n"
+    "config column). scripts/bench_mpi.sh compares mpirun -np 2 with one process.\n"
+    "\n"
     "example:\n"
     "  dormouse bench --set threads=2 --reps 9 --history benches/history.tsv\n"
+    "  mpirun -np 2 dormouse bench --set threads=1 --set batch_size=4 --set grad_accum=2\n"
     "  dormouse bench --set gemm=onednn --baseline gemm=openblas --reps 9\n"
     "  dormouse bench --set checkpointing=balanced --baseline checkpointing=none --memory\n"
     "\n"
     "Exit codes: 0 done, 1 runtime failure (non-finite loss, out of memory, history not\n"
     "written), 2 bad usage or input (flags, config, corpus, history not writable).\n";
 
-int dm_cmd_bench(int argc, char **argv, const dm_job_io *io) {
+int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--set", "--baseline", "--reps",
                                              "--history", NULL};
     static const char *const flags[] = {"--help", "-h", "--memory", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256], *baseline[256];
-    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0};
+    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0, comm};
     int r;
     while ((r = dm_args_next(&a, "bench")) > 0) {
         long v;

@@ -49,12 +49,12 @@ static const char *EVAL_HELP2 =
     "                     model keys may be given only with the checkpoint's values; any\n"
     "                     other key does nothing for eval and is refused\n";
 
-int dm_cmd_eval(int argc, char **argv, const dm_job_io *io) {
+int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--set", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256];
-    dm_eval_args ea = {NULL, NULL, NULL, sets, 0};
+    dm_eval_args ea = {NULL, NULL, NULL, sets, 0, NULL};
     int r;
     while ((r = dm_args_next(&a, "eval")) > 0) {
         if (!a.name) {
@@ -81,6 +81,7 @@ int dm_cmd_eval(int argc, char **argv, const dm_job_io *io) {
         fprintf(stderr, "dormouse eval: missing CKPT (try `dormouse eval --help`)\n");
         return EXIT_USAGE;
     }
+    ea.comm = comm;
     dm_status st = dm_eval(&ea, io);
     return dm_cli_exit(io, &st);
 }

@@ -36,9 +36,16 @@ static const char *HELP =
     "Ctrl-C (SIGINT) or SIGTERM stops after the current step with a checkpoint (exit 130);\n"
     "a second one ends the process at once.\n"
     "\n"
+    "A step is grad_accum micro-batches of batch_size sequences. Under MPI,\n"
+    "  mpirun -np N dormouse train ... --set grad_accum=M   (M a multiple of N)\n"
+    "trains one model data-parallel: rank r runs micro-batches r, r+N, ... of each step and\n"
+    "the results are those of one process with the same grad_accum, bit for bit; rank 0\n"
+    "alone reads and writes the run directory; a checkpoint resumes under any N. SIGTERM to\n"
+    "any rank stops them all after the same step with a checkpoint. (README: Many machines)\n"
+    "\n"
     "config keys (name, default, meaning), by group:\n\n";
 
-int dm_cmd_train(int argc, char **argv, const dm_job_io *io) {
+int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--out", "--config", "--set",
                                              "--resume", "--until", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
@@ -89,6 +96,7 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io) {
     ta.out = out;
     ta.resume = resume != NULL;
     ta.sets = sets;
+    ta.comm = comm;
     dm_status st = dm_train(&ta, io);
     return dm_cli_exit(io, &st);
 }

@@ -1,5 +1,6 @@
-/* main.c — `dormouse COMMAND ...`: the signal handlers, the printer, dispatch to the
- * commands, and the shared argument helpers. */
+/* main.c — `dormouse COMMAND ...`: the processes of the run (under mpirun: MPI's ranks,
+ * src/base/comm.h), the signal handlers, the printer, dispatch to the commands, and the
+ * shared argument helpers. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,9 +31,39 @@ static const char *USAGE =
     "  plan     the memory and the time of a training step of a config, without training\n"
     "\n"
     "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
-    "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n";
+    "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n"
+    "train, eval and bench also run data-parallel under MPI: mpirun -np N dormouse train ...\n";
+
+static int run(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "train")) return dm_cmd_train(argc - 1, argv + 1, io, comm);
+    if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1, io, comm);
+    if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1, io, comm);
+    static const char *const solo[] = {"sample", "ab", "plot", "metrics", "plan", NULL};
+    for (int i = 0; solo[i]; i++)
+        if (!strcmp(cmd, solo[i]) && dm_comm_size(comm) > 1) {
+            if (dm_comm_rank(comm) == 0)
+                fprintf(stderr, "error: `dormouse %s` runs in one process; run it without "
+                        "mpirun (train, eval and bench run under mpirun)\n", cmd);
+            return EXIT_USAGE;
+        }
+    if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1, io);
+    if (!strcmp(cmd, "ab")) return dm_cmd_ab(argc - 1, argv + 1, io);
+    if (!strcmp(cmd, "plot")) return dm_cmd_plot(argc - 1, argv + 1, io);
+    if (!strcmp(cmd, "metrics")) return dm_cmd_metrics(argc - 1, argv + 1, io);
+    if (!strcmp(cmd, "plan")) return dm_cmd_plan(argc - 1, argv + 1, io);
+    fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
+    return EXIT_USAGE;
+}
 
 int main(int argc, char **argv) {
+    /* under mpirun: MPI first (it may take its own arguments out of argv) */
+    dm_comm *comm = NULL;
+    char err[512];
+    if (dm_comm_start(&argc, &argv, &comm, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return EXIT_USAGE;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -41,24 +72,28 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     static dm_printer printer;
-    printer.tty = isatty(fileno(stdout));
+    /* rank 0 prints; the others keep stderr for what only they can tell (their comm
+     * failing), and their status is rank 0's (the job's ranks agree on it) */
+    if (dm_comm_rank(comm) != 0) {
+        printer.quiet = 1;
+        (void)!freopen("/dev/null", "w", stdout);
+    }
+    /* mpirun hands a rank a pseudo-terminal even when its own output goes to a file:
+     * under MPI, progress is one line per logged step, as in a log */
+    printer.tty = !printer.quiet && !dm_comm_is_mpi(comm) && isatty(fileno(stdout));
     const dm_job_io io = {dm_cli_progress, &printer, &g_stop, argv[0]};
 
+    int rc;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        fputs(USAGE, argc < 2 ? stderr : stdout);
-        return argc < 2 ? EXIT_USAGE : EXIT_OK;
+        if (!printer.quiet) fputs(USAGE, argc < 2 ? stderr : stdout);
+        rc = argc < 2 ? EXIT_USAGE : EXIT_OK;
+    } else {
+        rc = run(argc, argv, &io, comm);
     }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "train")) return dm_cmd_train(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "sample")) return dm_cmd_sample(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "ab")) return dm_cmd_ab(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "plot")) return dm_cmd_plot(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "metrics")) return dm_cmd_metrics(argc - 1, argv + 1, &io);
-    if (!strcmp(cmd, "plan")) return dm_cmd_plan(argc - 1, argv + 1, &io);
-    fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
-    return EXIT_USAGE;
+    /* a rank's own exchange failing: rank 0's status says it; the others say it here */
+    if (printer.quiet && dm_comm_error(comm)[0]) fprintf(stderr, "error: %s\n", dm_comm_error(comm));
+    dm_comm_end(comm, rc);
+    return rc;
 }
 
 static int in_list(const char *const *list, const char *s, size_t n) {

@@ -25,8 +25,9 @@ void dm_cli_progress(void *user, const dm_event *ev) {
 }
 
 int dm_cli_exit(const dm_job_io *io, const dm_status *st) {
+    const dm_printer *p = io->user;
     close_line(io->user);
-    dm_status_write(stderr, st);
+    if (!p->quiet) dm_status_write(stderr, st);
     switch (st->code) {
     case DM_JOB_OK: return EXIT_OK;
     case DM_JOB_BAD_INPUT: return EXIT_USAGE;

@@ -10,6 +10,7 @@
 
 #include "io/data.h"
 #include "jobs/plan.h" /* the memory report */
+#include "jobs/step.h"
 #include "ops/atlas.h" /* dm_now */
 #include "optim/optim.h"
 
@@ -39,16 +40,17 @@ void dm_bench_probe_note(const dm_probe_result *r, char *buf, size_t n) {
 
 /* ---- the step benchmark -------------------------------------------------------------- */
 
-enum { ST_FWD, ST_FB, ST_STEP, ST_N };
+enum { ST_FWD, ST_FB, ST_STEP, ST_N, ST_COMM_MS = ST_N, ST_COMM_MB, ST_ALL };
 static const char *const STAGE[ST_N] = {"forward", "fwd_bwd", "step"};
 
 typedef struct {
     dm_config cfg;
     int threads;       /* in use while this arm runs */
+    int processes;     /* ranks (mpirun) */
     dm_model *m;
     dm_optim *o;
-    uint8_t *tok;      /* the batch of training step 0, [batch_size, seq_len + 1] */
-    double *t[ST_N];   /* seconds per rep */
+    dm_stepper step;   /* the step: its batch is that of training step 0 */
+    double *t[ST_ALL]; /* seconds per rep (ST_COMM_MS: in exchanges; ST_COMM_MB: bytes) */
     char label[256];   /* the baseline's keys with this arm's values: "kda_impl=auto" */
     char values[256];  /* the values alone (the table): "auto" */
     char config[1536]; /* the config column of its rows */
@@ -87,6 +89,8 @@ static void arm_config(arm *a) {
                                  always[i], va);
     }
     used += (size_t)snprintf(a->config + used, n - used, " threads=%d", a->threads);
+    if (a->processes > 1)
+        used += (size_t)snprintf(a->config + used, n - used, " processes=%d", a->processes);
     for (int i = 0; dm_config_key_name(i) && used < n; i++) {
         const char *k = dm_config_key_name(i);
         int listed = !strcmp(k, "threads");
@@ -168,7 +172,7 @@ static int bench_configs(bench_ctx *b) {
         return b->st->code;
     if (dm_config_validate(base_cfg, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "invalid baseline config: %s", err);
-    if (a->history && history_writable(a->history, err, sizeof err))
+    if (a->history && dm_comm_rank(a->comm) == 0 && history_writable(a->history, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     size_t used = 0;
     for (int i = 0; i < b->n_base && used < sizeof b->base_text; i++)
@@ -183,21 +187,21 @@ static int bench_configs(bench_ctx *b) {
 static int arm_init(bench_ctx *b, arm *a) {
     const dm_config *c = &a->cfg;
     char err[8192];
-    a->threads = dm_set_threads(c->threads);
+    a->threads = dm_step_threads(c, b->a->comm);
+    a->processes = dm_comm_size(b->a->comm);
     arm_labels(b, a);
     arm_config(a);
     if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
-    a->tok = malloc((size_t)c->batch_size * (c->seq_len + 1));
-    if (!a->tok) return dm_fail(b->st, DM_JOB_FAILED, "out of memory");
-    dm_corpus_batch(&b->corpus, c->seed, 0, c->batch_size, c->seq_len, a->tok);
     a->m = dm_model_create(c, err, sizeof err);
     if (!a->m) return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     if (dm_model_reserve(a->m, c->batch_size, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
     a->o = dm_optim_create(a->m, c, err, sizeof err);
     if (!a->o) return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
-    for (int s = 0; s < ST_N; s++) {
+    if (dm_stepper_init(&a->step, a->m, a->o, c, b->a->comm, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
+    for (int s = 0; s < ST_ALL; s++) {
         a->t[s] = calloc((size_t)b->a->reps, sizeof(double));
         if (!a->t[s]) return dm_fail(b->st, DM_JOB_FAILED, "out of memory");
     }
@@ -205,8 +209,8 @@ static int arm_init(bench_ctx *b, arm *a) {
 }
 
 static void arm_free(arm *a) {
-    for (int s = 0; s < ST_N; s++) free(a->t[s]);
-    free(a->tok);
+    for (int s = 0; s < ST_ALL; s++) free(a->t[s]);
+    dm_stepper_free(&a->step);
     dm_optim_free(a->o);
     dm_model_free(a->m);
 }
@@ -231,15 +235,26 @@ int dm_bench_time_step(dm_model *m, dm_optim *o, const uint8_t *tok, int B, int 
 }
 
 /* One training step of an arm on its batch, timed into rep (rep < 0: the warm-up, not
- * recorded). 0 ok; failed when the loss or the gradient norm is not finite. */
+ * recorded). 0 ok; failed when the loss or the gradient norm is not finite, or an exchange
+ * between ranks failed. */
 static int arm_step(bench_ctx *b, arm *a, int rep) {
-    double t[ST_N];
-    char what[96];
     dm_set_threads(a->threads);
-    if (dm_bench_time_step(a->m, a->o, a->tok, a->cfg.batch_size, a->cfg.seq_len,
-                           rep < 0 ? 0 : rep + 1, t, what, sizeof what))
-        return dm_fail(b->st, DM_JOB_FAILED, "%s: %s at rep %d", a->label, what, rep + 1);
-    for (int s = 0; rep >= 0 && s < ST_N; s++) a->t[s][rep] = t[s];
+    dm_comm_stats c0 = dm_comm_get_stats(b->a->comm);
+    dm_step_out so;
+    if (dm_stepper_run(&a->step, &b->corpus, a->cfg.seed, 0, rep < 0 ? 0 : rep + 1, &so))
+        return dm_fail(b->st, DM_JOB_FAILED, "%s", dm_comm_error(b->a->comm));
+    dm_comm_stats c1 = dm_comm_get_stats(b->a->comm);
+    if (!isfinite(so.loss) || !isfinite(so.gnorm))
+        return dm_fail(b->st, DM_JOB_FAILED, "%s: %s is %g at rep %d", a->label,
+                       isfinite(so.loss) ? "gradient norm" : "loss",
+                       isfinite(so.loss) ? so.gnorm : so.loss, rep + 1);
+    if (rep >= 0) {
+        a->t[ST_FWD][rep] = so.t_fwd;
+        a->t[ST_FB][rep] = so.t_fwd + so.t_bwd;
+        a->t[ST_STEP][rep] = so.t_fwd + so.t_bwd + so.t_opt;
+        a->t[ST_COMM_MS][rep] = c1.sec - c0.sec;
+        a->t[ST_COMM_MB][rep] = c1.bytes - c0.bytes;
+    }
     return 0;
 }
 
@@ -255,7 +270,11 @@ static int run_reps(bench_ctx *b) {
         for (int j = 0; j < 2; j++)
             if (arm_step(b, &A[(r + j) % 2], r)) return b->st->code;
         dm_probe_tick(&probe);
-        if (dm_job_stopped(b->io) && r + 1 < reps)
+        int code = 0, stop = dm_job_stopped(b->io); /* every rank stops at the same rep */
+        char msg[1024];
+        if (dm_comm_agree(b->a->comm, &code, msg, sizeof msg, &stop))
+            return dm_fail(b->st, DM_JOB_FAILED, "%s", msg);
+        if (stop && r + 1 < reps)
             return dm_fail(b->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d reps; "
                            "nothing reported", r + 1, reps);
     }
@@ -264,8 +283,9 @@ static int run_reps(bench_ctx *b) {
 }
 
 /* Rows: per arm and stage, ms and tokens/s; per stage the speed-up of arm 0 over arm 1;
- * with --memory per arm its saved activations and total, and the ratio of the two arms'. */
-#define MAX_ROWS (2 * 2 * ST_N + ST_N + 2 * 2 + 1)
+ * with --memory per arm its saved activations and total, and the ratio of the two arms';
+ * under mpirun per arm the exchanges' ms and MB per step. */
+#define MAX_ROWS (2 * 2 * ST_N + ST_N + 2 * 2 + 1 + 2 * 2)
 
 /* --memory: each arm's memory line, and its rows (not timings: never contended) */
 static int memory_rows(bench_ctx *b, dm_history_row *rows, char (*metric)[64],
@@ -317,7 +337,8 @@ static int report(bench_ctx *b) {
     dm_job_note(b->io, "# %-*s %18s %18s %18s %14s\n", w, b->keys, "forward ms", "fwd_bwd ms",
                 "step ms", "step tokens/s");
     for (int i = 0; i < 2; i++) {
-        double sp[ST_N], tps = 0, tokens = (double)A[i].cfg.batch_size * A[i].cfg.seq_len;
+        double sp[ST_N], tps = 0,
+               tokens = (double)A[i].cfg.batch_size * A[i].cfg.grad_accum * A[i].cfg.seq_len;
         for (int s = 0; s < ST_N; s++) {
             for (int r = 0; r < reps; r++) buf[r] = 1e3 * A[i].t[s][r];
             med[i][s] = dm_median(buf, reps, &sp[s]);
@@ -355,18 +376,35 @@ static int report(bench_ctx *b) {
                                     reps, flags};
         nr++;
     }
-    free(buf);
     dm_job_note(b->io, "# speed-up of %s over the %s%s%s (%s time / its time, median over "
                 "reps): forward %.2fx, fwd_bwd %.2fx, step %.2fx\n", A[0].label, over,
                 b->reference ? "" : " ", b->reference ? "" : A[1].label, over, ratio[ST_FWD],
                 ratio[ST_FB], ratio[ST_STEP]);
     if (b->a->memory) nr += memory_rows(b, rows + nr, metric + nr, speedup_config);
+    for (int i = 0; i < 2 && A[i].processes > 1; i++) { /* the exchanges of a step */
+        double v[2], spr[2];
+        for (int k = 0; k < 2; k++) {
+            double f = k == 0 ? 1e3 : 1e-6; /* ms, MB */
+            for (int r = 0; r < reps; r++) buf[r] = f * A[i].t[ST_COMM_MS + k][r];
+            v[k] = dm_median(buf, reps, &spr[k]);
+            snprintf(metric[nr], sizeof metric[nr], k == 0 ? "comm_ms_per_step" : "comm_mb_per_step");
+            rows[nr] = (dm_history_row){"bench:step", A[i].config, metric[nr], v[k], spr[k],
+                                        reps, flags};
+            nr++;
+        }
+        dm_job_note(b->io, "# %s: %d processes; rank 0 sent %.3f MB per step and spent %.2f ms "
+                    "(%.2f) in exchanges, %.1f%% of the step\n", A[i].label, A[i].processes, v[1],
+                    v[0], spr[0], 100 * v[0] / med[i][ST_STEP]);
+    }
+    free(buf);
     char note[256];
     dm_bench_probe_note(&b->pr, note, sizeof note);
     dm_job_note(b->io, "# %s\n#%s\n", note, DM_HISTORY_HEADER);
     dm_note_buf nb;
     FILE *f = dm_note_open(&nb);
-    int rc = dm_history_report(f, b->a->history, rows, nr, err, sizeof err);
+    /* rank 0 alone appends to the history */
+    const char *hist = dm_comm_rank(b->a->comm) == 0 ? b->a->history : NULL;
+    int rc = dm_history_report(f, hist, rows, nr, err, sizeof err);
     dm_note_close(&nb, b->io);
     if (rc) return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
     if (b->a->history) dm_job_note(b->io, "# history: appended %d rows to %s\n", nr, b->a->history);
@@ -378,20 +416,24 @@ dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
     char err[8192], dflt[4096];
     bench_ctx b = {.a = a, .io = io, .st = &st, .data = dm_data_path(a->data, dflt, sizeof dflt,
                                                                       &st)};
-    if (!b.data || bench_configs(&b)) goto done;
-    if (dm_corpus_load(&b.corpus, b.data, err, sizeof err)) {
+    if (b.data && !bench_configs(&b) && dm_corpus_load(&b.corpus, b.data, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s", err);
-        goto done;
-    }
-    if (arm_init(&b, &b.arms[0]) || arm_init(&b, &b.arms[1])) goto done;
+    if (!st.code && !arm_init(&b, &b.arms[0])) arm_init(&b, &b.arms[1]);
+    /* the ranks agree on the set-up before their steps exchange anything */
+    int code = st.code, stop = 0;
+    dm_comm_agree(a->comm, &code, st.msg, sizeof st.msg, &stop);
+    if ((st.code = code) != DM_JOB_OK) goto done;
     const arm *A = b.arms;
     const dm_config *c = &A[0].cfg;
+    char procs[64] = "";
+    if (A[0].processes > 1)
+        snprintf(procs, sizeof procs, " per process, %d processes (MPI)", A[0].processes);
     dm_job_note(io, "# dormouse bench: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
-                "parameters; batch %d x %d bytes of %s; %d thread%s\n",
+                "parameters; batch %d x %d bytes x grad_accum %d of %s; %d thread%s%s\n",
                 c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer,
                 c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->head_dim,
-                dm_model_num_params(A[0].m), c->batch_size, c->seq_len, b.data, A[0].threads,
-                A[0].threads == 1 ? "" : "s");
+                dm_model_num_params(A[0].m), c->batch_size, c->seq_len, c->grad_accum, b.data,
+                A[0].threads, A[0].threads == 1 ? "" : "s", procs);
     dm_job_note(io, "# arms %s and %s (the baseline): one warm-up step each, then %d rep%s, "
                 "interleaved rep by rep; ms: median (max - min)\n", A[0].label, A[1].label,
                 a->reps, a->reps == 1 ? "" : "s");

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "base/comm.h"
 #include "base/stats.h"
 #include "dormouse.h"
 #include "io/history.h"
@@ -36,6 +37,9 @@ typedef struct {
     const char *const *baseline;    /* the baseline: the arm with these "key=value" */
     int n_baseline;                 /* 0: kda_impl=reference (the reference core) */
     int memory;                     /* also each arm's memory (dm_memory_line) and rows */
+    dm_comm *comm;                  /* under mpirun every rank runs both arms' steps, data-
+                                       parallel (jobs/step.h); rank 0 reports; NULL: one
+                                       process */
 } dm_bench_args;
 
 /* Time one training step of the arm and of the baseline, each on the batch of step 0 of
@@ -51,5 +55,11 @@ typedef struct {
  * activations over the baseline's) as notes, and appends the rows to a.history when set. Bad input: reps, config, baseline, corpus, model, history not writable; failed:
  * non-finite loss, out of memory, history not written; interrupted: a stop between reps. */
 dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io);
+/* A step is the training step of jobs/step.h: the batch_size x grad_accum sequences of
+ * step 0, and under mpirun (a.comm with N ranks) each rank's share with the gradient sum
+ * and Muon's all-gather; tokens/s count the whole step's tokens. Under mpirun the notes
+ * and rows also give, per arm, the bytes this rank (rank 0) sent per step (metric
+ * comm_mb_per_step) and its time inside the exchanges (comm_ms_per_step), and the config
+ * column names the processes ("processes=N"). */
 
 #endif

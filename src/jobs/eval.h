@@ -6,14 +6,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/comm.h"
 #include "dormouse.h"
 #include "jobs/job.h"
 
 /* Mean cross-entropy, in bits, over every predicted byte of bytes[0, n): the window is
  * cut into consecutive sequences of T+1 bytes starting at 0, T, 2T, ... (each predicts T
  * bytes; the last one the remainder), B sequences per forward; n-1 predictions in all.
- * Identical on any thread count. Returns NAN if a forward fails or gives NaN. */
-double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T);
+ * The forwards are shared among the ranks of comm (forward i on rank i % N; NULL: one
+ * process) and their losses summed in forward order on every rank: identical on any
+ * thread count and any N. Returns NAN if a forward fails or gives NaN, or an exchange
+ * fails (dm_comm_error). */
+double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm_comm *comm);
 
 typedef struct {
     const char *ckpt;          /* a run directory, a checkpoint directory or a model file */
@@ -23,6 +27,8 @@ typedef struct {
     const char *const *sets;   /* "key=value" overrides of the checkpoint's config: model keys
                                   (unchanged) and DM_EVAL_KEYS (jobs/load.h) only */
     int n_sets;
+    dm_comm *comm;             /* under mpirun the ranks share the forwards (NULL: one
+                                  process); each reads the checkpoint and the corpus */
 } dm_eval_args;
 
 /* The BPB of the checkpoint on the last eval_window bytes of a corpus: --val or --data;

@@ -1,6 +1,14 @@
 /* train.c — the training job: the config of the run, set-up, then per step the batch,
  * forward, backward and optimizer update, the log line and evaluation, the checkpoint;
- * then the finish (counters, atlas, summary). Exact resume; a clean stop when asked. */
+ * then the finish (counters, atlas, summary). Exact resume; a clean stop when asked.
+ *
+ * Under mpirun (a->comm with N ranks, docs/scaling.md) every rank runs this job: rank 0
+ * alone reads and writes the run directory (config, checkpoints, metrics, summary) and
+ * sends the config, the parameters and the optimizer state to the others at the start;
+ * each step runs its share of the micro-batches (jobs/step.h) and the evaluation its share
+ * of the window. The ranks agree after set-up, after every step and after every
+ * checkpoint (dm_comm_agree): a failure on any rank, or a stop asked of any, stops them
+ * all at the same point with the first failing rank's message. */
 #include "jobs/train.h"
 
 #include <cjson/cJSON.h>
@@ -11,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "io/ckpt.h"
 #include "io/data.h"
@@ -18,6 +27,7 @@
 #include "io/history.h"  /* the contention probe */
 #include "jobs/eval.h"
 #include "jobs/plan.h"    /* the memory report */
+#include "jobs/step.h"
 #include "ops/atlas.h"    /* dm_now, the atlas */
 #include "ops/ops.h"    /* DM_VERIFY_BOUND */
 #include "optim/optim.h"
@@ -33,8 +43,11 @@ typedef struct {
     dm_corpus corpus;
     dm_model *m;
     dm_optim *opt;
-    FILE *metrics;        /* metrics.jsonl, appended */
-    uint8_t *batch;       /* [batch_size, seq_len + 1] */
+    FILE *metrics;        /* metrics.jsonl, appended (rank 0) */
+    dm_comm *comm;        /* the ranks of the run (NULL: one process) */
+    int rank, nranks;
+    dm_stepper stepper;   /* the step over micro-batches and ranks */
+    int stop;             /* a stop asked for, agreed by every rank */
     dm_atlas *atlas;      /* atlas=1, else NULL */
     dm_memory mem;        /* the memory of a training step (batch_size x seq_len) */
     long start;           /* steps done before this invocation (resume) */
@@ -135,6 +148,83 @@ static int run_config(train_ctx *t) {
     return 0;
 }
 
+/* ---- the ranks ---------------------------------------------------------------------- */
+
+/* The status of every rank agreed (the first failing rank's), and a stop asked of any;
+ * one process: its own. Returns the status code. */
+static int agree(train_ctx *t) {
+    int code = (int)t->st->code, stop = dm_job_stopped(t->io);
+    dm_comm_agree(t->comm, &code, t->st->msg, sizeof t->st->msg, &stop);
+    t->st->code = (dm_job_code)code;
+    t->stop = stop;
+    return code;
+}
+
+/* A failed exchange between ranks as the status (0 when none failed). */
+static int comm_failed(train_ctx *t) {
+    const char *e = dm_comm_error(t->comm);
+    return e[0] ? dm_fail(t->st, DM_JOB_FAILED, "%s", e) : 0;
+}
+
+/* Rank 0's config to every rank, and its corpus paths unless --data / --val name them
+ * (rank 0 read the run directory). */
+static int share_config(train_ctx *t) {
+    if (t->nranks == 1) return 0;
+    if (dm_comm_bcast(t->comm, &t->cfg, sizeof t->cfg, 1, 0) ||
+        (!t->a->data && dm_comm_bcast(t->comm, t->data, sizeof t->data, 1, 0)) ||
+        (!t->a->val && dm_comm_bcast(t->comm, t->val, sizeof t->val, 1, 0)))
+        return comm_failed(t);
+    if (t->a->data) snprintf(t->data, sizeof t->data, "%s", t->a->data);
+    if (t->a->val) snprintf(t->val, sizeof t->val, "%s", t->a->val);
+    return 0;
+}
+
+/* After set-up: rank 0's step count, parameters and optimizer state (a resumed run's, or
+ * the fresh init every rank also made) to every rank. */
+static int share_state(train_ctx *t) {
+    if (t->nranks == 1) return 0;
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(t->opt, bufs, DM_OPTIM_MAX_BUFS);
+    int rc = dm_comm_bcast(t->comm, &t->start, 1, sizeof t->start, 0) ||
+             dm_comm_bcast(t->comm, dm_model_params(t->m), dm_model_num_params(t->m),
+                           sizeof(float), 0);
+    for (int i = 0; i < nb && !rc; i++)
+        rc = dm_comm_bcast(t->comm, bufs[i].data, bufs[i].n, sizeof(float), 0);
+    return rc ? comm_failed(t) : 0;
+}
+
+/* Every rank's corpus against rank 0's (size and CRC-32): the same on every rank. */
+static int check_corpus(train_ctx *t) {
+    if (t->nranks == 1) return 0;
+    int N = t->nranks, rc;
+    uint64_t *fp = calloc((size_t)N * 2, sizeof *fp);
+    size_t *off = malloc(sizeof(size_t) * (size_t)(N + 1));
+    if (!fp || !off) {
+        free(fp);
+        free(off);
+        return dm_fail(t->st, DM_JOB_FAILED, "out of memory");
+    }
+    for (int r = 0; r <= N; r++) off[r] = (size_t)r * 2 * sizeof *fp;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t at = 0; at < t->corpus.n; at += 1u << 30) {
+        size_t len = t->corpus.n - at < (1u << 30) ? t->corpus.n - at : (1u << 30);
+        crc = crc32(crc, t->corpus.bytes + at, (uInt)len);
+    }
+    fp[2 * t->rank] = t->corpus.n;
+    fp[2 * t->rank + 1] = crc;
+    rc = dm_comm_allgather(t->comm, fp, off, 1);
+    for (int r = 1; r < N && !rc && !t->st->code; r++)
+        if (fp[2 * r] != fp[0] || fp[2 * r + 1] != fp[1])
+            dm_fail(t->st, DM_JOB_BAD_INPUT, "the corpus %s differs between ranks: rank 0 has "
+                    "%llu bytes (CRC-32 %08llx), rank %d %llu bytes (CRC-32 %08llx); every "
+                    "machine needs the same corpus at that path", t->data,
+                    (unsigned long long)fp[0], (unsigned long long)fp[1], r,
+                    (unsigned long long)fp[2 * r], (unsigned long long)fp[2 * r + 1]);
+    free(fp);
+    free(off);
+    return rc ? comm_failed(t) : (int)t->st->code;
+}
+
 /* ---- set-up ------------------------------------------------------------------------- */
 
 /* The run directory: a fresh run's files, or the resumed run's checkpoint loaded and its
@@ -178,10 +268,11 @@ static int open_run(train_ctx *t) {
     return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
 }
 
+/* Every rank: the corpus, the model, the optimizer, the step. Nothing is written. */
 static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
     char err[8192];
-    t->nthreads = dm_set_threads(c->threads);
+    t->nthreads = dm_step_threads(c, t->comm);
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     if (t->val[0]) { /* the validation window from a corpus of its own */
@@ -198,29 +289,45 @@ static int set_up(train_ctx *t) {
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
     if (!t->opt) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
-    if (open_run(t)) return t->st->code;
+    if (dm_stepper_init(&t->stepper, t->m, t->opt, c, t->comm, err, sizeof err))
+        return dm_fail(t->st, c->grad_accum % t->nranks ? DM_JOB_BAD_INPUT : DM_JOB_FAILED,
+                       "%s", err);
+    if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    return 0;
+}
+
+/* Rank 0, once every rank is set up: the run directory (a resumed run's checkpoint
+ * loaded) and metrics.jsonl. */
+static int open_files(train_ctx *t) {
+    if (t->rank != 0 || open_run(t)) return t->st->code;
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", t->a->out);
     t->metrics = fopen(mpath, "a");
     if (!t->metrics) return dm_fail(t->st, DM_JOB_FAILED, "cannot open metrics.jsonl");
-    t->batch = malloc((size_t)c->batch_size * (c->seq_len + 1));
-    if (!t->batch) return dm_fail(t->st, DM_JOB_FAILED, "out of memory");
-    if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
-        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    return 0;
+}
 
+/* The notes of the set-up, the atlas, the clocks (every rank, after share_state). */
+static void start(train_ctx *t) {
+    const dm_config *c = &t->cfg;
+    char acc[96] = "";
+    if (c->grad_accum > 1)
+        snprintf(acc, sizeof acc, ", grad_accum %d (%d sequences per step)", c->grad_accum,
+                 c->batch_size * c->grad_accum);
     dm_job_note(t->io, "dormouse train: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
                 "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
                 c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s",
                 c->head_dim, dm_model_num_params(t->m));
     if (t->val[0])
         dm_job_note(t->io, "corpus %s: %zu bytes, all train; validation: the last %ld bytes of "
-                    "%s; batch %d x %d; %d steps; %d thread%s\n", t->data, t->corpus.train_n,
-                    c->eval_window, t->val, c->batch_size, c->seq_len, c->steps, t->nthreads,
-                    t->nthreads == 1 ? "" : "s");
+                    "%s; batch %d x %d%s; %d steps; %d thread%s\n", t->data, t->corpus.train_n,
+                    c->eval_window, t->val, c->batch_size, c->seq_len, acc, c->steps,
+                    t->nthreads, t->nthreads == 1 ? "" : "s");
     else
         dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, the last %ld validation); batch %d "
-                    "x %d; %d steps; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
-                    c->eval_window, c->batch_size, c->seq_len, c->steps, t->nthreads,
+                    "x %d%s; %d steps; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
+                    c->eval_window, c->batch_size, c->seq_len, acc, c->steps, t->nthreads,
                     t->nthreads == 1 ? "" : "s");
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
@@ -228,6 +335,14 @@ static int set_up(train_ctx *t) {
     if (!dm_memory_report(t->m, t->opt, &t->mem)) {
         dm_memory_line(&t->mem, c->checkpointing, line, sizeof line);
         dm_job_note(t->io, "%s\n", line);
+    }
+    if (t->nranks > 1) {
+        char shard[512];
+        dm_optim_shard_text(t->opt, shard, sizeof shard);
+        dm_job_note(t->io, "data parallel: %d processes (MPI) x %d thread%s; rank r runs "
+                    "micro-batches r, r+%d, ... (%d of the %d of a step); rank 0 writes the "
+                    "run; %s\n", t->nranks, t->nthreads, t->nthreads == 1 ? "" : "s",
+                    t->nranks, c->grad_accum / t->nranks, c->grad_accum, shard);
     }
     dm_note_buf nb;
     FILE *f = dm_note_open(&nb);
@@ -246,39 +361,37 @@ static int set_up(train_ctx *t) {
     t->last_bpb = NAN;
     t->loss = NAN;
     t->verify_worst = -1;
-    return 0;
 }
 
 /* ---- one step ----------------------------------------------------------------------- */
 
-/* Batch, forward, backward, optimizer update (and verify on its cadence) of 0-based step. */
+/* The step (jobs/step.h: its batch, this rank's micro-batches forward and backward, the
+ * gradient sum, the optimizer update) and verify on its cadence, of 0-based step. Every
+ * rank reaches its end (the exchanges are all made) before a failure is returned. */
 static int one_step(train_ctx *t, long step) {
     const dm_config *c = &t->cfg;
     if (t->atlas && step == t->atlas_from) dm_atlas_reset(t->atlas);
     /* verify_fused=N: fused and reference paths both run on every N-th step */
     int verify = c->verify_fused > 0 && (step + 1) % c->verify_fused == 0;
     dm_model_set_verify(t->m, verify);
-    double t0 = t->t0 = dm_now();
-    dm_corpus_batch(&t->corpus, c->seed, step, c->batch_size, c->seq_len, t->batch);
-    double t1 = dm_now();
-    t->loss = dm_model_forward(t->m, t->batch, c->batch_size, c->seq_len, NULL);
-    double t2 = dm_now();
+    t->t0 = dm_now();
+    dm_step_out so;
+    int rc = dm_stepper_run(&t->stepper, &t->corpus, c->seed, step, step, &so);
+    dm_model_set_verify(t->m, 0);
+    t->loss = so.loss;
+    t->gnorm = so.gnorm;
+    t->lr = c->lr * dm_lr_factor(c, step);
+    if (t->atlas) {
+        dm_atlas_stage(t->atlas, DM_ST_DATA, so.t_data);
+        dm_atlas_stage(t->atlas, DM_ST_FORWARD, so.t_fwd);
+        dm_atlas_stage(t->atlas, DM_ST_BACKWARD, so.t_bwd);
+        dm_atlas_stage(t->atlas, DM_ST_OPTIMIZER, so.t_opt);
+        t->atlas->steps++;
+    }
+    if (rc) return comm_failed(t);
     if (!isfinite(t->loss))
         return dm_fail(t->st, DM_JOB_FAILED, "loss is %g at step %ld; stopping (the last "
                        "checkpoint in %s is kept)", t->loss, step + 1, t->a->out);
-    dm_model_zero_grad(t->m);
-    dm_model_backward(t->m);
-    dm_model_set_verify(t->m, 0);
-    double t3 = dm_now();
-    t->lr = c->lr * dm_lr_factor(c, step);
-    t->gnorm = dm_optim_step(t->opt, t->m, step);
-    if (t->atlas) {
-        dm_atlas_stage(t->atlas, DM_ST_DATA, t1 - t0);
-        dm_atlas_stage(t->atlas, DM_ST_FORWARD, t2 - t1);
-        dm_atlas_stage(t->atlas, DM_ST_BACKWARD, t3 - t2);
-        dm_atlas_stage(t->atlas, DM_ST_OPTIMIZER, dm_now() - t3);
-        t->atlas->steps++;
-    }
     if (!isfinite(t->gnorm))
         return dm_fail(t->st, DM_JOB_FAILED, "gradient norm is %g at step %ld; stopping (the "
                        "last checkpoint in %s is kept)", t->gnorm, step + 1, t->a->out);
@@ -314,12 +427,14 @@ static int log_eval(train_ctx *t, long done) {
         double te = dm_now();
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
         t->last_bpb = dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n,
-                                  t->corpus.n - t->corpus.train_n, c->batch_size, c->seq_len);
+                                  t->corpus.n - t->corpus.train_n, c->batch_size, c->seq_len,
+                                  t->comm);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
-        if (!isfinite(t->last_bpb))
-            return dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld",
-                           t->last_bpb, done);
+        if (!comm_failed(t) && !isfinite(t->last_bpb))
+            dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld", t->last_bpb,
+                    done);
+        if (agree(t) != DM_JOB_OK) return t->st->code;
         t->val_step = done;
     }
     if (dm_now() - t->last_tick >= 1) { /* the probe samples the load about once a second */
@@ -327,9 +442,10 @@ static int log_eval(train_ctx *t, long done) {
         t->last_tick = dm_now();
     }
     double ms = 1e3 * t->interval_t / t->interval_n;
-    double tps = (double)c->batch_size * c->seq_len / (t->interval_t / t->interval_n);
+    double tps = (double)c->batch_size * c->grad_accum * c->seq_len /
+                 (t->interval_t / t->interval_n);
     int logged = done % c->log_every == 0 || last || do_eval;
-    if (logged) {
+    if (logged && t->metrics) {
         fprintf(t->metrics,
                 "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
                 "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
@@ -364,17 +480,17 @@ static int log_eval(train_ctx *t, long done) {
 /* ---- checkpoint --------------------------------------------------------------------- */
 
 /* The checkpoint after `done` steps when one is due (the end, ckpt_every, --until, a stop
- * asked for). Returns 1 when the run stops here (st set when not OK), else 0. */
+ * asked for, agreed by the ranks): rank 0 writes it. Returns 1 when the run stops here (st
+ * set when not OK), else 0. */
 static int checkpoint(train_ctx *t, long done) {
     const dm_config *c = &t->cfg;
     char err[8192];
-    int last = done == c->steps, stop = dm_job_stopped(t->io);
+    int last = done == c->steps, stop = t->stop;
     int until = t->a->until > 0 && done == t->a->until && !last;
     if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
-        if (dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err)) {
+        if (t->rank == 0 && dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err))
             dm_fail(t->st, DM_JOB_FAILED, "%s", err);
-            return 1;
-        }
+        if (agree(t) != DM_JOB_OK) return 1;
     }
     char prog[512], out[4200];
     dm_job_prog(t->io, prog, sizeof prog);
@@ -413,7 +529,7 @@ static void finish(train_ctx *t) {
         dm_note_close(&nb, t->io);
         char ap[4200];
         snprintf(ap, sizeof ap, "%s/atlas.txt", out);
-        FILE *af = fopen(ap, "w");
+        FILE *af = t->rank == 0 ? fopen(ap, "w") : NULL;
         if (af) {
             dm_atlas_print(t->atlas, af);
             fclose(af);
@@ -421,7 +537,8 @@ static void finish(train_ctx *t) {
     }
     if (t->st->code != DM_JOB_OK || (t->a->until > 0 && t->a->until < c->steps)) return;
     long steps_run = c->steps - t->start;
-    double tps = steps_run > 0 ? steps_run * (double)c->batch_size * c->seq_len / t->t_train : 0;
+    double tps = steps_run > 0 ? steps_run * (double)c->batch_size * c->grad_accum *
+                                     c->seq_len / t->t_train : 0;
     double wall = dm_now() - t->t_start;
     size_t np = dm_model_num_params(t->m);
     /* the loss in both units: cross-entropy in nats (as trained), and in bits per byte
@@ -431,9 +548,15 @@ static void finish(train_ctx *t) {
     dm_probe_end(&t->probe, t->nthreads, &pr);
     char words[64];
     dm_probe_flags_text(pr.flags, words, sizeof words);
+    dm_comm_stats cs = dm_comm_get_stats(t->comm);
+    double per = steps_run > 0 ? 1.0 / steps_run : 0; /* set-up and evaluation included */
     dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f nats = %.4f "
                 "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %.1f s\n",
                 np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall);
+    if (t->nranks > 1)
+        dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
+                    "exchanges per step (the run's total over its %ld steps)\n", t->nranks,
+                    1e-6 * cs.bytes * per, 1e3 * cs.sec * per, steps_run);
     if (pr.flags)
         dm_job_note(t->io, "machine: busy while training (%s: load average up to %.2f, other "
                     "work on %.2f cores, steal %.1f%%); the timings are not comparable\n",
@@ -452,27 +575,40 @@ static void finish(train_ctx *t) {
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
              "  \"final_train_loss_bits\": %.6f,\n  \"val_bpb\": %.6f,\n  \"val_step\": %ld,\n"
              "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"threads\": %d,\n"
+             "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
+             "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
              "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g,\n  \"memory\": {%s},\n"
              "  \"peak_rss_bytes\": %zu\n}\n",
-             np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall, t->nthreads, words,
+             np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall, t->nthreads,
+             t->nranks, c->grad_accum, 1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words,
              pr.flags, pr.load_max, disp, t->verify_worst, mj, dm_peak_rss_bytes());
-    if (write_run_file(out, "summary.json", js, err, sizeof err))
+    if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }
 
 dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
-    train_ctx t = {.a = a, .io = io, .st = &st};
-    if (!run_config(&t) && !set_up(&t)) {
-        for (long step = t.start; step < t.cfg.steps; step++)
-            if (one_step(&t, step) || log_eval(&t, step + 1) || checkpoint(&t, step + 1)) break;
+    train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
+                   .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm)};
+    /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
+     * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
+     * of them there (and nothing is written before every rank is ready) */
+    if (t.rank == 0) run_config(&t);
+    if (!agree(&t) && !share_config(&t) && (set_up(&t), !agree(&t)) && !check_corpus(&t) &&
+        (open_files(&t), !agree(&t)) && !share_state(&t)) {
+        start(&t);
+        for (long step = t.start; step < t.cfg.steps; step++) {
+            one_step(&t, step);
+            if (agree(&t) || log_eval(&t, step + 1) || checkpoint(&t, step + 1)) break;
+        }
         finish(&t);
+        if (t.nranks > 1) agree(&t);
     }
     if (t.m) dm_model_set_atlas(t.m, NULL);
     free(t.atlas);
     if (t.metrics) fclose(t.metrics);
-    free(t.batch);
+    dm_stepper_free(&t.stepper);
     dm_optim_free(t.opt);
     dm_model_free(t.m);
     dm_corpus_free(&t.corpus);

@@ -2,6 +2,7 @@
 #ifndef DM_TRAIN_H
 #define DM_TRAIN_H
 
+#include "base/comm.h"
 #include "dormouse.h"
 #include "jobs/job.h"
 
@@ -19,6 +20,8 @@ typedef struct {
     int n_sets;
     int resume;               /* continue the run in `out` from its newest checkpoint */
     long until;               /* > 0: stop (with a checkpoint) once this many steps are done */
+    dm_comm *comm;            /* the ranks of a run under mpirun (NULL: one process); every
+                                 rank calls dm_train with the same arguments */
 } dm_train_args;
 
 /* Train. The config: cfg (or the defaults; on resume the run's config.json), then
@@ -29,5 +32,8 @@ typedef struct {
  * checkpoint, a run already in `out`); failed (NaN loss or gradient, verify bound, I/O);
  * interrupted when io->stop was set: it stops after the current step, with a checkpoint. */
 dm_status dm_train(const dm_train_args *a, const dm_job_io *io);
+/* Under mpirun (comm with N ranks) the run is data-parallel (jobs/step.h): rank 0 alone
+ * touches the run directory; all ranks return the same status (the first failing rank's,
+ * its message prefixed "rank R: "). */
 
 #endif

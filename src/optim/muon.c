@@ -1,9 +1,21 @@
-/* muon.c — Muon for the hidden matrices (docs/muon.md sections 2, 6-8):
+/* muon.c — Muon for the hidden matrices (docs/muon.md sections 2, 6-8), sharded over the
+ * ranks of a run (docs/scaling.md):
  *   m <- beta m + (1 - beta) g;   u = (1 - beta) g + beta m          (Nesterov)
- *   O = NS(u), per slice (head-wise Q/K: [n_head, head_dim, d_model], ONE batched call)
+ *   O = NS(u), per unit (a head slice of W_q / W_k under ns_headwise=qk, else a matrix)
  *   W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O                 ([out, in] layout)
- *   then, on steps where step % retract_every == 0, retraction per slice:
- *   sphere W <- R W/||W||_F, or stiefel W <- s polar(W), with R, s fixed at init. */
+ *   then, on steps where step % retract_every == 0, retraction per unit:
+ *   sphere W <- R W/||W||_F, or stiefel W <- s polar(W), with R, s fixed at init.
+ *
+ * Units and ranks. Every rank keeps the whole momentum (it is elementwise and cheap, and a
+ * checkpoint then needs nothing gathered) and updates it; Newton-Schulz, the update of W
+ * and the retraction of a unit run on the rank that owns it, and the updated units are
+ * then all-gathered. The rule: units sorted by NS FLOPs (largest first, ties by their
+ * order in the parameter table), each to the rank with the least FLOPs so far (ties: the
+ * lowest rank). A unit's result does not depend on which rank runs it or beside which
+ * others: small matrices and head slices always take NS's stack path (single-threaded
+ * GEMMs; ns.h: bitwise the same in any batch), so a rank batches its share of them by
+ * shape into one parallel call; a big whole matrix runs alone with its GEMMs tiled over
+ * the threads, exactly as in one process. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,26 +60,74 @@ static int ns_bf16(dm_optim *o, char *err, size_t errlen) {
     return 1;
 }
 
-int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
-    size_t biggest = 0, work = 0;
-    if (ns_bf16(o, err, errlen)) return 1;
-    o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
-    if (!o->slice_off) goto oom;
-    for (int i = 0; i < o->n_tensors; i++) {
-        const dm_group *g;
-        int r, c;
-        const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
-        if (!t) continue;
-        o->slice_off[i] = o->n_slices;
-        o->n_slices += g->slices;
-        if (t->numel > biggest) biggest = t->numel;
-        size_t w = o->dnn ? dm_ns_work_bf16(g->slices, r, c) : dm_ns_work(g->slices, r, c);
-        size_t ws = dm_retract_stiefel_work(g->slices, r, c);
+/* The units of every Muon tensor, in order. */
+static int make_units(dm_optim *o, dm_model *m) {
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        n = 0;
+        for (int i = 0; i < o->n_tensors; i++) {
+            const dm_group *g;
+            int r, c;
+            const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
+            if (!t) continue;
+            for (int s = 0; s < g->slices; s++, n++) {
+                if (!pass) continue;
+                dm_muon_unit *u = &o->units[n];
+                u->tensor = i;
+                u->slice = g->slices > 1 ? s : -1;
+                u->rows = r;
+                u->cols = c;
+                u->len = (size_t)r * c;
+                u->off = t->offset + (size_t)s * u->len;
+                /* a head slice always ran in its tensor's stack; a whole matrix alone */
+                u->stacked = g->slices > 1 || !dm_ns_slice_threaded(r, c);
+                u->cost = dm_ns_flops(1, r, c, o->cfg.ns);
+            }
+        }
+        if (!pass) {
+            o->units = calloc((size_t)(n ? n : 1), sizeof *o->units);
+            o->ptrs = calloc((size_t)(n ? n : 1), sizeof *o->ptrs);
+            o->consts = calloc((size_t)(n ? n : 1), sizeof *o->consts);
+            if (!o->units || !o->ptrs || !o->consts) return 1;
+        }
+    }
+    o->n_units = n;
+    return 0;
+}
+
+/* Scratch for the largest batch one rank may run: all stacked units of one shape. */
+static size_t work_floats(const dm_optim *o) {
+    size_t work = 0;
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        int k = 1;
+        if (u->stacked)
+            for (int b = 0; b < o->n_units; b++)
+                k += b != a && o->units[b].stacked && o->units[b].rows == u->rows &&
+                     o->units[b].cols == u->cols;
+        size_t w = o->dnn ? dm_ns_work_bf16(k, u->rows, u->cols) : dm_ns_work(k, u->rows, u->cols);
+        size_t ws = dm_retract_stiefel_work(k, u->rows, u->cols);
         if (w > work) work = w;
         if (ws > work) work = ws;
     }
+    return work;
+}
+
+int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
+    size_t work = 0;
+    if (ns_bf16(o, err, errlen)) return 1;
+    o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
+    if (!o->slice_off || make_units(o, m)) goto oom;
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_group *g;
+        int r, c;
+        if (!muon_tensor(o, m, i, &g, &r, &c)) continue;
+        o->slice_off[i] = o->n_slices;
+        o->n_slices += g->slices;
+    }
+    work = work_floats(o);
     o->mom = calloc(o->n, sizeof(float));
-    o->upd = malloc(biggest * sizeof(float));
+    o->upd = malloc(o->n * sizeof(float));
     o->ns_work = malloc(work * sizeof(float));
     o->radius = calloc((size_t)o->n_slices, sizeof(float));
     o->scale = calloc((size_t)o->n_slices, sizeof(float));
@@ -83,10 +143,10 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         dm_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i], P + t->offset,
                         g->slices, r, c);
     }
-    return 0;
+    return dm_muon_shard(o, NULL, err, errlen);
 oom:
     snprintf(err, errlen, "out of memory: Muon's momentum and scratch need %.1f MiB",
-             (o->n + biggest + work) * sizeof(float) / (double)(1 << 20));
+             (2.0 * o->n + work) * sizeof(float) / (double)(1 << 20));
     return 1;
 }
 
@@ -98,45 +158,208 @@ void dm_muon_free(dm_optim *o) {
     free(o->slice_off);
     free(o->radius);
     free(o->scale);
+    free(o->units);
+    free(o->ptrs);
+    free(o->consts);
+    free(o->pack_off);
+    free(o->pack_cur);
+    free(o->pack);
 }
 
-void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, long step) {
-    const dm_config *c = &o->cfg;
-    const dm_tensor *t = dm_model_tensor(m, i);
-    const dm_group *g = &o->groups[i];
-    float *W = dm_model_params(m) + t->offset;
-    const float *G = dm_model_grads(m) + t->offset;
-    float *mom = o->mom + t->offset, *u = o->upd;
-    size_t n = t->numel;
-    float beta = c->muon_momentum;
-    int r, cols;
-    slice_shape(t, g, &r, &cols);
-
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-    for (size_t j = 0; j < n; j++) {
-        float gj = G[j] * gscale;
-        mom[j] = beta * mom[j] + (1.0f - beta) * gj;
-        u[j] = (1.0f - beta) * gj + beta * mom[j];
+int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
+    int N = dm_comm_size(comm), nu = o->n_units;
+    o->comm = comm;
+    o->rank = dm_comm_rank(comm);
+    o->nranks = N;
+    free(o->pack_off);
+    free(o->pack_cur);
+    free(o->pack);
+    o->pack = NULL;
+    o->pack_off = calloc((size_t)N + 1, sizeof *o->pack_off);
+    o->pack_cur = calloc((size_t)N, sizeof *o->pack_cur);
+    double *load = calloc((size_t)N, sizeof *load);
+    int *order = malloc(sizeof(int) * (size_t)(nu ? nu : 1));
+    if (!o->pack_off || !o->pack_cur || !load || !order) goto oom;
+    /* the fixed rule: largest first (ties in table order), to the least-loaded rank */
+    for (int a = 0; a < nu; a++) order[a] = a;
+    for (int a = 1; a < nu; a++) {
+        int x = order[a], b = a;
+        for (; b > 0 && o->units[order[b - 1]].cost < o->units[x].cost; b--)
+            order[b] = order[b - 1];
+        order[b] = x;
     }
-    if (o->dnn)
-        DM_TIMED(o->atlas, "ns (bf16)", dm_ns_flops(g->slices, r, cols, c->ns),
-                 dm_ns_bf16(u, u, g->slices, r, cols, c->ns, o->ns_work, o->dnn));
-    else
-        DM_TIMED(o->atlas, "ns", dm_ns_flops(g->slices, r, cols, c->ns),
-                 dm_ns(u, u, g->slices, r, cols, c->ns, o->ns_work));
-    float step_scale = lr * sqrtf(fmaxf(1.0f, (float)r / (float)cols));
-    float decay = 1.0f - lr * g->wd;
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-    for (size_t j = 0; j < n; j++) W[j] = W[j] * decay - step_scale * u[j];
+    for (int a = 0; a < nu; a++) {
+        int best = 0;
+        for (int r = 1; r < N; r++)
+            if (load[r] < load[best]) best = r;
+        o->units[order[a]].owner = best;
+        load[best] += o->units[order[a]].cost;
+    }
+    for (int a = 0; a < nu; a++) o->pack_off[o->units[a].owner + 1] += o->units[a].len;
+    for (int r = 0; r < N; r++) o->pack_off[r + 1] += o->pack_off[r];
+    if (N > 1 && !(o->pack = malloc((o->pack_off[N] ? o->pack_off[N] : 1) * sizeof(float))))
+        goto oom;
+    free(load);
+    free(order);
+    return 0;
+oom:
+    free(load);
+    free(order);
+    snprintf(err, errlen, "out of memory: sharding Muon over %d ranks", N);
+    return 1;
+}
 
-    if (c->retract != DM_RETRACT_OFF && step % c->retract_every == 0) {
-        const float *R = o->radius + o->slice_off[i], *S = o->scale + o->slice_off[i];
-        if (c->retract == DM_RETRACT_SPHERE)
-            DM_TIMED(o->atlas, "retract", 0, dm_retract_sphere(W, R, g->slices, r, cols));
+void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "muon: %d units on %d rank%s:", o->n_units,
+                                   o->nranks, o->nranks == 1 ? "" : "s");
+    for (int r = 0; r < o->nranks && used < n; r++) {
+        int k = 0;
+        double f = 0;
+        for (int a = 0; a < o->n_units; a++)
+            if (o->units[a].owner == r) k++, f += o->units[a].cost;
+        used += (size_t)snprintf(buf + used, n - used, "%s rank %d %d units %.3f GFLOP NS",
+                                 r ? "," : "", r, k, 1e-9 * f);
+    }
+}
+
+/* mom[0..n) <- beta mom + (1 - beta) g gscale; and u = (1 - beta) g gscale + beta mom when
+ * u is given */
+static void momentum(float *mom, const float *G, float *u, size_t n, float beta, float gscale) {
+    if (u) {
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+        for (size_t j = 0; j < n; j++) {
+            float gj = G[j] * gscale;
+            mom[j] = beta * mom[j] + (1.0f - beta) * gj;
+            u[j] = (1.0f - beta) * gj + beta * mom[j];
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+        for (size_t j = 0; j < n; j++) mom[j] = beta * mom[j] + (1.0f - beta) * (G[j] * gscale);
+    }
+}
+
+/* The next batch of this rank's units not yet done, from *a on: a lone unit (*alone = 1,
+ * its index in *a) or the stacked units of unit *a's shape (their pointers into base in
+ * o->ptrs, their Stiefel scales in o->consts). Marks them done; returns how many (0: none
+ * left). */
+static int next_batch(dm_optim *o, int *a, float *base, char *done, int *alone) {
+    for (; *a < o->n_units; ++*a)
+        if (!done[*a] && o->units[*a].owner == o->rank) break;
+    if (*a == o->n_units) return 0;
+    const dm_muon_unit *u = &o->units[*a];
+    *alone = !u->stacked;
+    if (*alone) return done[*a] = 1;
+    int k = 0;
+    for (int b = *a; b < o->n_units; b++) {
+        const dm_muon_unit *v = &o->units[b];
+        if (done[b] || !v->stacked || v->owner != o->rank || v->rows != u->rows ||
+            v->cols != u->cols)
+            continue;
+        done[b] = 1;
+        o->ptrs[k] = base + v->off;
+        o->consts[k++] = o->scale[o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice)];
+    }
+    return k;
+}
+
+/* Newton-Schulz of this rank's units, in place in upd: stacked ones batched by shape */
+static void orthogonalize(dm_optim *o, char *done) {
+    dm_ns_sched s = o->cfg.ns;
+    const char *name = o->dnn ? "ns (bf16)" : "ns";
+    int a = 0, k, alone;
+    memset(done, 0, (size_t)o->n_units);
+    while ((k = next_batch(o, &a, o->upd, done, &alone))) {
+        const dm_muon_unit *u = &o->units[a];
+        float *x = o->upd + u->off;
+        double flops = dm_ns_flops(k, u->rows, u->cols, s);
+        if (alone && o->dnn)
+            DM_TIMED(o->atlas, name, flops,
+                     dm_ns_bf16(x, x, 1, u->rows, u->cols, s, o->ns_work, o->dnn));
+        else if (alone)
+            DM_TIMED(o->atlas, name, flops, dm_ns(x, x, 1, u->rows, u->cols, s, o->ns_work));
+        else
+            DM_TIMED(o->atlas, name, flops,
+                     dm_ns_stack(o->ptrs, (const float *const *)o->ptrs, k, u->rows, u->cols,
+                                 s, o->ns_work, o->dnn));
+    }
+}
+
+/* Stiefel retraction of this rank's units: stacked ones batched by shape */
+static void retract_stiefel(dm_optim *o, float *W, char *done) {
+    int a = 0, k, alone;
+    memset(done, 0, (size_t)o->n_units);
+    while ((k = next_batch(o, &a, W, done, &alone))) {
+        const dm_muon_unit *u = &o->units[a];
+        if (alone)
+            DM_TIMED(o->atlas, "retract", 0,
+                     dm_retract_stiefel(W + u->off, o->scale + o->slice_off[u->tensor], 1,
+                                        u->rows, u->cols, o->ns_work, NULL));
         else
             DM_TIMED(o->atlas, "retract", 0,
-                     dm_retract_stiefel(W, S, g->slices, r, cols, o->ns_work, NULL));
+                     dm_retract_stiefel_stack(o->ptrs, o->consts, k, u->rows, u->cols,
+                                              o->ns_work));
     }
+}
+
+/* Every rank's updated units to every rank (N > 1): packed rank by rank, in unit order */
+static int gather_units(dm_optim *o, float *W) {
+    size_t *at = o->pack_cur;
+    for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        if (u->owner == o->rank) memcpy(o->pack + at[o->rank], W + u->off, u->len * sizeof(float));
+        if (u->owner == o->rank) at[o->rank] += u->len;
+    }
+    if (dm_comm_allgather(o->comm, o->pack, o->pack_off, sizeof(float))) return 1;
+    for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        if (u->owner != o->rank) memcpy(W + u->off, o->pack + at[u->owner], u->len * sizeof(float));
+        at[u->owner] += u->len;
+    }
+    return 0;
+}
+
+int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
+    const dm_config *c = &o->cfg;
+    float *W = dm_model_params(m);
+    const float *G = dm_model_grads(m);
+    float beta = c->muon_momentum;
+    char done_small[256], *done = o->n_units <= 256 ? done_small : malloc((size_t)o->n_units);
+    if (!done) return 1;
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        momentum(o->mom + u->off, G + u->off, u->owner == o->rank ? o->upd + u->off : NULL,
+                 u->len, beta, gscale);
+    }
+    orthogonalize(o, done);
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        if (u->owner != o->rank) continue;
+        const dm_group *g = &o->groups[u->tensor];
+        float lr = g->lr * f;
+        float step_scale = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
+        float decay = 1.0f - lr * g->wd, *w = W + u->off;
+        const float *x = o->upd + u->off;
+        size_t n = u->len;
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+        for (size_t j = 0; j < n; j++) w[j] = w[j] * decay - step_scale * x[j];
+    }
+    if (c->retract == DM_RETRACT_SPHERE && step % c->retract_every == 0) {
+        for (int a = 0; a < o->n_units; a++) {
+            const dm_muon_unit *u = &o->units[a];
+            if (u->owner != o->rank) continue;
+            const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
+            DM_TIMED(o->atlas, "retract", 0,
+                     dm_retract_sphere(W + u->off, R, 1, u->rows, u->cols));
+        }
+    } else if (c->retract == DM_RETRACT_STIEFEL && step % c->retract_every == 0) {
+        retract_stiefel(o, W, done);
+    }
+    int rc = 0;
+    if (o->nranks > 1) DM_TIMED(o->atlas, "muon all-gather", 0, rc = gather_units(o, W));
+    if (done != done_small) free(done);
+    return rc;
 }
 
 int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max) {

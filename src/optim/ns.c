@@ -207,13 +207,14 @@ int dm_ns_slice_threaded(int rows, int cols) {
  * runs alone before the others run in parallel: it builds the oneDNN primitives of the
  * shape, which the parallel loop then only reads. */
 static void ns_run(float *const *outp, const float *const *Gp, float *outb, const float *Gb,
-                   int n, int rows, int cols, dm_ns_sched s, float *work, dm_onednn *dnn) {
+                   int n, int rows, int cols, dm_ns_sched s, float *work, dm_onednn *dnn,
+                   int stack) {
     if (n <= 0 || rows <= 0 || cols <= 0) return;
     size_t len = (size_t)rows * cols;
     size_t ws = dm_ns_slice_work(rows, cols) + (dnn ? bf16_floats(rows, cols) : 0);
 #define NS_OUT(i) (outp ? outp[i] : outb + (size_t)(i) * len)
 #define NS_IN(i) (Gp ? Gp[i] : Gb + (size_t)(i) * len)
-    if (n == 1 && dm_ns_slice_threaded(rows, cols)) {
+    if (!stack && n == 1 && dm_ns_slice_threaded(rows, cols)) {
         /* a lone big slice: its GEMMs tile over the threads */
         ns_env e = {0, dnn, NULL, NULL, NULL};
         ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work);
@@ -235,12 +236,12 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
 
 void dm_ns_many(float *const *out, const float *const *G, int n, int rows, int cols,
                 dm_ns_sched s, float *work) {
-    ns_run(out, G, NULL, NULL, n, rows, cols, s, work, NULL);
+    ns_run(out, G, NULL, NULL, n, rows, cols, s, work, NULL, 0);
 }
 
 void dm_ns(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
            float *work) {
-    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, NULL);
+    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, NULL, 0);
 }
 
 size_t dm_ns_work_bf16(int n, int rows, int cols) {
@@ -249,5 +250,10 @@ size_t dm_ns_work_bf16(int n, int rows, int cols) {
 
 void dm_ns_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
                 float *work, dm_onednn *dnn) {
-    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, dnn);
+    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, dnn, 0);
+}
+
+void dm_ns_stack(float *const *out, const float *const *G, int n, int rows, int cols,
+                 dm_ns_sched s, float *work, dm_onednn *dnn) {
+    ns_run(out, G, NULL, NULL, n, rows, cols, s, work, dnn, 1);
 }

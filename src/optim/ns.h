@@ -78,6 +78,14 @@ size_t dm_ns_work_bf16(int n, int rows, int cols);
 void dm_ns_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
                 float *work, struct dm_onednn *dnn);
 
+/* The stack path for any n, even 1: every slice with single-threaded GEMMs, the slices in
+ * parallel — bitwise what each slice gets inside a dm_ns (dnn NULL) or dm_ns_bf16 (dnn
+ * given) stack of any size, wherever its neighbours are. Slices by pointer (out[i] == G[i]
+ * allowed). work: dm_ns_work(n, rows, cols) floats, or dm_ns_work_bf16 with dnn. The
+ * sharded Muon (muon.c) runs a rank's share of head slices and small matrices this way. */
+void dm_ns_stack(float *const *out, const float *const *G, int n, int rows, int cols,
+                 dm_ns_sched s, float *work, struct dm_onednn *dnn);
+
 /* One slice: serial = 1 runs every GEMM single-threaded on the calling thread, 0 tiles
  * them over the threads (dm_gemm). out[rows, cols], G[rows, cols],
  * work: dm_ns_slice_work(rows, cols). dm_ns calls this. */

@@ -3,6 +3,7 @@
 #include "optim/optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,8 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     float f = dm_lr_factor(c, step);
     float *P = dm_model_params(m);
     const float *G = dm_model_grads(m);
+    /* AdamW: every rank updates every AdamW tensor (replicated state: a small share of
+     * the parameters, elementwise; docs/scaling.md) */
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_tensor *t = dm_model_tensor(m, i);
         const dm_group *g = &o->groups[i];
@@ -134,10 +137,18 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
                      adamw(P + t->offset, G + t->offset, o->m1 + t->offset, o->m2 + t->offset,
                            t->numel, g->lr * f, g->wd, c->beta1, c->beta2, c->adam_eps, step + 1,
                            gscale));
-        else
-            dm_muon_update(o, m, i, g->lr * f, gscale, step);
     }
+    if (o->mom && dm_muon_step(o, m, f, gscale, step)) return NAN;
     return norm;
+}
+
+int dm_optim_set_comm(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
+    return o->mom ? dm_muon_shard(o, comm, err, errlen) : 0;
+}
+
+void dm_optim_shard_text(const dm_optim *o, char *buf, size_t n) {
+    if (o->mom) dm_muon_shard_text(o, buf, n);
+    else snprintf(buf, n, "muon: none (optimizer adamw)");
 }
 
 int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max) {

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "base/comm.h"
 #include "dormouse.h"
 
 enum { DM_GROUP_ADAMW = 0, DM_GROUP_MUON = 1 };
@@ -32,8 +33,16 @@ float dm_lr_factor(const dm_config *c, long step);
 double dm_grad_norm(const dm_model *m);
 
 /* One update at 0-based step from the gradients in m: clip by global norm (grad_clip),
- * then AdamW / Muon per group. Returns the gradient norm before clipping. */
+ * then AdamW / Muon per group. Returns the gradient norm before clipping; NAN when the
+ * exchange between ranks failed (dm_comm_error). */
 double dm_optim_step(dm_optim *o, dm_model *m, long step);
+
+/* Share Muon's work among the ranks of comm (NULL: one process, the default), by the
+ * fixed rule of muon.c; every rank must hold the same gradients at each step (gradsum.h)
+ * and ends it with the same parameters and state. 0 ok, else err (out of memory). */
+int dm_optim_set_comm(dm_optim *o, dm_comm *comm, char *err, size_t errlen);
+/* One line: Muon's units per rank and their NS GFLOP ("muon: 36 units on 2 ranks: ..."). */
+void dm_optim_shard_text(const dm_optim *o, char *buf, size_t n);
 
 /* Time the optimizer's ops (adamw, ns, retract) into atlas; NULL turns it off. */
 struct dm_atlas;

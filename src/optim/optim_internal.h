@@ -3,8 +3,22 @@
 #ifndef DM_OPTIM_INTERNAL_H
 #define DM_OPTIM_INTERNAL_H
 
+#include "base/comm.h"
 #include "ops/atlas.h"
 #include "optim/optim.h"
+
+/* A unit of Muon's work: one matrix Newton-Schulz orthogonalizes (a head slice of W_q /
+ * W_k, or a whole matrix), updated and retracted by the rank that owns it (muon.c). */
+typedef struct {
+    int tensor;       /* model tensor */
+    int slice;        /* head slice of a head-wise tensor; -1: the whole matrix */
+    int rows, cols;   /* the matrix NS sees */
+    size_t off, len;  /* floats, in the parameter layout */
+    int stacked;      /* 1: NS's stack path (single-threaded GEMMs, units in parallel);
+                         0: alone, its GEMMs tiled over the threads (a big whole matrix) */
+    double cost;      /* NS FLOPs */
+    int owner;        /* rank */
+} dm_muon_unit;
 
 struct dm_optim {
     dm_config cfg;
@@ -13,9 +27,18 @@ struct dm_optim {
     size_t n;          /* parameters */
     float *m1, *m2;    /* AdamW moments, parameter layout (unused entries stay 0) */
     /* Muon */
-    float *mom;        /* momentum, parameter layout */
-    float *upd;        /* [largest Muon tensor] the update being orthogonalized */
+    float *mom;        /* momentum, parameter layout (every rank updates all of it) */
+    float *upd;        /* the update being orthogonalized, parameter layout (own units) */
     float *ns_work;    /* NS / Stiefel scratch */
+    int n_units;
+    dm_muon_unit *units; /* in tensor order, slices in order */
+    float **ptrs;      /* [n_units] a batch's units */
+    float *consts;     /* [n_units] their Stiefel scales */
+    dm_comm *comm;     /* the ranks sharing the work (NULL: one process) */
+    int rank, nranks;
+    size_t *pack_off;  /* [nranks+1] each rank's units in pack (floats) */
+    size_t *pack_cur;  /* [nranks] cursors while packing */
+    float *pack;       /* the updated units, rank by rank, for the all-gather */
     struct dm_onednn *dnn; /* NS in bf16 (ns_precision): oneDNN's bf16 matmul; NULL: fp32 */
     int *slice_off;    /* [n_tensors] first slice of each Muon tensor in radius/scale */
     int n_slices;
@@ -26,8 +49,13 @@ struct dm_optim {
 
 int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen);
 void dm_muon_free(dm_optim *o);
-/* Muon update of tensor i (lr already scheduled), then retraction on its cadence. */
-void dm_muon_update(dm_optim *o, dm_model *m, int i, float lr, float gscale, long step);
+/* Assign the units to the ranks of comm (the fixed rule in muon.c). 0 ok. */
+int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen);
+/* The Muon update of every Muon tensor at lr factor f (the schedule's), then retraction
+ * on its cadence: momentum on every rank, Newton-Schulz, update and retraction of this
+ * rank's units, then the units all-gathered. 0 ok; 1 when the all-gather failed. */
+int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step);
 int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max);
+void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n);
 
 #endif

@@ -123,31 +123,42 @@ static double stiefel_slice(float *W, float s, int rows, int cols, float *work, 
     return delta;
 }
 
-/* slice i of the stack; returns 1 when it was retracted but stayed above the tolerance */
-static int stiefel_one(float *W, const float *s, int i, int rows, int cols, float *work,
-                       float *resid, int serial) {
-    size_t len = (size_t)rows * cols;
-    if (!(s[i] > 0)) { /* zero init (or a bad constant): skipped, left as it is */
-        if (resid) resid[i] = 0.0f;
+/* slice W with constant s; returns 1 when it was retracted but stayed above the tolerance */
+static int stiefel_one(float *W, float s, int rows, int cols, float *work, float *resid,
+                       int serial) {
+    if (!(s > 0)) { /* zero init (or a bad constant): skipped, left as it is */
+        if (resid) *resid = 0.0f;
         return 0;
     }
-    double d = stiefel_slice(W + i * len, s[i], rows, cols, work, serial);
-    if (resid) resid[i] = (float)d;
+    double d = stiefel_slice(W, s, rows, cols, work, serial);
+    if (resid) *resid = (float)d;
     return !(d <= DM_RETRACT_TOL);
+}
+
+/* slices Wp[i] (or Wb + i * rows * cols) in parallel, each with single-threaded GEMMs */
+static int stiefel_stack(float *const *Wp, float *Wb, const float *s, int n, int rows,
+                         int cols, float *work, float *resid) {
+    size_t len = (size_t)rows * cols, ws = dm_ns_slice_work(rows, cols);
+    int bad = 0, nt = omp_get_max_threads(), use = nt < n ? nt : n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use) reduction(+ : bad)
+    for (int i = 0; i < n; i++)
+        bad += stiefel_one(Wp ? Wp[i] : Wb + i * len, s[i], rows, cols,
+                           work + omp_get_thread_num() * ws, resid ? resid + i : NULL, 1);
+    return bad;
 }
 
 int dm_retract_stiefel(float *W, const float *s, int n, int rows, int cols, float *work,
                        float *resid) {
     if (n <= 0 || rows <= 0 || cols <= 0) return 0;
-    size_t ws = dm_ns_slice_work(rows, cols); /* scratch slot per running thread (< n) */
-    int bad = 0;
     /* threads as dm_ns (ns.h): a lone big slice tiles its GEMMs over the threads; else
      * slices in parallel with single-threaded GEMMs. Shape decides, never thread count. */
     if (n == 1 && dm_ns_slice_threaded(rows, cols))
-        return stiefel_one(W, s, 0, rows, cols, work, resid, 0);
-    int nt = omp_get_max_threads(), use = nt < n ? nt : n;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(use) reduction(+ : bad)
-    for (int i = 0; i < n; i++)
-        bad += stiefel_one(W, s, i, rows, cols, work + omp_get_thread_num() * ws, resid, 1);
-    return bad;
+        return stiefel_one(W, s[0], rows, cols, work, resid, 0);
+    return stiefel_stack(NULL, W, s, n, rows, cols, work, resid);
+}
+
+int dm_retract_stiefel_stack(float *const *W, const float *s, int n, int rows, int cols,
+                             float *work) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return 0;
+    return stiefel_stack(W, NULL, s, n, rows, cols, work, NULL);
 }

@@ -49,4 +49,11 @@ size_t dm_retract_stiefel_work(int n, int rows, int cols);
 int dm_retract_stiefel(float *W, const float *s, int n, int rows, int cols, float *work,
                        float *resid);
 
+/* The stack path for slices by pointer, even n = 1 (as dm_ns_stack): W[i] <- s[i]
+ * polar(W[i]), each with single-threaded GEMMs, the slices in parallel; bitwise what the
+ * slice gets inside a dm_retract_stiefel stack. work: dm_retract_stiefel_work(n, rows,
+ * cols). Returns the slices left above DM_RETRACT_TOL. */
+int dm_retract_stiefel_stack(float *const *W, const float *s, int n, int rows, int cols,
+                             float *work);
+
 #endif /* DM_OPTIM_RETRACT_H */

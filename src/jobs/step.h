@@ -1,0 +1,58 @@
+/* step.h — one training step over micro-batches and ranks, the one `train` and `bench`
+ * both run (docs/scaling.md).
+ *
+ * The step's batch is batch_size x grad_accum sequences drawn from (seed, step) as
+ * dm_corpus_batch draws them (grad_accum 1: exactly the batch of a step before
+ * grad_accum existed); micro-batch m is its sequences [m B, (m+1) B). This rank runs its
+ * micro-batches m = j N + rank (j = 0 .. grad_accum/N - 1; N ranks): forward, backward,
+ * and the gradient sum of optim/gradsum.h; then the optimizer update on every rank. The
+ * step's loss is the mean of the micro-batches' losses, summed in double in micro-batch
+ * order on every rank: the same on any N. */
+#ifndef DM_STEP_H
+#define DM_STEP_H
+
+#include <stdint.h>
+
+#include "base/comm.h"
+#include "dormouse.h"
+#include "io/data.h"
+#include "optim/gradsum.h"
+#include "optim/optim.h"
+
+typedef struct {
+    dm_model *m;
+    dm_optim *opt;
+    dm_comm *comm;
+    dm_gradsum *gs;
+    int B, T, A, N, rank, local; /* local: this rank's micro-batches, A / N */
+    uint8_t *batch;              /* [A * B, T + 1] the step's sequences */
+    float *losses;               /* [A] by rank, then local index (the all-gather's order) */
+    size_t *loss_off;            /* [N + 1] */
+} dm_stepper;
+
+typedef struct {
+    float loss;                  /* the step's */
+    double gnorm;                /* before clipping; NAN when an exchange failed */
+    double t_data, t_fwd, t_bwd, t_opt; /* seconds: the batch, the forwards, the backwards
+                                           with the gradient sum, the optimizer */
+} dm_step_out;
+
+/* The threads a job runs with: the config's; for threads = 0 all cores, or under mpirun
+ * with several ranks on this machine and no core binding, the cores divided among them.
+ * Sets them (dm_set_threads) and returns the number. */
+int dm_step_threads(const dm_config *c, const dm_comm *comm);
+
+/* For model m and optimizer o (whose work this shares over comm: dm_optim_set_comm) with
+ * the batch of config c. 0 ok; else err: grad_accum not a multiple of the ranks (naming a
+ * config that is), out of memory. */
+int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c, dm_comm *comm,
+                    char *err, size_t errlen);
+void dm_stepper_free(dm_stepper *s);
+
+/* One step: the batch of (seed, batch_step), the optimizer's 0-based step opt_step.
+ * Returns 0, or 1 when an exchange between ranks failed (dm_comm_error); a non-finite
+ * loss or norm is the caller's to judge. */
+int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
+                   long opt_step, dm_step_out *out);
+
+#endif

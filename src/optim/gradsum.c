@@ -1,0 +1,107 @@
+/* gradsum.c — the step's gradient over micro-batches and ranks, in one order (gradsum.h). */
+#include "optim/gradsum.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dm_gradsum {
+    dm_model *m;
+    dm_comm *comm;
+    int A, N, rank;
+    size_t n;          /* parameters */
+    size_t *off;       /* [N+1] shards */
+    float *acc;        /* this rank's shard of the sum (one process: the whole buffer) */
+    float *recv;       /* [N, shard] the pieces received (N > 1) */
+};
+
+void dm_shard_offsets(size_t n, int N, size_t *off) {
+    for (int r = 0; r <= N; r++) {
+        size_t o = (size_t)((double)n * r / N) & ~(size_t)15;
+        off[r] = r == N ? n : o < n ? o : n;
+    }
+}
+
+dm_gradsum *dm_gradsum_create(dm_model *m, int grad_accum, dm_comm *comm, char *err,
+                              size_t errlen) {
+    int N = dm_comm_size(comm);
+    if (grad_accum < 1 || grad_accum % N != 0) {
+        snprintf(err, errlen, "grad_accum=%d does not divide among %d processes: each takes "
+                 "whole micro-batches", grad_accum, N);
+        return NULL;
+    }
+    dm_gradsum *g = calloc(1, sizeof *g);
+    if (!g) goto oom;
+    g->m = m;
+    g->comm = comm;
+    g->A = grad_accum;
+    g->N = N;
+    g->rank = dm_comm_rank(comm);
+    g->n = dm_model_num_params(m);
+    g->off = malloc(sizeof(size_t) * (size_t)(N + 1));
+    if (!g->off) goto oom;
+    dm_shard_offsets(g->n, N, g->off);
+    size_t mine = g->off[g->rank + 1] - g->off[g->rank];
+    if (N > 1 || g->A > 1) {
+        g->acc = malloc((mine ? mine : 1) * sizeof(float));
+        if (!g->acc) goto oom;
+    }
+    if (N > 1) {
+        g->recv = malloc((mine ? mine : 1) * (size_t)N * sizeof(float));
+        if (!g->recv) goto oom;
+    }
+    return g;
+oom:
+    snprintf(err, errlen, "out of memory: the gradient sum needs %.1f MiB",
+             (N > 1 ? 2.0 : 1.0) * (double)dm_model_num_params(m) * sizeof(float) / (1 << 20));
+    dm_gradsum_free(g);
+    return NULL;
+}
+
+void dm_gradsum_free(dm_gradsum *g) {
+    if (!g) return;
+    free(g->off);
+    free(g->acc);
+    free(g->recv);
+    free(g);
+}
+
+/* acc[0..n) = g (first) or acc + g: the one addition of the order, element by element */
+static void fold(float *acc, const float *g, size_t n, int first) {
+    if (first) {
+        memcpy(acc, g, n * sizeof(float));
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n > 1 << 16)
+    for (size_t i = 0; i < n; i++) acc[i] = acc[i] + g[i];
+}
+
+/* out[0..n) = acc * (1/A) */
+static void mean(float *out, const float *acc, size_t n, int A) {
+    float inv = 1.0f / (float)A;
+#pragma omp parallel for schedule(static) if (n > 1 << 16)
+    for (size_t i = 0; i < n; i++) out[i] = acc[i] * inv;
+}
+
+int dm_gradsum_add(dm_gradsum *g, int j) {
+    float *grads = dm_model_grads(g->m);
+    if (g->N == 1) {
+        if (g->A > 1) fold(g->acc, grads, g->n, j == 0);
+        return 0;
+    }
+    size_t len = g->off[g->rank + 1] - g->off[g->rank];
+    if (dm_comm_alltoall_shards(g->comm, grads, g->recv, g->off)) return 1;
+    for (int r = 0; r < g->N; r++) fold(g->acc, g->recv + (size_t)r * len, len, j == 0 && r == 0);
+    return 0;
+}
+
+int dm_gradsum_finish(dm_gradsum *g) {
+    float *grads = dm_model_grads(g->m);
+    if (g->N == 1) {
+        if (g->A > 1) mean(grads, g->acc, g->n, g->A);
+        return 0;
+    }
+    size_t s = g->off[g->rank], len = g->off[g->rank + 1] - s;
+    mean(grads + s, g->acc, len, g->A);
+    return dm_comm_allgather(g->comm, grads, g->off, sizeof(float));
+}
