@@ -127,11 +127,10 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     }
     work = work_floats(o);
     o->mom = calloc(o->n, sizeof(float));
-    o->upd = malloc(o->n * sizeof(float));
     o->ns_work = malloc(work * sizeof(float));
     o->radius = calloc((size_t)o->n_slices, sizeof(float));
     o->scale = calloc((size_t)o->n_slices, sizeof(float));
-    if (!o->mom || !o->upd || !o->ns_work || !o->radius || !o->scale) goto oom;
+    if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
     /* retraction constants from the weights as they are now (init; a resumed run then
      * loads the saved ones over these) */
     const float *P = dm_model_params(m);
@@ -146,7 +145,7 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     return dm_muon_shard(o, NULL, err, errlen);
 oom:
     snprintf(err, errlen, "out of memory: Muon's momentum and scratch need %.1f MiB",
-             (2.0 * o->n + work) * sizeof(float) / (double)(1 << 20));
+             ((double)o->n + work) * sizeof(float) / (double)(1 << 20));
     return 1;
 }
 
@@ -197,6 +196,18 @@ int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
     }
     for (int a = 0; a < nu; a++) o->pack_off[o->units[a].owner + 1] += o->units[a].len;
     for (int r = 0; r < N; r++) o->pack_off[r + 1] += o->pack_off[r];
+    /* upd: this rank's stacked units side by side (they are orthogonalized together), then
+     * one slot its lone units take in turn */
+    size_t at = 0, alone = 0;
+    for (int a = 0; a < nu; a++) {
+        dm_muon_unit *u = &o->units[a];
+        if (u->owner != o->rank) continue;
+        if (u->stacked) u->uoff = at, at += u->len;
+        else if (u->len > alone) alone = u->len;
+    }
+    free(o->upd);
+    o->upd_alone = at;
+    if (!(o->upd = malloc((at + alone ? at + alone : 1) * sizeof(float)))) goto oom;
     if (N > 1 && !(o->pack = malloc((o->pack_off[N] ? o->pack_off[N] : 1) * sizeof(float))))
         goto oom;
     free(load);
@@ -238,17 +249,15 @@ static void momentum(float *mom, const float *G, float *u, size_t n, float beta,
     }
 }
 
-/* The next batch of this rank's units not yet done, from *a on: a lone unit (*alone = 1,
- * its index in *a) or the stacked units of unit *a's shape (their pointers into base in
- * o->ptrs, their Stiefel scales in o->consts). Marks them done; returns how many (0: none
- * left). */
-static int next_batch(dm_optim *o, int *a, float *base, char *done, int *alone) {
+/* The next batch of this rank's stacked units not yet done, from *a on: those of unit
+ * *a's shape, their matrices in o->ptrs (the update in upd when W is NULL, else the
+ * weights in W) and their Stiefel scales in o->consts. Marks them done; returns how many
+ * (0: none left). */
+static int next_batch(dm_optim *o, int *a, float *W, char *done) {
     for (; *a < o->n_units; ++*a)
-        if (!done[*a] && o->units[*a].owner == o->rank) break;
+        if (!done[*a] && o->units[*a].stacked && o->units[*a].owner == o->rank) break;
     if (*a == o->n_units) return 0;
     const dm_muon_unit *u = &o->units[*a];
-    *alone = !u->stacked;
-    if (*alone) return done[*a] = 1;
     int k = 0;
     for (int b = *a; b < o->n_units; b++) {
         const dm_muon_unit *v = &o->units[b];
@@ -256,48 +265,67 @@ static int next_batch(dm_optim *o, int *a, float *base, char *done, int *alone) 
             v->cols != u->cols)
             continue;
         done[b] = 1;
-        o->ptrs[k] = base + v->off;
+        o->ptrs[k] = W ? W + v->off : o->upd + v->uoff;
         o->consts[k++] = o->scale[o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice)];
     }
     return k;
 }
 
-/* Newton-Schulz of this rank's units, in place in upd: stacked ones batched by shape */
-static void orthogonalize(dm_optim *o, char *done) {
+/* Newton-Schulz of a lone unit's update x (its GEMMs tiled over the threads) */
+static void orthogonalize_alone(dm_optim *o, const dm_muon_unit *u, float *x) {
     dm_ns_sched s = o->cfg.ns;
-    const char *name = o->dnn ? "ns (bf16)" : "ns";
-    int a = 0, k, alone;
+    double flops = dm_ns_flops(1, u->rows, u->cols, s);
+    if (o->dnn)
+        DM_TIMED(o->atlas, "ns (bf16)", flops,
+                 dm_ns_bf16(x, x, 1, u->rows, u->cols, s, o->ns_work, o->dnn));
+    else
+        DM_TIMED(o->atlas, "ns", flops, dm_ns(x, x, 1, u->rows, u->cols, s, o->ns_work));
+}
+
+/* Newton-Schulz of this rank's stacked units, in place in upd, batched by shape */
+static void orthogonalize_stacked(dm_optim *o, char *done) {
+    dm_ns_sched s = o->cfg.ns;
+    int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, o->upd, done, &alone))) {
+    while ((k = next_batch(o, &a, NULL, done))) {
         const dm_muon_unit *u = &o->units[a];
-        float *x = o->upd + u->off;
-        double flops = dm_ns_flops(k, u->rows, u->cols, s);
-        if (alone && o->dnn)
-            DM_TIMED(o->atlas, name, flops,
-                     dm_ns_bf16(x, x, 1, u->rows, u->cols, s, o->ns_work, o->dnn));
-        else if (alone)
-            DM_TIMED(o->atlas, name, flops, dm_ns(x, x, 1, u->rows, u->cols, s, o->ns_work));
-        else
-            DM_TIMED(o->atlas, name, flops,
-                     dm_ns_stack(o->ptrs, (const float *const *)o->ptrs, k, u->rows, u->cols,
-                                 s, o->ns_work, o->dnn));
+        DM_TIMED(o->atlas, o->dnn ? "ns (bf16)" : "ns", dm_ns_flops(k, u->rows, u->cols, s),
+                 dm_ns_stack(o->ptrs, (const float *const *)o->ptrs, k, u->rows, u->cols, s,
+                             o->ns_work, o->dnn));
     }
 }
 
-/* Stiefel retraction of this rank's units: stacked ones batched by shape */
-static void retract_stiefel(dm_optim *o, float *W, char *done) {
-    int a = 0, k, alone;
+/* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update */
+static void update_w(dm_optim *o, const dm_muon_unit *u, float *W, const float *x, float f) {
+    const dm_group *g = &o->groups[u->tensor];
+    float lr = g->lr * f;
+    float step_scale = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
+    float decay = 1.0f - lr * g->wd, *w = W + u->off;
+    size_t n = u->len;
+#pragma omp parallel for schedule(static) if (n > 1 << 15)
+    for (size_t j = 0; j < n; j++) w[j] = w[j] * decay - step_scale * x[j];
+}
+
+/* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
+ * any unit */
+static void retract_one(dm_optim *o, const dm_muon_unit *u, float *W) {
+    const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
+    const float *S = o->scale + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
+    if (o->cfg.retract == DM_RETRACT_SPHERE)
+        DM_TIMED(o->atlas, "retract", 0, dm_retract_sphere(W + u->off, R, 1, u->rows, u->cols));
+    else
+        DM_TIMED(o->atlas, "retract", 0,
+                 dm_retract_stiefel(W + u->off, S, 1, u->rows, u->cols, o->ns_work, NULL));
+}
+
+/* Stiefel retraction of this rank's stacked units, batched by shape */
+static void retract_stacked(dm_optim *o, float *W, char *done) {
+    int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, W, done, &alone))) {
+    while ((k = next_batch(o, &a, W, done))) {
         const dm_muon_unit *u = &o->units[a];
-        if (alone)
-            DM_TIMED(o->atlas, "retract", 0,
-                     dm_retract_stiefel(W + u->off, o->scale + o->slice_off[u->tensor], 1,
-                                        u->rows, u->cols, o->ns_work, NULL));
-        else
-            DM_TIMED(o->atlas, "retract", 0,
-                     dm_retract_stiefel_stack(o->ptrs, o->consts, k, u->rows, u->cols,
-                                              o->ns_work));
+        DM_TIMED(o->atlas, "retract", 0,
+                 dm_retract_stiefel_stack(o->ptrs, o->consts, k, u->rows, u->cols, o->ns_work));
     }
 }
 
@@ -325,36 +353,35 @@ int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
     float *W = dm_model_params(m);
     const float *G = dm_model_grads(m);
     float beta = c->muon_momentum;
+    int retract = c->retract != DM_RETRACT_OFF && step % c->retract_every == 0;
     char done_small[256], *done = o->n_units <= 256 ? done_small : malloc((size_t)o->n_units);
     if (!done) return 1;
+    /* the momentum of every unit; the Nesterov update of this rank's stacked ones */
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
-        momentum(o->mom + u->off, G + u->off, u->owner == o->rank ? o->upd + u->off : NULL,
-                 u->len, beta, gscale);
+        int mine = u->owner == o->rank;
+        if (mine && !u->stacked) continue; /* below, one at a time */
+        momentum(o->mom + u->off, G + u->off, mine ? o->upd + u->uoff : NULL, u->len, beta,
+                 gscale);
     }
-    orthogonalize(o, done);
+    /* the stacked units: orthogonalized together, then updated and retracted */
+    orthogonalize_stacked(o, done);
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
-        if (u->owner != o->rank) continue;
-        const dm_group *g = &o->groups[u->tensor];
-        float lr = g->lr * f;
-        float step_scale = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
-        float decay = 1.0f - lr * g->wd, *w = W + u->off;
-        const float *x = o->upd + u->off;
-        size_t n = u->len;
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-        for (size_t j = 0; j < n; j++) w[j] = w[j] * decay - step_scale * x[j];
+        if (u->owner != o->rank || !u->stacked) continue;
+        update_w(o, u, W, o->upd + u->uoff, f);
+        if (retract && c->retract == DM_RETRACT_SPHERE) retract_one(o, u, W);
     }
-    if (c->retract == DM_RETRACT_SPHERE && step % c->retract_every == 0) {
-        for (int a = 0; a < o->n_units; a++) {
-            const dm_muon_unit *u = &o->units[a];
-            if (u->owner != o->rank) continue;
-            const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
-            DM_TIMED(o->atlas, "retract", 0,
-                     dm_retract_sphere(W + u->off, R, 1, u->rows, u->cols));
-        }
-    } else if (c->retract == DM_RETRACT_STIEFEL && step % c->retract_every == 0) {
-        retract_stiefel(o, W, done);
+    if (retract && c->retract == DM_RETRACT_STIEFEL) retract_stacked(o, W, done);
+    /* the lone units, each in the one slot */
+    float *x = o->upd + o->upd_alone;
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        if (u->owner != o->rank || u->stacked) continue;
+        momentum(o->mom + u->off, G + u->off, x, u->len, beta, gscale);
+        orthogonalize_alone(o, u, x);
+        update_w(o, u, W, x, f);
+        if (retract) retract_one(o, u, W);
     }
     int rc = 0;
     if (o->nranks > 1) DM_TIMED(o->atlas, "muon all-gather", 0, rc = gather_units(o, W));

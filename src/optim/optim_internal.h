@@ -18,6 +18,7 @@ typedef struct {
                          0: alone, its GEMMs tiled over the threads (a big whole matrix) */
     double cost;      /* NS FLOPs */
     int owner;        /* rank */
+    size_t uoff;      /* a stacked unit this rank owns: where its update lies in upd */
 } dm_muon_unit;
 
 struct dm_optim {
@@ -28,7 +29,9 @@ struct dm_optim {
     float *m1, *m2;    /* AdamW moments, parameter layout (unused entries stay 0) */
     /* Muon */
     float *mom;        /* momentum, parameter layout (every rank updates all of it) */
-    float *upd;        /* the update being orthogonalized, parameter layout (own units) */
+    float *upd;        /* the updates being orthogonalized: this rank's stacked units (at
+                          their uoff), then one slot for its lone units, one at a time */
+    size_t upd_alone;  /* where that slot starts in upd */
     float *ns_work;    /* NS / Stiefel scratch */
     int n_units;
     dm_muon_unit *units; /* in tensor order, slices in order */
