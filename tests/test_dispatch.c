@@ -13,6 +13,7 @@
 #include "kernels/ref/ref.h"
 #include "base/rng.h"
 #include "model/model.h"
+#include "optim/ns.h"
 
 static dm_config small(int mixer) {
     dm_config c;
@@ -260,6 +261,66 @@ TEST(dispatch_every_op_counted_timed_verified) {
                mixer ? "gdn" : "kda", counted, timed, verified, pairs, table);
         CHECK(strstr(table, "matmul.bwd_w") && strstr(table, "verify"));
         dm_model_free(m);
+    }
+}
+
+/* The atlas's roofline: every product of the step is recorded by shape on the kernel it
+ * ran on (the sets' FLOPs add up to the matmul op's), Newton-Schulz calls by their
+ * products, and each set is then timed standalone; the table ends in the fraction. In
+ * fp32 over both GEMM backends, and in bf16 where the CPU has it. */
+TEST(atlas_roofline_times_every_gemm) {
+    for (int v = 0; v < 3; v++) {
+        dm_config c = small(DM_MIXER_KDA);
+        c.gemm = v == 0 ? DM_GEMM_OPENBLAS : DM_GEMM_AUTO;
+        if (v == 2) c.precision = DM_PRECISION_AUTO;
+        dm_atlas *a = calloc(1, sizeof *a);
+        dm_model *m = step(c, 2, 40, a, 0);
+        if (!m) return;
+        if (v == 2 && !dm_ops_bf16_active(&m->ops)) {
+            printf("  bf16: not run here (%s)\n", m->ops.bf16_why);
+            dm_model_free(m);
+            free(a);
+            continue;
+        }
+        a->steps = 1;
+        long mm_calls = 0, set_calls = 0;
+        double op_flops = 0, set_flops = 0;
+        for (int d = 0; d < DM_NDIR; d++) mm_calls += m->ops.calls[DM_OP_MATMUL][d];
+        for (int i = 0; i < a->n_ops; i++)
+            if (!strcmp(a->op[i].name, "matmul")) op_flops += a->op[i].flops;
+        for (int j = 0; j < a->n_gemm; j++) {
+            set_calls += a->gemm[j].calls;
+            set_flops += a->gemm[j].flops * a->gemm[j].calls;
+            CHECK(a->gemm[j].kind == (v == 0 ? DM_GEMM_F32_OPENBLAS
+                                      : v == 1 ? DM_GEMM_F32_ONEDNN : DM_GEMM_BF16_ONEDNN));
+        }
+        CHECKF(set_calls == mm_calls, "%ld products recorded, %ld matmul calls", set_calls, mm_calls);
+        CHECKF(fabs(set_flops - op_flops) <= 1e-9 * op_flops, "%.6g vs %.6g", set_flops, op_flops);
+        /* Newton-Schulz: a stack and a lone slice, wide and tall */
+        int sets = a->n_gemm;
+        dm_ns_atlas(a, 4, 16, 64, DM_NS_QUINTIC5, v == 2, 1, 1e-3);
+        dm_ns_atlas(a, 1, 96, 64, DM_NS_QUINTIC5, v == 2, 0, 1e-3);
+        dm_ns_atlas(a, 1, 96, 64, DM_NS_QUINTIC5, v == 2, 0, 1e-3);
+        CHECK(a->n_gemm == sets + 2 && a->gemm[sets + 1].calls == 2);
+        CHECK(fabs(a->gemm[sets].flops - dm_ns_flops(4, 16, 64, DM_NS_QUINTIC5)) <=
+              1e-9 * a->gemm[sets].flops);
+        CHECK(fabs(a->gemm[sets + 1].flops - dm_ns_flops(1, 96, 64, DM_NS_QUINTIC5)) <=
+              1e-9 * a->gemm[sets + 1].flops);
+        dm_atlas_roofline(a);
+        CHECKF(a->measured == 1, "roofline not measured: %s", a->roof_why ? a->roof_why : "?");
+        for (int j = 0; j < a->n_gemm; j++)
+            CHECKF(a->gemm[j].best > 0 && isfinite(a->gemm[j].best), "set %d (%s): %g s", j,
+                   a->gemm[j].label, a->gemm[j].best);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        dm_atlas_print(a, f);
+        fclose(f);
+        CHECK(text && strstr(text, "roofline: ") && strstr(text, "% of the step"));
+        if (text) printf("%s", strstr(text, "roofline: ") ? strstr(text, "roofline: ") : text);
+        free(text);
+        dm_model_free(m);
+        free(a);
     }
 }
 

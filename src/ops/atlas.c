@@ -1,8 +1,15 @@
-/* atlas.c — the step atlas. */
+/* atlas.c — the step atlas, and its roofline: the step's GEMMs timed standalone. */
 #include "ops/atlas.h"
 
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
 
 double dm_now(void) {
     struct timespec ts;
@@ -36,7 +43,216 @@ void dm_atlas_stage(dm_atlas *a, int stage, double sec) {
     a->stage_calls[stage]++;
 }
 
-void dm_atlas_print(const dm_atlas *a, FILE *f) {
+static int same_set(const dm_atlas_gemm *x, const dm_atlas_gemm *y) {
+    if (!same(x->label, y->label) || x->kind != y->kind || x->n != y->n || x->reps != y->reps ||
+        x->slices != y->slices || x->tiled != y->tiled)
+        return 0;
+    for (int i = 0; i < x->n; i++) {
+        const dm_atlas_prod *p = &x->prod[i], *q = &y->prod[i];
+        if (p->ta != q->ta || p->tb != q->tb || p->M != q->M || p->N != q->N || p->K != q->K ||
+            p->beta != q->beta)
+            return 0;
+    }
+    return 1;
+}
+
+void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec) {
+    int i = 0;
+    while (i < a->n_gemm && !same_set(&a->gemm[i], g)) i++;
+    if (i == a->n_gemm) {
+        if (a->n_gemm == DM_ATLAS_MAX_GEMMS || g->n < 1 || g->n > 3) return;
+        dm_atlas_gemm *e = &a->gemm[a->n_gemm++];
+        *e = *g;
+        e->calls = 0;
+        e->sec = e->best = 0;
+        e->flops = 0;
+        for (int k = 0; k < g->n; k++)
+            e->flops += 2.0 * g->prod[k].M * g->prod[k].N * g->prod[k].K;
+        e->flops *= (double)g->reps * g->slices;
+    }
+    a->gemm[i].calls++;
+    a->gemm[i].sec += sec;
+}
+
+/* ---- the roofline ---- */
+
+/* operands for the standalone runs: f32 and bf16 copies of the same values, per thread */
+typedef struct {
+    float *A, *B, *C;
+    uint16_t *Ab, *Bb;
+    size_t na, nb, nc; /* elements per thread */
+    dm_onednn *dnn;
+} roof_buf;
+
+static void prod_ld(const dm_atlas_prod *p, int *lda, int *ldb) {
+    *lda = p->ta ? p->M : p->K;
+    *ldb = p->tb ? p->K : p->N;
+}
+
+/* one product: on the tiles over all threads (slot < 0) or on this thread's slot */
+static void roof_prod(const roof_buf *b, int kind, const dm_atlas_prod *p, int slot) {
+    int lda, ldb, t = slot < 0 ? 0 : slot;
+    prod_ld(p, &lda, &ldb);
+    float beta = (float)p->beta, *C = b->C + (size_t)t * b->nc;
+    const float *A = b->A + (size_t)t * b->na, *B = b->B + (size_t)t * b->nb;
+    const uint16_t *Ab = b->Ab + (size_t)t * b->na, *Bb = b->Bb + (size_t)t * b->nb;
+    if (kind == DM_GEMM_BF16_ONEDNN) {
+        if (slot < 0)
+            dm_onednn_gemm_bf16(b->dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, Ab, lda, Bb, ldb,
+                                beta, C, p->N);
+        else if (dm_onednn_gemm_bf16_here(b->dnn, slot, p->ta, p->tb, p->M, p->N, p->K, 1.0f, Ab,
+                                          lda, Bb, ldb, beta, C, p->N))
+            abort(); /* built outside the parallel loop by roof_ready: unreachable */
+    } else if (kind == DM_GEMM_F32_ONEDNN && slot < 0) {
+        dm_onednn_gemm(b->dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, beta, C, p->N);
+    } else if (slot < 0) {
+        dm_gemm(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, beta, C, p->N);
+    } else {
+        dm_gemm_serial(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, beta, C, p->N);
+    }
+}
+
+/* NULL when every product of g can run standalone (oneDNN's primitives built), else why */
+static const char *roof_ready(roof_buf *b, const dm_atlas_gemm *g) {
+    for (int i = 0; i < g->n; i++) {
+        const dm_atlas_prod *p = &g->prod[i];
+        int lda, ldb;
+        prod_ld(p, &lda, &ldb);
+        if (g->kind == DM_GEMM_F32_OPENBLAS) continue;
+        if (g->kind == DM_GEMM_F32_ONEDNN && !g->tiled) continue; /* not a path NS takes */
+        const char *why = NULL;
+        if (!b->dnn && !(b->dnn = dm_onednn_create(&why))) return why;
+        if (g->kind == DM_GEMM_F32_ONEDNN)
+            why = dm_onednn_supports(b->dnn, p->ta, p->tb, p->M, p->N, p->K, lda, ldb, p->N,
+                                     1.0f, (float)p->beta);
+        else if (g->tiled)
+            why = dm_onednn_supports_bf16(b->dnn, p->ta, p->tb, p->M, p->N, p->K, lda, ldb, p->N,
+                                          1.0f, (float)p->beta);
+        else if (dm_onednn_gemm_bf16_here(b->dnn, 0, p->ta, p->tb, p->M, p->N, p->K, 1.0f, b->Ab,
+                                          lda, b->Bb, ldb, (float)p->beta, b->C, p->N))
+            why = "oneDNN cannot build a bf16 matmul primitive for it";
+        if (why) return why;
+    }
+    return NULL;
+}
+
+/* one call of the set: seconds */
+static double roof_call(const roof_buf *b, const dm_atlas_gemm *g) {
+    double t0 = dm_now();
+    if (g->tiled) {
+        for (int r = 0; r < g->reps; r++)
+            for (int i = 0; i < g->n; i++) roof_prod(b, g->kind, &g->prod[i], -1);
+    } else {
+        int nt = omp_get_max_threads(), use = nt < g->slices ? nt : g->slices;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
+        for (int s = 0; s < g->slices; s++)
+            for (int r = 0; r < g->reps; r++)
+                for (int i = 0; i < g->n; i++)
+                    roof_prod(b, g->kind, &g->prod[i], omp_get_thread_num());
+    }
+    return dm_now() - t0;
+}
+
+void dm_atlas_roofline(dm_atlas *a) {
+    if (a->measured) return;
+    int threads = omp_get_max_threads();
+    a->roof_threads = threads;
+    roof_buf b = {0};
+    for (int j = 0; j < a->n_gemm; j++)
+        for (int i = 0; i < a->gemm[j].n; i++) {
+            const dm_atlas_prod *p = &a->gemm[j].prod[i];
+            size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N, nc = (size_t)p->M * p->N;
+            b.na = na > b.na ? na : b.na;
+            b.nb = nb > b.nb ? nb : b.nb;
+            b.nc = nc > b.nc ? nc : b.nc;
+        }
+    /* each thread its own operands (64-byte aligned spans) */
+    b.na = (b.na + 31) & ~(size_t)31, b.nb = (b.nb + 31) & ~(size_t)31;
+    b.nc = (b.nc + 15) & ~(size_t)15;
+    size_t t = (size_t)threads;
+    b.A = malloc(t * b.na * sizeof(float));
+    b.B = malloc(t * b.nb * sizeof(float));
+    b.C = calloc(t * b.nc, sizeof(float));
+    b.Ab = malloc(t * b.na * sizeof(uint16_t));
+    b.Bb = malloc(t * b.nb * sizeof(uint16_t));
+    a->measured = -1;
+    a->roof_why = "out of memory for the operands";
+    if (b.A && b.B && b.C && b.Ab && b.Bb) {
+        uint32_t x = 12345u; /* values in [-1, 1) */
+        for (size_t i = 0; i < t * b.na; i++)
+            x = x * 1664525u + 1013904223u, b.A[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
+        for (size_t i = 0; i < t * b.nb; i++)
+            x = x * 1664525u + 1013904223u, b.B[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
+        dm_bf16_from_f32(b.Ab, b.A, t * b.na);
+        dm_bf16_from_f32(b.Bb, b.B, t * b.nb);
+        a->measured = 1;
+        a->roof_why = NULL;
+        for (int j = 0; j < a->n_gemm && a->measured == 1; j++) {
+            dm_atlas_gemm *g = &a->gemm[j];
+            const char *why = roof_ready(&b, g);
+            if (why) {
+                a->measured = -1;
+                a->roof_why = why;
+                break;
+            }
+            roof_call(&b, g); /* warm-up */
+            g->best = INFINITY;
+            for (int r = 0; r < DM_ATLAS_ROOF_REPS; r++) {
+                double s = roof_call(&b, g);
+                if (s < g->best) g->best = s;
+            }
+        }
+    }
+    dm_onednn_free(b.dnn);
+    free(b.A), free(b.B), free(b.C), free(b.Ab), free(b.Bb);
+}
+
+static const char *KIND[] = {"bf16 onednn", "f32 onednn", "f32 openblas"};
+
+/* the roofline table: each set's time in the step and alone, then the fraction */
+static void print_roofline(dm_atlas *a, FILE *f, double steps, double step) {
+    if (!a->n_gemm) return;
+    dm_atlas_roofline(a);
+    if (a->measured < 0) {
+        fprintf(f, "roofline: not measured (%s)\n", a->roof_why ? a->roof_why : "?");
+        return;
+    }
+    fprintf(f, "roofline: each distinct GEMM set of the step timed alone after the run, on the "
+               "kernel and tiles it ran on, %d threads, fresh operands, best of %d\n",
+            a->roof_threads, DM_ATLAS_ROOF_REPS);
+    fprintf(f, "  %-12s %-26s %-12s %9s %9s %9s %8s %8s\n", "gemms", "products", "kernel",
+            "calls/st", "step ms", "alone ms", "GF/s st", "GF/s al");
+    double roof = 0, part[2] = {0, 0}, part_step[2] = {0, 0};
+    for (int j = 0; j < a->n_gemm; j++) {
+        const dm_atlas_gemm *g = &a->gemm[j];
+        char shape[64];
+        const dm_atlas_prod *p = &g->prod[0];
+        if (g->n == 1 && g->reps == 1 && g->slices == 1)
+            snprintf(shape, sizeof shape, "%dx%dx%d %c%c%s", p->M, p->N, p->K, p->ta ? 't' : 'n',
+                     p->tb ? 't' : 'n', p->beta ? " +C" : "");
+        else /* Newton-Schulz: slices x steps x products, the shape of the last (B X) */
+            snprintf(shape, sizeof shape, "%dx%dx%d of %dx%dx%d%s", g->slices, g->reps, g->n,
+                     g->prod[g->n - 1].M, g->prod[g->n - 1].N, g->prod[g->n - 1].K,
+                     g->tiled ? " tiled" : "");
+        double cs = g->calls / steps, ms_step = 1e3 * g->sec / steps, ms_alone = 1e3 * cs * g->best;
+        fprintf(f, "  %-12s %-26s %-12s %9.1f %9.3f %9.3f %8.1f %8.1f\n", g->label, shape,
+                KIND[g->kind], cs, ms_step, ms_alone,
+                g->sec > 0 ? g->flops * g->calls / g->sec / 1e9 : 0,
+                g->best > 0 ? g->flops / g->best / 1e9 : 0);
+        roof += ms_alone;
+        int ns = strncmp(g->label, "ns", 2) == 0;
+        part[ns] += ms_alone;
+        part_step[ns] += ms_step;
+    }
+    fprintf(f, "roofline: %.2f ms of GEMMs per step at their standalone speed (matmul %.2f, "
+               "ns %.2f; in the step %.2f and %.2f)",
+            roof, part[0], part[1], part_step[0], part_step[1]);
+    if (step > 0)
+        fprintf(f, " = %.1f%% of the step's %.2f ms\n", 100 * roof / (1e3 * step), 1e3 * step);
+    else fprintf(f, " (no step time in the atlas)\n");
+}
+
+void dm_atlas_print(dm_atlas *a, FILE *f) {
     static const char *names[DM_ST_COUNT] = {"data", "forward", "backward", "optimizer", "eval"};
     double steps = a->steps > 0 ? (double)a->steps : 1, step = 0, ops = 0;
     for (int s = 0; s < DM_ST_COUNT; s++)
@@ -76,4 +292,5 @@ void dm_atlas_print(const dm_atlas *a, FILE *f) {
     }
     fprintf(f, "  %-28s %10s %10.3f %7.1f%%\n", "(ops total)", "", 1e3 * ops / steps,
             step > 0 ? 100 * ops / steps / step : 0);
+    print_roofline(a, f, steps, step);
 }

@@ -9,6 +9,29 @@
 
 enum { DM_ST_DATA, DM_ST_FORWARD, DM_ST_BACKWARD, DM_ST_OPTIMIZER, DM_ST_EVAL, DM_ST_COUNT };
 #define DM_ATLAS_MAX_OPS 96
+#define DM_ATLAS_MAX_GEMMS 64
+
+/* The GEMM kernel a product ran on (the roofline times it on the same one). */
+enum { DM_GEMM_BF16_ONEDNN, DM_GEMM_F32_ONEDNN, DM_GEMM_F32_OPENBLAS };
+
+/* One GEMM as the roofline sees it: row-major C[M,N] = op(A)[M,K] op(B)[K,N] (+ C when
+ * beta), the leading dimensions those of dense operands. */
+typedef struct { int ta, tb, M, N, K, beta; } dm_atlas_prod;
+
+/* A distinct set of products a call runs, and how: `reps` times the products prod[0..n)
+ * on each of `slices` independent slices. tiled: each product over the shape-fixed tiles
+ * and all threads (dm_gemm_tile_shape; slices is 1); else one slice per thread at a
+ * time, each product single-threaded (Newton–Schulz on a stack, or a lone small slice). */
+typedef struct {
+    const char *label; /* "matmul.fwd", "ns": static */
+    int kind;          /* DM_GEMM_* */
+    int n, reps, slices, tiled;
+    dm_atlas_prod prod[3];
+    long calls;
+    double sec;        /* in the step: the whole call (the op, or the whole NS) */
+    double flops;      /* of the products, per call */
+    double best;       /* standalone, seconds per call (best of a few), once measured */
+} dm_atlas_gemm;
 
 typedef struct {
     const char *name, *dir, *impl; /* static strings; dir and impl may be NULL */
@@ -22,6 +45,12 @@ typedef struct dm_atlas {
     double stage[DM_ST_COUNT];
     long stage_calls[DM_ST_COUNT];
     long steps;
+    /* the GEMMs of the step, by distinct shape, for the roofline */
+    dm_atlas_gemm gemm[DM_ATLAS_MAX_GEMMS];
+    int n_gemm;
+    int measured;          /* the roofline: 0 not yet, 1 measured, -1 could not */
+    const char *roof_why;  /* why not (-1) */
+    int roof_threads;
 } dm_atlas;
 
 /* Seconds on a monotonic clock. */
@@ -33,8 +62,18 @@ void dm_atlas_reset(dm_atlas *a);
 void dm_atlas_add(dm_atlas *a, const char *op, const char *dir, const char *impl, double sec,
                   double flops);
 void dm_atlas_stage(dm_atlas *a, int stage, double sec);
-/* The table: per step averages over a->steps steps. */
-void dm_atlas_print(const dm_atlas *a, FILE *f);
+/* One call of a set of GEMMs (g: label, kind, n, reps, slices, tiled, prod) that took sec in the
+ * step: counted per distinct set. */
+void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec);
+/* The roofline: every distinct set of GEMMs the step ran, timed standalone on the kernel
+ * it ran on (same tiles, same threads: the OpenMP threads there are now; fresh operands;
+ * one warm-up, then the best of DM_ATLAS_ROOF_REPS). Done once; dm_atlas_print does it
+ * when it has not been done. */
+#define DM_ATLAS_ROOF_REPS 5
+void dm_atlas_roofline(dm_atlas *a);
+/* The table: per step averages over a->steps steps; then the roofline (measured first
+ * when it has not been). */
+void dm_atlas_print(dm_atlas *a, FILE *f);
 
 /* Run stmt, timing it as `name` with `flops` when atlas is non-NULL (the optimizer's
  * steps; ops are timed by the dispatch routine). */

@@ -193,6 +193,36 @@ static void ref_run(dm_ops *ops, void *args, int dir) {
     else dm_matmul_ref_bwd_weight(a->dW, a->dbias, a->dout, a->in, a->N, a->K, a->O);
 }
 
+/* ---- the roofline's record (ops/atlas.h): the product a call ran and on which kernel ---- */
+
+static void noted(dm_ops *ops, void (*run)(dm_ops *, void *, int), int kind, void *args,
+                  int dir) {
+    if (!ops->atlas) {
+        run(ops, args, dir);
+        return;
+    }
+    static const char *const LABEL[DM_NDIR] = {"matmul.fwd", "matmul.bwd", "matmul.bwd_w"};
+    double t0 = dm_now();
+    run(ops, args, dir);
+    mm_gemm g = product(args, dir);
+    if (g.M <= 0 || g.Nc <= 0 || g.K <= 0) return;
+    dm_atlas_gemm s = {.label = LABEL[dir], .kind = kind, .n = 1, .reps = 1, .slices = 1,
+                       .tiled = 1, .prod = {{g.ta, g.tb, g.M, g.Nc, g.K, g.beta != 0.0f}}};
+    dm_atlas_gemm_add(ops->atlas, &s, dm_now() - t0);
+}
+static void bf16_noted(dm_ops *o, void *a, int d) {
+    noted(o, bf16_run, DM_GEMM_BF16_ONEDNN, a, d);
+}
+static void ref_bf16_noted(dm_ops *o, void *a, int d) {
+    noted(o, ref_bf16_run, DM_GEMM_F32_OPENBLAS, a, d);
+}
+static void onednn_noted(dm_ops *o, void *a, int d) {
+    noted(o, onednn_run, DM_GEMM_F32_ONEDNN, a, d);
+}
+static void openblas_noted(dm_ops *o, void *a, int d) {
+    noted(o, openblas_run, DM_GEMM_F32_OPENBLAS, a, d);
+}
+
 static int outputs(void *args, int dir, dm_out *o) {
     mm_args *a = args;
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
@@ -217,10 +247,10 @@ static double flops(const void *args, int dir) {
 }
 
 static const dm_impl IMPL[] = {
-    {"onednn-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, bf16_run},
-    {"reference-bf16", 1, DM_PREC_BF16, NULL, ref_bf16_supports, ref_bf16_run},
-    {"onednn", 0, DM_PREC_FP32, onednn_selected, onednn_supports, onednn_run},
-    {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_run},
+    {"onednn-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, bf16_noted},
+    {"reference-bf16", 1, DM_PREC_BF16, NULL, ref_bf16_supports, ref_bf16_noted},
+    {"onednn", 0, DM_PREC_FP32, onednn_selected, onednn_supports, onednn_noted},
+    {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_noted},
     {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run},
 };
 const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, IMPL, 5,

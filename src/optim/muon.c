@@ -274,12 +274,11 @@ static int next_batch(dm_optim *o, int *a, float *W, char *done) {
 /* Newton-Schulz of a lone unit's update x (its GEMMs tiled over the threads) */
 static void orthogonalize_alone(dm_optim *o, const dm_muon_unit *u, float *x) {
     dm_ns_sched s = o->cfg.ns;
-    double flops = dm_ns_flops(1, u->rows, u->cols, s);
-    if (o->dnn)
-        DM_TIMED(o->atlas, "ns (bf16)", flops,
-                 dm_ns_bf16(x, x, 1, u->rows, u->cols, s, o->ns_work, o->dnn));
-    else
-        DM_TIMED(o->atlas, "ns", flops, dm_ns(x, x, 1, u->rows, u->cols, s, o->ns_work));
+    double t0 = o->atlas ? dm_now() : 0;
+    if (o->dnn) dm_ns_bf16(x, x, 1, u->rows, u->cols, s, o->ns_work, o->dnn);
+    else dm_ns(x, x, 1, u->rows, u->cols, s, o->ns_work);
+    if (o->atlas)
+        dm_ns_atlas(o->atlas, 1, u->rows, u->cols, s, o->dnn != NULL, 0, dm_now() - t0);
 }
 
 /* Newton-Schulz of this rank's stacked units, in place in upd, batched by shape */
@@ -289,9 +288,11 @@ static void orthogonalize_stacked(dm_optim *o, char *done) {
     memset(done, 0, (size_t)o->n_units);
     while ((k = next_batch(o, &a, NULL, done))) {
         const dm_muon_unit *u = &o->units[a];
-        DM_TIMED(o->atlas, o->dnn ? "ns (bf16)" : "ns", dm_ns_flops(k, u->rows, u->cols, s),
-                 dm_ns_stack(o->ptrs, (const float *const *)o->ptrs, k, u->rows, u->cols, s,
-                             o->ns_work, o->dnn));
+        double t0 = o->atlas ? dm_now() : 0;
+        dm_ns_stack(o->ptrs, (const float *const *)o->ptrs, k, u->rows, u->cols, s, o->ns_work,
+                    o->dnn);
+        if (o->atlas)
+            dm_ns_atlas(o->atlas, k, u->rows, u->cols, s, o->dnn != NULL, 1, dm_now() - t0);
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
+#include "ops/atlas.h"
 
 /* KJ / Moonlight quintic: p'(0) = 3.4445 maximized, output band, not convergence. */
 static const double ns_quintic5[5][3] = {
@@ -256,4 +257,20 @@ void dm_ns_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns_sch
 void dm_ns_stack(float *const *out, const float *const *G, int n, int rows, int cols,
                  dm_ns_sched s, float *work, dm_onednn *dnn) {
     ns_run(out, G, NULL, NULL, n, rows, cols, s, work, dnn, 1);
+}
+
+void dm_ns_atlas(struct dm_atlas *a, int n, int rows, int cols, dm_ns_sched s, int bf16,
+                 int stack, double sec) {
+    if (!a || n <= 0 || rows <= 0 || cols <= 0) return;
+    double flops = dm_ns_flops(n, rows, cols, s);
+    dm_atlas_add(a, bf16 ? "ns (bf16)" : "ns", NULL, NULL, sec, flops);
+    /* the products of one step of one slice, as ns_gram and ns_poly run them */
+    int m = imin(rows, cols), wide = rows <= cols;
+    int tiled = !stack && n == 1 && dm_ns_slice_threaded(rows, cols); /* as ns_run */
+    dm_atlas_gemm g = {.label = "ns", .kind = bf16 ? DM_GEMM_BF16_ONEDNN : DM_GEMM_F32_OPENBLAS,
+                       .n = 3, .reps = dm_ns_sched_steps(s), .slices = n, .tiled = tiled,
+                       .prod = {{!wide, wide, m, m, wide ? cols : rows, 0},
+                                {0, 0, m, m, m, 1},
+                                {0, !wide, rows, cols, m, 0}}};
+    dm_atlas_gemm_add(a, &g, sec);
 }

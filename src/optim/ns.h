@@ -96,6 +96,14 @@ void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, 
  * (X X^T 2m^2k, A^2 2m^3, B X 2m^2k; the O(m^2 + mk) elementwise work is not counted). */
 double dm_ns_flops(int n, int rows, int cols, dm_ns_sched s);
 
+/* The atlas's record of one NS call on [n, rows, cols] that took sec (bf16: through
+ * oneDNN; stack: dm_ns_stack, else dm_ns / dm_ns_bf16): its time and FLOPs as the op "ns"
+ * (or "ns (bf16)"), and its products for the roofline (ops/atlas.h). Nothing when a is
+ * NULL. */
+struct dm_atlas;
+void dm_ns_atlas(struct dm_atlas *a, int n, int rows, int cols, dm_ns_sched s, int bf16,
+                 int stack, double sec);
+
 /* ---- building blocks (one slice; also used by the Stiefel retraction) ----
  * Gram: A[m, m] = X X^T if rows <= cols, else X^T X.          X: [rows, cols] */
 void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial);
