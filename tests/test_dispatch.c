@@ -283,6 +283,7 @@ TEST(atlas_roofline_times_every_gemm) {
             continue;
         }
         a->steps = 1;
+        a->stage[DM_ST_FORWARD] = 0.5; /* a step time for the fraction */
         long mm_calls = 0, set_calls = 0;
         double op_flops = 0, set_flops = 0;
         for (int d = 0; d < DM_NDIR; d++) mm_calls += m->ops.calls[DM_OP_MATMUL][d];
