@@ -569,15 +569,17 @@ static double conv_loss(void *p) {
     o_conv(c->y, c->x, c->w, c->B, c->T, c->C, c->W);
     return dotd(c->dy, c->y, (size_t)c->B * c->T * c->C);
 }
-/* B, T, C, W: includes W = 1, T < W, T = 1 */
+/* B, T, C, W: includes W = 1, T < W, T = 1, and C * W beyond the transposed weights the
+ * CPU kernel keeps on its stack (8192 floats: it reads w in place there) */
 static const int CONV_S[][4] = {{1, 1, 5, 1}, {2, 3, 5, 4}, {2, 37, 17, 3}, {1, 9, 64, 4},
-                                {3, 2, 3, 3}, {1, 1, 4, 4}, {2, 20, 19, 9}};
+                                {3, 2, 3, 3}, {1, 1, 4, 4}, {2, 20, 19, 9}, {1, 3, 1650, 5}};
+#define N_CONV_S ((int)(sizeof CONV_S / sizeof CONV_S[0]))
 
 static void kernel_conv_fwd_body(void);
 TEST(kernel_conv_fwd) { on_each(kernel_conv_fwd_body, 0); }
 static void kernel_conv_fwd_body(void) {
     double wf = 0;
-    for (int s = 0; s < 7; s++) {
+    for (int s = 0; s < N_CONV_S; s++) {
         int B = CONV_S[s][0], T = CONV_S[s][1], C = CONV_S[s][2], W = CONV_S[s][3];
         size_t n = (size_t)B * T * C;
         float *x = normal(n, 101 + s, 1.0f), *w = normal((size_t)C * W, 102 + s, 0.5f), *y = garbage(n);
@@ -594,7 +596,7 @@ static void kernel_conv_grad_body(void);
 TEST(kernel_conv_grad) { on_each(kernel_conv_grad_body, 0); }
 static void kernel_conv_grad_body(void) {
     double wg = 0;
-    for (int s = 0; s < 7; s++) {
+    for (int s = 0; s < N_CONV_S; s++) {
         int B = CONV_S[s][0], T = CONV_S[s][1], C = CONV_S[s][2], W = CONV_S[s][3];
         size_t n = (size_t)B * T * C, nw = (size_t)C * W;
         float *x = normal(n, 111 + s, 1.0f), *w = normal(nw, 112 + s, 0.5f), *dy = normal(n, 113 + s, 1.0f);
