@@ -10,6 +10,7 @@
  * plain loops, so the results are the same bits as before. Measured on one thread, CPU
  * time, [8 x 512, 256], W = 4: forward 0.96 -> 0.52 ms, backward 5.0 -> 1.8 ms. */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vmath.h"
 
 #define CONV_PAR_MIN 16384 /* elements below which a parallel region does not pay */
 #define CONV_CB 64         /* channels per block of the weight gradient */
@@ -91,6 +92,10 @@ void dm_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const fl
             for (int b = 0; b < B; b++)
                 for (int t = 0; t < T; t++) {
                     const float *dyr = dy + ((size_t)b * T + t) * C + c0;
+                    if (t + 8 < T) {
+                        prefetch_floats(dyr + (size_t)8 * C, nc);
+                        prefetch_floats(x + ((size_t)b * T + t + 8) * C + c0, nc);
+                    }
                     for (int i = ia; i < ib; i++) {
                         int src = t - W + 1 + i;
                         if (src < 0) continue;

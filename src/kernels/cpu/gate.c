@@ -6,7 +6,7 @@
 #include "kernels/cpu/vmath.h"
 
 #define GATE_PAR_MIN 8192 /* elements below which a parallel region does not pay */
-#define GATE_CB 16        /* channel block of the backward (parameter-gradient columns) */
+#define GATE_CB 64        /* channel block of the backward (parameter-gradient columns) */
 
 /* With e = exp(-|u|) (shared by both):
  * softplus(u) = log(1 + e^u) = max(u, 0) + log1p(e), never overflows (u > 20: exactly u);
@@ -60,6 +60,10 @@ void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, con
         double acc_dt[GATE_CB] = {0}, acc_A[GATE_CB] = {0};
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * H + h) * Cg + c0;
+            if (n + 8 < N) {
+                prefetch_floats(dg + o + (size_t)8 * H * Cg, nc);
+                prefetch_floats(f + o + (size_t)8 * H * Cg, nc);
+            }
             if (lb == 0.0f)
                 for (int c = 0; c < nc; c++) {
                     float u = f[o + c] + db[c], d = dg[o + c], e = exp_v(-fabsf(u));

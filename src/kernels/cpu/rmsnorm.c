@@ -5,7 +5,7 @@
 #include "kernels/cpu/vmath.h"
 
 #define RMS_PAR_MIN 16384 /* elements below which a parallel region does not pay */
-#define RMS_CB 16         /* column block for the weight gradient */
+#define RMS_CB 64         /* column block for the weight gradient */
 
 /* x, y: [N,C]; w: [C]; rstd: [N]
  * y = x * rstd[n] * w,  rstd[n] = 1/sqrt(mean_c x^2 + eps) */
@@ -47,6 +47,10 @@ void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const
         float acc[RMS_CB] = {0};
         for (int n = 0; n < N; n++) {
             const float *xr = x + (size_t)n * C, *dyr = dy + (size_t)n * C;
+            if (n + 8 < N) {
+                prefetch_floats(xr + (size_t)8 * C + c0, c1 - c0);
+                prefetch_floats(dyr + (size_t)8 * C + c0, c1 - c0);
+            }
             float r = rstd[n];
             for (int c = c0; c < c1; c++) acc[c - c0] += dyr[c] * xr[c] * r;
         }

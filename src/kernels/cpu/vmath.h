@@ -72,4 +72,12 @@ static inline float dot8(const float *a, const float *b, int n) {
     return sum8(s);
 }
 
+/* Prefetch the n floats at p, one cache line at a time: for the column-block loops of the
+ * parameter gradients, which walk rows far apart (a 64-float block of a 256-float row
+ * is 256 bytes every KiB), where the hardware prefetcher falls behind (the gate's
+ * backward, d2 shapes: 4.3 -> 2.7 ms with the rows 8 ahead). */
+static inline void prefetch_floats(const float *p, int n) {
+    for (int i = 0; i < n; i += 16) __builtin_prefetch(p + i);
+}
+
 #endif
