@@ -737,13 +737,15 @@ static double gn_loss(void *p) {
     o_gatednorm(c->y, c->o, c->z, c->w, c->R, c->D, c->eps, c->act);
     return dotd(c->dy, c->y, (size_t)c->R * c->D);
 }
-static const int GN_S[][2] = {{1, 1}, {3, 17}, {37, 64}, {8, 5}, {2, 128}};
+/* R, D: includes D beyond the 256 columns of the CPU kernel's per-chunk partial sums */
+static const int GN_S[][2] = {{1, 1}, {3, 17}, {37, 64}, {8, 5}, {2, 128}, {2, 300}};
+#define N_GN_S ((int)(sizeof GN_S / sizeof GN_S[0]))
 
 static void kernel_gatednorm_fwd_body(void);
 TEST(kernel_gatednorm_fwd) { on_each(kernel_gatednorm_fwd_body, 0); }
 static void kernel_gatednorm_fwd_body(void) {
     double wf = 0;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < N_GN_S; s++)
         for (int act = 0; act < 2; act++) {
             int R = GN_S[s][0], D = GN_S[s][1];
             size_t n = (size_t)R * D;
@@ -762,7 +764,7 @@ static void kernel_gatednorm_grad_body(void);
 TEST(kernel_gatednorm_grad) { on_each(kernel_gatednorm_grad_body, 0); }
 static void kernel_gatednorm_grad_body(void) {
     double wg = 0;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < N_GN_S; s++)
         for (int act = 0; act < 2; act++) {
             int R = GN_S[s][0], D = GN_S[s][1], a = act ? DM_GATE_SWISH : DM_GATE_SIGMOID;
             size_t n = (size_t)R * D;

@@ -15,7 +15,7 @@ static inline float softplus_e(float u, float e) {
     return u > 20.0f ? u : (u > 0.0f ? u : 0.0f) + log1p01(e);
 }
 static inline float sigm_e(float u, float e) {
-    return u >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return (u >= 0.0f ? 1.0f : e) / (1.0f + e); /* one division (see sigm) */
 }
 
 /* f, g: [N,H,Cg]; A_log: [H]; dt_bias: [H,Cg];  u = f + dt_bias[h,c]

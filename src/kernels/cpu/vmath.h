@@ -7,37 +7,48 @@
 #include <math.h>
 #include <stdint.h>
 
+/* a*b + c in one rounding where the target has FMA (gcc vectorizes fmaf there), else
+ * two: exp_v's reduction and polynomial (one thread, 1M elements: silu forward 0.76 ->
+ * 0.52 ns per element, sigmoid 0.72 -> 0.50, SwiGLU backward 1.07 -> 0.89) */
+#ifdef __FMA__
+#define VFMA(a, b, c) fmaf(a, b, c)
+#else
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* e^x in plain C that gcc vectorizes (libm's expf does not vectorize without -ffast-math).
  * Cephes polynomial after x = n ln2 + r; 2^n applied as 2^n1 * 2^n2 so that underflow to
  * denormals and overflow to inf round correctly; no float-to-int conversion (n is read
- * from the bits of the rounded sum). Max error 0.98 ulp over [-104, 89]; e^x = inf above
- * 88.72, 0 below -103.9, NaN stays NaN. */
+ * from the bits of the rounded sum). Max error over every float with a normal result:
+ * 0.99 ulp, 1.02 ulp with FMA (VFMA); e^x = inf above 88.72, 0 below -103.9, NaN stays
+ * NaN. */
 static inline float exp_v(float x) {
     x = x > 89.0f ? 89.0f : x;
     x = x < -104.0f ? -104.0f : x;
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float t = x * 1.44269504088896341f + magic;
+    float t = VFMA(x, 1.44269504088896341f, magic);
     float n = t - magic;
     union { float f; uint32_t u; } bt = {t}, s1, s2;
     uint32_t ni = bt.u - 0x4B400000u; /* n as two's complement, |n| <= 151 */
-    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    float r = VFMA(n, 2.12194440e-4f, VFMA(n, -0.693359375f, x));
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    p = VFMA(p, r, 1.3981999507e-3f);
+    p = VFMA(p, r, 8.3334519073e-3f);
+    p = VFMA(p, r, 4.1665795894e-2f);
+    p = VFMA(p, r, 1.6666665459e-1f);
+    p = VFMA(p, r, 5.0000001201e-1f);
+    p = VFMA(p * r, r, r) + 1.0f;
     uint32_t n1 = (uint32_t)((int32_t)ni >> 1), n2 = ni - n1; /* both in the normal range */
     s1.u = (n1 + 127u) << 23;
     s2.u = (n2 + 127u) << 23;
     return p * s1.f * s2.f;
 }
 
-/* stable logistic: one exp of -|x|, never overflows */
+/* stable logistic: one exp of -|x|, never overflows; 1/(1+e) for x >= 0, e/(1+e) below,
+ * written as one division of the selected numerator (the same values) */
 static inline float sigm(float x) {
     float e = exp_v(-fabsf(x));
-    return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 
 /* log(1 + t) for t in [0, 1] (vectorizes): 2 atanh(s), s = t / (2 + t) in [0, 1/3], series
