@@ -327,9 +327,10 @@ static void kernel_rmsnorm_fwd_body(void) {
 static void kernel_rmsnorm_grad_body(void);
 TEST(kernel_rmsnorm_grad) { on_each(kernel_rmsnorm_grad_body, 0); }
 static void kernel_rmsnorm_grad_body(void) {
-    static const int S[][2] = {{1, 5}, {3, 17}, {37, 64}, {2, 256}};
+    /* includes C beyond the 1024 columns of the CPU kernel's per-chunk partial sums */
+    static const int S[][2] = {{1, 5}, {3, 17}, {37, 64}, {2, 256}, {2, 1100}};
     double wg = 0;
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 5; s++) {
         int N = S[s][0], C = S[s][1];
         size_t n = (size_t)N * C;
         float *x = normal(n, 41 + s, 1.5f), *w = norm_weight(C, 42 + s);
