@@ -49,6 +49,10 @@ void dm_ns_sched_coeffs(dm_ns_sched s, int step, double abc[3]) {
     abc[2] = t[step][2];
 }
 
+/* elements from which a lone big slice's elementwise steps run over the threads (its
+ * GEMMs do; the steps are elementwise, so the bits do not change) */
+#define NS_PAR_MIN 65536
+
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -121,6 +125,7 @@ static void ns_poly(const ns_env *e, float *Y, const float *X, const float *A, f
                     int rows, int cols, float a, float b, float c) {
     int m = imin(rows, cols), wide = rows <= cols;
     size_t mm = (size_t)m * m;
+#pragma omp parallel for schedule(static) if (!e->serial && mm >= NS_PAR_MIN)
     for (size_t i = 0; i < mm; i++) B[i] = b * A[i];
     for (int i = 0; i < m; i++) B[(size_t)i * m + i] += a;
     if (e->dnn) {
@@ -179,6 +184,7 @@ static void ns_slice(const ns_env *env, float *out, const float *G, int rows, in
     int cur = steps & 1;
     double inv = 1.0 / (dm_ns_sched_safety(s) * norm);
     float *X0 = buf[cur];
+#pragma omp parallel for schedule(static) if (!e.serial && len >= NS_PAR_MIN)
     for (size_t i = 0; i < len; i++) X0[i] = (float)((double)G[i] * inv);
     for (int t = 0; t < steps; t++) {
         double abc[3];
@@ -201,12 +207,32 @@ int dm_ns_slice_threaded(int rows, int cols) {
     return 4.0 * m * m * k + 2.0 * m * m * m >= DM_NS_THREAD_MIN_FLOPS;
 }
 
+/* The oneDNN primitives of every product a slice of this shape runs on one thread (the
+ * Gram matrix, A^2 with each step's c, B X), built before a parallel loop that then only
+ * reads them: 0, or 1 when oneDNN declines one. */
+static int ns_prepare_bf16(dm_onednn *dnn, int rows, int cols, dm_ns_sched s) {
+    int m = imin(rows, cols), wide = rows <= cols, bad = 0;
+    bad |= dm_onednn_prepare_bf16_here(dnn, !wide, wide, m, m, wide ? cols : rows, 1.0f, cols,
+                                       cols, 0.0f, m);
+    for (int t = 0; t < dm_ns_sched_steps(s); t++) {
+        double abc[3];
+        dm_ns_sched_coeffs(s, t, abc);
+        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 0, m, m, m, (float)abc[2], m, m, 1.0f, m);
+    }
+    if (wide)
+        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 0, rows, cols, m, 1.0f, m, cols, 0.0f, cols);
+    else
+        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 1, rows, cols, m, 1.0f, cols, m, 0.0f, cols);
+    return bad;
+}
+
 /* Slice i is outp[i] / Gp[i] when the tables are given, else base + i * rows * cols.
  * Scratch: one slot of the slice's work per running thread (a slot is reused from slice to
  * slice, so it stays in cache; every scratch value is written before it is read, so the
- * bits do not depend on which slot a slice gets). In bf16 (dnn), a stack's first slice
- * runs alone before the others run in parallel: it builds the oneDNN primitives of the
- * shape, which the parallel loop then only reads. */
+ * bits do not depend on which slot a slice gets). In bf16 (dnn), the oneDNN primitives of
+ * the shape are built first (ns_prepare_bf16), so the parallel loop only reads them; should
+ * that fail, the stack's first slice runs alone first and builds them as it goes (a slice
+ * that can run nowhere aborts there, as before). */
 static void ns_run(float *const *outp, const float *const *Gp, float *outb, const float *Gb,
                    int n, int rows, int cols, dm_ns_sched s, float *work, dm_onednn *dnn,
                    int stack) {
@@ -225,7 +251,8 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
          * others back; the bits do not depend on which thread runs a slice. */
         ns_env e = {1, dnn, NULL, NULL, NULL};
         int first = 0;
-        if (dnn) ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work), first = 1;
+        if (dnn && ns_prepare_bf16(dnn, rows, cols, s))
+            ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work), first = 1;
         int nt = omp_get_max_threads(), use = nt < n - first ? nt : n - first;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(use > 0 ? use : 1)
         for (int i = first; i < n; i++)

@@ -296,15 +296,27 @@ void dm_onednn_gemm_bf16(dm_onednn *d, int ta, int tb, int M, int N, int K, floa
     run(d, &g, 1);
 }
 
+/* the primitive of the whole product and the slots for the threads there are now: 0, or 1
+ * when oneDNN declines it or memory runs out */
+static int build_here(dm_onednn *d, const dm_gemm_args *g) {
+    entry *e = g->K > 0 ? lookup(d, g, 1) : NULL;
+    int threads = omp_get_max_threads();
+    return !e || e->status != P_OK || ensure_slots(d, threads > 0 ? threads : 1);
+}
+
+int dm_onednn_prepare_bf16_here(dm_onednn *d, int ta, int tb, int M, int N, int K, float alpha,
+                                int lda, int ldb, float beta, int ldc) {
+    if (M <= 0 || N <= 0 || omp_in_parallel()) return M > 0 && N > 0;
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 2);
+    return build_here(d, &g);
+}
+
 int dm_onednn_gemm_bf16_here(dm_onednn *d, int slot, int ta, int tb, int M, int N, int K,
                              float alpha, const uint16_t *A, int lda, const uint16_t *B,
                              int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return 0;
     dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t));
-    if (!omp_in_parallel()) { /* may build: the whole product as one primitive */
-        entry *e = K > 0 ? lookup(d, &g, 1) : NULL;
-        int threads = omp_get_max_threads();
-        if (!e || e->status != P_OK || ensure_slots(d, threads > 0 ? threads : 1)) return 1;
-    }
+    /* outside a parallel region it may build: the whole product as one primitive */
+    if (!omp_in_parallel() && build_here(d, &g)) return 1;
     return exec(d, &g, 1, slot);
 }

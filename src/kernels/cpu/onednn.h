@@ -57,6 +57,12 @@ int dm_onednn_gemm_bf16_here(dm_onednn *d, int slot, int transA, int transB, int
                              int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
                              int ldb, float beta, float *C, int ldc);
 
+/* Build what dm_onednn_gemm_bf16_here needs for such a product (its primitive, and slots
+ * for the threads there are now) without running it, outside a parallel region: 0, or 1
+ * when it cannot (oneDNN declines, out of memory, or called inside a parallel region). */
+int dm_onednn_prepare_bf16_here(dm_onednn *d, int transA, int transB, int M, int N, int K,
+                                float alpha, int lda, int ldb, float beta, int ldc);
+
 /* The implementation oneDNN picked for the most recently built primitive
  * ("brg:avx512_core", "gemm:jit", ...), for reports; "" when none was built. */
 const char *dm_onednn_impl(const dm_onednn *d);
