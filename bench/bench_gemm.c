@@ -1,8 +1,9 @@
 /* bench_gemm.c — the GEMM backends on the products of a d2 training step (B*T = 4096 rows
  * by default): dm_gemm (OpenBLAS, one sgemm per shape-fixed tile), oneDNN's matmul over
- * the same tiles (kernels/cpu/onednn.c), and OpenBLAS's own threaded cblas_sgemm,
- * interleaved round by round; GFLOP/s medians and the time ratios of each against
- * dm_gemm in the same rounds.
+ * the same tiles (kernels/cpu/onednn.c), OpenBLAS's own threaded cblas_sgemm, and, where
+ * the CPU has hardware bf16, oneDNN's bf16 matmul over the same tiles (bf16 operands, f32
+ * output: what precision=bf16 runs), interleaved round by round; GFLOP/s medians and the
+ * time ratios of each against dm_gemm in the same rounds.
  *
  *   bench_gemm [--rounds R] [--rows N] [--history FILE] [--tilings]
  *
@@ -25,22 +26,26 @@
 #include "kernels/cpu/onednn.h"
 #include "ops/atlas.h"
 
-enum { V_DM, V_DNN, V_BLAS, V_T4, V_T8, V_T16, V_N };
+enum { V_DM, V_DNN, V_BLAS, V_DNN16, V_T4, V_T8, V_T16, V_N };
 static const char *const METRIC[V_N] = {"dm_gemm_gflops",     "onednn_gflops",
-                                        "openblas_gflops",    "tiles_1d4_gflops",
-                                        "tiles_1d8_gflops",   "tiles_1d16_gflops"};
+                                        "openblas_gflops",    "onednn_bf16_gflops",
+                                        "tiles_1d4_gflops",   "tiles_1d8_gflops",
+                                        "tiles_1d16_gflops"};
 
 typedef struct { const char *name; int ta, tb, M, N, K; } product;
 
 /* one run of variant v on the product p; seconds */
 static double run(int v, const product *p, dm_onednn *dnn, const float *A, const float *B,
-                  float *C) {
+                  const uint16_t *Ab, const uint16_t *Bb, float *C) {
     int lda = p->ta ? p->M : p->K, ldb = p->tb ? p->K : p->N;
     double t0 = dm_now();
     if (v == V_DM) {
         dm_gemm(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
     } else if (v == V_DNN) {
         dm_onednn_gemm(dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
+    } else if (v == V_DNN16) {
+        dm_onednn_gemm_bf16(dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, Ab, lda, Bb, ldb, 0.0f, C,
+                            p->N);
     } else if (v == V_BLAS) {
         cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans,
                     p->tb ? CblasTrans : CblasNoTrans, p->M, p->N, p->K, 1.0f, A, lda, B, ldb,
@@ -86,12 +91,21 @@ int main(int argc, char **argv) {
         {"fwd N x 4 <- 256", 0, 1, N, 4, 256},       {"dW 4 x 256 over N", 1, 0, 4, 256, N},
     };
     int np = (int)(sizeof ps / sizeof ps[0]), threads = omp_get_max_threads();
-    int nv = tilings ? V_N : V_BLAS + 1;
+    int nv = tilings ? V_N : V_DNN16 + 1;
+    const char *bf16_why = dm_cpu_bf16_missing();
+    if (bf16_why) printf("# no bf16 products here: %s\n", bf16_why);
     /* every operand and output fits max(N, 768) x 768 floats */
     size_t len = (size_t)(N > 768 ? N : 768) * 768;
     float *A = t_alloc(len), *B = t_alloc(len), *C = t_alloc(len);
     t_fill_normal(A, len, 1, 1.0f);
     t_fill_normal(B, len, 2, 1.0f);
+    uint16_t *Ab = malloc(len * sizeof(uint16_t)), *Bb = malloc(len * sizeof(uint16_t));
+    if (!Ab || !Bb) {
+        fprintf(stderr, "bench_gemm: out of memory\n");
+        return 1;
+    }
+    dm_bf16_from_f32(Ab, A, len);
+    dm_bf16_from_f32(Bb, B, len);
     double *t = malloc(sizeof(double) * (size_t)rounds * V_N), *g = malloc(sizeof(double) * rounds);
     printf("# threads %d, %d rounds, the variants interleaved in each; GFLOP/s medians; ratio = "
            "variant time / dm_gemm time, per round, median\n#%s\n", threads, rounds,
@@ -102,13 +116,17 @@ int main(int argc, char **argv) {
         const char *dw = dm_onednn_supports(dnn, p->ta, p->tb, p->M, p->N, p->K, lda, ldb, p->N,
                                             1.0f, 0.0f);
         if (dw) printf("# %s: oneDNN declines it (%s)\n", p->name, dw);
+        const char *dw16 = bf16_why ? bf16_why
+                                    : dm_onednn_supports_bf16(dnn, p->ta, p->tb, p->M, p->N, p->K,
+                                                              lda, ldb, p->N, 1.0f, 0.0f);
+        if (dw16 && !bf16_why) printf("# %s: oneDNN declines it in bf16 (%s)\n", p->name, dw16);
         dm_probe probe;
         dm_probe_result pr;
         for (int k = -1; k < rounds; k++) { /* round -1: warm-up */
             if (k == 0) dm_probe_begin(&probe);
             for (int v = 0; v < nv; v++) {
-                if (v == V_DNN && dw) continue;
-                double s = run(v, p, dnn, A, B, C);
+                if ((v == V_DNN && dw) || (v == V_DNN16 && dw16)) continue;
+                double s = run(v, p, dnn, A, B, Ab, Bb, C);
                 if (k >= 0) t[(size_t)v * rounds + k] = s;
             }
             if (k >= 0) dm_probe_tick(&probe);
@@ -119,7 +137,7 @@ int main(int argc, char **argv) {
         snprintf(cfg, sizeof cfg, "%s N=%d threads=%d", p->name, N, threads);
         dm_bench_flags(&pr, flags, sizeof flags);
         for (int v = 0; v < nv; v++) {
-            if (v == V_DNN && dw) continue;
+            if ((v == V_DNN && dw) || (v == V_DNN16 && dw16)) continue;
             double sp, sr;
             for (int k = 0; k < rounds; k++) g[k] = fl / t[(size_t)v * rounds + k] / 1e9;
             dm_history_row row = {"bench:gemm", cfg, METRIC[v], dm_median(g, rounds, &sp),
@@ -128,12 +146,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_gemm: %s\n", err);
                 return 1;
             }
-            if (v == V_DNN || v == V_BLAS) { /* the time ratio against dm_gemm, per round */
+            if (v == V_DNN || v == V_BLAS || v == V_DNN16) { /* time over dm_gemm's, per round */
                 for (int k = 0; k < rounds; k++)
                     g[k] = t[(size_t)v * rounds + k] / t[(size_t)V_DM * rounds + k];
                 char metric[64];
                 snprintf(metric, sizeof metric, "%s_over_dm_gemm_time",
-                         v == V_DNN ? "onednn" : "openblas");
+                         v == V_DNN ? "onednn" : v == V_DNN16 ? "onednn_bf16" : "openblas");
                 dm_history_row r2 = {"bench:gemm", cfg, metric, dm_median(g, rounds, &sr),
                                      sr, rounds, flags};
                 if (dm_history_report(stdout, history, &r2, 1, err, sizeof err)) {
@@ -147,6 +165,8 @@ int main(int argc, char **argv) {
     free(g);
     free(A);
     free(B);
+    free(Ab);
+    free(Bb);
     free(C);
     dm_onednn_free(dnn);
     return 0;
