@@ -8,3 +8,4 @@ hist=benches/history.tsv
 "$build/bench_delta" --history "$hist"
 "$build/bench_ns" --history "$hist"
 "$build/bench_gemm" --history "$hist"
+"$build/bench_kernels" --cold --history "$hist"
