@@ -265,16 +265,17 @@ TEST(dispatch_every_op_counted_timed_verified) {
 }
 
 /* The atlas's roofline: every product of the step is recorded by shape on the kernel it
- * ran on (the sets' FLOPs add up to the matmul op's), Newton-Schulz calls by their
- * products, and each set is then timed standalone; the table ends in the fraction. In
- * fp32 over both GEMM backends, and in bf16 where the CPU has it. */
+ * ran on (the sets' FLOPs add up to the matmul op's; verify mode's second runs are not
+ * the step's), Newton-Schulz calls by their products, and each set is then timed
+ * standalone; the table ends in the fraction. In fp32 over both GEMM backends, and in
+ * bf16 where the CPU has it. */
 TEST(atlas_roofline_times_every_gemm) {
     for (int v = 0; v < 3; v++) {
         dm_config c = small(DM_MIXER_KDA);
         c.gemm = v == 0 ? DM_GEMM_OPENBLAS : DM_GEMM_AUTO;
         if (v == 2) c.precision = DM_PRECISION_AUTO;
         dm_atlas *a = calloc(1, sizeof *a);
-        dm_model *m = step(c, 2, 40, a, 0);
+        dm_model *m = step(c, 2, 40, a, 1);
         if (!m) return;
         if (v == 2 && !dm_ops_bf16_active(&m->ops)) {
             printf("  bf16: not run here (%s)\n", m->ops.bf16_why);

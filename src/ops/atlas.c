@@ -60,7 +60,10 @@ void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec) {
     int i = 0;
     while (i < a->n_gemm && !same_set(&a->gemm[i], g)) i++;
     if (i == a->n_gemm) {
-        if (a->n_gemm == DM_ATLAS_MAX_GEMMS || g->n < 1 || g->n > 3) return;
+        if (a->n_gemm == DM_ATLAS_MAX_GEMMS || g->n < 1 || g->n > 3) {
+            a->gemm_lost++;
+            return;
+        }
         dm_atlas_gemm *e = &a->gemm[a->n_gemm++];
         *e = *g;
         e->calls = 0;
@@ -80,7 +83,7 @@ void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec) {
 typedef struct {
     float *A, *B, *C;
     uint16_t *Ab, *Bb;
-    size_t na, nb, nc; /* elements per thread */
+    size_t na, nb, nc; /* elements per thread slot (sets of slices) */
     dm_onednn *dnn;
 } roof_buf;
 
@@ -128,8 +131,8 @@ static const char *roof_ready(roof_buf *b, const dm_atlas_gemm *g) {
         else if (g->tiled)
             why = dm_onednn_supports_bf16(b->dnn, p->ta, p->tb, p->M, p->N, p->K, lda, ldb, p->N,
                                           1.0f, (float)p->beta);
-        else if (dm_onednn_gemm_bf16_here(b->dnn, 0, p->ta, p->tb, p->M, p->N, p->K, 1.0f, b->Ab,
-                                          lda, b->Bb, ldb, (float)p->beta, b->C, p->N))
+        else if (dm_onednn_prepare_bf16_here(b->dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, lda,
+                                             ldb, (float)p->beta, p->N))
             why = "oneDNN cannot build a bf16 matmul primitive for it";
         if (why) return why;
     }
@@ -158,33 +161,37 @@ void dm_atlas_roofline(dm_atlas *a) {
     int threads = omp_get_max_threads();
     a->roof_threads = threads;
     roof_buf b = {0};
+    /* a tiled set runs in slot 0's operands; a set of slices gives each thread its own
+     * (slot t at t times the largest slice set's sizes): room for the larger need */
+    size_t tn[3] = {0, 0, 0}, sn[3] = {0, 0, 0};
     for (int j = 0; j < a->n_gemm; j++)
         for (int i = 0; i < a->gemm[j].n; i++) {
             const dm_atlas_prod *p = &a->gemm[j].prod[i];
-            size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N, nc = (size_t)p->M * p->N;
-            b.na = na > b.na ? na : b.na;
-            b.nb = nb > b.nb ? nb : b.nb;
-            b.nc = nc > b.nc ? nc : b.nc;
+            size_t e[3] = {(size_t)p->M * p->K, (size_t)p->K * p->N, (size_t)p->M * p->N};
+            size_t *m = a->gemm[j].tiled ? tn : sn;
+            for (int k = 0; k < 3; k++) m[k] = e[k] > m[k] ? e[k] : m[k];
         }
-    /* each thread its own operands (64-byte aligned spans) */
-    b.na = (b.na + 31) & ~(size_t)31, b.nb = (b.nb + 31) & ~(size_t)31;
-    b.nc = (b.nc + 15) & ~(size_t)15;
-    size_t t = (size_t)threads;
-    b.A = malloc(t * b.na * sizeof(float));
-    b.B = malloc(t * b.nb * sizeof(float));
-    b.C = calloc(t * b.nc, sizeof(float));
-    b.Ab = malloc(t * b.na * sizeof(uint16_t));
-    b.Bb = malloc(t * b.nb * sizeof(uint16_t));
+    size_t t = (size_t)threads, need[3];
+    for (int k = 0; k < 3; k++) {
+        sn[k] = (sn[k] + 31) & ~(size_t)31; /* 64-byte aligned slots */
+        need[k] = t * sn[k] > tn[k] ? t * sn[k] : tn[k];
+    }
+    b.na = sn[0], b.nb = sn[1], b.nc = sn[2];
+    b.A = malloc(need[0] * sizeof(float));
+    b.B = malloc(need[1] * sizeof(float));
+    b.C = calloc(need[2], sizeof(float));
+    b.Ab = malloc(need[0] * sizeof(uint16_t));
+    b.Bb = malloc(need[1] * sizeof(uint16_t));
     a->measured = -1;
     a->roof_why = "out of memory for the operands";
     if (b.A && b.B && b.C && b.Ab && b.Bb) {
         uint32_t x = 12345u; /* values in [-1, 1) */
-        for (size_t i = 0; i < t * b.na; i++)
+        for (size_t i = 0; i < need[0]; i++)
             x = x * 1664525u + 1013904223u, b.A[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
-        for (size_t i = 0; i < t * b.nb; i++)
+        for (size_t i = 0; i < need[1]; i++)
             x = x * 1664525u + 1013904223u, b.B[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
-        dm_bf16_from_f32(b.Ab, b.A, t * b.na);
-        dm_bf16_from_f32(b.Bb, b.B, t * b.nb);
+        dm_bf16_from_f32(b.Ab, b.A, need[0]);
+        dm_bf16_from_f32(b.Bb, b.B, need[1]);
         a->measured = 1;
         a->roof_why = NULL;
         for (int j = 0; j < a->n_gemm && a->measured == 1; j++) {
@@ -244,6 +251,9 @@ static void print_roofline(dm_atlas *a, FILE *f, double steps, double step) {
         part[ns] += ms_alone;
         part_step[ns] += ms_step;
     }
+    if (a->gemm_lost)
+        fprintf(f, "  (%ld calls of GEMM sets beyond the table's %d were not timed: the "
+                   "roofline leaves them out)\n", a->gemm_lost, DM_ATLAS_MAX_GEMMS);
     fprintf(f, "roofline: %.2f ms of GEMMs per step at their standalone speed (matmul %.2f, "
                "ns %.2f; in the step %.2f and %.2f)",
             roof, part[0], part[1], part_step[0], part_step[1]);

@@ -48,6 +48,7 @@ typedef struct dm_atlas {
     /* the GEMMs of the step, by distinct shape, for the roofline */
     dm_atlas_gemm gemm[DM_ATLAS_MAX_GEMMS];
     int n_gemm;
+    long gemm_lost;        /* calls of sets beyond the table (not timed) */
     int measured;          /* the roofline: 0 not yet, 1 measured, -1 could not */
     const char *roof_why;  /* why not (-1) */
     int roof_threads;
