@@ -782,15 +782,18 @@ static void chunk_delta(const in_t *in, int b, int h, int t0, int n, int C, cons
     solve_lower(w->Lr, C, br, Dl, n, dv);
 }
 
-/* S <- Diag(eGend) S + Kg^T Dl */
-static void chunk_state(const dm_delta_dims *d, int n, float *S, ws_t *w, const float *Dl) {
+/* S' = Diag(eGend) S + Kg^T Dl, into S (in place) or into the next chunk's saved slot:
+ * where the states are kept, each chunk's is written once, in its place */
+static void chunk_state(const dm_delta_dims *d, int n, const float *S, float *Sn, ws_t *w,
+                        const float *Dl) {
     const int dk = d->dk, dv = d->dv;
     for (int c = 0; c < dk; c++) {
         const float e = w->eGend[c];
-        float *s = S + (size_t)c * dv;
-        for (int j = 0; j < dv; j++) s[j] *= e;
+        const float *s = S + (size_t)c * dv;
+        float *sn = Sn + (size_t)c * dv;
+        for (int j = 0; j < dv; j++) sn[j] = s[j] * e;
     }
-    mm(1, 0, dk, dv, n, 1.f, w->Kg, dk, Dl, dv, 1.f, S, dv, w->mmT, TRI_NONE);
+    mm(1, 0, dk, dv, n, 1.f, w->Kg, dk, Dl, dv, 1.f, Sn, dv, w->mmT, TRI_NONE);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -804,13 +807,14 @@ static void fwd_pair(const in_t *in, int C, int b, int h, const float *h0, float
     float *hs = saved ? saved + ((size_t)b * d->H + h) * saved_pair(d, C) : NULL;
     float *dls = hs ? hs + (size_t)nc * ss : NULL;
     float *als = hs && !d->scalar_gate ? dls + (size_t)T * dv : NULL;
-    float *S = w->S;
+    /* the state at the start of chunk ci: hs[ci] when the states are kept, else w->S */
+    float *S = hs ? hs : w->S;
     if (h0) memcpy(S, h0 + soff, ss * sizeof(float));
     else memset(S, 0, ss * sizeof(float));
     for (int ci = 0; ci < nc; ci++) {
         const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
         float *Dl = dls ? dls + (size_t)t0 * dv : w->Dl;
-        if (hs) memcpy(hs + (size_t)ci * ss, S, ss * sizeof(float));
+        float *Sn = hs && ci + 1 < nc ? hs + (size_t)(ci + 1) * ss : w->S;
         chunk_gates(in, b, h, t0, n, w);
         chunk_intra(in, n, C, w);
         if (als) pack_al(w, n, C, als + (size_t)ci * C * C);
@@ -818,7 +822,8 @@ static void fwd_pair(const in_t *in, int C, int b, int h, const float *h0, float
         float *O = o + rowv(d, b, t0, h);
         mm(0, 0, n, dv, dk, 1.f, w->X, dk, S, dv, 0.f, O, (int)in->ldv, w->mmT, TRI_NONE);
         mm(0, 0, n, dv, n, 1.f, w->A, C, Dl, dv, 1.f, O, (int)in->ldv, w->mmT, TRI_A_LOWER);
-        chunk_state(d, n, S, w, Dl);
+        chunk_state(d, n, S, Sn, w, Dl);
+        S = Sn;
     }
     if (hT) memcpy(hT + soff, S, ss * sizeof(float));
 }
@@ -952,17 +957,17 @@ static void bwd_pair(const in_t *in, int C, int b, int h, const float *h0, const
     if (saved) {
         hs = saved + ((size_t)b * H + h) * saved_pair(d, C);
     } else {
-        float *S = w->S, *dls = w->hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
-        if (h0) memcpy(S, h0 + soff, ss * sizeof(float));
-        else memset(S, 0, ss * sizeof(float));
+        float *dls = w->hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
+        if (h0) memcpy(w->hs, h0 + soff, ss * sizeof(float));
+        else memset(w->hs, 0, ss * sizeof(float));
         for (int ci = 0; ci < nc; ci++) {
             const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
-            memcpy(w->hs + (size_t)ci * ss, S, ss * sizeof(float));
+            float *S = w->hs + (size_t)ci * ss;
             chunk_gates(in, b, h, t0, n, w);
             chunk_intra(in, n, C, w);
             if (kda) pack_al(w, n, C, als + (size_t)ci * C * C);
             chunk_delta(in, b, h, t0, n, C, S, w, dls + (size_t)t0 * dv);
-            if (ci < nc - 1) chunk_state(d, n, S, w, dls + (size_t)t0 * dv);
+            if (ci < nc - 1) chunk_state(d, n, S, S + ss, w, dls + (size_t)t0 * dv);
         }
         hs = w->hs;
     }
