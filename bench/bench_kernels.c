@@ -170,5 +170,11 @@ int main(int argc, char **argv) {
     char note[256];
     dm_bench_probe_note(&pr, note, sizeof note);
     printf("# %s\n", note);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(*f[i]);
+    float *g[] = {s.r, s.w, s.dw, s.cw, s.dcw, s.alog, s.dalog, s.dtb, s.ddtb, flush};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) free(g[i]);
+    free(s.xb);
+    free(t);
+    free(v);
     return 0;
 }
