@@ -8,9 +8,10 @@
  *
  * Per (b,h) pair and chunk of n <= C tokens (rows r = 0..n-1), h = state at chunk start:
  *   G_r   = sum_{i<=r} g_i                       cumulative gate, in DOUBLE
- *   D_rj  = exp(G_r - G_j), j <= r               exact per pair (never exp(G_r)*exp(-G_j),
- *                                                never on the upper triangle); every D <= 1
- *                                                when g <= 0
+ *   D_rj  = exp(G_r - G_j), j <= r               KDA: row by row, D_rj = e^{g_r} D_{r-1,j}
+ *                                                (the recurrence's own products); GDN: per
+ *                                                pair. Never exp(G_r)*exp(-G_j), never on
+ *                                                the upper triangle; every D <= 1 when g <= 0
  *   A[r,j]    = scale * sum_c q_rc k_jc D_rjc    j <= r   (Aqk)
  *   Lr[r,j]   = sum_c k_rc k_jc D_rjc            j <  r   (L = Diag(beta) Lr)
  *   Qs = scale * Q . e^G    Kb = beta . e^G . K    Kg = K . e^{G_end - G}
@@ -313,8 +314,9 @@ static void transpose(float *restrict T, const float *restrict B, int N, int K, 
             }
             for (int i = 0; i < 16; i += 4)
                 for (int h = 0; h < 2; h++) {
-                    r[i + h] = (__m512)_mm512_unpacklo_pd((__m512d)u[i + h], (__m512d)u[i + 2 + h]);
-                    r[i + 2 + h] = (__m512)_mm512_unpackhi_pd((__m512d)u[i + h], (__m512d)u[i + 2 + h]);
+                    const __m512d lo = (__m512d)u[i + h], hi = (__m512d)u[i + 2 + h];
+                    r[i + h] = (__m512)_mm512_unpacklo_pd(lo, hi);
+                    r[i + 2 + h] = (__m512)_mm512_unpackhi_pd(lo, hi);
                 }
             for (int i = 0; i < 16; i += 8)
                 for (int h = 0; h < 4; h++) {
@@ -419,6 +421,7 @@ typedef struct {
     double *Gd;   /* [C, gw] cumulative gate (gw = dk, or 1 for GDN)          */
     float *Gh;    /* [C, dkp] KDA: G as a float pair, Gh + Gl = G to ~2^-48   */
     float *Gl;    /* [C, dkp]                                                  */
+    float *Dr;    /* [C, dkp] KDA: the decays D_rj of the row being built      */
     float *Qp;    /* [C, dkp] q rows of the chunk                              */
     float *Kp;    /* [C, dkp] k rows of the chunk                              */
     float *eG;    /* [C, dk] exp(G_r)                                          */
@@ -466,6 +469,7 @@ static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_
     if (kda) {
         TAKE(Gh, float, Cs * dkp);
         TAKE(Gl, float, Cs * dkp);
+        TAKE(Dr, float, Cs * dkp);
     }
     TAKE(Qp, float, Cs * dkp);
     TAKE(Kp, float, Cs * dkp);
@@ -624,10 +628,24 @@ static void chunk_gates(const in_t *in, int b, int h, int t0, int n, ws_t *w) {
     }
 }
 
+/* KDA decays, row by row: er = e^{g_r} = exp(G_r - G_{r-1}) (from the float pairs, as
+ * exact as any pairwise argument; 1 for r = 0) and row r of Dr set to 1 (D_rr); the
+ * caller then takes D_rj = er . D_{r-1,j} for j < r, in place. */
+static void decay_row(const ws_t *w, int r, float *er, float *Dr) {
+    const int dkp = w->dkp;
+    const float *ghr = w->Gh + (size_t)r * dkp, *glr = w->Gl + (size_t)r * dkp;
+    for (int c = 0; c < dkp; c += VL) {
+        vst(Dr + (size_t)r * dkp + c, vsplat(1.f));
+        if (r == 0) vst(er + c, vsplat(1.f));
+        else
+            vst(er + c, vexp((vld(ghr + c) - vld(ghr - dkp + c)) +
+                             (vld(glr + c) - vld(glr - dkp + c))));
+    }
+}
+
 /* Intra-chunk matrices A (when want_A) and Lr.
- * KDA: exact pairwise decays D_rjc = exp(G_rc - G_jc) for j <= r only, the difference
- * taken from the float pair (Gh, Gl), which carries the double cumsum: the argument is
- * exact to ~1 ulp of the DIFFERENCE however large G is.
+ * KDA: pairwise decays D_rjc = exp(G_rc - G_jc) for j <= r only, built row by row from
+ * each row's e^{g_r} (decay_row; docs/chunked.md section 7).
  * GDN: Q K^T and K K^T by sgemm, times Gm = exp(G_r - G_j) (lower triangle only). */
 static void chunk_intra(const in_t *in, int n, int C, ws_t *w) {
     const dm_delta_dims *d = in->d;
@@ -648,24 +666,30 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w) {
         }
         return;
     }
+    float *Dr = w->Dr;
     for (int r = 0; r < n; r++) {
-        const float *ghr = w->Gh + (size_t)r * dkp, *glr = w->Gl + (size_t)r * dkp;
         const float *qr = w->Qp + (size_t)r * dkp, *kr = w->Kp + (size_t)r * dkp;
         float *a = w->A + (size_t)r * C, *l = w->Lr + (size_t)r * C;
+        float er[CH_MAX_D + VL];
+        decay_row(w, r, er, Dr);
         int j = 0;
-        /* four pairs at a time: four independent exp chains, one 8-way lane reduction */
+        /* four pairs at a time, one 8-way lane reduction */
         for (; j + 3 <= r; j += 4) {
             vf sa[4], sl[4];
             for (int u = 0; u < 4; u++) sa[u] = sl[u] = vsplat(0.f);
-            const float *ghj = w->Gh + (size_t)j * dkp, *glj = w->Gl + (size_t)j * dkp;
             const float *kj = w->Kp + (size_t)j * dkp;
+            float *dj = Dr + (size_t)j * dkp;
             for (int c = 0; c < dkp; c += VL) {
-                const vf gh = vld(ghr + c), gl = vld(glr + c), q = vld(qr + c), k = vld(kr + c);
+                const vf q = vld(qr + c), k = vld(kr + c), e = vld(er + c);
 #pragma GCC unroll 4
                 for (int u = 0; u < 4; u++) {
                     const size_t o = (size_t)u * dkp + c;
-                    const vf e = vexp((gh - vld(ghj + o)) + (gl - vld(glj + o)));
-                    const vf ke = vld(kj + o) * e;
+                    vf D = vld(dj + o);
+                    if (j + u < r) { /* D_rj = e^{g_r} D_{r-1,j}; D_rr = 1 */
+                        D *= e;
+                        vst(dj + o, D);
+                    }
+                    const vf ke = vld(kj + o) * D;
                     sa[u] = vfma(q, ke, sa[u]);
                     sl[u] = vfma(k, ke, sl[u]);
                 }
@@ -679,12 +703,16 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w) {
             }
         }
         for (; j <= r; j++) {
-            const float *ghj = w->Gh + (size_t)j * dkp, *glj = w->Gl + (size_t)j * dkp;
             const float *kj = w->Kp + (size_t)j * dkp;
+            float *dj = Dr + (size_t)j * dkp;
             vf sa = vsplat(0.f), sl = vsplat(0.f);
             for (int c = 0; c < dkp; c += VL) {
-                const vf e = vexp((vld(ghr + c) - vld(ghj + c)) + (vld(glr + c) - vld(glj + c)));
-                const vf ke = vld(kj + c) * e;
+                vf D = vld(dj + c);
+                if (j < r) {
+                    D *= vld(er + c);
+                    vst(dj + c, D);
+                }
+                const vf ke = vld(kj + c) * D;
                 sa = vfma(vld(qr + c), ke, sa);
                 sl = vfma(vld(kr + c), ke, sl);
             }
@@ -851,8 +879,8 @@ void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const
 /* backward                                                                              */
 
 /* Pairwise (A, L) terms of one KDA chunk, VL key channels at a time with the row-r
- * accumulators in registers. The decays D = D_rj = exp(G_r - G_j), j < r, are computed
- * here again, exactly as chunk_intra computed them (same operations, same bits). With
+ * accumulators in registers. The decays D = D_rj = exp(G_r - G_j), j < r, are built here
+ * again, row by row, exactly as chunk_intra built them (same operations, same bits). With
  * a = scale dA_rj (j <= r), l = beta_r dL_rj (j < r):
  *   dq_r += a D.k_j;  dk_r += l D.k_j;  dk_j += D.(a q_r + l k_r);
  *   the gate: t_rj = k_j.D.(a q_r + l k_r) is d/dG_r (and -d/dG_j), so it adds to dg_i
@@ -864,10 +892,12 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
     const int dkp = w->dkp;
     const float scale = d->scale;
     const float *dA = w->dAL, *dL = w->dAL + (size_t)n * C, *Lr = w->Lr;
-    const float *Qp = w->Qp, *Kp = w->Kp, *Gh = w->Gh, *Gl = w->Gl;
-    float *dqa = w->dqa, *dka = w->dka, *dgi = w->dgi;
+    const float *Qp = w->Qp, *Kp = w->Kp;
+    float *dqa = w->dqa, *dka = w->dka, *dgi = w->dgi, *Dr = w->Dr;
     float ac[64], lc[64];
     for (int r = 0; r < n; r++) {
+        float er[CH_MAX_D + VL];
+        decay_row(w, r, er, Dr);
         const float br = in->beta[rows(d, b, t0 + r, h)];
         float dbr = 0.f;
         for (int j = 0; j < r; j++) {
@@ -880,13 +910,14 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
         const float ad = scale * dA[(size_t)r * C + r];
         for (int c0 = 0; c0 < dkp; c0 += VL) {
             const size_t ro = (size_t)r * dkp + c0;
-            const vf q = vld(Qp + ro), k = vld(Kp + ro), gh = vld(Gh + ro), gl = vld(Gl + ro);
+            const vf q = vld(Qp + ro), k = vld(Kp + ro), e = vld(er + c0);
             vf aq = vld(dqa + ro), ak = vld(dka + ro);
             vf acc = vsplat(0.f);
-            const float *kjp = Kp + c0, *ghj = Gh + c0, *glj = Gl + c0;
-            float *dkj = dka + c0, *gj = dgi + dkp + c0;
-            for (int j = 0; j < r; j++, kjp += dkp, ghj += dkp, glj += dkp, dkj += dkp, gj += dkp) {
-                const vf D = vexp((gh - vld(ghj)) + (gl - vld(glj)));
+            const float *kjp = Kp + c0;
+            float *dj = Dr + c0, *dkj = dka + c0, *gj = dgi + dkp + c0;
+            for (int j = 0; j < r; j++, kjp += dkp, dj += dkp, dkj += dkp, gj += dkp) {
+                const vf D = vld(dj) * e; /* as chunk_intra: D_rj = e^{g_r} D_{r-1,j} */
+                vst(dj, D);
                 const vf kj = vld(kjp);
                 const vf p = D * kj;
                 const vf av = vsplat(ac[j]), lv = vsplat(lc[j]);
