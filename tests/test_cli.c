@@ -176,8 +176,8 @@ TEST(cli_model_key_refusal_same_everywhere) {
     t_rmtree(d);
 }
 
-/* SIGTERM (as SIGINT) stops training after the current step with a checkpoint, exit 130;
- * the run resumes from it. */
+/* SIGTERM (as SIGINT) stops training after the current step with a checkpoint, exit 143
+ * (128 + SIGTERM); the run resumes from it. */
 TEST(cli_train_interrupt_saves_checkpoint) {
     char d[256], cmd[4096], run[512], err[4096], dir[4096];
     t_tmpdir(d, sizeof d);
@@ -188,7 +188,7 @@ TEST(cli_train_interrupt_saves_checkpoint) {
              "kill -TERM $pid; wait $pid", CORPUS, run, run);
     int rc = t_run(cmd, err, sizeof err);
     printf("  [%d] %s", rc, err);
-    CHECKF(rc == 130, "interrupted training exited %d", rc);
+    CHECKF(rc == 143, "interrupted training exited %d (143 expected for SIGTERM)", rc);
     CHECKF(strstr(err, "interrupted at step ") && strstr(err, "--resume"), "stderr: %s", err);
     CHECK(strstr(err, "error:") == NULL);
     long step = 0;

@@ -361,6 +361,17 @@ static void count_event(void *user, const dm_event *ev) {
     }
 }
 
+/* count_event, and a stop asked (the io's flag) at the first step event */
+typedef struct {
+    events e;
+    volatile sig_atomic_t *stop;
+} stopper;
+static void stop_after_first(void *user, const dm_event *ev) {
+    stopper *s = user;
+    count_event(&s->e, ev);
+    if (ev->kind == DM_EV_STEP) *s->stop = SIGTERM;
+}
+
 TEST(train_job_status_and_events) {
     dm_config c = tiny_run();
     c.log_every = 5; /* lines at 4, 5, 8, 10 (eval_every 4) and 12 */
@@ -390,18 +401,28 @@ TEST(train_job_status_and_events) {
     st = dm_train(&b, &io);
     CHECKF(st.code == DM_JOB_BAD_INPUT && strstr(st.msg, "not found"), "%s", st.msg);
     CHECK(none.notes == 0 && none.steps == 0);
-    /* a stop asked before the first step: one step, a checkpoint, interrupted */
-    char d2[256];
+    /* a stop asked before the first step: no step, interrupted, the directory as it was
+     * (empty); asked after it: that step, a checkpoint, interrupted */
+    char d2[256], p[512];
     t_tmpdir(d2, sizeof d2);
     volatile sig_atomic_t stop = SIGTERM;
     events one = {0};
     dm_job_io sio = {count_event, &one, &stop, NULL};
     dm_train_args s = {.data = CORPUS, .out = d2, .cfg = &c};
     st = dm_train(&s, &sio);
+    CHECKF(st.code == DM_JOB_INTERRUPTED && strstr(st.msg, "before the first step"), "%s",
+           st.msg);
+    CHECK(one.steps == 0 && !one.summary);
+    snprintf(p, sizeof p, "test -z \"$(ls -A %s)\"", d2);
+    CHECKF(t_run(p, NULL, 0) == 0, "an interrupt before the first step left files in %s", d2);
+    stop = 0;
+    stopper sp = {{0}, &stop};
+    sio.fn = stop_after_first;
+    sio.user = &sp;
+    st = dm_train(&s, &sio);
     CHECKF(st.code == DM_JOB_INTERRUPTED && strstr(st.msg, "interrupted at step 1"), "%s",
            st.msg);
-    CHECK(one.steps == 1 && !one.summary);
-    char p[512];
+    CHECK(sp.e.steps == 1 && !sp.e.summary);
     snprintf(p, sizeof p, "%s/ckpt-00000001/model.safetensors", d2);
     CHECK(t_exists(p));
     t_rmtree(d);

@@ -3,7 +3,6 @@
  * checkpoint metadata, the "model keys cannot change" check and `dormouse train --help`
  * all go through it. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -11,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/num.h"
 #include "dormouse.h"
 
 enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM };
@@ -53,7 +53,7 @@ static const key_t_ KEYS[] = {
      "sequences (under mpirun a multiple of the processes, which share them)"},
     {"seq_len", DM_KEY_TRAINING, K_INT, F(seq_len), 1, 1 << 24, NULL,
      "bytes per training sequence"},
-    {"steps", DM_KEY_TRAINING, K_INT, F(steps), 0, 1 << 30, NULL, "optimizer steps"},
+    {"steps", DM_KEY_TRAINING, K_INT, F(steps), 1, 1 << 30, NULL, "optimizer steps"},
     {"lr", DM_KEY_TRAINING, K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
     {"muon_lr", DM_KEY_TRAINING, K_FLOAT, F(muon_lr), 0, 10, NULL,
      "peak learning rate of Muon matrices"},
@@ -233,7 +233,7 @@ static void accepts(const key_t_ *k, char *buf, size_t n) {
     case K_ENUM: snprintf(buf, n, "one of %s", k->choices); break;
     case K_BOOL: snprintf(buf, n, "true|false|1|0"); break;
     case K_U64: snprintf(buf, n, "an integer in [0, %.0f]", k->hi); break;
-    case K_FLOAT: snprintf(buf, n, "a number in [%g, %g]", k->lo, k->hi); break;
+    case K_FLOAT: snprintf(buf, n, "a decimal number in [%g, %g]", k->lo, k->hi); break;
     default: snprintf(buf, n, "an integer in [%.0f, %.0f]", k->lo, k->hi); break;
     }
 }
@@ -247,8 +247,6 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     char acc[96];
     accepts(k, acc, sizeof acc);
     void *p = (char *)c + k->off;
-    char *end = NULL;
-    errno = 0;
     switch (k->type) {
     case K_ENUM: {
         int i = choice_index(k->choices, value);
@@ -262,21 +260,20 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
         else goto bad;
         return 0;
     case K_U64: {
-        if (value[0] == '-') goto bad;
-        unsigned long long v = strtoull(value, &end, 10);
-        if (errno || end == value || *end || (double)v > k->hi) goto bad;
-        *(uint64_t *)p = (uint64_t)v;
+        uint64_t v;
+        if (dm_parse_u64(value, &v) || (double)v > k->hi) goto bad;
+        *(uint64_t *)p = v;
         return 0;
     }
     case K_FLOAT: {
-        double v = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(v) || v < k->lo || v > k->hi) goto bad;
+        double v;
+        if (dm_parse_real(value, &v) || v < k->lo || v > k->hi) goto bad;
         *(float *)p = (float)v;
         return 0;
     }
     default: {
-        long long v = strtoll(value, &end, 10);
-        if (errno || end == value || *end || (double)v < k->lo || (double)v > k->hi) goto bad;
+        long long v;
+        if (dm_parse_int(value, (long long)k->lo, (long long)k->hi, &v)) goto bad;
         if (k->type == K_INT) *(int *)p = (int)v;
         else *(long *)p = (long)v;
         return 0;
@@ -381,16 +378,36 @@ char *dm_config_to_json(const dm_config *c) {
     return s;
 }
 
+/* The JSON text of a config, strictly: one object and nothing after it but whitespace,
+ * each key once, values numbers, strings or booleans (applied with dm_config_set: a key
+ * must exist and its value must be of its type, spelled as on the command line). The
+ * keys before the one checked for a duplicate are known keys, each seen once (else the
+ * loop has stopped), so the check costs at most NKEYS comparisons per key. */
 int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen) {
-    cJSON *o = cJSON_Parse(json);
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithOpts(json, &end, 0);
     if (!cJSON_IsObject(o)) {
-        if (err) snprintf(err, errlen, "config is not a JSON object");
+        if (err) snprintf(err, errlen, "config is not a JSON object%s",
+                          o ? "" : " (not valid JSON)");
+        cJSON_Delete(o);
+        return 1;
+    }
+    while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r') end++;
+    if (*end) {
+        if (err) snprintf(err, errlen, "config: text after the JSON object (at byte %zu)",
+                          (size_t)(end - json));
         cJSON_Delete(o);
         return 1;
     }
     int rc = 0;
     char buf[64];
     for (cJSON *e = o->child; e && !rc; e = e->next) {
+        for (cJSON *f = o->child; f != e; f = f->next)
+            if (!strcmp(f->string, e->string)) {
+                if (err) snprintf(err, errlen, "config key '%s' appears twice", e->string);
+                cJSON_Delete(o);
+                return 1;
+            }
         const char *v = buf;
         if (cJSON_IsString(e)) v = e->valuestring;
         else if (cJSON_IsBool(e)) v = cJSON_IsTrue(e) ? "true" : "false";

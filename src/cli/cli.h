@@ -42,7 +42,7 @@ typedef struct {
 void dm_cli_progress(void *user, const dm_event *ev);
 /* The end of a job: close the step line, print a failed status on stderr (`error: MSG`;
  * an interrupted one as MSG) and return the exit code: 0 OK, 1 failed, 2 bad input,
- * 130 interrupted. */
+ * interrupted 128 + the signal in io->stop (130 SIGINT, 143 SIGTERM; 130 without one). */
 int dm_cli_exit(const dm_job_io *io, const dm_status *st);
 
 /* train, eval and bench run on every rank under mpirun (comm); the others in one process */

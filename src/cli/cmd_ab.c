@@ -63,8 +63,9 @@ static const char *HELP =
     "  dormouse ab --dir runs/ab-retract --set steps=3000 --seeds 1,2,3 \\\n"
     "      --variant \"every4: retract_every=4\" --variant \"off: retract=off\"\n"
     "\n"
-    "Exit codes: 0 every cell done (or --report), 1 a cell failed, 2 bad usage or input,\n"
-    "130 interrupted (rerun the command to resume).\n";
+    "Exit codes: 0 every cell done (or --report), 1 a cell failed, 2 bad usage or input\n"
+    "(also: AB_DIR or a cell in use by another process), 130 interrupted by SIGINT, 143 by\n"
+    "SIGTERM (rerun the command to resume).\n";
 
 int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--dir",   "--data",  "--config", "--set",

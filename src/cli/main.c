@@ -1,19 +1,44 @@
 /* main.c — `dormouse COMMAND ...`: the processes of the run (under mpirun: MPI's ranks,
  * src/base/comm.h), the signal handlers, the printer, dispatch to the commands, and the
  * shared argument helpers. */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/num.h"
 #include "cli/cli.h"
 
-/* SIGINT / SIGTERM ask the running job to stop cleanly (it reads the flag as io.stop);
- * the handler is reset by its first signal, so a second one ends the process at once. */
+/* SIGINT / SIGTERM ask the running job to stop cleanly (it reads the flag as io.stop,
+ * which holds the signal: the exit code is 128 + it, 130 for SIGINT and 143 for
+ * SIGTERM); the handler is reset by its first signal, so a second one ends the process
+ * at once. */
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
+
+/* The handlers are installed before anything else of the process runs: from the
+ * executable's .preinit_array, which the dynamic loader runs before the constructors of
+ * the shared libraries (OpenBLAS, oneDNN, the C++ runtime: about a millisecond) and
+ * before main. Only the loader's own mapping of those libraries comes earlier; a signal
+ * there still finds the default action, as in any program. main installs them itself
+ * where .preinit_array did not run (not glibc). */
+static volatile sig_atomic_t g_installed;
+static void install_handlers(int argc, char **argv, char **envp) {
+    (void)argc, (void)argv, (void)envp;
+    if (g_installed) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    g_installed = 1;
+}
+__attribute__((section(".preinit_array"), used)) static void (*const dm_preinit)(int, char **,
+                                                                                 char **) =
+    install_handlers;
 
 static const char *USAGE =
     "usage: dormouse COMMAND [options]\n"
@@ -31,7 +56,8 @@ static const char *USAGE =
     "  plan     the memory and the time of a training step of a config, without training\n"
     "\n"
     "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
-    "2 bad usage or bad input, 130 interrupted (training saves a checkpoint first).\n"
+    "2 bad usage or bad input, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (training\n"
+    "saves a checkpoint first).\n"
     "train, eval and bench also run data-parallel under MPI: mpirun -np N dormouse train ...\n";
 
 static int run(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
@@ -64,13 +90,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", err);
         return EXIT_USAGE;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    /* ours again, in case MPI's start put its own in place (unless a signal came already:
+     * then the next one must end the process) */
+    if (!g_stop) {
+        g_installed = 0;
+        install_handlers(argc, argv, NULL);
+    }
     static dm_printer printer;
     /* rank 0 prints; the others keep stderr for what only they can tell (their comm
      * failing), and their status is rank 0's (the job's ranks agree on it) */
@@ -140,23 +165,20 @@ int dm_args_next(dm_args *a, const char *cmd) {
 }
 
 int dm_cli_long(const char *flag, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
+    long long x;
+    if (dm_parse_int(v, lo, hi, &x)) {
         fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
         return 1;
     }
-    *out = x;
+    *out = (long)x;
     return 0;
 }
 
 int dm_cli_double(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "error: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+    double x;
+    if (dm_parse_real(v, &x) || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "error: %s expects a decimal number in [%g, %g], got '%s'\n", flag, lo,
+                hi, v);
         return 1;
     }
     *out = x;

@@ -31,7 +31,8 @@ int dm_cli_exit(const dm_job_io *io, const dm_status *st) {
     switch (st->code) {
     case DM_JOB_OK: return EXIT_OK;
     case DM_JOB_BAD_INPUT: return EXIT_USAGE;
-    case DM_JOB_INTERRUPTED: return EXIT_INTERRUPTED;
+    case DM_JOB_INTERRUPTED: /* 128 + the signal that asked: 130 SIGINT, 143 SIGTERM */
+        return io->stop && *io->stop > 0 && *io->stop < 64 ? 128 + *io->stop : EXIT_INTERRUPTED;
     default: return EXIT_FAIL;
     }
 }

@@ -9,32 +9,86 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/num.h"
 #include "io/files.h"
 #include "io/safetensors.h"
 
 #define CKPT_FORMAT "dormouse-1"
 #define KEEP 2
+#define MAX_STEP (1LL << 62)
 
-/* checkpoint directories of run_dir, newest first; returns how many (<= max) */
-static int list_ckpts(const char *run_dir, long *steps, int max) {
+/* ---- the checkpoints of a run directory --------------------------------------------- */
+
+/* The step of a directory named ckpt-DIGITS (at least 8 digits), else -1. */
+static long long ckpt_step_of(const char *name) {
+    if (strncmp(name, "ckpt-", 5) != 0) return -1;
+    const char *d = name + 5;
+    size_t n = strspn(d, "0123456789");
+    long long step;
+    if (n < 8 || n > 18 || d[n] || dm_parse_int(d, 0, MAX_STEP, &step)) return -1;
+    return step;
+}
+
+typedef struct {
+    long long step;
+    char name[256];
+} ckpt_ent;
+
+static int cmp_newest(const void *a, const void *b) {
+    const ckpt_ent *x = a, *y = b;
+    return x->step != y->step ? (x->step > y->step ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+/* The ckpt-* directories of run_dir, newest first (malloc'd; *n of them). */
+static ckpt_ent *list_ckpts(const char *run_dir, int *n) {
+    *n = 0;
     DIR *d = opendir(run_dir);
-    if (!d) return 0;
-    int n = 0;
+    if (!d) return NULL;
+    ckpt_ent *v = NULL;
+    int cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        long s;
-        char tail;
-        if (sscanf(e->d_name, "ckpt-%ld%c", &s, &tail) != 1 || strlen(e->d_name) != 13) continue;
-        if (n < max) steps[n++] = s;
+        long long s = ckpt_step_of(e->d_name);
+        if (s < 0) continue;
+        if (*n == cap) {
+            ckpt_ent *nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        v[*n].step = s;
+        snprintf(v[*n].name, sizeof v[*n].name, "%s", e->d_name);
+        (*n)++;
     }
     closedir(d);
-    for (int i = 1; i < n; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
-            long t = steps[j];
-            steps[j] = steps[j - 1];
-            steps[j - 1] = t;
-        }
-    return n;
+    if (*n > 1) qsort(v, (size_t)*n, sizeof *v, cmp_newest);
+    return v;
+}
+
+/* Remove what a killed writer left: ckpt-*.tmp (never renamed in) and ckpt-*.del (being
+ * pruned). Nothing reads them. */
+static void clear_leftovers(const char *run_dir) {
+    DIR *d = opendir(run_dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[4400];
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "ckpt-", 5) != 0 || l < 9) continue;
+        if (strcmp(e->d_name + l - 4, ".tmp") && strcmp(e->d_name + l - 4, ".del")) continue;
+        snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+        dm_rmtree(p);
+    }
+    closedir(d);
+}
+
+/* Remove a checkpoint directory so that its name disappears in one step: renamed to
+ * NAME.del, then deleted. */
+static void remove_ckpt_dir(const char *run_dir, const char *dir) {
+    char del[4300];
+    snprintf(del, sizeof del, "%s.del", dir);
+    if (rename(dir, del) != 0) return;
+    dm_fsync_dir(run_dir);
+    dm_rmtree(del);
 }
 
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,
@@ -43,7 +97,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     snprintf(dir, sizeof dir, "%s/ckpt-%08ld", run_dir, step);
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
-    dm_rmtree(tmp);
+    clear_leftovers(run_dir);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return 1;
@@ -51,6 +105,13 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     char *cfg = dm_config_to_json(dm_model_config(m));
     int nt = dm_model_num_tensors(m);
     dm_st_tensor *ts = calloc((size_t)nt, sizeof *ts);
+    if (!cfg || !ts) {
+        free(cfg);
+        free(ts);
+        dm_rmtree(tmp);
+        snprintf(err, errlen, "out of memory saving %s", dir);
+        return 1;
+    }
     const float *P = dm_model_params(m);
     for (int i = 0; i < nt; i++) {
         const dm_tensor *t = dm_model_tensor(m, i);
@@ -80,7 +141,8 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
         return 1;
     }
     dm_fsync_dir(tmp);
-    dm_rmtree(dir); /* a checkpoint of the same step written before (resumed run) */
+    struct stat st;
+    if (lstat(dir, &st) == 0) remove_ckpt_dir(run_dir, dir); /* this step, saved before */
     if (rename(tmp, dir) != 0) {
         snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
         dm_rmtree(tmp);
@@ -88,124 +150,253 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     }
     dm_fsync_dir(run_dir);
     /* keep the newest KEEP */
-    long steps[256];
-    int n = list_ckpts(run_dir, steps, 256);
+    int n;
+    ckpt_ent *v = list_ckpts(run_dir, &n);
     for (int i = KEEP; i < n; i++) {
-        snprintf(path, sizeof path, "%s/ckpt-%08ld", run_dir, steps[i]);
-        dm_rmtree(path);
+        snprintf(path, sizeof path, "%s/%s", run_dir, v[i].name);
+        remove_ckpt_dir(run_dir, path);
+    }
+    free(v);
+    return 0;
+}
+
+int dm_ckpt_candidate(const char *path, int k, char *out, size_t outlen, char *err,
+                      size_t errlen) {
+    struct stat st;
+    char p[4200];
+    if (stat(path, &st) != 0) {
+        if (k == 0) snprintf(err, errlen, "checkpoint not found: %s", path);
+        return 1;
+    }
+    if (!S_ISDIR(st.st_mode)) { /* a model file (opening it checks that it is one) */
+        if (k == 0) snprintf(out, outlen, "%s", path);
+        return k != 0;
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", path);
+    if (lstat(p, &st) == 0) {
+        if (k == 0) snprintf(out, outlen, "%s", p);
+        return k != 0;
+    }
+    int n;
+    ckpt_ent *v = list_ckpts(path, &n);
+    int rc = k >= n;
+    if (!rc) snprintf(out, outlen, "%s/%s/model.safetensors", path, v[k].name);
+    else if (k == 0)
+        snprintf(err, errlen, "no checkpoint in %s (expected model.safetensors or ckpt-* "
+                 "directories)", path);
+    free(v);
+    return rc;
+}
+
+int dm_ckpt_resolve(const char *path, char *out, size_t outlen, char *err, size_t errlen) {
+    return dm_ckpt_candidate(path, 0, out, outlen, err, errlen);
+}
+
+/* ---- a checkpoint read and checked -------------------------------------------------- */
+
+struct dm_ckpt {
+    dm_st_file *model, *optim;
+    dm_config cfg;
+    long step;
+    char name[4200];
+};
+
+void dm_ckpt_close(dm_ckpt *c) {
+    if (!c) return;
+    dm_st_close(c->model);
+    dm_st_close(c->optim);
+    free(c);
+}
+
+const dm_config *dm_ckpt_config(const dm_ckpt *c) { return &c->cfg; }
+long dm_ckpt_step(const dm_ckpt *c) { return c->step; }
+
+/* format and step of a checkpoint file's metadata; 0 ok */
+static int check_meta(const dm_st_file *f, const char *name, long *step, char *err,
+                      size_t errlen) {
+    const char *fmt = dm_st_meta(f, "format"), *st = dm_st_meta(f, "step");
+    long long s;
+    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0) {
+        snprintf(err, errlen, "%s is not a dormouse checkpoint (metadata format '%.40s', "
+                 "expected '" CKPT_FORMAT "')", name, fmt ? fmt : "(none)");
+        return 1;
+    }
+    if (!st || dm_parse_int(st, 0, MAX_STEP, &s)) {
+        snprintf(err, errlen, "%s: metadata step '%.40s' is not an integer >= 0", name,
+                 st ? st : "(none)");
+        return 1;
+    }
+    *step = (long)s;
+    return 0;
+}
+
+dm_ckpt *dm_ckpt_from_files(dm_st_file *model, dm_st_file *optim, const char *name, char *err,
+                            size_t errlen) {
+    dm_ckpt *c = calloc(1, sizeof *c);
+    if (!c) {
+        dm_st_close(model);
+        dm_st_close(optim);
+        snprintf(err, errlen, "out of memory reading %s", name);
+        return NULL;
+    }
+    c->model = model;
+    c->optim = optim;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    if (check_meta(model, name, &c->step, err, errlen)) goto fail;
+    const char *js = dm_st_meta(model, "config");
+    char e2[DM_ERRLEN];
+    dm_config_default(&c->cfg);
+    if (!js || dm_config_from_json(&c->cfg, js, e2, sizeof e2) ||
+        dm_config_validate(&c->cfg, e2, sizeof e2)) {
+        snprintf(err, errlen, "%s: bad config in metadata: %s", name, js ? e2 : "none");
+        goto fail;
+    }
+    /* a directory named for a step holds that step */
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", name);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = 0;
+        char *base = strrchr(dir, '/');
+        long long ds = ckpt_step_of(base ? base + 1 : dir);
+        if (ds >= 0 && ds != c->step) {
+            snprintf(err, errlen, "%s: metadata step %ld, but the directory is step %lld", name,
+                     c->step, ds);
+            goto fail;
+        }
+    }
+    if (optim) {
+        long ostep;
+        if (check_meta(optim, "optim.safetensors", &ostep, err, errlen)) goto fail;
+        if (ostep != c->step) {
+            snprintf(err, errlen, "%s: optim.safetensors is of step %ld, the model of step %ld",
+                     name, ostep, c->step);
+            goto fail;
+        }
+    }
+    return c;
+fail:
+    dm_ckpt_close(c);
+    return NULL;
+}
+
+dm_ckpt *dm_ckpt_open(const char *model_path, int with_optim, char *err, size_t errlen) {
+    dm_st_file *m = dm_st_open(model_path, err, errlen), *o = NULL;
+    if (!m) return NULL;
+    if (with_optim) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s", model_path);
+        char *slash = strrchr(path, '/');
+        snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
+                 "optim.safetensors");
+        o = dm_st_open(path, err, errlen);
+        if (!o) {
+            dm_st_close(m);
+            return NULL;
+        }
+    }
+    return dm_ckpt_from_files(m, o, model_path, err, errlen);
+}
+
+/* Every tensor of f is one of names[0..n) and every one of those is in f. 0 ok. */
+static int same_names(const dm_st_file *f, const char *const *names, int n, const char *what,
+                      const char *fname, char *err, size_t errlen) {
+    for (int i = 0; i < dm_st_count(f); i++) {
+        const char *nm = dm_st_name(f, i);
+        int j = 0;
+        while (j < n && strcmp(names[j], nm)) j++;
+        if (j == n) {
+            snprintf(err, errlen, "%s: unknown tensor '%.80s' (not one of the %s)", fname, nm, what);
+            return 1;
+        }
+    }
+    for (int j = 0; j < n; j++)
+        if (!dm_st_get(f, names[j], NULL, NULL)) {
+            snprintf(err, errlen, "%s: tensor '%s' is missing", fname, names[j]);
+            return 1;
+        }
+    return 0;
+}
+
+static int load_model(const dm_ckpt *c, dm_model *m, char *err, size_t errlen) {
+    int nt = dm_model_num_tensors(m);
+    const char **names = calloc((size_t)(nt > 0 ? nt : 1), sizeof *names);
+    if (!names) {
+        snprintf(err, errlen, "out of memory loading %s", c->name);
+        return 1;
+    }
+    for (int i = 0; i < nt; i++) names[i] = dm_model_tensor(m, i)->name;
+    int rc = same_names(c->model, names, nt, "model's parameters", c->name, err, errlen);
+    free(names);
+    if (rc) return 1;
+    float *P = dm_model_params(m);
+    for (int i = 0; i < nt; i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        int nd;
+        int64_t sh[4];
+        const float *src = dm_st_get(c->model, t->name, &nd, sh);
+        if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != t->shape[1])) {
+            snprintf(err, errlen, "%s: tensor '%s' has the wrong shape", c->name, t->name);
+            return 1;
+        }
+        memcpy(P + t->offset, src, t->numel * sizeof(float));
     }
     return 0;
 }
 
-int dm_ckpt_resolve(const char *path, char *out, size_t outlen, char *err, size_t errlen) {
-    struct stat st;
-    char p[4200];
-    if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "checkpoint not found: %s", path);
-        return 1;
+static int load_optim(const dm_ckpt *c, dm_optim *opt, char *err, size_t errlen) {
+    const char *on = "optim.safetensors";
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    const char *names[DM_OPTIM_MAX_BUFS] = {0};
+    int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS);
+    for (int i = 0; i < n; i++) names[i] = bufs[i].name;
+    if (same_names(c->optim, names, n, "optimizer's state buffers", on, err, errlen)) return 1;
+    for (int i = 0; i < n; i++) {
+        int nd;
+        int64_t sh[4];
+        const float *src = dm_st_get(c->optim, bufs[i].name, &nd, sh);
+        if (nd != 1 || (uint64_t)sh[0] != (uint64_t)bufs[i].n) {
+            snprintf(err, errlen, "%s: tensor '%s' has the wrong shape (%zu values expected)", on,
+                     bufs[i].name, bufs[i].n);
+            return 1;
+        }
+        if (!strcmp(bufs[i].name, "adam_v"))
+            for (size_t j = 0; j < bufs[i].n; j++)
+                if (src[j] < 0) {
+                    snprintf(err, errlen, "%s: adam_v holds %g at index %zu (a second moment "
+                             "is never negative)", on, (double)src[j], j);
+                    return 1;
+                }
+        if (dm_optim_load(opt, bufs[i].name, src, bufs[i].n, err, errlen)) return 1;
     }
-    if (S_ISREG(st.st_mode)) {
-        snprintf(out, outlen, "%s", path);
-        return 0;
+    return 0;
+}
+
+int dm_ckpt_into(const dm_ckpt *c, dm_model *m, dm_optim *opt, char *err, size_t errlen) {
+    if (dm_config_check_model(&c->cfg, dm_model_config(m), err, errlen)) return DM_CKPT_MISMATCH;
+    if (opt && !c->optim) {
+        snprintf(err, errlen, "%s: opened without its optimizer state", c->name);
+        return DM_CKPT_DAMAGED;
     }
-    snprintf(p, sizeof p, "%s/model.safetensors", path);
-    if (stat(p, &st) == 0) {
-        snprintf(out, outlen, "%s", p);
-        return 0;
-    }
-    long steps[256];
-    if (list_ckpts(path, steps, 256) > 0) {
-        snprintf(out, outlen, "%s/ckpt-%08ld/model.safetensors", path, steps[0]);
-        return 0;
-    }
-    snprintf(err, errlen, "no checkpoint in %s (expected model.safetensors or ckpt-* directories)",
-             path);
-    return 1;
+    if (load_model(c, m, err, errlen) || (opt && load_optim(c, opt, err, errlen)))
+        return DM_CKPT_DAMAGED;
+    return DM_CKPT_OK;
 }
 
 int dm_ckpt_read_config(const char *path, dm_config *cfg, long *step, char *err,
                         size_t errlen) {
-    dm_st_file *f = dm_st_open(path, err, errlen);
-    if (!f) return 1;
-    const char *fmt = dm_st_meta(f, "format"), *js = dm_st_meta(f, "config");
-    const char *st = dm_st_meta(f, "step");
-    int rc = 0;
-    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0 || !js || !st) {
-        snprintf(err, errlen, "%s is not a dormouse checkpoint (no format/config/step metadata)", path);
-        rc = 1;
-    } else {
-        dm_config_default(cfg);
-        char e2[DM_ERRLEN];
-        if (dm_config_from_json(cfg, js, e2, sizeof e2)) {
-            snprintf(err, errlen, "%s: bad config in metadata: %s", path, e2);
-            rc = 1;
-        }
-        if (step) *step = atol(st);
-    }
-    dm_st_close(f);
-    return rc;
-}
-
-/* Every state buffer of opt from the 1-D tensor of its name in f. */
-static int load_optim(const dm_st_file *f, dm_optim *opt, char *err, size_t errlen) {
-    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-    int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS);
-    for (int i = 0; i < n; i++) {
-        int nd;
-        int64_t sh[4];
-        const float *src = dm_st_get(f, bufs[i].name, &nd, sh);
-        if (!src || nd != 1) {
-            snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape",
-                     bufs[i].name);
-            return 1;
-        }
-        if (dm_optim_load(opt, bufs[i].name, src, (size_t)sh[0], err, errlen)) return 1;
-    }
+    dm_ckpt *c = dm_ckpt_open(path, 0, err, errlen);
+    if (!c) return 1;
+    *cfg = c->cfg;
+    if (step) *step = c->step;
+    dm_ckpt_close(c);
     return 0;
 }
 
 int dm_ckpt_load(const char *model_path, dm_model *m, dm_optim *opt, char *err, size_t errlen) {
-    char path[4200];
-    dm_config saved;
-    long step;
-    if (dm_ckpt_read_config(model_path, &saved, &step, err, errlen) ||
-        dm_config_check_model(&saved, dm_model_config(m), err, errlen))
-        return 1;
-    snprintf(path, sizeof path, "%s", model_path);
-    dm_st_file *f = dm_st_open(path, err, errlen);
-    if (!f) return 1;
-    int nt = dm_model_num_tensors(m), rc = 0;
-    if (dm_st_count(f) != nt) {
-        snprintf(err, errlen, "%s holds %d tensors, the model has %d", path, dm_st_count(f), nt);
-        rc = 1;
-    }
-    float *P = dm_model_params(m);
-    for (int i = 0; i < nt && !rc; i++) {
-        const dm_tensor *t = dm_model_tensor(m, i);
-        int nd;
-        int64_t sh[4];
-        const float *src = dm_st_get(f, t->name, &nd, sh);
-        if (!src || nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != t->shape[1])) {
-            snprintf(err, errlen, "%s: tensor '%s' missing or of the wrong shape", path, t->name);
-            rc = 1;
-            break;
-        }
-        memcpy(P + t->offset, src, t->numel * sizeof(float));
-    }
-    dm_st_close(f);
-    if (rc || !opt) return rc;
-    char *slash = strrchr(path, '/');
-    if (slash) snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "optim.safetensors");
-    else snprintf(path, sizeof path, "optim.safetensors");
-    f = dm_st_open(path, err, errlen);
-    if (!f) return 1;
-    const char *st = dm_st_meta(f, "step");
-    if (!st || atol(st) != step) {
-        snprintf(err, errlen, "%s: step %s does not match the model's %ld", path, st ? st : "?", step);
-        rc = 1;
-    } else {
-        rc = load_optim(f, opt, err, errlen);
-    }
-    dm_st_close(f);
+    dm_ckpt *c = dm_ckpt_open(model_path, opt != NULL, err, errlen);
+    if (!c) return DM_CKPT_DAMAGED;
+    int rc = dm_ckpt_into(c, m, opt, err, errlen);
+    dm_ckpt_close(c);
     return rc;
 }

@@ -7,45 +7,117 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "base/rng.h"
+#include "io/files.h"
 
-/* Append the (possibly gzip-compressed) file at path to c->bytes. */
-static int append_file(dm_corpus *c, size_t *cap, const char *path, char *err, size_t errlen) {
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open corpus file %s: %s", path, strerror(errno));
-        return 1;
-    }
-    for (;;) {
-        if (*cap - c->n < (1u << 20)) {
-            size_t ncap = *cap ? *cap * 2 : (8u << 20);
-            uint8_t *nb = realloc(c->bytes, ncap);
-            if (!nb) {
-                gzclose(f);
-                snprintf(err, errlen, "out of memory reading %s", path);
-                return 1;
-            }
-            c->bytes = nb;
-            *cap = ncap;
-        }
-        size_t want = *cap - c->n;
-        if (want > (1u << 30)) want = 1u << 30;
-        int got = gzread(f, c->bytes + c->n, (unsigned)want);
-        if (got < 0) {
-            int zerr;
-            const char *msg = gzerror(f, &zerr);
-            snprintf(err, errlen, "cannot read corpus file %s: %s", path, msg);
-            gzclose(f);
-            return 1;
-        }
-        if (got == 0) break;
-        c->n += (size_t)got;
-    }
-    gzclose(f);
-    c->n_files++;
+/* Room for at least `more` bytes after c->n in c->bytes. 0 ok. */
+static int reserve(dm_corpus *c, size_t *cap, size_t more) {
+    if (*cap - c->n >= more) return 0;
+    size_t ncap = *cap ? *cap : (8u << 20);
+    while (ncap - c->n < more) ncap *= 2;
+    uint8_t *nb = realloc(c->bytes, ncap);
+    if (!nb) return 1;
+    c->bytes = nb;
+    *cap = ncap;
     return 0;
+}
+
+/* Append the file at path to c->bytes: plain bytes, or, when it starts with the gzip
+ * magic (1f 8b), every gzip member decompressed, each one's trailer checked by zlib (the
+ * CRC-32 and the length of its data); a stream that ends early, a bad trailer and bytes
+ * after the last member that are not another member are errors. */
+static int append_file(dm_corpus *c, size_t *cap, const char *path, char *err, size_t errlen) {
+    int fd = dm_open_regular(path, "corpus file", err, errlen);
+    if (fd < 0) return 1;
+    enum { IN = 1 << 20 };
+    unsigned char *in = malloc(IN);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    int rc = 1, gz = -1, zinit = 0, member_done = 0;
+    size_t have = 0; /* unread bytes at in[0..have) */
+    if (!in) {
+        snprintf(err, errlen, "out of memory reading %s", path);
+        goto out;
+    }
+    for (int eof = 0;;) {
+        if (!eof && have < IN) { /* top up the input */
+            ssize_t got = read(fd, in + have, IN - have);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) {
+                snprintf(err, errlen, "cannot read corpus file %s: %s", path, strerror(errno));
+                goto out;
+            }
+            eof = got == 0;
+            have += (size_t)got;
+            if (!eof && have < 2) continue;
+        }
+        if (gz < 0) gz = have >= 2 && in[0] == 0x1f && in[1] == 0x8b;
+        if (!gz) { /* plain: copy */
+            if (reserve(c, cap, have ? have : 1)) goto oom;
+            memcpy(c->bytes + c->n, in, have);
+            c->n += have;
+            have = 0;
+            if (eof) break;
+            continue;
+        }
+        if (member_done) { /* after a member: the end of the file, or another member */
+            if (have == 0 && eof) break;
+            if (have < 2 && !eof) continue;
+            if (have < 2 || in[0] != 0x1f || in[1] != 0x8b) {
+                snprintf(err, errlen, "corpus file %s is damaged: bytes after the end of its "
+                         "gzip data", path);
+                goto out;
+            }
+            inflateReset(&zs);
+            member_done = 0;
+        }
+        if (!zinit) {
+            if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) goto oom;
+            zinit = 1;
+        }
+        zs.next_in = in;
+        zs.avail_in = (uInt)have;
+        int zr;
+        do {
+            if (reserve(c, cap, 1u << 20)) goto oom;
+            size_t room = *cap - c->n;
+            zs.next_out = c->bytes + c->n;
+            zs.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+            uInt before = zs.avail_out;
+            zr = inflate(&zs, Z_NO_FLUSH);
+            c->n += before - zs.avail_out;
+        } while (zr == Z_OK && zs.avail_out == 0);
+        if (zr == Z_MEM_ERROR) goto oom;
+        if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && zs.avail_in == 0)) {
+            snprintf(err, errlen, "corpus file %s is damaged: gzip data error (%s)", path,
+                     zs.msg ? zs.msg : "corrupt stream");
+            goto out;
+        }
+        memmove(in, zs.next_in, zs.avail_in); /* keep what inflate has not used */
+        have = zs.avail_in;
+        if (zr == Z_STREAM_END) {
+            member_done = 1;
+            continue;
+        }
+        if (eof && (have == 0 || zr == Z_BUF_ERROR)) {
+            snprintf(err, errlen, "corpus file %s is truncated: its gzip data ends early (no "
+                     "end of stream, CRC or length)", path);
+            goto out;
+        }
+    }
+    c->n_files++;
+    rc = 0;
+    goto out;
+oom:
+    snprintf(err, errlen, "out of memory reading %s", path);
+out:
+    if (zinit) inflateEnd(&zs);
+    free(in);
+    close(fd);
+    return rc;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -113,6 +185,16 @@ int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
 fail:
     dm_corpus_free(c);
     return 1;
+}
+
+uint32_t dm_corpus_crc32(const dm_corpus *c) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t off = 0; off < c->n;) {
+        size_t len = c->n - off > (1u << 30) ? (1u << 30) : c->n - off;
+        crc = crc32(crc, c->bytes + off, (uInt)len);
+        off += len;
+    }
+    return (uint32_t)crc;
 }
 
 void dm_corpus_free(dm_corpus *c) {

@@ -13,10 +13,15 @@ typedef struct dm_corpus {
     int n_files;
 } dm_corpus;
 
-/* Load a regular file (gzip-compressed or plain: zlib reads both) or a directory (its
- * regular files, sorted by name, concatenated; not recursive). 0 ok, else err. */
+/* Load a regular file (gzip-compressed or plain) or a directory (its regular files,
+ * sorted by name, concatenated; not recursive). A gzip file is read to its end: every
+ * member's trailer (CRC-32, length) is checked, and a truncated or damaged one is an
+ * error. A FIFO or device is refused, never waited on. 0 ok, else err. */
 int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen);
 void dm_corpus_free(dm_corpus *c);
+/* CRC-32 of the corpus bytes (with the size, what a run directory records of its
+ * corpus: the same bytes on resume). */
+uint32_t dm_corpus_crc32(const dm_corpus *c);
 
 /* Reserve the last eval_window bytes for validation; the rest must hold at least one
  * training sequence of seq_len+1 bytes. 0 ok, else a clear error. */

@@ -11,17 +11,68 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int dm_mkdir_p(const char *path) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return 1;
-            *s = '/';
-        }
-    return mkdir(p, 0755) != 0 && errno != EEXIST;
+int dm_open_regular(const char *path, const char *what, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    const char *sp = what ? " " : "";
+    if (!what) what = "";
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s%s%s: %s", what, sp, path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s%s%s is not a regular file", what, sp, path);
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
 }
+
+int dm_pread_all(int fd, void *buf, size_t n, long long off) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = pread(fd, p, n, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = 0;
+            return 1;
+        }
+        p += got;
+        n -= (size_t)got;
+        off += got;
+    }
+    return 0;
+}
+
+int dm_mkdir_made(const char *path, char *made, size_t madelen) {
+    char p[4096];
+    if (made && madelen) made[0] = 0;
+    snprintf(p, sizeof p, "%s", path);
+    size_t len = strlen(p);
+    while (len > 1 && p[len - 1] == '/') p[--len] = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != 0) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0755) == 0) {
+            if (made && madelen && !made[0]) snprintf(made, madelen, "%s", p);
+        } else if (errno != EEXIST) {
+            return 1;
+        }
+        *s = c;
+        if (!c) break;
+    }
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return 1;
+    }
+    return 0;
+}
+
+int dm_mkdir_p(const char *path) { return dm_mkdir_made(path, NULL, 0); }
 
 int dm_fsync_dir(const char *dir) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -43,22 +94,29 @@ int dm_rmtree(const char *path) {
 }
 
 char *dm_read_file(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0, got;
+    int fd = dm_open_regular(path, NULL, err, errlen);
+    if (fd < 0) return NULL;
+    size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
+    for (;;) {
+        if (!buf) break;
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
         if (cap - n - 1 == 0) {
             char *nb = realloc(buf, cap *= 2);
             if (!nb) free(buf);
             buf = nb;
         }
     }
-    fclose(f);
+    close(fd);
     if (!buf) {
         snprintf(err, errlen, "out of memory reading %s", path);
         return NULL;

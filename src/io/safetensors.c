@@ -1,18 +1,20 @@
-/* safetensors.c — see safetensors.h. JSON through cJSON. */
+/* safetensors.c — see safetensors.h. JSON through cJSON; every number of the header is
+ * checked as a double (finite, integral, in range) before it becomes an integer. */
 #include "io/safetensors.h"
-
-#include "io/files.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_HEADER (64u << 20)
+#include "io/files.h"
+
+#define MAX_DIM 9007199254740992.0 /* 2^53: larger dimensions are not exact doubles */
 
 static void put_u64le(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -24,8 +26,25 @@ static uint64_t get_u64le(const unsigned char *p) {
     return v;
 }
 
+/* index of the first non-finite value of x[0..n), or n */
+static size_t first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return n;
+}
+
 int dm_st_write(const char *path, const dm_st_tensor *ts, int n, const char *const *meta,
                 char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) { /* never store what no reader accepts */
+        size_t numel = 1;
+        for (int d = 0; d < ts[i].ndim; d++) numel *= (size_t)ts[i].shape[d];
+        size_t bad = first_nonfinite(ts[i].data, numel);
+        if (bad < numel) {
+            snprintf(err, errlen, "cannot save %s: tensor '%s' holds %g at index %zu", path,
+                     ts[i].name, (double)ts[i].data[bad], bad);
+            return 1;
+        }
+    }
     cJSON *root = cJSON_CreateObject();
     cJSON *md = cJSON_AddObjectToObject(root, "__metadata__");
     for (int i = 0; meta && meta[i] && meta[i + 1]; i += 2) cJSON_AddStringToObject(md, meta[i], meta[i + 1]);
@@ -82,135 +101,377 @@ int dm_st_write(const char *path, const dm_st_tensor *ts, int n, const char *con
     return 0;
 }
 
+/* ---- reading ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    uint64_t begin, end;
+} st_entry;
+
 struct dm_st_file {
     cJSON *header;
-    float *data; /* the data section, 64-byte aligned */
+    const cJSON *meta; /* the __metadata__ object, or NULL */
+    float *data;       /* the data section, 64-byte aligned */
     size_t data_bytes;
+    int n;             /* tensors, in header order */
+    st_entry *e;
 };
 
 void dm_st_close(dm_st_file *f) {
     if (!f) return;
     cJSON_Delete(f->header);
     free(f->data);
+    free(f->e);
     free(f);
 }
 
-dm_st_file *dm_st_open(const char *path, char *err, size_t errlen) {
-    dm_st_file *sf = calloc(1, sizeof *sf);
-    char *hbuf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f || !sf) {
-        snprintf(err, errlen, "cannot open checkpoint %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "checkpoint %s is not a regular file", path);
-        goto fail;
-    }
-    size_t fsize = (size_t)st.st_size;
-    unsigned char len8[8];
-    if (fsize < 8 || fread(len8, 1, 8, f) != 8) {
-        snprintf(err, errlen, "%s is not a safetensors checkpoint (too short: %zu bytes)", path, fsize);
-        goto fail;
-    }
-    uint64_t hl = get_u64le(len8);
-    if (hl < 2 || hl > MAX_HEADER || hl > fsize - 8) {
-        snprintf(err, errlen, "%s is not a safetensors checkpoint (header length %llu, file %zu bytes)",
-                 path, (unsigned long long)hl, fsize);
-        goto fail;
-    }
-    hbuf = malloc(hl + 1);
-    if (!hbuf || fread(hbuf, 1, hl, f) != hl) {
-        snprintf(err, errlen, "cannot read the header of %s", path);
-        goto fail;
-    }
-    hbuf[hl] = 0;
-    sf->header = cJSON_ParseWithLength(hbuf, hl);
-    if (!sf->header || !cJSON_IsObject(sf->header)) {
-        snprintf(err, errlen, "%s is not a safetensors checkpoint (header is not a JSON object)", path);
-        goto fail;
-    }
-    sf->data_bytes = fsize - 8 - hl;
-    /* validate every entry before reading data */
-    uint64_t covered = 0;
-    for (cJSON *e = sf->header->child; e; e = e->next) {
-        if (strcmp(e->string, "__metadata__") == 0) {
-            if (!cJSON_IsObject(e)) goto bad_entry;
-            for (cJSON *m = e->child; m; m = m->next)
-                if (!cJSON_IsString(m)) goto bad_entry;
-            continue;
+/* 1 when s[0..n) is valid UTF-8 without NUL bytes */
+static int utf8_ok(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        if (c == 0) return 0;
+        if (c < 0x80) { i++; continue; }
+        int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+        if (!len || c > 0xF4 || i + (size_t)len > n) return 0;
+        unsigned cp = c & (0x7Fu >> len);
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + k] & 0x3Fu);
         }
-        cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32") != 0 || !cJSON_IsArray(sh) ||
-            cJSON_GetArraySize(sh) > 4 || !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2)
-            goto bad_entry;
-        double numel = 1;
-        for (cJSON *d = sh->child; d; d = d->next) {
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0) goto bad_entry;
-            numel *= d->valuedouble;
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += (size_t)len;
+    }
+    return 1;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* The first name given twice among the children of o, or NULL (sorted copy). */
+static const char *duplicate_name(const cJSON *o, int n, int *oom) {
+    const cJSON **v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    *oom = !v;
+    if (!v) return NULL;
+    int k = 0;
+    for (const cJSON *c = o->child; c; c = c->next) v[k++] = c;
+    qsort(v, (size_t)k, sizeof *v, cmp_name);
+    const char *dup = NULL;
+    for (int i = 1; i < k && !dup; i++)
+        if (!strcmp(v[i - 1]->string, v[i]->string)) dup = v[i]->string;
+    free(v);
+    return dup;
+}
+
+/* a JSON number that is an integer in [0, hi] (as a double, before any cast) */
+static int int_in(const cJSON *x, double hi) {
+    if (!cJSON_IsNumber(x)) return 0;
+    double v = x->valuedouble;
+    return isfinite(v) && v >= 0 && v <= hi && v == floor(v);
+}
+
+static int cmp_offset(const void *a, const void *b) {
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* One tensor entry of the header into e. 0 ok, else err. */
+static int parse_entry(const cJSON *t, st_entry *e, size_t data_bytes, const char *path,
+                       char *err, size_t errlen) {
+    const char *nm = t->string;
+    e->name = nm;
+    if (!cJSON_IsObject(t)) {
+        snprintf(err, errlen, "%s: header entry '%s' is not an object", path, nm);
+        return 1;
+    }
+    const cJSON *dt = NULL, *sh = NULL, *of = NULL;
+    for (const cJSON *c = t->child; c; c = c->next) {
+        const cJSON **slot = !strcmp(c->string, "dtype") ? &dt
+                           : !strcmp(c->string, "shape") ? &sh
+                           : !strcmp(c->string, "data_offsets") ? &of : NULL;
+        if (!slot || *slot) {
+            snprintf(err, errlen, "%s: tensor '%s': %s field '%s' in its header entry", path, nm,
+                     slot ? "a repeated" : "an unknown", c->string);
+            return 1;
         }
-        double b = cJSON_GetArrayItem(of, 0)->valuedouble, en = cJSON_GetArrayItem(of, 1)->valuedouble;
-        if (!cJSON_IsNumber(of->child) || !cJSON_IsNumber(of->child->next) || b < 0 || en < b ||
-            en - b != 4 * numel || (uint64_t)b % 4 != 0)
-            goto bad_entry;
-        if (en > (double)sf->data_bytes) {
-            snprintf(err, errlen, "%s is truncated: tensor '%s' ends at data byte %.0f, the file holds %zu",
-                     path, e->string, en, sf->data_bytes);
+        *slot = c;
+    }
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(of)) {
+        snprintf(err, errlen, "%s: tensor '%s': its header entry needs dtype (a string), shape "
+                 "and data_offsets (arrays)", path, nm);
+        return 1;
+    }
+    if (strcmp(dt->valuestring, "F32") != 0) {
+        snprintf(err, errlen, "%s: tensor '%s' has dtype '%.16s'; dormouse reads F32 only", path,
+                 nm, dt->valuestring);
+        return 1;
+    }
+    int nd = cJSON_GetArraySize(sh);
+    if (nd > 4) {
+        snprintf(err, errlen, "%s: tensor '%s' has %d dimensions; dormouse reads at most 4", path,
+                 nm, nd);
+        return 1;
+    }
+    uint64_t numel = 1;
+    int overflow = 0;
+    e->ndim = 0;
+    for (const cJSON *d = sh->child; d; d = d->next) {
+        if (!int_in(d, MAX_DIM)) {
+            snprintf(err, errlen, "%s: tensor '%s': shape holds a value that is not an integer "
+                     "in [0, 2^53]", path, nm);
+            return 1;
+        }
+        uint64_t v = (uint64_t)d->valuedouble;
+        e->shape[e->ndim++] = (int64_t)v;
+        overflow |= __builtin_mul_overflow(numel, v, &numel);
+    }
+    uint64_t nbytes;
+    overflow |= __builtin_mul_overflow(numel, (uint64_t)4, &nbytes);
+    if (overflow) {
+        snprintf(err, errlen, "%s: tensor '%s': its shape's element count overflows", path, nm);
+        return 1;
+    }
+    if (cJSON_GetArraySize(of) != 2 || !int_in(of->child, 1e300) ||
+        !int_in(of->child->next, 1e300)) {
+        snprintf(err, errlen, "%s: tensor '%s': data_offsets must be two non-negative integers",
+                 path, nm);
+        return 1;
+    }
+    double b = of->child->valuedouble, en = of->child->next->valuedouble;
+    if (en > (double)data_bytes || b > en) {
+        if (b <= en)
+            snprintf(err, errlen, "%s is truncated: tensor '%s' ends at data byte %.0f, the file "
+                     "holds %zu", path, nm, en, data_bytes);
+        else
+            snprintf(err, errlen, "%s: tensor '%s': data_offsets [%.0f, %.0f] run backwards",
+                     path, nm, b, en);
+        return 1;
+    }
+    e->begin = (uint64_t)b; /* integers within [0, data_bytes]: exact */
+    e->end = (uint64_t)en;
+    if (e->end - e->begin != nbytes) {
+        snprintf(err, errlen, "%s: tensor '%s': data_offsets [%.0f, %.0f] hold %.0f bytes, its "
+                 "shape needs %llu", path, nm, b, en, en - b, (unsigned long long)nbytes);
+        return 1;
+    }
+    return 0;
+}
+
+/* Check the header (hdr[0..hl), NUL-terminated at hl) against a data section of
+ * data_bytes, then the data (owned by the result from here on). */
+static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes,
+                            const char *path, char *err, size_t errlen) {
+    dm_st_file *f = calloc(1, sizeof *f);
+    const st_entry **order = NULL;
+    if (!f) {
+        free(data);
+        snprintf(err, errlen, "out of memory reading %s", path);
+        return NULL;
+    }
+    f->data = data;
+    f->data_bytes = data_bytes;
+    if (hl < 2 || hdr[0] != '{') {
+        snprintf(err, errlen, "%s is not a safetensors checkpoint (the header does not start "
+                 "with '{')", path);
+        goto fail;
+    }
+    if (!utf8_ok((const unsigned char *)hdr, hl)) {
+        snprintf(err, errlen, "%s is not a safetensors checkpoint (the header is not UTF-8 text)",
+                 path);
+        goto fail;
+    }
+    const char *end = NULL;
+    f->header = cJSON_ParseWithLengthOpts(hdr, hl, &end, 0);
+    if (!cJSON_IsObject(f->header)) {
+        snprintf(err, errlen, "%s is not a safetensors checkpoint (the header is not a JSON "
+                 "object)", path);
+        goto fail;
+    }
+    for (const char *p = end; p < hdr + hl; p++)
+        if (*p != ' ') {
+            snprintf(err, errlen, "%s is not a safetensors checkpoint (the header has text after "
+                     "its JSON object, at byte %zu)", path, (size_t)(p - hdr));
             goto fail;
         }
-        covered += (uint64_t)(en - b);
-        continue;
-    bad_entry:
-        snprintf(err, errlen, "%s: bad header entry '%s'", path, e->string);
+    int n = cJSON_GetArraySize(f->header), oom;
+    const char *dup = duplicate_name(f->header, n, &oom);
+    if (oom || dup) {
+        if (oom) snprintf(err, errlen, "out of memory reading %s", path);
+        else snprintf(err, errlen, "%s: the header names '%s' twice", path, dup);
         goto fail;
     }
-    if (covered > sf->data_bytes) {
-        snprintf(err, errlen, "%s: tensors overlap or exceed the data section", path);
-        goto fail;
-    }
-    sf->data = aligned_alloc(64, (sf->data_bytes + 63) & ~(size_t)63);
-    if (!sf->data && sf->data_bytes) {
+    f->e = malloc((size_t)(n ? n : 1) * sizeof *f->e);
+    order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!f->e || !order) {
         snprintf(err, errlen, "out of memory reading %s", path);
         goto fail;
     }
-    if (sf->data_bytes && fread(sf->data, 1, sf->data_bytes, f) != sf->data_bytes) {
-        snprintf(err, errlen, "%s is truncated", path);
+    for (const cJSON *t = f->header->child; t; t = t->next) {
+        if (!strcmp(t->string, "__metadata__")) {
+            int bad = !cJSON_IsObject(t);
+            for (const cJSON *m = bad ? NULL : t->child; m && !bad; m = m->next)
+                bad = !cJSON_IsString(m);
+            if (bad) {
+                snprintf(err, errlen, "%s: __metadata__ must be an object of strings", path);
+                goto fail;
+            }
+            dup = duplicate_name(t, cJSON_GetArraySize(t), &oom);
+            if (oom || dup) {
+                if (oom) snprintf(err, errlen, "out of memory reading %s", path);
+                else snprintf(err, errlen, "%s: __metadata__ names '%s' twice", path, dup);
+                goto fail;
+            }
+            f->meta = t;
+            continue;
+        }
+        if (parse_entry(t, &f->e[f->n], data_bytes, path, err, errlen)) goto fail;
+        f->n++;
+    }
+    /* sorted by offset, the tensors tile the data section exactly */
+    for (int i = 0; i < f->n; i++) order[i] = &f->e[i];
+    qsort(order, (size_t)f->n, sizeof *order, cmp_offset);
+    uint64_t pos = 0;
+    for (int i = 0; i < f->n; i++) {
+        const st_entry *e = order[i];
+        if (e->begin != pos) {
+            if (e->begin < pos)
+                snprintf(err, errlen, "%s: tensor '%s' overlaps tensor '%s' (data_offsets "
+                         "[%llu, %llu])", path, e->name, order[i - 1]->name,
+                         (unsigned long long)e->begin, (unsigned long long)e->end);
+            else
+                snprintf(err, errlen, "%s: a gap of %llu bytes before tensor '%s' (data_offsets "
+                         "[%llu, %llu])", path, (unsigned long long)(e->begin - pos), e->name,
+                         (unsigned long long)e->begin, (unsigned long long)e->end);
+            goto fail;
+        }
+        pos = e->end;
+    }
+    if (pos != data_bytes) {
+        snprintf(err, errlen, "%s: %llu bytes after the last tensor (the data section holds %zu, "
+                 "the tensors %llu)", path, (unsigned long long)(data_bytes - pos), data_bytes,
+                 (unsigned long long)pos);
         goto fail;
     }
-    fclose(f);
-    free(hbuf);
-    return sf;
+    for (int i = 0; i < f->n; i++) {
+        const st_entry *e = &f->e[i];
+        size_t numel = (size_t)((e->end - e->begin) / 4);
+        const float *x = (const float *)((const char *)f->data + e->begin);
+        size_t bad = first_nonfinite(x, numel);
+        if (bad < numel) {
+            char at[96] = "";
+            if (e->ndim == 2)
+                snprintf(at, sizeof at, " ([%lld, %lld])", (long long)(bad / (size_t)e->shape[1]),
+                         (long long)(bad % (size_t)e->shape[1]));
+            snprintf(err, errlen, "%s: tensor '%s' holds %g at index %zu%s (a damaged or "
+                     "diverged checkpoint)", path, e->name, (double)x[bad], bad, at);
+            goto fail;
+        }
+    }
+    free((void *)order);
+    return f;
 fail:
-    if (f) fclose(f);
-    free(hbuf);
-    dm_st_close(sf);
+    free((void *)order);
+    dm_st_close(f);
+    return NULL;
+}
+
+/* Where the bytes come from: a file descriptor or memory. */
+typedef struct {
+    int fd;
+    const unsigned char *mem;
+} st_src;
+
+static int src_read(const st_src *s, void *buf, size_t n, uint64_t off) {
+    if (s->mem) {
+        memcpy(buf, s->mem + off, n);
+        return 0;
+    }
+    return dm_pread_all(s->fd, buf, n, (long long)off);
+}
+
+static dm_st_file *read_st(const st_src *s, uint64_t fsize, const char *path, char *err,
+                           size_t errlen) {
+    unsigned char len8[8];
+    if (fsize < 8 || src_read(s, len8, 8, 0)) {
+        snprintf(err, errlen, "%s is not a safetensors checkpoint (too short: %llu bytes)", path,
+                 (unsigned long long)fsize);
+        return NULL;
+    }
+    uint64_t hl = get_u64le(len8);
+    if (hl > DM_ST_MAX_HEADER || hl > fsize - 8) {
+        snprintf(err, errlen, "%s is not a safetensors checkpoint (header length %llu, file %llu "
+                 "bytes%s)", path, (unsigned long long)hl, (unsigned long long)fsize,
+                 hl > DM_ST_MAX_HEADER ? "; the format allows at most 100000000" : "");
+        return NULL;
+    }
+    size_t data_bytes = (size_t)(fsize - 8 - hl);
+    char *hdr = malloc((size_t)hl + 1);
+    size_t cap = (data_bytes + 63) & ~(size_t)63;
+    float *data = aligned_alloc(64, cap ? cap : 64);
+    if (!hdr || !data) {
+        free(hdr);
+        free(data);
+        snprintf(err, errlen, "out of memory reading %s (%llu bytes)", path,
+                 (unsigned long long)fsize);
+        return NULL;
+    }
+    if (src_read(s, hdr, (size_t)hl, 8) || src_read(s, data, data_bytes, 8 + hl)) {
+        snprintf(err, errlen, "cannot read %s: %s", path, errno ? strerror(errno) : "it shrank");
+        free(hdr);
+        free(data);
+        return NULL;
+    }
+    hdr[hl] = 0;
+    dm_st_file *f = validate(hdr, (size_t)hl, data, data_bytes, path, err, errlen);
+    free(hdr); /* cJSON copied what it keeps */
+    return f;
+}
+
+dm_st_file *dm_st_open(const char *path, char *err, size_t errlen) {
+    int fd = dm_open_regular(path, "checkpoint", err, errlen);
+    if (fd < 0) return NULL;
+    struct stat st;
+    dm_st_file *f = NULL;
+    if (fstat(fd, &st) != 0) snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    else f = read_st(&(st_src){fd, NULL}, (uint64_t)st.st_size, path, err, errlen);
+    close(fd);
+    return f;
+}
+
+dm_st_file *dm_st_parse(const void *bytes, size_t n, const char *name, char *err,
+                        size_t errlen) {
+    static const unsigned char none[1];
+    return read_st(&(st_src){-1, bytes ? bytes : none}, n, name, err, errlen);
+}
+
+static const st_entry *find(const dm_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->e[i].name, name)) return &f->e[i];
     return NULL;
 }
 
 const float *dm_st_get(const dm_st_file *f, const char *name, int *ndim, int64_t shape[4]) {
-    if (strcmp(name, "__metadata__") == 0) return NULL;
-    cJSON *e = cJSON_GetObjectItemCaseSensitive(f->header, name);
+    const st_entry *e = find(f, name);
     if (!e) return NULL;
-    cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
-    int nd = 0;
-    for (cJSON *d = sh->child; d; d = d->next, nd++)
-        if (shape) shape[nd] = (int64_t)d->valuedouble;
-    if (ndim) *ndim = nd;
-    double b = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "data_offsets"), 0)->valuedouble;
-    return (const float *)((const char *)f->data + (size_t)b);
+    if (ndim) *ndim = e->ndim;
+    if (shape)
+        for (int d = 0; d < e->ndim; d++) shape[d] = e->shape[d];
+    return (const float *)((const char *)f->data + e->begin);
 }
 
-int dm_st_count(const dm_st_file *f) {
-    int n = 0;
-    for (cJSON *e = f->header->child; e; e = e->next) n += strcmp(e->string, "__metadata__") != 0;
-    return n;
+int dm_st_count(const dm_st_file *f) { return f->n; }
+
+const char *dm_st_name(const dm_st_file *f, int i) {
+    return i >= 0 && i < f->n ? f->e[i].name : NULL;
 }
 
 const char *dm_st_meta(const dm_st_file *f, const char *key) {
-    cJSON *md = cJSON_GetObjectItemCaseSensitive(f->header, "__metadata__");
-    cJSON *v = md ? cJSON_GetObjectItemCaseSensitive(md, key) : NULL;
+    const cJSON *v = f->meta ? cJSON_GetObjectItemCaseSensitive(f->meta, key) : NULL;
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }

@@ -151,10 +151,13 @@ void dm_ab_load_results(const dm_ab_spec *s, dm_ab_results *r);
  * then the train job, whose events and status go to the cell's train.log) bracketed by a
  * contention probe; a line per cell as a note (a failed one as a warning), the running
  * cell's step as a labelled step event about once a second. Call before this process has
- * used OpenMP. *ran = cells trained now. Returns OK when every cell is done; failed when
- * a cell failed; bad input on stale cells or a cell that refused its input (every other
- * would too); interrupted when io->stop was set: the running cell gets SIGTERM once (its
- * train job stops after the current step; the next run of the sweep redoes it). */
+ * used OpenMP. The sweep's directory is locked while it runs, and each cell before it is
+ * cleared (io/rundir.h): a second sweep of the directory, or a `train` writing a cell, is
+ * refused. *ran = cells trained now. Returns OK when every cell is done; failed when
+ * a cell failed; bad input on stale cells, a directory or cell in use, or a cell that
+ * refused its input (every other would too); interrupted when io->stop was set: the
+ * running cell gets SIGTERM once (its train job stops after the current step; the next
+ * run of the sweep redoes it). */
 dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
                             const dm_job_io *io, dm_status *st);
 

@@ -17,6 +17,7 @@
 #include "io/files.h"
 #include "io/history.h"
 #include "io/metrics.h"
+#include "io/rundir.h"
 #include "jobs/ab.h"
 #include "jobs/train.h"
 
@@ -173,7 +174,8 @@ static int write_cell_json(const char *dir, const dm_probe_result *pr, char *err
 
 /* The child: train the cell, its events and status into its train.log (also the file
  * of any stray output on its stdout and stderr); exits with the job's code. The signal
- * handlers and the stop flag are the parent's, inherited: a SIGTERM stops the run. */
+ * handlers and the stop flag are the parent's, inherited: a SIGTERM stops the run. The
+ * cell's lock is the parent's, held for the child (ta.locked). */
 static void cell_child(const char *data, const char *dir, const dm_config *cfg,
                        const dm_job_io *io) {
     char path[4300];
@@ -187,6 +189,7 @@ static void cell_child(const char *data, const char *dir, const dm_config *cfg,
     ta.data = data;
     ta.out = dir;
     ta.cfg = cfg;
+    ta.locked = 1;
     dm_status st = dm_train(&ta, &cio);
     dm_status_write(log, &st);
     fclose(log);
@@ -279,10 +282,28 @@ static void note_cell(const dm_job_io *io, const char *tag, const dm_ab_cell *c,
                 c->flags ? " (contended: " : "", fl, c->flags ? ")" : "");
 }
 
+/* dm_ab_run_cells with the sweep's directory locked (lock_fd). */
+static dm_job_code run_cells_locked(const dm_ab_spec *s, dm_ab_results *r, int *ran,
+                                    const dm_job_io *io, dm_status *st);
+
 dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
                             const dm_job_io *io, dm_status *st) {
-    char err[512];
+    char err[4400];
+    int fd;
     *ran = 0;
+    if (dm_mkdir_p(s->dir) != 0)
+        return dm_fail(st, DM_JOB_FAILED, "cannot create %s: %s", s->dir, strerror(errno));
+    int lr = dm_lock_dir(s->dir, &fd, err, sizeof err);
+    if (lr != DM_RUNDIR_OK)
+        return dm_fail(st, lr == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED, "%s", err);
+    dm_job_code code = run_cells_locked(s, r, ran, io, st);
+    dm_unlock_dir(s->dir, fd);
+    return code;
+}
+
+static dm_job_code run_cells_locked(const dm_ab_spec *s, dm_ab_results *r, int *ran,
+                                    const dm_job_io *io, dm_status *st) {
+    char err[4400];
     dm_ab_load_results(s, r);
     for (int a = 0; a < s->n_arms; a++)
         for (int k = 0; k < s->n_seeds; k++)
@@ -293,8 +314,6 @@ dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
                                "config (%s); use another --dir, or remove that cell to rerun "
                                "it", dir, r->cell[a][k].why);
             }
-    if (dm_mkdir_p(s->dir) != 0)
-        return dm_fail(st, DM_JOB_FAILED, "cannot create %s: %s", s->dir, strerror(errno));
     if (dm_ab_save_spec(s, err, sizeof err)) return dm_fail(st, DM_JOB_FAILED, "%s", err);
 
     int total = s->n_arms * s->n_seeds, idx = 0, failed = 0, stopped = 0;
@@ -313,8 +332,15 @@ dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
                 stopped = 1;
                 break;
             }
-            dm_job_code code = run_cell(s, a, k, tag, io, why, sizeof why);
+            /* the cell is locked before it is cleared: a `train` writing it is refused */
+            int cfd;
             dm_ab_cell_dir(s, a, k, dir, sizeof dir);
+            int lr = dm_mkdir_p(dir) ? DM_RUNDIR_FAILED : dm_lock_dir(dir, &cfd, err, sizeof err);
+            if (lr != DM_RUNDIR_OK)
+                return dm_fail(st, lr == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED,
+                               "%s: %s", tag, lr == DM_RUNDIR_BUSY ? err : strerror(errno));
+            dm_job_code code = run_cell(s, a, k, tag, io, why, sizeof why);
+            dm_unlock_dir(dir, cfd);
             if (code == DM_JOB_OK) {
                 load_cell(s, a, k, c);
                 (*ran)++;

@@ -67,7 +67,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     char model[4096], run[4096], path[4200], data[4096] = "", from[4400] = "";
     /* every rank loads the checkpoint and the corpus; they agree before sharing the work */
     dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "eval", DM_EVAL_KEYS, &cfg, &step,
-                                model, &st);
+                                model, io, &st);
     /* the corpus: the flags, else the run's own, else the bundled one */
     if (!m) {
     } else if (a->val || a->data) {

@@ -1,4 +1,5 @@
-/* load.c — a checkpoint's model with overrides, and its run directory (see load.h). */
+/* load.c — a checkpoint's model with overrides, its run directory, and the newest
+ * checkpoint that loads (see load.h). */
 #include "jobs/load.h"
 
 #include <libgen.h>
@@ -6,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/ckpt.h"
 
 /* eval: the window and how it is cut, and how the forward runs */
 const char *const DM_EVAL_KEYS[] = {"eval_window", "seq_len", "batch_size", "kda_impl", "gemm",
@@ -28,18 +28,44 @@ static int in_list(const char *const *list, const char *key) {
     return 0;
 }
 
-dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
-                        const char *cmd, const char *const *usable, dm_config *cfg, long *step,
-                        char *model_path, dm_status *st) {
-    char dir[4096], err[8192];
-    dm_config saved;
-    if (dm_ckpt_resolve(path, dir, sizeof dir, err, sizeof err) ||
-        dm_ckpt_read_config(dir, &saved, step, err, sizeof err)) {
-        dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
-        return NULL;
+dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
+    char err[4096];
+    for (;;) {
+        if (dm_ckpt_candidate(it->path, it->k, it->model_path, sizeof it->model_path, err,
+                              sizeof err)) {
+            if (it->k == 0) dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+            else if (it->skipped > 1)
+                dm_fail(st, DM_JOB_BAD_INPUT, "%s (and %d older checkpoint%s %s not load "
+                        "either)", it->first, it->skipped - 1, it->skipped > 2 ? "s" : "",
+                        it->skipped > 2 ? "do" : "does");
+            else dm_fail(st, DM_JOB_BAD_INPUT, "%s", it->first);
+            return NULL;
+        }
+        it->k++;
+        dm_ckpt *c = dm_ckpt_open(it->model_path, it->with_optim, err, sizeof err);
+        if (c) return c;
+        dm_ckpt_skip(it, err);
     }
-    if (model_path) snprintf(model_path, 4096, "%s", dir);
-    for (int i = 0; i < n_sets; i++) { /* keys that would do nothing are refused */
+}
+
+void dm_ckpt_skip(dm_ckpt_iter *it, const char *why) {
+    if (it->skipped++ == 0) snprintf(it->first, sizeof it->first, "%.2000s", why);
+    size_t used = strlen(it->notes);
+    if (used < sizeof it->notes)
+        snprintf(it->notes + used, sizeof it->notes - used,
+                 "note: skipping a checkpoint that does not load: %.2000s\n", why);
+}
+
+void dm_ckpt_loaded(dm_ckpt_iter *it, const dm_job_io *io) {
+    if (it->notes[0]) dm_job_warn(io, "%s", it->notes);
+    it->notes[0] = 0;
+}
+
+/* The first of sets whose key cmd does not use (not a model key, not in usable), refused
+ * as doing nothing; 0 when there is none. */
+static int unused_key(const char *const *sets, int n_sets, const char *cmd,
+                      const char *const *usable, dm_status *st) {
+    for (int i = 0; i < n_sets; i++) {
         char key[64];
         if (!dm_split_set(sets[i], key, sizeof key) || key_group(key) < 0 ||
             key_group(key) == DM_KEY_MODEL || in_list(usable, key))
@@ -48,28 +74,53 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
         char list[512] = "";
         for (const char *const *k = usable; k && *k; k++)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *k);
-        dm_fail(st, DM_JOB_BAD_INPUT, "--set %s: %s does not use %s (a %s key); it reads %s",
-                sets[i], cmd, key, dm_config_group_name(key_group(key)), list);
-        return NULL;
+        return dm_fail(st, DM_JOB_BAD_INPUT, "--set %s: %s does not use %s (a %s key); it reads "
+                       "%s", sets[i], cmd, key, dm_config_group_name(key_group(key)), list);
     }
-    *cfg = saved;
-    if (dm_config_apply_sets(cfg, "--set", sets, n_sets, st)) return NULL;
-    if (dm_config_check_model(&saved, cfg, err, sizeof err)) {
-        dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
-        return NULL;
+    return 0;
+}
+
+dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
+                        const char *cmd, const char *const *usable, dm_config *cfg, long *step,
+                        char *model_path, const dm_job_io *io, dm_status *st) {
+    char err[8192];
+    dm_ckpt_iter it = {.path = path};
+    dm_model *m = NULL;
+    dm_ckpt *c;
+    while ((c = dm_ckpt_next(&it, st))) {
+        const dm_config *saved = dm_ckpt_config(c);
+        *cfg = *saved;
+        if (step) *step = dm_ckpt_step(c);
+        if (model_path) snprintf(model_path, 4096, "%.4095s", it.model_path);
+        int bad = unused_key(sets, n_sets, cmd, usable, st) ||
+                  dm_config_apply_sets(cfg, "--set", sets, n_sets, st);
+        if (!bad && dm_config_check_model(saved, cfg, err, sizeof err))
+            bad = dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+        if (!bad && dm_config_validate(cfg, err, sizeof err))
+            bad = dm_fail(st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
+        if (!bad && m && dm_config_check_model(dm_model_config(m), cfg, err, sizeof err)) {
+            dm_model_free(m); /* an older checkpoint of another model: build it anew */
+            m = NULL;
+        }
+        if (!bad && !m) {
+            dm_set_threads(cfg->threads);
+            m = dm_model_create(cfg, err, sizeof err);
+            if (!m) bad = dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+        }
+        int rc = bad ? DM_CKPT_OK : dm_ckpt_into(c, m, NULL, err, sizeof err);
+        dm_ckpt_close(c);
+        if (bad || rc == DM_CKPT_MISMATCH) {
+            if (!bad) dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+            break;
+        }
+        if (rc == DM_CKPT_OK) {
+            dm_ckpt_loaded(&it, io);
+            return m;
+        }
+        dm_ckpt_skip(&it, err);
     }
-    if (dm_config_validate(cfg, err, sizeof err)) {
-        dm_fail(st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
-        return NULL;
-    }
-    dm_set_threads(cfg->threads);
-    dm_model *m = dm_model_create(cfg, err, sizeof err);
-    if (!m || dm_ckpt_load(dir, m, NULL, err, sizeof err)) {
-        dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
-        dm_model_free(m);
-        return NULL;
-    }
-    return m;
+    dm_model_free(m);
+    return NULL;
 }
 
 int dm_load_run_dir(const char *model_path, char *run, size_t n) {

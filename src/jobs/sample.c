@@ -133,7 +133,7 @@ dm_status dm_sample(const dm_sample_args *args, const dm_job_io *io) {
     }
     dm_config cfg;
     dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "sample", DM_SAMPLE_KEYS, &cfg,
-                                NULL, NULL, &st);
+                                NULL, NULL, io, &st);
     if (!m) {
         free(prompt);
         return st;

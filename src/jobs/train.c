@@ -19,13 +19,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "io/ckpt.h"
 #include "io/data.h"
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
+#include "io/rundir.h"
 #include "jobs/eval.h"
+#include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
 #include "jobs/step.h"
 #include "ops/atlas.h"    /* dm_now, the atlas */
@@ -64,6 +65,12 @@ typedef struct {
     long val_step;        /* the step last_bpb was measured at */
     dm_probe probe;       /* was the machine busy while we trained (history.h) */
     char verify_what[64];
+    /* the run directory (rank 0): locked while we write it; undone when we fail before
+     * saving a checkpoint */
+    dm_rundir rd;
+    int rd_open;
+    long last_ckpt;       /* the step of the newest checkpoint in the run; -1: none */
+    int saved;            /* this invocation saved a checkpoint */
 } train_ctx;
 
 /* dir/name <- text, atomically */
@@ -100,6 +107,50 @@ static int trim_metrics(const char *dir, long last, char *err, size_t errlen) {
     return rc;
 }
 
+/* ---- the run directory -------------------------------------------------------------- */
+
+/* Create (a fresh run) and lock the run directory: a second writer is refused. */
+static int lock_run(train_ctx *t, int create) {
+    char err[8192];
+    int rc = dm_rundir_open(&t->rd, t->a->out, create, t->a->locked, err, sizeof err);
+    if (rc == DM_RUNDIR_OK) t->rd_open = 1;
+    return rc == DM_RUNDIR_OK ? 0
+         : dm_fail(t->st, rc == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED, "%s", err);
+}
+
+/* What a failure keeps, for its message. */
+static const char *kept(const train_ctx *t, char *buf, size_t n) {
+    if (t->last_ckpt >= 0)
+        snprintf(buf, n, "the checkpoint of step %ld in %s is kept", t->last_ckpt, t->a->out);
+    else
+        snprintf(buf, n, "no checkpoint was saved, so %s is left as it was", t->a->out);
+    return buf;
+}
+
+/* The corpus must be the one the run trained on: same size, same CRC-32 (a run of an
+ * older dormouse, without them, gets them recorded now). */
+static int check_run_corpus(train_ctx *t) {
+    char err[8192], path[4096];
+    size_t n;
+    uint32_t crc, have = dm_corpus_crc32(&t->corpus);
+    int has_id;
+    if (dm_rundir_read_data(t->a->out, path, sizeof path, &n, &crc, &has_id, err, sizeof err))
+        has_id = 0;
+    if (has_id && (n != t->corpus.n || crc != have))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "the corpus %s (%zu bytes, crc32 %08x) is not "
+                       "the one %s trained on (%zu bytes, crc32 %08x); resume with that corpus",
+                       t->data, t->corpus.n, (unsigned)have, t->a->out, n, (unsigned)crc);
+    if (!has_id)
+        dm_job_note(t->io, "note: %s/data_path had no corpus size and CRC (a run of an older "
+                    "dormouse); recording those of %s\n", t->a->out, t->data);
+    if (has_id && !strcmp(path, t->data)) return 0;
+    char *abs = realpath(t->data, NULL);
+    int wr = dm_rundir_write_data(t->a->out, abs ? abs : t->data, t->corpus.n, have, err,
+                                  sizeof err);
+    free(abs);
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
 /* ---- the config of the run ---------------------------------------------------------- */
 
 /* The config (defaults or the run's config.json, then the file, then the sets), checked;
@@ -117,6 +168,7 @@ static int run_config(train_ctx *t) {
         if (stat(path, &sb) != 0)
             return dm_fail(t->st, DM_JOB_BAD_INPUT,
                            "cannot resume: %s is not a run directory (no config.json)", a->out);
+        if (lock_run(t, 0)) return t->st->code;
         dm_config_default(&t->cfg);
         if (dm_config_apply_file(&t->cfg, path, t->st)) return t->st->code;
         saved = t->cfg;
@@ -137,8 +189,13 @@ static int run_config(train_ctx *t) {
     snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : "");
     snprintf(t->val, sizeof t->val, "%s", a->val ? a->val : "");
     if (!a->data && a->resume) {
-        snprintf(path, sizeof path, "%s/data_path", a->out);
-        dm_read_line(path, t->data, sizeof t->data);
+        size_t n;
+        uint32_t crc;
+        int has_id;
+        if (dm_rundir_read_data(a->out, t->data, sizeof t->data, &n, &crc, &has_id, err,
+                                sizeof err))
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s (name the corpus with "
+                           "--data)", err);
     }
     if (!t->data[0] && !dm_data_path(NULL, t->data, sizeof t->data, t->st)) return t->st->code;
     if (!a->val && a->resume) {
@@ -205,13 +262,8 @@ static int check_corpus(train_ctx *t) {
         return dm_fail(t->st, DM_JOB_FAILED, "out of memory");
     }
     for (int r = 0; r <= N; r++) off[r] = (size_t)r * 2 * sizeof *fp;
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t at = 0; at < t->corpus.n; at += 1u << 30) {
-        size_t len = t->corpus.n - at < (1u << 30) ? t->corpus.n - at : (1u << 30);
-        crc = crc32(crc, t->corpus.bytes + at, (uInt)len);
-    }
     fp[2 * t->rank] = t->corpus.n;
-    fp[2 * t->rank + 1] = crc;
+    fp[2 * t->rank + 1] = dm_corpus_crc32(&t->corpus);
     rc = dm_comm_allgather(t->comm, fp, off, 1);
     for (int r = 1; r < N && !rc && !t->st->code; r++)
         if (fp[2 * r] != fp[0] || fp[2 * r + 1] != fp[1])
@@ -227,24 +279,50 @@ static int check_corpus(train_ctx *t) {
 
 /* ---- set-up ------------------------------------------------------------------------- */
 
-/* The run directory: a fresh run's files, or the resumed run's checkpoint loaded and its
- * metrics trimmed to it; then config.json. Nothing is written before the inputs are good. */
+/* The run directory: a fresh run's files, or the resumed run's newest checkpoint that
+ * loads and its metrics trimmed to it; then config.json. Nothing is written before the
+ * inputs are good, and what is written is undone if the command fails before it saves a
+ * checkpoint (dm_rundir_remember). */
 static int open_run(train_ctx *t) {
     const dm_train_args *a = t->a;
     char err[8192], p[4200];
-    if (!a->resume && dm_ckpt_resolve(a->out, p, sizeof p, err, sizeof err) == 0)
-        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s already holds a run (%s); continue it with "
-                       "--resume or choose another --out", a->out, p);
-    if (dm_mkdir_p(a->out) != 0)
-        return dm_fail(t->st, DM_JOB_FAILED, "cannot create run directory %s: %s", a->out,
-                       strerror(errno));
+    struct stat sb;
+    if (!a->resume) {
+        if (stat(a->out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "--out %s is not a directory", a->out);
+        if (lock_run(t, 1)) return t->st->code;
+        if (dm_ckpt_resolve(a->out, p, sizeof p, err, sizeof err) == 0)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s already holds a run (%s); continue it "
+                           "with --resume or choose another --out", a->out, p);
+    }
+    if (dm_rundir_remember(&t->rd, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (a->resume) {
-        char dir[4096];
-        dm_config saved;
-        if (dm_ckpt_resolve(a->out, dir, sizeof dir, err, sizeof err) ||
-            dm_ckpt_read_config(dir, &saved, &t->start, err, sizeof err) ||
-            dm_ckpt_load(dir, t->m, t->opt, err, sizeof err))
-            return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s", err);
+        dm_ckpt_iter it = {.path = a->out, .with_optim = 1};
+        dm_ckpt *ck;
+        int rc = DM_CKPT_DAMAGED;
+        while (rc != DM_CKPT_OK && (ck = dm_ckpt_next(&it, t->st))) {
+            rc = dm_ckpt_into(ck, t->m, t->opt, err, sizeof err);
+            t->start = dm_ckpt_step(ck);
+            dm_ckpt_close(ck);
+            if (rc == DM_CKPT_MISMATCH) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+            if (rc != DM_CKPT_OK) dm_ckpt_skip(&it, err);
+        }
+        if (rc != DM_CKPT_OK) {
+            char why[sizeof t->st->msg];
+            snprintf(why, sizeof why, "%s", t->st->msg);
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s", why);
+        }
+        dm_ckpt_loaded(&it, t->io);
+        t->last_ckpt = t->start;
+        if (t->start >= t->cfg.steps)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is at step %ld, steps=%d: nothing to "
+                           "train (raise steps with --set steps=N, N > %ld)", a->out, t->start,
+                           t->cfg.steps, t->start);
+        if (a->until > 0 && a->until <= t->start)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "--until %ld: %s is already at step %ld",
+                           a->until, a->out, t->start);
+        if (check_run_corpus(t)) return t->st->code;
         if (trim_metrics(a->out, t->start, err, sizeof err))
             return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
         dm_job_note(t->io, "resuming %s at step %ld of %d\n", a->out, t->start, t->cfg.steps);
@@ -253,14 +331,18 @@ static int open_run(train_ctx *t) {
         unlink(p);
         snprintf(p, sizeof p, "%s/val_path", a->out);
         unlink(p);
-        const char *names[2] = {"data_path", "val_path"}, *paths[2] = {t->data, t->val};
-        for (int i = 0; i < 2 && paths[i][0]; i++) { /* absolute: eval finds them anywhere */
-            char *abs = realpath(paths[i], NULL);
-            snprintf(p, sizeof p, "%s\n", abs ? abs : paths[i]);
+        /* absolute paths: eval finds them anywhere; the corpus with its size and CRC-32 */
+        char *abs = realpath(t->data, NULL);
+        int wr = dm_rundir_write_data(a->out, abs ? abs : t->data, t->corpus.n,
+                                      dm_corpus_crc32(&t->corpus), err, sizeof err);
+        free(abs);
+        if (!wr && t->val[0]) {
+            abs = realpath(t->val, NULL);
+            snprintf(p, sizeof p, "%s\n", abs ? abs : t->val);
             free(abs);
-            if (write_run_file(a->out, names[i], p, err, sizeof err))
-                return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+            wr = write_run_file(a->out, "val_path", p, err, sizeof err);
         }
+        if (wr) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     }
     char *cj = dm_config_to_json(&t->cfg);
     int wr = write_run_file(a->out, "config.json", cj, err, sizeof err);
@@ -389,12 +471,13 @@ static int one_step(train_ctx *t, long step) {
         t->atlas->steps++;
     }
     if (rc) return comm_failed(t);
+    char kb[4400];
     if (!isfinite(t->loss))
-        return dm_fail(t->st, DM_JOB_FAILED, "loss is %g at step %ld; stopping (the last "
-                       "checkpoint in %s is kept)", t->loss, step + 1, t->a->out);
+        return dm_fail(t->st, DM_JOB_FAILED, "loss is %g at step %ld; stopping (%s)", t->loss,
+                       step + 1, kept(t, kb, sizeof kb));
     if (!isfinite(t->gnorm))
-        return dm_fail(t->st, DM_JOB_FAILED, "gradient norm is %g at step %ld; stopping (the "
-                       "last checkpoint in %s is kept)", t->gnorm, step + 1, t->a->out);
+        return dm_fail(t->st, DM_JOB_FAILED, "gradient norm is %g at step %ld; stopping (%s)",
+                       t->gnorm, step + 1, kept(t, kb, sizeof kb));
     t->vrel = -1;
     if (verify) {
         char what[64];
@@ -488,9 +571,12 @@ static int checkpoint(train_ctx *t, long done) {
     int last = done == c->steps, stop = t->stop;
     int until = t->a->until > 0 && done == t->a->until && !last;
     if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
+        char kb[4400];
         if (t->rank == 0 && dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err))
-            dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+            dm_fail(t->st, DM_JOB_FAILED, "%s (%s)", err, kept(t, kb, sizeof kb));
         if (agree(t) != DM_JOB_OK) return 1;
+        t->saved = 1;
+        t->last_ckpt = done;
     }
     char prog[512], out[4200];
     dm_job_prog(t->io, prog, sizeof prog);
@@ -509,6 +595,14 @@ static int checkpoint(train_ctx *t, long done) {
 }
 
 /* ---- finish ------------------------------------------------------------------------- */
+
+/* v as JSON: null when it is not a finite number (or, with absent_below_zero, negative:
+ * a value that does not exist) */
+static const char *jnum(char *buf, size_t n, const char *fmt, double v, int absent_below_zero) {
+    if (!isfinite(v) || (absent_below_zero && v < 0)) snprintf(buf, n, "null");
+    else snprintf(buf, n, fmt, v);
+    return buf;
+}
 
 /* The dispatch counters, the verify bound, the atlas (also atlas.txt) and, for a run that
  * reached its steps, the summary (also summary.json). */
@@ -569,20 +663,22 @@ static void finish(train_ctx *t) {
     dm_shell_quote(out, q, sizeof q);
     dm_job_note(t->io, "next: %s sample %s | %s plot %s | %s eval %s\n", prog, q, prog, q, prog,
                 q);
-    char js[8192], mj[1024];
+    char js[8192], mj[1024], jl[32], jb[32], jv[32], jr[32];
     dm_memory_json(&t->mem, mj, sizeof mj);
     snprintf(js, sizeof js,
-             "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %.6f,\n"
-             "  \"final_train_loss_bits\": %.6f,\n  \"val_bpb\": %.6f,\n  \"val_step\": %ld,\n"
+             "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %s,\n"
+             "  \"final_train_loss_bits\": %s,\n  \"val_bpb\": %s,\n  \"val_step\": %ld,\n"
              "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"threads\": %d,\n"
              "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
              "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
-             "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %.3g,\n  \"memory\": {%s},\n"
+             "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %s,\n  \"memory\": {%s},\n"
              "  \"peak_rss_bytes\": %zu\n}\n",
-             np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall, t->nthreads,
-             t->nranks, c->grad_accum, 1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words,
-             pr.flags, pr.load_max, disp, t->verify_worst, mj, dm_peak_rss_bytes());
+             np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
+             jnum(jb, sizeof jb, "%.6f", bits, 0), jnum(jv, sizeof jv, "%.6f", t->last_bpb, 0),
+             t->val_step, tps, wall, t->nthreads, t->nranks, c->grad_accum,
+             1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words, pr.flags, pr.load_max, disp,
+             jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }
@@ -590,7 +686,8 @@ static void finish(train_ctx *t) {
 dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
-                   .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm)};
+                   .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
+                   .last_ckpt = -1};
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
      * of them there (and nothing is written before every rank is ready) */
@@ -598,16 +695,24 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     if (!agree(&t) && !share_config(&t) && (set_up(&t), !agree(&t)) && !check_corpus(&t) &&
         (open_files(&t), !agree(&t)) && !share_state(&t)) {
         start(&t);
-        for (long step = t.start; step < t.cfg.steps; step++) {
+        if (t.stop) /* asked to stop before a step ran (every rank agreed): nothing to keep */
+            dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the first step; %s is left "
+                    "as it was", a->out);
+        for (long step = t.start; step < t.cfg.steps && !st.code; step++) {
             one_step(&t, step);
             if (agree(&t) || log_eval(&t, step + 1) || checkpoint(&t, step + 1)) break;
         }
-        finish(&t);
+        if (st.code != DM_JOB_INTERRUPTED || t.saved) finish(&t);
         if (t.nranks > 1) agree(&t);
     }
     if (t.m) dm_model_set_atlas(t.m, NULL);
     free(t.atlas);
     if (t.metrics) fclose(t.metrics);
+    t.metrics = NULL;
+    if (t.rd_open) { /* a failed command leaves the directory as it found it (rank 0) */
+        if (st.code != DM_JOB_OK && !t.saved) dm_rundir_abandon(&t.rd);
+        dm_rundir_close(&t.rd);
+    }
     dm_stepper_free(&t.stepper);
     dm_optim_free(t.opt);
     dm_model_free(t.m);

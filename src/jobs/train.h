@@ -22,6 +22,8 @@ typedef struct {
     long until;               /* > 0: stop (with a checkpoint) once this many steps are done */
     dm_comm *comm;            /* the ranks of a run under mpirun (NULL: one process); every
                                  rank calls dm_train with the same arguments */
+    int locked;               /* the caller holds the lock of `out` (an A/B cell, locked by its
+                                 sweep); else the job takes it (io/rundir.h) */
 } dm_train_args;
 
 /* Train. The config: cfg (or the defaults; on resume the run's config.json), then
@@ -29,8 +31,11 @@ typedef struct {
  * (dm_config_check_model). Reports the set-up as notes, every step as a step event
  * (logged = it wrote a metrics line), then the dispatch counters, the atlas and the
  * summary. Returns OK when done (or stopped by `until`); bad input (config, corpus,
- * checkpoint, a run already in `out`); failed (NaN loss or gradient, verify bound, I/O);
- * interrupted when io->stop was set: it stops after the current step, with a checkpoint. */
+ * checkpoint, a run already in `out`, `out` in use by another writer, a resume at or
+ * past `steps` or on another corpus); failed (NaN loss or gradient, verify bound, I/O);
+ * interrupted when io->stop was set: it stops after the current step, with a checkpoint
+ * (before the first step: without one). A command that fails before it saved a
+ * checkpoint leaves `out` as it found it (io/rundir.h). */
 dm_status dm_train(const dm_train_args *a, const dm_job_io *io);
 /* Under mpirun (comm with N ranks) the run is data-parallel (jobs/step.h): rank 0 alone
  * touches the run directory; all ranks return the same status (the first failing rank's,
