@@ -7,12 +7,17 @@
 #       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
 #         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
 #       make uninstall (what the last install wrote)
+#       make fuzz (each libFuzzer harness of fuzz/ for FUZZ_SECONDS, default 60; clang)
+#       make crashtest (the kill -9 crash test, long: CRASHTEST_KILLS, default 270)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps deps-test build run test asan bench clean install uninstall
+FUZZ_SECONDS ?= 60
+CRASHTEST_KILLS ?= 270
+
+.PHONY: all deps deps-test build run test asan bench fuzz crashtest clean install uninstall
 all: build
 
 deps:
@@ -49,5 +54,11 @@ uninstall:
 bench: build
 	@bash scripts/bench_all.sh $(BUILD)
 
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+crashtest: build
+	@DM_CRASHTEST_KILLS=$(CRASHTEST_KILLS) $(BUILD)/test_crash crash_kill9_resume_exact
+
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -8,22 +8,12 @@
 #include "dormouse.h"
 #include "io/ckpt.h"
 
-#define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
-#define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
-             "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set eval_window=1024 " \
-             "--set warmup_steps=1 --set log_every=1 --set threads=1"
+#define CORPUS T_CORPUS
+#define TINY T_TINY
 
 /* Run cmd; expect exit `code`, a single stderr line containing `needle`. */
 static void expect(const char *cmd, int code, const char *needle) {
-    char err[4096];
-    int rc = t_run(cmd, err, sizeof err);
-    int lines = 0;
-    for (const char *p = err; *p; p++) lines += *p == '\n';
-    printf("  [%d] %s\n       -> %s", rc, cmd, err[0] ? err : "(no stderr)\n");
-    CHECKF(rc == code, "exit %d, expected %d: %s", rc, code, cmd);
-    CHECKF(rc < 128, "killed by signal %d: %s", rc - 128, cmd);
-    CHECKF(strstr(err, needle) != NULL, "stderr lacks '%s': %s", needle, err);
-    CHECKF(lines == 1, "expected one line of error, got %d", lines);
+    t_expect(cmd, code, needle, NULL, 0);
 }
 
 TEST(cli_bad_corpus) {

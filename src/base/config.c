@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/num.h"
+#include "base/text.h"
 #include "dormouse.h"
 
 enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM };
@@ -240,8 +241,11 @@ static void accepts(const key_t_ *k, char *buf, size_t n) {
 
 int dm_config_set(dm_config *c, const char *key, const char *value, char *err, size_t errlen) {
     const key_t_ *k = find_key(key);
+    char pk[64], pv[64]; /* quoted on one line */
     if (!k) {
-        if (err) snprintf(err, errlen, "unknown config key '%s' (see `dormouse train --help`)", key);
+        if (err)
+            snprintf(err, errlen, "unknown config key '%s' (see `dormouse train --help`)",
+                     dm_printable(key, pk, sizeof pk));
         return 1;
     }
     char acc[96];
@@ -280,7 +284,9 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     }
     }
 bad:
-    if (err) snprintf(err, errlen, "bad value '%s' for key '%s': expected %s", value, key, acc);
+    if (err)
+        snprintf(err, errlen, "bad value '%s' for key '%s': expected %s",
+                 dm_printable(value, pv, sizeof pv), key, acc);
     return 1;
 }
 
@@ -404,6 +410,7 @@ int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen
     for (cJSON *e = o->child; e && !rc; e = e->next) {
         for (cJSON *f = o->child; f != e; f = f->next)
             if (!strcmp(f->string, e->string)) {
+                /* a known key (dm_config_set took it before): printable as it is */
                 if (err) snprintf(err, errlen, "config key '%s' appears twice", e->string);
                 cJSON_Delete(o);
                 return 1;
@@ -413,7 +420,10 @@ int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen
         else if (cJSON_IsBool(e)) v = cJSON_IsTrue(e) ? "true" : "false";
         else if (cJSON_IsNumber(e)) snprintf(buf, sizeof buf, "%.17g", e->valuedouble);
         else {
-            if (err) snprintf(err, errlen, "config key '%s': expected a number, string or boolean", e->string);
+            char pk[64];
+            if (err)
+                snprintf(err, errlen, "config key '%s': expected a number, string or boolean",
+                         dm_printable(e->string, pk, sizeof pk));
             rc = 1;
             break;
         }

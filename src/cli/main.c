@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/num.h"
+#include "base/text.h"
 #include "cli/cli.h"
 
 /* SIGINT / SIGTERM ask the running job to stop cleanly (it reads the flag as io.stop,
@@ -167,7 +168,9 @@ int dm_args_next(dm_args *a, const char *cmd) {
 int dm_cli_long(const char *flag, const char *v, long lo, long hi, long *out) {
     long long x;
     if (dm_parse_int(v, lo, hi, &x)) {
-        fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
+        char pv[64];
+        fprintf(stderr, "error: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
+                dm_printable(v, pv, sizeof pv));
         return 1;
     }
     *out = (long)x;
@@ -177,8 +180,9 @@ int dm_cli_long(const char *flag, const char *v, long lo, long hi, long *out) {
 int dm_cli_double(const char *flag, const char *v, double lo, double hi, double *out) {
     double x;
     if (dm_parse_real(v, &x) || !(x >= lo && x <= hi)) {
+        char pv[64];
         fprintf(stderr, "error: %s expects a decimal number in [%g, %g], got '%s'\n", flag, lo,
-                hi, v);
+                hi, dm_printable(v, pv, sizeof pv));
         return 1;
     }
     *out = x;

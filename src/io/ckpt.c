@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/num.h"
+#include "base/text.h"
 #include "io/files.h"
 #include "io/safetensors.h"
 
@@ -149,10 +150,15 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
         return 1;
     }
     dm_fsync_dir(run_dir);
-    /* keep the newest KEEP */
-    int n;
+    /* keep the newest KEEP up to this step; one beyond it is of a past the run left (a
+     * damaged checkpoint a resume skipped) */
+    int n, kept = 0;
     ckpt_ent *v = list_ckpts(run_dir, &n);
-    for (int i = KEEP; i < n; i++) {
+    for (int i = 0; i < n; i++) {
+        if (v[i].step <= step && kept < KEEP) {
+            kept++;
+            continue;
+        }
         snprintf(path, sizeof path, "%s/%s", run_dir, v[i].name);
         remove_ckpt_dir(run_dir, path);
     }
@@ -216,14 +222,16 @@ static int check_meta(const dm_st_file *f, const char *name, long *step, char *e
                       size_t errlen) {
     const char *fmt = dm_st_meta(f, "format"), *st = dm_st_meta(f, "step");
     long long s;
+    char pb[48];
     if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0) {
         snprintf(err, errlen, "%s is not a dormouse checkpoint (metadata format '%.40s', "
-                 "expected '" CKPT_FORMAT "')", name, fmt ? fmt : "(none)");
+                 "expected '" CKPT_FORMAT "')", name,
+                 fmt ? dm_printable(fmt, pb, sizeof pb) : "(none)");
         return 1;
     }
     if (!st || dm_parse_int(st, 0, MAX_STEP, &s)) {
-        snprintf(err, errlen, "%s: metadata step '%.40s' is not an integer >= 0", name,
-                 st ? st : "(none)");
+        snprintf(err, errlen, "%s: metadata step '%s' is not an integer >= 0", name,
+                 st ? dm_printable(st, pb, sizeof pb) : "(none)");
         return 1;
     }
     *step = (long)s;
@@ -306,7 +314,9 @@ static int same_names(const dm_st_file *f, const char *const *names, int n, cons
         int j = 0;
         while (j < n && strcmp(names[j], nm)) j++;
         if (j == n) {
-            snprintf(err, errlen, "%s: unknown tensor '%.80s' (not one of the %s)", fname, nm, what);
+            char pn[96];
+            snprintf(err, errlen, "%s: unknown tensor '%s' (not one of the %s)", fname,
+                     dm_printable(nm, pn, sizeof pn), what);
             return 1;
         }
     }

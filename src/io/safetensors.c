@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "io/files.h"
 
 #define MAX_DIM 9007199254740992.0 /* 2^53: larger dimensions are not exact doubles */
@@ -184,8 +185,9 @@ static int cmp_offset(const void *a, const void *b) {
 /* One tensor entry of the header into e. 0 ok, else err. */
 static int parse_entry(const cJSON *t, st_entry *e, size_t data_bytes, const char *path,
                        char *err, size_t errlen) {
-    const char *nm = t->string;
-    e->name = nm;
+    char nm[96], f1[32];
+    e->name = t->string;
+    dm_printable(t->string, nm, sizeof nm); /* names quoted in errors stay on one line */
     if (!cJSON_IsObject(t)) {
         snprintf(err, errlen, "%s: header entry '%s' is not an object", path, nm);
         return 1;
@@ -197,7 +199,7 @@ static int parse_entry(const cJSON *t, st_entry *e, size_t data_bytes, const cha
                            : !strcmp(c->string, "data_offsets") ? &of : NULL;
         if (!slot || *slot) {
             snprintf(err, errlen, "%s: tensor '%s': %s field '%s' in its header entry", path, nm,
-                     slot ? "a repeated" : "an unknown", c->string);
+                     slot ? "a repeated" : "an unknown", dm_printable(c->string, f1, sizeof f1));
             return 1;
         }
         *slot = c;
@@ -208,8 +210,8 @@ static int parse_entry(const cJSON *t, st_entry *e, size_t data_bytes, const cha
         return 1;
     }
     if (strcmp(dt->valuestring, "F32") != 0) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype '%.16s'; dormouse reads F32 only", path,
-                 nm, dt->valuestring);
+        snprintf(err, errlen, "%s: tensor '%s' has dtype '%s'; dormouse reads F32 only", path,
+                 nm, dm_printable(dt->valuestring, f1, sizeof f1));
         return 1;
     }
     int nd = cJSON_GetArraySize(sh);
@@ -300,10 +302,12 @@ static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes
             goto fail;
         }
     int n = cJSON_GetArraySize(f->header), oom;
+    char p1[96], p2[96];
     const char *dup = duplicate_name(f->header, n, &oom);
     if (oom || dup) {
         if (oom) snprintf(err, errlen, "out of memory reading %s", path);
-        else snprintf(err, errlen, "%s: the header names '%s' twice", path, dup);
+        else snprintf(err, errlen, "%s: the header names '%s' twice", path,
+                      dm_printable(dup, p1, sizeof p1));
         goto fail;
     }
     f->e = malloc((size_t)(n ? n : 1) * sizeof *f->e);
@@ -324,7 +328,8 @@ static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes
             dup = duplicate_name(t, cJSON_GetArraySize(t), &oom);
             if (oom || dup) {
                 if (oom) snprintf(err, errlen, "out of memory reading %s", path);
-                else snprintf(err, errlen, "%s: __metadata__ names '%s' twice", path, dup);
+                else snprintf(err, errlen, "%s: __metadata__ names '%s' twice", path,
+                              dm_printable(dup, p1, sizeof p1));
                 goto fail;
             }
             f->meta = t;
@@ -342,11 +347,13 @@ static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes
         if (e->begin != pos) {
             if (e->begin < pos)
                 snprintf(err, errlen, "%s: tensor '%s' overlaps tensor '%s' (data_offsets "
-                         "[%llu, %llu])", path, e->name, order[i - 1]->name,
+                         "[%llu, %llu])", path, dm_printable(e->name, p1, sizeof p1),
+                         dm_printable(order[i - 1]->name, p2, sizeof p2),
                          (unsigned long long)e->begin, (unsigned long long)e->end);
             else
                 snprintf(err, errlen, "%s: a gap of %llu bytes before tensor '%s' (data_offsets "
-                         "[%llu, %llu])", path, (unsigned long long)(e->begin - pos), e->name,
+                         "[%llu, %llu])", path, (unsigned long long)(e->begin - pos),
+                         dm_printable(e->name, p1, sizeof p1),
                          (unsigned long long)e->begin, (unsigned long long)e->end);
             goto fail;
         }
@@ -369,7 +376,8 @@ static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes
                 snprintf(at, sizeof at, " ([%lld, %lld])", (long long)(bad / (size_t)e->shape[1]),
                          (long long)(bad % (size_t)e->shape[1]));
             snprintf(err, errlen, "%s: tensor '%s' holds %g at index %zu%s (a damaged or "
-                     "diverged checkpoint)", path, e->name, (double)x[bad], bad, at);
+                     "diverged checkpoint)", path, dm_printable(e->name, p1, sizeof p1),
+                     (double)x[bad], bad, at);
             goto fail;
         }
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "io/files.h"
 
 /* ---- status ---- */
@@ -204,12 +205,13 @@ const char *dm_split_set(const char *kv, char *key, size_t n) {
 int dm_config_apply_sets(dm_config *c, const char *flag, const char *const *sets, int n,
                          dm_status *st) {
     for (int i = 0; i < n; i++) {
-        char key[64], err[DM_ERRLEN];
+        char key[64], err[DM_ERRLEN], shown[128];
         const char *value = dm_split_set(sets[i], key, sizeof key);
+        dm_printable(sets[i], shown, sizeof shown); /* the error stays one line */
         if (!value)
-            return dm_fail(st, DM_JOB_BAD_INPUT, "%s expects key=value, got '%s'", flag, sets[i]);
+            return dm_fail(st, DM_JOB_BAD_INPUT, "%s expects key=value, got '%s'", flag, shown);
         if (dm_config_set(c, key, value, err, sizeof err))
-            return dm_fail(st, DM_JOB_BAD_INPUT, "%s %s: %s", flag, sets[i], err);
+            return dm_fail(st, DM_JOB_BAD_INPUT, "%s %s: %s", flag, shown, err);
     }
     return 0;
 }

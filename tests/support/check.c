@@ -139,21 +139,51 @@ int t_run_out(const char *cmd, const char *outpath, char *out, size_t n) {
 }
 
 char *t_read_text(const char *path) {
+    char *t = t_slurp(path, NULL);
+    if (!t) printf("  cannot read %s\n", path);
+    return t;
+}
+
+char *t_slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        printf("  cannot read %s\n", path);
-        return NULL;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap + 1);
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) buf = realloc(buf, (cap *= 2) + 1);
     }
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0)
-        if ((n += got) == cap - 1) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
     fclose(f);
-    if (!buf) { fprintf(stderr, "out of memory\n"); abort(); }
-    buf[n] = 0;
+    if (!buf) return NULL;
+    buf[len] = 0;
+    if (n) *n = len;
     return buf;
+}
+
+int t_spit(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 1;
+    int ok = fwrite(data, 1, n, f) == n;
+    return (fclose(f) == 0 && ok) ? 0 : 1;
+}
+
+int t_spawn(const char *cmd, const char *errpath) {
+    char full[8192];
+    snprintf(full, sizeof full, "exec %s", cmd);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *out = errpath ? errpath : "/dev/null";
+        if (!freopen(out, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(127);
+        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
+        _exit(127);
+    }
+    return (int)pid;
+}
+
+int t_wait(int pid) {
+    int status = 0;
+    if (waitpid((pid_t)pid, &status, 0) < 0) return 127;
+    return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
 }

@@ -66,5 +66,24 @@ int t_run(const char *cmd, char *err, size_t errlen);
 /* Run `sh -c cmd` with stdout and stderr both into outpath; returns the exit status and
  * the first n-1 bytes of that output in out (the command line is echoed to stdout). */
 int t_run_out(const char *cmd, const char *outpath, char *out, size_t n);
+/* Run `sh -c cmd`; check that it exits `code` (not by a signal) with exactly one line on
+ * stderr, containing needle; that line into err when err != NULL. */
+void t_expect(const char *cmd, int code, const char *needle, char *err, size_t errlen);
+/* The whole file, malloc'd (NUL-terminated past *n); NULL when it cannot be read. */
+char *t_slurp(const char *path, size_t *n);
+/* Write n bytes to path (replacing it); 0 ok. */
+int t_spit(const char *path, const void *data, size_t n);
+/* Start `exec cmd` under sh in the background (so the pid is the command's own), its
+ * stdout and stderr into errpath (/dev/null when NULL); returns the pid. */
+int t_spawn(const char *cmd, const char *errpath);
+/* Wait for a t_spawn'ed process: its exit status, or minus the signal that killed it. */
+int t_wait(int pid);
+
+/* The tiny model and run of the command-line tests, as --set flags: a step takes a few
+ * milliseconds. */
+#define T_TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
+               "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set eval_window=1024 " \
+               "--set warmup_steps=1 --set log_every=1 --set threads=1"
+#define T_CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz" /* the bundled corpus */
 
 #endif

@@ -1,0 +1,11 @@
+/* text.h — text from files and flags made safe to quote in a one-line message. */
+#ifndef DM_TEXT_H
+#define DM_TEXT_H
+
+#include <stddef.h>
+
+/* s as buf can show it on one line: control bytes (newlines, tabs, escape sequences)
+ * become '?', and text beyond n - 1 bytes is cut with "...". Returns buf. */
+const char *dm_printable(const char *s, char *buf, size_t n);
+
+#endif
