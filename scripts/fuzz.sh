@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh [SECONDS] — `make fuzz`: build the libFuzzer harnesses of fuzz/ with clang
 # (ASan + UBSan, build-fuzz/) and run each target for SECONDS (default: FUZZ_SECONDS or
-# 60), one after the other, at nice 19 (FUZZ_NICE). Each run starts from the seeds of
+# 60) or until FUZZ_RUNS executions when that is set, one after the other, at nice 19
+# (FUZZ_NICE). Each run starts from the seeds of
 # fuzz/corpus/T and what earlier runs found (kept in build-fuzz/corpus/T, not in git).
 # An input that crashes, hangs (FUZZ_TIMEOUT s, default 10) or trips a sanitizer is
 # copied into fuzz/regress/T/ — the regression corpus `make test` replays through the
@@ -31,6 +32,7 @@ for t in $targets; do
   mkdir -p "$work" "$art"
   dict=()
   [[ -f fuzz/$t.dict ]] && dict=(-dict="fuzz/$t.dict")
+  [[ -n ${FUZZ_RUNS:-} ]] && dict+=(-runs="$FUZZ_RUNS")
   t0=$(date +%s)
   nice -n "$nice_level" "build-fuzz/fuzz_$t" "$work" "fuzz/corpus/$t" "${dict[@]}" \
     -max_total_time="$secs" -timeout="$timeout_s" -rss_limit_mb=2048 \
@@ -38,6 +40,7 @@ for t in $targets; do
   rc=$?
   t1=$(date +%s)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cp "$log" "build-fuzz/fuzz_$t.$(date +%Y%m%d-%H%M%S).log"
   echo "fuzz $t: ${execs:-?} executions in $((t1 - t0)) s, corpus $(ls "$work" | wc -l) inputs" \
        "($(du -sk "$work" | cut -f1) KiB), exit $rc (log: $log)"
   for a in "$art"*; do

@@ -1,8 +1,11 @@
 /* test_cli.c — the `dormouse` command on bad input (each case a clear one-line error,
  * exit code 2, no crash, no partial output files), and on SIGTERM. */
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "dormouse.h"
@@ -192,5 +195,70 @@ TEST(cli_train_interrupt_saves_checkpoint) {
     CHECK(dm_ckpt_resolve(run, dir, sizeof dir, err, sizeof err) == 0);
     long step2 = 0;
     CHECK(dm_ckpt_read_config(dir, &saved, &step2, err, sizeof err) == 0 && step2 == step + 2);
+    t_rmtree(d);
+}
+
+/* 1 when process pid has a file descriptor open on the file target (a real path) */
+static int has_open(int pid, const char *target) {
+    char dir[64], p[400], link[4096];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(p, link, sizeof link - 1);
+        if (n > 0) {
+            link[n] = 0;
+            found = !strcmp(link, target);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* Case 10: a signal while the command is still setting up (reading its corpus, before
+ * any step) ends it in order: exit 128 + the signal (130 SIGINT, 143 SIGTERM), one line
+ * on stderr, nothing written. The command is caught with its corpus open. */
+TEST(cli_signal_during_setup) {
+    char d[256], run[512], cmd[8192], errp[512], corpus[4096];
+    t_tmpdir(d, sizeof d);
+    if (!realpath(CORPUS, corpus) || !t_exists("/proc/self/fd")) {
+        t_skip("no /proc to watch the command's open files");
+        t_rmtree(d);
+        return;
+    }
+    const int sigs[] = {SIGINT, SIGTERM, SIGTERM, SIGINT};
+    for (int i = 0; i < 4; i++) {
+        snprintf(run, sizeof run, "%s/run%d", d, i);
+        snprintf(errp, sizeof errp, "%s/err%d", d, i);
+        snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " TINY " --set steps=3",
+                 corpus, run);
+        int caught = 0, rc = 0;
+        for (int attempt = 0; attempt < 20 && !caught; attempt++) {
+            int pid = t_spawn(cmd, errp);
+            for (int k = 0; k < 200000 && !caught; k++) {
+                if (has_open(pid, corpus)) {
+                    kill(pid, sigs[i]);
+                    caught = 1;
+                }
+                if (!caught && kill(pid, 0) != 0) break; /* gone (a zombie still answers) */
+            }
+            if (!caught) kill(pid, SIGKILL);
+            rc = t_wait(pid);
+            if (!caught) t_rmtree(run);
+        }
+        CHECKF(caught, "never saw the command with its corpus open");
+        if (!caught) break;
+        char *err = t_slurp(errp, NULL);
+        printf("  signal %d while reading the corpus: exit %d, %s", sigs[i], rc, err ? err : "\n");
+        CHECKF(rc == 128 + sigs[i], "exit %d, expected %d (%s)", rc, 128 + sigs[i],
+               rc < 0 ? "killed by the signal" : "an exit code");
+        CHECKF(err && strstr(err, "interrupted before the first step") &&
+               strchr(err, '\n') == err + strlen(err) - 1, "stderr: %s", err ? err : "");
+        CHECKF(!t_exists(run), "the interrupted command left %s", run);
+        free(err);
+    }
     t_rmtree(d);
 }

@@ -166,3 +166,86 @@ TEST(config_grad_accum) {
     c.grad_accum = 2;
     CHECK(dm_config_validate(&c, err, sizeof err) == 0);
 }
+
+/* Strict numbers (issue 10, case 9): the whole value is the number, decimal, without
+ * spaces, '+', hex, inf or nan; the values that are numbers still read. */
+TEST(config_strict_numbers) {
+    const char *bad[][2] = {
+        {"seed", " -1"}, {"seed", "-1"}, {"seed", "+1"}, {"seed", "0x10"}, {"seed", "1 "},
+        {"seed", "18446744073709551616"}, {"seed", "9007199254740992"},
+        {"batch_size", " 8"}, {"batch_size", "+4"},
+        {"batch_size", "8 "}, {"batch_size", "4.0"}, {"batch_size", "1e1"}, {"batch_size", ""},
+        {"lr", "0x1p-8"}, {"lr", " 0.1"}, {"lr", "+0.1"}, {"lr", "inf"}, {"lr", "nan"},
+        {"lr", "1e"}, {"lr", "."}, {"lr", "1e400"}, {"lr", "0.1x"}, {"eval_window", "1e5"},
+        {"tie_embeddings", "yes"}, {"mixer", "kda "},
+    };
+    const char *good[][3] = {
+        {"seed", "9007199254740991", "9007199254740991"}, {"seed", "0", "0"},
+        {"batch_size", "8", "8"}, {"lr", "0.001", "0.001"}, {"lr", "1e-3", "0.001"},
+        {"lr", ".5", "0.5"}, {"lr", "2.", "2"}, {"lr", "1E-2", "0.01"}, {"lr", "5e+0", "5"},
+        {"gate_lower_bound", "-1.5", "-1.5"}, {"gate_lower_bound", "-0", "-0"},
+    };
+    dm_config c;
+    char err[DM_ERRLEN], val[64];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dm_config_default(&c);
+        int rc = dm_config_set(&c, bad[i][0], bad[i][1], err, sizeof err);
+        CHECKF(rc != 0, "%s='%s' accepted", bad[i][0], bad[i][1]);
+        CHECKF(rc == 0 || strstr(err, bad[i][0]), "error does not name the key: %s", err);
+    }
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        dm_config_default(&c);
+        CHECKF(dm_config_set(&c, good[i][0], good[i][1], err, sizeof err) == 0, "%s", err);
+        dm_config_get(&c, good[i][0], val, sizeof val);
+        CHECKF(!strcmp(val, good[i][2]), "%s='%s' read as %s", good[i][0], good[i][1], val);
+    }
+}
+
+/* Strict JSON config files (case 9): trailing text and a key twice are errors naming
+ * what is wrong; the same keys in a clean file read. */
+TEST(config_strict_json) {
+    const char *bad[][2] = {
+        {"{\"steps\": 2}garbage", "text after the JSON object"},
+        {"{\"steps\": 2} {}", "text after the JSON object"},
+        {"{\"steps\": 2, \"lr\": 0.1, \"steps\": 3}", "'steps' appears twice"},
+        {"{\"batch_size\": \" 8\"}", "batch_size"},
+        {"{\"lr\": \"0x1p-8\"}", "lr"},
+        {"{\"steps\": 2.5}", "steps"},
+        {"{\"steps\": [2]}", "steps"},
+        {"[1]", "not a JSON object"},
+        {"{\"ste\\nps\": 2}", "unknown config key 'ste?ps'"},
+    };
+    dm_config c;
+    char err[DM_ERRLEN];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dm_config_default(&c);
+        int rc = dm_config_from_json(&c, bad[i][0], err, sizeof err);
+        CHECKF(rc != 0 && strstr(err, bad[i][1]) && !strchr(err, '\n'), "'%s': %s", bad[i][0],
+               rc ? err : "accepted");
+    }
+    dm_config_default(&c);
+    CHECK(dm_config_from_json(&c, " {\"steps\": 2, \"lr\": 0.5, \"seed\": \"7\"} \n", err,
+                              sizeof err) == 0);
+    CHECK(c.steps == 2 && c.lr == 0.5f && c.seed == 7);
+    /* the command line: --set, --config and flags; one line, exit 2 */
+    char d[256], cmd[2048];
+    t_tmpdir(d, sizeof d);
+    const char *sets[] = {"seed= -1", "batch_size= 8", "batch_size=+4", "lr=0x1p-8"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/run --set '%s'", d, sets[i]);
+        t_expect(cmd, 2, sets[i], NULL, 0);
+    }
+    snprintf(cmd, sizeof cmd, "printf '{\"steps\": 2}garbage' > %s/c.json && " DM_CLI
+             " train --out %s/run --config %s/c.json", d, d, d);
+    t_expect(cmd, 2, "text after the JSON object", NULL, 0);
+    snprintf(cmd, sizeof cmd, "printf '{\"steps\": 2, \"steps\": 3}' > %s/c.json && " DM_CLI
+             " train --out %s/run --config %s/c.json", d, d, d);
+    t_expect(cmd, 2, "'steps' appears twice", NULL, 0);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/run --until +5", d);
+    t_expect(cmd, 2, "--until expects an integer", NULL, 0);
+    snprintf(cmd, sizeof cmd, DM_CLI " sample %s/x --temperature 0x1p-1", d);
+    t_expect(cmd, 2, "--temperature expects a decimal number", NULL, 0);
+    snprintf(cmd, sizeof cmd, "%s/run", d);
+    CHECK(!t_exists(cmd));
+    t_rmtree(d);
+}

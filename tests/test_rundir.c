@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -312,5 +313,68 @@ TEST(rundir_fallback_to_loadable) {
     snprintf(cmd, sizeof cmd, DM_CLI " eval %s", run);
     t_expect(cmd, 2, "ckpt-00000006/model.safetensors is truncated", out, sizeof out);
     CHECK(strstr(out, "older checkpoint") != NULL);
+    t_rmtree(d);
+}
+
+/* Case 11, watched as it happens: while a run saves a checkpoint every step and prunes
+ * the old ones, inotify reports every file deleted inside a ckpt-N directory together
+ * with the renames of those directories, in order: no file may be deleted from a
+ * directory while it still carries the name ckpt-N (pruning renames it to ckpt-N.del
+ * first). */
+TEST(rundir_pruning_is_atomic) {
+    char d[256], run[512], cmd[4096];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(cmd, sizeof cmd, "mkdir %s", run);
+    CHECK(t_run(cmd, NULL, 0) == 0);
+    int in = inotify_init1(IN_NONBLOCK);
+    if (in < 0) {
+        t_skip("no inotify");
+        t_rmtree(d);
+        return;
+    }
+    inotify_add_watch(in, run, IN_MOVED_TO | IN_MOVED_FROM);
+    enum { MAXW = 4096 };
+    static int live[MAXW];       /* by watch descriptor: 1 while named ckpt-N */
+    static long long step_of[MAXW]; /* by watch descriptor: its N */
+    memset(live, 0, sizeof live);
+    snprintf(cmd, sizeof cmd, TRAIN " --out %s --set steps=12 --set ckpt_every=1", run);
+    int pid = t_spawn(cmd, NULL), rc = -1, deleted = 0, in_place = 0, renamed = 0;
+    char buf[1 << 16] __attribute__((aligned(8)));
+    for (int done = 0; !done;) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            done = 1; /* read what is left, then stop */
+        }
+        ssize_t n;
+        while ((n = read(in, buf, sizeof buf)) > 0)
+            for (char *p = buf; p < buf + n;) {
+                struct inotify_event *e = (struct inotify_event *)p;
+                p += sizeof *e + e->len;
+                long long step;
+                int is_ckpt = e->len && sscanf(e->name, "ckpt-%lld", &step) == 1 &&
+                              strspn(e->name + 5, "0123456789") == strlen(e->name + 5);
+                if (e->mask & IN_MOVED_TO && is_ckpt) { /* a new checkpoint: watch inside */
+                    char sub[1024];
+                    snprintf(sub, sizeof sub, "%s/%s", run, e->name);
+                    int wd = inotify_add_watch(in, sub, IN_DELETE);
+                    if (wd >= 0 && wd < MAXW) live[wd] = 1, step_of[wd] = step;
+                } else if (e->mask & IN_MOVED_FROM && is_ckpt) { /* renamed to ckpt-N.del */
+                    renamed++;
+                    for (int w = 0; w < MAXW; w++)
+                        if (live[w] && step_of[w] == step) live[w] = 0;                } else if (e->mask & IN_DELETE && e->wd >= 0 && e->wd < MAXW) {
+                    deleted++;
+                    in_place += live[e->wd];
+                }
+            }
+        if (!done) sleep_ms(1);
+    }
+    close(in);
+    printf("  %d files deleted from checkpoint directories, %d while named ckpt-N; %d renamed "
+           "away\n", deleted, in_place, renamed);
+    CHECKF(rc == 0, "the run exited %d", rc);
+    CHECKF(deleted > 0, "saw no pruning");
+    CHECKF(in_place == 0, "%d files deleted from a directory still named ckpt-N", in_place);
     t_rmtree(d);
 }

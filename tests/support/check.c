@@ -174,8 +174,9 @@ int t_spawn(const char *cmd, const char *errpath) {
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        const char *out = errpath ? errpath : "/dev/null";
-        if (!freopen(out, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(127);
+        if (!freopen(errpath ? errpath : "/dev/null", "w", stderr) ||
+            !freopen("/dev/null", "w", stdout))
+            _exit(127);
         execl("/bin/sh", "sh", "-c", full, (char *)NULL);
         _exit(127);
     }

@@ -74,7 +74,7 @@ char *t_slurp(const char *path, size_t *n);
 /* Write n bytes to path (replacing it); 0 ok. */
 int t_spit(const char *path, const void *data, size_t n);
 /* Start `exec cmd` under sh in the background (so the pid is the command's own), its
- * stdout and stderr into errpath (/dev/null when NULL); returns the pid. */
+ * stderr into errpath (/dev/null when NULL), its stdout to /dev/null; returns the pid. */
 int t_spawn(const char *cmd, const char *errpath);
 /* Wait for a t_spawn'ed process: its exit status, or minus the signal that killed it. */
 int t_wait(int pid);
