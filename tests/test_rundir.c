@@ -123,6 +123,16 @@ TEST(rundir_second_writer_refused) {
     t_rmtree(d);
 }
 
+/* A tiny run into DIR/run (path into run) with the given --set flags; 0 when it trained. */
+static int new_run(const char *d, char *run, size_t n, const char *sets) {
+    char cmd[4096], err[4096];
+    snprintf(run, n, "%s/run", d);
+    snprintf(cmd, sizeof cmd, TRAIN " --out %s %s", run, sets);
+    int rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0, "run: %d %s", rc, err);
+    return rc;
+}
+
 /* the names in dir, sorted, as one string */
 static void listing(const char *dir, char *buf, size_t n) {
     char cmd[600];
@@ -187,10 +197,8 @@ TEST(rundir_failed_commands_leave_nothing) {
 TEST(rundir_resume_guards) {
     char d[256], run[512], cmd[4096], err[4096], p[600];
     t_tmpdir(d, sizeof d);
-    snprintf(run, sizeof run, "%s/run", d);
-    snprintf(cmd, sizeof cmd, TRAIN " --out %s --set steps=4", run);
-    int rc = t_run(cmd, err, sizeof err);
-    CHECKF(rc == 0, "run: %d %s", rc, err);
+    new_run(d, run, sizeof run, "--set steps=4");
+    int rc;
     snprintf(p, sizeof p, "%s/summary.json", run);
     char *sj = t_slurp(p, NULL);
     cJSON *o = sj ? cJSON_Parse(sj) : NULL;
@@ -247,12 +255,9 @@ TEST(rundir_out_is_a_file) {
  * left (ckpt-N.tmp, ckpt-N.del) is never read and goes at the next save; a checkpoint
  * beyond the one resumed from (a damaged one skipped) goes too. */
 TEST(rundir_pruning_and_leftovers) {
-    char d[256], run[512], cmd[4096], err[4096], ls[1024];
+    char d[256], run[512], cmd[4096], ls[1024];
     t_tmpdir(d, sizeof d);
-    snprintf(run, sizeof run, "%s/run", d);
-    snprintf(cmd, sizeof cmd, TRAIN " --out %s --set steps=5 --set ckpt_every=1", run);
-    int rc = t_run(cmd, err, sizeof err);
-    CHECKF(rc == 0, "run: %d %s", rc, err);
+    new_run(d, run, sizeof run, "--set steps=5 --set ckpt_every=1");
     listing(run, ls, sizeof ls);
     CHECKF(!strcmp(ls, "ckpt-00000004 ckpt-00000005 config.json data_path metrics.jsonl "
                        "summary.json "), "after the run: %s", ls);

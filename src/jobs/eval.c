@@ -102,9 +102,11 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     if (m && !st.code && c.n < w) /* as train does: never a smaller window than asked for */
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s has %zu bytes, fewer than eval_window=%zu; pass "
                 "--set eval_window=%zu (or less) to score all of it", data, c.n, w, c.n);
-    int code = st.code, stop = 0;
+    int code = st.code, stop = dm_job_stopped(io);
     dm_comm_agree(a->comm, &code, st.msg, sizeof st.msg, &stop);
     st.code = code;
+    if (!st.code && stop) /* asked to stop while loading: do not start the window */
+        dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {
         dm_step_threads(&cfg, a->comm);
         double bpb = dm_eval_bpb(m, c.bytes + (c.n - w), w, cfg.batch_size, cfg.seq_len, a->comm);
