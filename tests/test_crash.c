@@ -4,7 +4,11 @@
  * every kill each directory named ckpt-N is complete and loads (model and optimizer), and
  * there are at most three; at the end resume and eval work, and every step's loss, the
  * validation BPB and the final weights equal an uninterrupted run's, to the bit.
- * DM_CRASHTEST_KILLS sets the number of kills (default 20; `make crashtest`: 270). */
+ * The kills land at random moments within three times what a one-step run takes here
+ * (start-up, a step, a checkpoint), and the run is long enough for all of them (from
+ * the time of a step here), so they spread over start-up and training on a fast machine
+ * and on a slow build (ASan) alike. DM_CRASHTEST_KILLS sets the number of kills (default
+ * 20; `make crashtest`: 270). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,7 +64,6 @@ TEST(crash_kill9_resume_exact) {
     const char *env = getenv("DM_CRASHTEST_KILLS");
     int kills = env ? atoi(env) : 20;
     if (kills < 1) kills = 20;
-    int steps = 5 * kills;
     char d[256], corpus[512], run[512], ref[512], cmd[4096], err[4096];
     t_tmpdir(d, sizeof d);
     snprintf(corpus, sizeof corpus, "%s/corpus.txt", d);
@@ -68,6 +71,23 @@ TEST(crash_kill9_resume_exact) {
     snprintf(ref, sizeof ref, "%s/ref", d);
     snprintf(cmd, sizeof cmd, "zcat " T_CORPUS " | head -c 300000 > %s", corpus);
     CHECK(t_run(cmd, NULL, 0) == 0);
+    /* the time of a one-step run (start-up dominates it) and of a step, here */
+    double ms[2];
+    for (int i = 0; i < 2; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s/probe%d " SETS
+                 " --set steps=%d", corpus, d, i, i ? 21 : 1);
+        CHECK(t_run(cmd, err, sizeof err) == 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ms[i] = 1e3 * (t1.tv_sec - t0.tv_sec) + 1e-6 * (t1.tv_nsec - t0.tv_nsec);
+    }
+    double one_ms = ms[0], step_ms = (ms[1] - ms[0]) / 20;
+    if (step_ms < 0.5) step_ms = 0.5;
+    /* a kill lands on average 1.5 one-step runs in, about half of one after start-up:
+     * twice that progress per kill */
+    int steps = 20 + (int)(kills * one_ms / step_ms);
+    printf("  a one-step run %.0f ms, a step %.1f ms: %d steps\n", one_ms, step_ms, steps);
     snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " SETS " --set steps=%d", corpus,
              ref, steps);
     int rc = t_run(cmd, err, sizeof err);
@@ -91,7 +111,7 @@ TEST(crash_kill9_resume_exact) {
                       corpus, run, steps);
         resumed += has;
         int pid = t_spawn(cmd, NULL);
-        sleep_ms(250.0 * dm_rng_uniform(&r));
+        sleep_ms(3 * one_ms * dm_rng_uniform(&r));
         kill(pid, SIGKILL);
         rc = t_wait(pid);
         killed += rc == -SIGKILL;
@@ -104,11 +124,16 @@ TEST(crash_kill9_resume_exact) {
             bad = 1;
         }
     }
-    printf("  %d runs killed with SIGKILL, %d of them resumed runs, at most %d checkpoints at "
-           "once; %s\n", killed, resumed, most, finished ? "the run finished" : "unfinished");
+    printf("  %d runs killed with SIGKILL within %.0f ms of their start, %d of them resumed "
+           "runs, at most %d checkpoints at once; %s\n", killed, 3 * one_ms, resumed, most,
+           finished ? "the run finished" : "unfinished");
     CHECKF(resumed > 0, "no kill landed after the first checkpoint");
     /* finish, then the same run as the uninterrupted one */
-    snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s", run);
+    if (dm_ckpt_resolve(run, mp, sizeof mp, err, sizeof err) == 0)
+        snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s", run);
+    else
+        snprintf(cmd, sizeof cmd, DM_CLI " train --data %s --out %s " SETS " --set steps=%d",
+                 corpus, run, steps);
     rc = t_run(cmd, err, sizeof err);
     CHECKF(rc == 0 || (finished && rc == 2), "final resume: %d %s", rc, err);
     char ma[600], mb[600];
