@@ -85,13 +85,32 @@ static void clear_leftovers(const char *run_dir) {
 /* Remove a checkpoint directory so that its name disappears in one step: renamed to
  * NAME.del, then deleted. */
 static void remove_ckpt_dir(const char *run_dir, const char *dir) {
-    char del[4300];
+    char del[4500];
     snprintf(del, sizeof del, "%s.del", dir);
     if (rename(dir, del) != 0) return;
     dm_fsync_dir(run_dir);
     dm_rmtree(del);
 }
 
+/* Keep the newest KEEP checkpoints up to step; one beyond it is of a past the run left (a
+ * damaged checkpoint a resume skipped). */
+static void prune(const char *run_dir, long step) {
+    char path[4400];
+    int n, kept = 0;
+    ckpt_ent *v = list_ckpts(run_dir, &n);
+    for (int i = 0; i < n; i++) {
+        if (v[i].step <= step && kept < KEEP) {
+            kept++;
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", run_dir, v[i].name);
+        remove_ckpt_dir(run_dir, path);
+    }
+    free(v);
+}
+
+/* The save prunes before it writes (what a writer killed while pruning left) and after
+ * the new checkpoint is in: at most KEEP + 1 exist at any moment. */
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,
                  size_t errlen) {
     char dir[4000], tmp[4100], path[4200], stepbuf[32];
@@ -99,6 +118,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
     clear_leftovers(run_dir);
+    prune(run_dir, step);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return 1;
@@ -150,19 +170,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
         return 1;
     }
     dm_fsync_dir(run_dir);
-    /* keep the newest KEEP up to this step; one beyond it is of a past the run left (a
-     * damaged checkpoint a resume skipped) */
-    int n, kept = 0;
-    ckpt_ent *v = list_ckpts(run_dir, &n);
-    for (int i = 0; i < n; i++) {
-        if (v[i].step <= step && kept < KEEP) {
-            kept++;
-            continue;
-        }
-        snprintf(path, sizeof path, "%s/%s", run_dir, v[i].name);
-        remove_ckpt_dir(run_dir, path);
-    }
-    free(v);
+    prune(run_dir, step);
     return 0;
 }
 
