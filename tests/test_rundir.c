@@ -304,7 +304,7 @@ TEST(rundir_fallback_to_loadable) {
     t_expect(cmd, 0, "ckpt-00000004/model.safetensors is truncated", NULL, 0);
     snprintf(cmd, sizeof cmd, "%s/eval.txt", d);
     char *ev = t_slurp(cmd, NULL);
-    CHECKF(ev && strstr(ev, "(checkpoint step 3)"), "eval used: %s", ev ? ev : "(nothing)");
+    CHECKF(ev && strstr(ev, "checkpoint step 3)"), "eval used: %s", ev ? ev : "(nothing)");
     free(ev);
     snprintf(cmd, sizeof cmd, DM_CLI " eval %s/ckpt-00000004", run); /* asked for by name */
     t_expect(cmd, 2, "truncated", NULL, 0);

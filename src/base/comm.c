@@ -107,11 +107,12 @@ int dm_comm_agree(dm_comm *c, int *code, char *msg, size_t n, int *stop) {
     if (!c->failed) {
         char why[400] = "";
         double t0 = mono_now();
-        int v[2] = {*code ? c->rank : c->size, *stop ? 0 : 1};
+        /* both minima: the lowest failing rank, and 1000 - the largest stop request */
+        int v[2] = {*code ? c->rank : c->size, *stop > 0 && *stop < 1000 ? 1000 - *stop : 1000};
         int rc = dm_xport_min2(c, v, why, sizeof why);
         done(c, t0, 2.0 * sizeof(int), rc, why);
         if (!rc) {
-            *stop = v[1] == 0;
+            *stop = 1000 - v[1];
             if (v[0] == c->size) return 0; /* no rank failed */
             int root = v[0];
             /* the failing rank's code and message, as one buffer */

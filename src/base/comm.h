@@ -54,10 +54,11 @@ int dm_comm_alltoall_shards(dm_comm *c, const float *send, float *recv, const si
 int dm_comm_bcast(dm_comm *c, void *buf, size_t count, size_t elem, int root);
 
 /* Agreement at a point every rank reaches: *code is this rank's status (0 = fine), msg its
- * message, *stop its stop request. Afterwards, on every rank: *code and msg are those of
- * the lowest failing rank (msg prefixed "rank R: " when R > 0), *stop is 1 when any rank
- * asked to stop. Returns 1 only when the exchange itself failed (*code and msg then say
- * so). msg has room for n bytes. */
+ * message, *stop its stop request (0: none; else a positive number, the signal that
+ * asked, below 1000). Afterwards, on every rank: *code and msg are those of the lowest
+ * failing rank (msg prefixed "rank R: " when R > 0), *stop is the largest stop request of
+ * any rank (0 when none asked). Returns 1 only when the exchange itself failed (*code and
+ * msg then say so). msg has room for n bytes. */
 int dm_comm_agree(dm_comm *c, int *code, char *msg, size_t n, int *stop);
 
 /* This rank's traffic since the comm started: bytes sent, seconds inside collectives,

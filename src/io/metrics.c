@@ -6,6 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "io/files.h"
 
 /* the column of key, added when new; -1 when out of memory */
 static int col_of(dm_metrics *m, const char *key, int *cap) {
@@ -24,9 +27,13 @@ static int col_of(dm_metrics *m, const char *key, int *cap) {
 
 int dm_metrics_read(const char *path, dm_metrics *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "r");
+    int fd = dm_open_regular(path, NULL, err, errlen); /* a FIFO is refused, not waited on */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
     if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+            close(fd);
+        }
         return 1;
     }
     /* rows as parsed objects first: the column count is known only at the end */

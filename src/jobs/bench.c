@@ -270,10 +270,12 @@ static int run_reps(bench_ctx *b) {
         for (int j = 0; j < 2; j++)
             if (arm_step(b, &A[(r + j) % 2], r)) return b->st->code;
         dm_probe_tick(&probe);
-        int code = 0, stop = dm_job_stopped(b->io); /* every rank stops at the same rep */
+        /* every rank stops at the same rep, as the one that got the signal */
+        int code = 0, stop = dm_job_stopped(b->io) ? (int)*b->io->stop : 0;
         char msg[1024];
         if (dm_comm_agree(b->a->comm, &code, msg, sizeof msg, &stop))
             return dm_fail(b->st, DM_JOB_FAILED, "%s", msg);
+        if (stop && !*b->io->stop) *b->io->stop = stop;
         if (stop && r + 1 < reps)
             return dm_fail(b->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d reps; "
                            "nothing reported", r + 1, reps);

@@ -102,9 +102,10 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     if (m && !st.code && c.n < w) /* as train does: never a smaller window than asked for */
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s has %zu bytes, fewer than eval_window=%zu; pass "
                 "--set eval_window=%zu (or less) to score all of it", data, c.n, w, c.n);
-    int code = st.code, stop = dm_job_stopped(io);
+    int code = st.code, stop = dm_job_stopped(io) ? (int)*io->stop : 0;
     dm_comm_agree(a->comm, &code, st.msg, sizeof st.msg, &stop);
     st.code = code;
+    if (stop && io && io->stop && !*io->stop) *io->stop = stop; /* as the rank signalled */
     if (!st.code && stop) /* asked to stop while loading: do not start the window */
         dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {

@@ -56,9 +56,11 @@ typedef void (*dm_progress_fn)(void *user, const dm_event *ev);
 typedef struct {
     dm_progress_fn fn;             /* NULL: no progress */
     void *user;
-    volatile sig_atomic_t *stop;   /* set asynchronously (the CLI's signal handler); the job
-                                      stops cleanly after its current unit of work. NULL:
-                                      never */
+    volatile sig_atomic_t *stop;   /* set asynchronously (the CLI's signal handler, to the
+                                      signal); the job stops cleanly after its current unit
+                                      of work. A job of several processes sets it on every
+                                      one to the signal one of them got, so all exit alike.
+                                      NULL: never */
     const char *prog;              /* how the user runs dormouse (argv[0]), for the commands
                                       a job tells them to run next; NULL: "dormouse" */
 } dm_job_io;
