@@ -49,7 +49,7 @@ if [[ -n ${HISTORY:-} ]]; then
   spread=$(printf '%s\n' "${ratios[@]}" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f", hi - lo }')
   fl=$(printf '%s\n' "${flags[@]}" | tr ',' '\n' | { grep -v '^-$' || true; } | sort -u | paste -sd, -)
   commit=$(git -C "$(dirname "$0")/.." rev-parse --short HEAD 2>/dev/null || echo -)
-  [[ -n $(git -C "$(dirname "$0")/.." status --porcelain --untracked-files=no 2>/dev/null) ]] && fl=${fl:+$fl,}dirty
+  [[ -n $(git -C "$(dirname "$0")/.." status --porcelain --untracked-files=no -- . ':!benches/history.tsv' 2>/dev/null) ]] && fl=${fl:+$fl,}dirty
   printf '%s\t%s\t%s\tbench:mpi\tmixer=kda d_model=256 batch_size=4 grad_accum=2 seq_len=512 | one process threads=2 vs mpirun -np 2 threads=1%s\tstep_tokens_per_s_ratio_np2\t%s\t%s\t%s\t%s\n' \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$commit" "$machine" "${*:+ $*}" "$median" "$spread" "$rounds" "${fl:--}" >>"$HISTORY"
   echo "history: appended 1 row to $HISTORY"
