@@ -63,6 +63,9 @@ typedef struct dm_config {
                                batch_size x grad_accum sequences               (1)   */
     int seq_len;            /* bytes per sequence                              (512) */
     int steps;              /* optimizer steps                                 (1000)*/
+    long time_budget;       /* seconds of wall clock a fresh run fits (set-up,
+                               steps, evaluation): fixes steps from the measured
+                               rate; 0 = off                                   (0)   */
     float lr;               /* peak learning rate (AdamW side)                  */
     float muon_lr;          /* peak learning rate of Muon matrices              */
     float weight_decay;     /* decoupled, on matrices                           */
@@ -213,6 +216,8 @@ void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n);
 /* The same as a table: per op and direction the calls, which implementation ran them,
  * what did not run and why, and the verify maximum when verify mode ran. */
 void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n);
+/* Zero those counters (a trial the report should not count: train's time-budget probe). */
+void dm_model_dispatch_reset(dm_model *m);
 /* Verify mode: while on, every op call also runs a second implementation on the same
  * inputs (the reference, or the fast one when the reference ran) and the largest relative
  * RMS difference of its outputs and gradients is recorded. Turning it on makes the second

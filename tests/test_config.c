@@ -249,3 +249,41 @@ TEST(config_strict_json) {
     CHECK(!t_exists(cmd));
     t_rmtree(d);
 }
+
+/* time_budget (issue 15): a duration in whole seconds, as a number or with h/m/s in that
+ * order; everything else is an error naming the key; 0 is off (the default). */
+TEST(config_time_budget) {
+    const char *good[][2] = {
+        {"0", "0"}, {"90", "90"}, {"90s", "90"}, {"5m", "300"}, {"1h", "3600"},
+        {"1h30m", "5400"}, {"2m30s", "150"}, {"1h0m1s", "3601"}, {"10000000", "10000000"},
+    };
+    const char *bad[] = {"", "m", "5x", "1m1h", "5m5m", "5s5m", "-5", " 5", "5 ", "5 m",
+                         "1.5m", "5M", "10000001", "2778h", "0x10", "+5", "5mm", "h5"};
+    dm_config c;
+    char err[DM_ERRLEN], val[64];
+    dm_config_default(&c);
+    CHECKF(c.time_budget == 0, "time_budget defaults to %ld, not 0 (off)", c.time_budget);
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        dm_config_default(&c);
+        CHECKF(dm_config_set(&c, "time_budget", good[i][0], err, sizeof err) == 0, "%s", err);
+        dm_config_get(&c, "time_budget", val, sizeof val);
+        CHECKF(!strcmp(val, good[i][1]), "time_budget='%s' read as %s, not %s", good[i][0],
+               val, good[i][1]);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dm_config_default(&c);
+        int rc = dm_config_set(&c, "time_budget", bad[i], err, sizeof err);
+        CHECKF(rc != 0, "time_budget='%s' accepted", bad[i]);
+        CHECKF(rc == 0 || (strstr(err, "time_budget") && strstr(err, "5m")),
+               "the error names neither the key nor the form: %s", err);
+    }
+    /* a config.json round trip keeps it (as seconds) */
+    dm_config_default(&c);
+    CHECK(dm_config_set(&c, "time_budget", "4m", err, sizeof err) == 0);
+    char *j = dm_config_to_json(&c);
+    dm_config d;
+    dm_config_default(&d);
+    CHECKF(dm_config_from_json(&d, j, err, sizeof err) == 0, "%s", err);
+    CHECKF(d.time_budget == 240, "time_budget %ld after a round trip", d.time_budget);
+    free(j);
+}

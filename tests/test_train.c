@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "io/files.h"
@@ -16,6 +17,7 @@
 #include "model/infer.h"
 #include "optim/optim.h"
 #include "base/rng.h"
+#include "jobs/budget.h"
 #include "jobs/step.h"
 #include "jobs/train.h"
 
@@ -72,6 +74,37 @@ static int train_ok(const dm_train_args *a) {
     return st.code == DM_JOB_OK;
 }
 
+/* Runs a and b (config c, c.steps steps) logged the same loss and val BPB bits at every
+ * step and end with the same parameters. */
+static void same_runs(const char *a, const char *b, const dm_config *c) {
+    cJSON *ma = read_metrics(a), *mb = read_metrics(b);
+    CHECKF(cJSON_GetArraySize(ma) == c->steps && cJSON_GetArraySize(mb) == c->steps,
+           "metrics lines %d / %d, expected %d", cJSON_GetArraySize(ma), cJSON_GetArraySize(mb),
+           c->steps);
+    for (int i = 0; i < cJSON_GetArraySize(ma) && i < cJSON_GetArraySize(mb); i++) {
+        cJSON *x = cJSON_GetArrayItem(ma, i), *y = cJSON_GetArrayItem(mb, i);
+        float lx = (float)field(x, "loss"), ly = (float)field(y, "loss");
+        CHECKF(memcmp(&lx, &ly, sizeof lx) == 0, "step %d: loss %.9g (%s) vs %.9g (%s)", i + 1,
+               lx, a, ly, b);
+        double vx = field(x, "val_bpb"), vy = field(y, "val_bpb");
+        CHECKF((isnan(vx) && isnan(vy)) || vx == vy, "step %d: val_bpb %.9g vs %.9g", i + 1, vx, vy);
+    }
+    printf("  final loss %.9g / %.9g\n",
+           field(cJSON_GetArrayItem(ma, c->steps - 1), "loss"),
+           field(cJSON_GetArrayItem(mb, c->steps - 1), "loss"));
+    cJSON_Delete(ma);
+    cJSON_Delete(mb);
+    dm_model *probe = dm_model_create(c, NULL, 0);
+    size_t np = dm_model_num_params(probe);
+    dm_model_free(probe);
+    float *pa = t_alloc(np), *pb = t_alloc(np);
+    load_params(a, c, pa);
+    load_params(b, c, pb);
+    CHECKF(memcmp(pa, pb, np * sizeof(float)) == 0, "final parameters differ: %s vs %s", a, b);
+    free(pa);
+    free(pb);
+}
+
 static void resume_exact(dm_config c) {
     char a[256], b[256];
     t_tmpdir(a, sizeof a);
@@ -82,32 +115,7 @@ static void resume_exact(dm_config c) {
     CHECK(train_ok(&one));
     CHECK(train_ok(&half));
     CHECK(train_ok(&rest));
-    cJSON *ma = read_metrics(a), *mb = read_metrics(b);
-    CHECKF(cJSON_GetArraySize(ma) == c.steps && cJSON_GetArraySize(mb) == c.steps,
-           "metrics lines %d / %d, expected %d", cJSON_GetArraySize(ma), cJSON_GetArraySize(mb),
-           c.steps);
-    for (int i = 0; i < cJSON_GetArraySize(ma) && i < cJSON_GetArraySize(mb); i++) {
-        cJSON *x = cJSON_GetArrayItem(ma, i), *y = cJSON_GetArrayItem(mb, i);
-        float lx = (float)field(x, "loss"), ly = (float)field(y, "loss");
-        CHECKF(memcmp(&lx, &ly, sizeof lx) == 0, "step %d: loss %.9g (one run) vs %.9g (resumed)",
-               i + 1, lx, ly);
-        double vx = field(x, "val_bpb"), vy = field(y, "val_bpb");
-        CHECKF((isnan(vx) && isnan(vy)) || vx == vy, "step %d: val_bpb %.9g vs %.9g", i + 1, vx, vy);
-    }
-    printf("  final loss %.9g / %.9g\n",
-           field(cJSON_GetArrayItem(ma, c.steps - 1), "loss"),
-           field(cJSON_GetArrayItem(mb, c.steps - 1), "loss"));
-    cJSON_Delete(ma);
-    cJSON_Delete(mb);
-    dm_model *probe = dm_model_create(&c, NULL, 0);
-    size_t np = dm_model_num_params(probe);
-    dm_model_free(probe);
-    float *pa = t_alloc(np), *pb = t_alloc(np);
-    load_params(a, &c, pa);
-    load_params(b, &c, pb);
-    CHECKF(memcmp(pa, pb, np * sizeof(float)) == 0, "final parameters differ after resume");
-    free(pa);
-    free(pb);
+    same_runs(a, b, &c);
     t_rmtree(a);
     t_rmtree(b);
 }
@@ -430,4 +438,108 @@ TEST(train_job_status_and_events) {
     CHECK(t_exists(p));
     t_rmtree(d);
     t_rmtree(d2);
+}
+
+/* ---- the time budget (issue 15) ------------------------------------------------------ */
+
+/* dm_budget_steps is the largest s with elapsed + s step + ceil(s / eval_every) eval
+ * <= (1 - reserve) budget: against a count from 0 up, on a grid; 0 when nothing fits. */
+TEST(budget_steps_largest_that_fits) {
+    const double budgets[] = {1, 10, 300, 3600}, steps_s[] = {0.001, 0.05, 0.3, 2.5},
+                 evals_s[] = {0, 0.01, 1, 7};
+    const int every[] = {0, 1, 7, 200};
+    int cases = 0;
+    for (int bi = 0; bi < 4; bi++)
+        for (int si = 0; si < 4; si++)
+            for (int ei = 0; ei < 4; ei++)
+                for (int vi = 0; vi < 4; vi++) {
+                    double b = budgets[bi], st = steps_s[si], ev = evals_s[ei], el = 0.1 * b;
+                    long want = 0;
+                    for (long s = 1; s < 10000000; s++) {
+                        long n_ev = every[vi] ? (s + every[vi] - 1) / every[vi] : 1;
+                        if (el + s * st + n_ev * ev > (1 - DM_BUDGET_RESERVE) * b) break;
+                        want = s;
+                    }
+                    long got = dm_budget_steps(b, el, st, ev, every[vi], 1L << 30);
+                    CHECKF(got == want, "budget %g s, elapsed %g, step %g s, eval %g s every %d: "
+                           "%ld steps, expected %ld", b, el, st, ev, every[vi], got, want);
+                    cases++;
+                }
+    CHECK(dm_budget_steps(300, 10, 0.5, 1, 100, 7) == 7);     /* at most max_steps */
+    CHECK(dm_budget_steps(300, 300, 0.5, 1, 100, 1000) == 0); /* set-up took it all */
+    CHECK(dm_budget_steps(10, 1, 0.01, 9, 100, 1000) == 0);   /* one evaluation does not fit */
+    CHECK(dm_budget_steps(10, 1, 0, 1, 100, 1000) == 0);      /* no rate measured */
+    printf("  %d cases\n", cases);
+}
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the steps config.json of run dir records */
+static int recorded_steps(const char *dir, long *budget) {
+    char path[512], err[DM_ERRLEN];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *j = t_read_text(path);
+    dm_config c;
+    dm_config_default(&c);
+    int ok = j && dm_config_from_json(&c, j, err, sizeof err) == 0;
+    free(j);
+    *budget = c.time_budget;
+    return ok ? c.steps : -1;
+}
+
+/* A run with a time budget fits it (within a margin for a loaded machine: the steps are
+ * fixed from a measured rate), records its steps in config.json, and is, bit for bit, the
+ * run with those steps and no budget (the measuring steps leave no trace); a budget run
+ * stopped with --until resumes exactly; a resume cannot change the budget. */
+TEST(train_time_budget_fits_and_is_exact) {
+    const long budget = 2;
+    dm_config c = tiny_run();
+    c.time_budget = budget;
+    c.eval_every = 100;
+    char a[256], b[256], d[256], e[256];
+    t_tmpdir(a, sizeof a);
+    t_tmpdir(b, sizeof b);
+    t_tmpdir(d, sizeof d);
+    t_tmpdir(e, sizeof e);
+    dm_train_args ta = {.data = CORPUS, .out = a, .cfg = &c};
+    double t0 = wall_now();
+    CHECK(train_ok(&ta));
+    double wall = wall_now() - t0;
+    long rb = 0;
+    int n = recorded_steps(a, &rb);
+    printf("  budget %ld s: %d steps in %.2f s\n", budget, n, wall);
+    CHECKF(n > 4 && rb == budget, "config.json: steps %d, time_budget %ld", n, rb);
+    CHECKF(wall <= 1.5 * (double)budget, "a %ld s budget took %.2f s", budget, wall);
+    CHECKF(wall >= 0.3 * (double)budget, "a %ld s budget used only %.2f s (%d steps)", budget,
+           wall, n);
+    /* the same run without the budget, its steps given */
+    dm_config fixed = c;
+    fixed.time_budget = 0;
+    fixed.steps = n;
+    dm_train_args tb = {.data = CORPUS, .out = b, .cfg = &fixed};
+    CHECK(train_ok(&tb));
+    if (n > 0) same_runs(a, b, &fixed);
+    /* stopped at step 3, resumed: the run with its recorded steps */
+    dm_train_args td = {.data = CORPUS, .out = d, .cfg = &c, .until = 3},
+                  rd = {.data = CORPUS, .out = d, .resume = 1};
+    CHECK(train_ok(&td));
+    const char *other[] = {"time_budget=3"};
+    dm_train_args bad = {.data = CORPUS, .out = d, .resume = 1, .sets = other, .n_sets = 1};
+    dm_status st = dm_train(&bad, NULL);
+    CHECKF(st.code == DM_JOB_BAD_INPUT && strstr(st.msg, "time_budget"), "%d %s", st.code,
+           st.msg);
+    CHECK(train_ok(&rd));
+    int m = recorded_steps(d, &rb);
+    fixed.steps = m;
+    dm_train_args te = {.data = CORPUS, .out = e, .cfg = &fixed};
+    CHECK(m > 4 && train_ok(&te));
+    if (m > 4) same_runs(d, e, &fixed);
+    t_rmtree(a);
+    t_rmtree(b);
+    t_rmtree(d);
+    t_rmtree(e);
 }

@@ -14,7 +14,7 @@
 #include "base/text.h"
 #include "dormouse.h"
 
-enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM };
+enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM, K_SECONDS };
 
 typedef struct {
     const char *name;
@@ -55,6 +55,9 @@ static const key_t_ KEYS[] = {
     {"seq_len", DM_KEY_TRAINING, K_INT, F(seq_len), 1, 1 << 24, NULL,
      "bytes per training sequence"},
     {"steps", DM_KEY_TRAINING, K_INT, F(steps), 1, 1 << 30, NULL, "optimizer steps"},
+    {"time_budget", DM_KEY_TRAINING, K_SECONDS, F(time_budget), 0, 1e7, NULL,
+     "wall clock of a fresh run (e.g. 5m, 1h30m, 90s): steps is fixed from the first "
+     "steps' measured rate, evaluation included; 0 = off"},
     {"lr", DM_KEY_TRAINING, K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
     {"muon_lr", DM_KEY_TRAINING, K_FLOAT, F(muon_lr), 0, 10, NULL,
      "peak learning rate of Muon matrices"},
@@ -235,6 +238,7 @@ static void accepts(const key_t_ *k, char *buf, size_t n) {
     case K_BOOL: snprintf(buf, n, "true|false|1|0"); break;
     case K_U64: snprintf(buf, n, "an integer in [0, %.0f]", k->hi); break;
     case K_FLOAT: snprintf(buf, n, "a decimal number in [%g, %g]", k->lo, k->hi); break;
+    case K_SECONDS: snprintf(buf, n, "a duration up to %.0f s: seconds, or e.g. 90s, 5m, 1h30m", k->hi); break;
     default: snprintf(buf, n, "an integer in [%.0f, %.0f]", k->lo, k->hi); break;
     }
 }
@@ -275,6 +279,12 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
         *(float *)p = (float)v;
         return 0;
     }
+    case K_SECONDS: {
+        long long v;
+        if (dm_parse_duration(value, (long long)k->hi, &v)) goto bad;
+        *(long *)p = (long)v;
+        return 0;
+    }
     default: {
         long long v;
         if (dm_parse_int(value, (long long)k->lo, (long long)k->hi, &v)) goto bad;
@@ -306,7 +316,8 @@ int dm_config_get(const dm_config *c, const char *key, char *buf, size_t buflen)
         }
         break;
     }
-    case K_LONG: snprintf(buf, buflen, "%ld", *(const long *)p); break;
+    case K_LONG:
+    case K_SECONDS: snprintf(buf, buflen, "%ld", *(const long *)p); break;
     default: snprintf(buf, buflen, "%d", *(const int *)p); break;
     }
     return 0;
@@ -322,7 +333,8 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         switch (k->type) {
         case K_U64: v = (double)*(const uint64_t *)p; break;
         case K_FLOAT: v = *(const float *)p; break;
-        case K_LONG: v = (double)*(const long *)p; break;
+        case K_LONG:
+        case K_SECONDS: v = (double)*(const long *)p; break;
         case K_ENUM: {
             int n = 1;
             for (const char *s = k->choices; *s; s++) n += *s == '|';

@@ -36,6 +36,26 @@ int dm_parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
+int dm_parse_duration(const char *s, long long hi, long long *out) {
+    static const char units[] = "hms";
+    static const long long scale[] = {3600, 60, 1};
+    long long total = 0;
+    if (!is_digit(*s)) return 1;
+    if (!*digits(s)) return dm_parse_int(s, 0, hi, out); /* plain seconds */
+    int u = 0; /* the next unit allowed: h, then m, then s */
+    while (*s) {
+        const char *e = digits(s);
+        if (e == s || e - s > 9) return 1;
+        while (u < 3 && *e != units[u]) u++;
+        if (u == 3) return 1;
+        total += strtoll(s, NULL, 10) * scale[u++];
+        s = e + 1;
+    }
+    if (total > hi) return 1;
+    *out = total;
+    return 0;
+}
+
 int dm_parse_real(const char *s, double *out) {
     const char *p = s + (*s == '-');
     const char *q = digits(p);

@@ -16,5 +16,9 @@ int dm_parse_int(const char *s, long long lo, long long hi, long long *out);
 int dm_parse_u64(const char *s, uint64_t *out);
 /* 0 when s is a finite decimal real (into *out); 1 otherwise. */
 int dm_parse_real(const char *s, double *out);
+/* 0 when s is a duration in whole seconds, at most hi (into *out); 1 otherwise. A plain
+ * integer is seconds; else hours, minutes and seconds in that order, each optional but
+ * not all: `90`, `90s`, `5m`, `1h30m`, `2m30s`. */
+int dm_parse_duration(const char *s, long long hi, long long *out);
 
 #endif

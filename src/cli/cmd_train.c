@@ -9,7 +9,7 @@
 
 static const char *HELP =
     "usage: dormouse train [--data PATH] [--val PATH] [--out RUN_DIR] [--config FILE.json]\n"
-    "                      [--set key=value]...\n"
+    "                      [--time-budget DURATION] [--set key=value]...\n"
     "       dormouse train --resume RUN_DIR [--set key=value]... [--until N]\n"
     "\n"
     "Train a model. Defaults: the d2 model (1,976,712 parameters) on the bundled corpus\n"
@@ -28,6 +28,11 @@ static const char *HELP =
     "                     summary.json\n"
     "  --config FILE      JSON object of config keys\n"
     "  --set key=value    one config key (repeatable; applied after --config)\n"
+    "  --time-budget D    the same as --set time_budget=D (e.g. 5m, 90s, 1h30m): the run,\n"
+    "                     evaluation included, fits D of wall clock; the first steps are\n"
+    "                     measured (then undone) and `steps` fixed from their rate,\n"
+    "                     recorded in config.json (a rerun with --set steps=N is the same\n"
+    "                     run, bit for bit; a resume keeps it)\n"
     "  --resume RUN_DIR   continue RUN_DIR from its newest checkpoint, exactly; model keys\n"
     "                     cannot change, others (e.g. steps) can be --set\n"
     "  --until N          stop after step N with a checkpoint (the schedule still follows\n"
@@ -55,10 +60,11 @@ static const char *HELP =
 
 int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--out", "--config", "--set",
-                                             "--resume", "--until", NULL};
+                                             "--resume", "--until", "--time-budget", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *out = NULL, *resume = NULL, *sets[256];
+    char budget[256];
     dm_train_args ta = {0};
     int r;
     while ((r = dm_args_next(&a, "train")) > 0) {
@@ -78,8 +84,11 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
         else if (!strcmp(a.name, "--resume")) resume = a.value;
         else if (!strcmp(a.name, "--until")) {
             if (dm_cli_long("--until", a.value, 1, 1L << 40, &ta.until)) return EXIT_USAGE;
-        } else if (ta.n_sets < 256) sets[ta.n_sets++] = a.value;
-        else {
+        } else if (ta.n_sets < 256) { /* --set, --time-budget (the last one given wins) */
+            if (!strcmp(a.name, "--time-budget"))
+                snprintf(budget, sizeof budget, "time_budget=%s", a.value);
+            sets[ta.n_sets++] = strcmp(a.name, "--time-budget") ? a.value : budget;
+        } else {
             fprintf(stderr, "error: too many --set options\n");
             return EXIT_USAGE;
         }

@@ -54,6 +54,7 @@ typedef struct {
     int status;          /* DM_CELL_* */
     double bpb;          /* final validation BPB */
     double ms;           /* median ms/step over the steps after the warm-up; NAN: none */
+    int steps;           /* the steps it trained (its own under a time_budget) */
     unsigned flags;      /* DM_PROBE_* of the cell's timing; non-zero = contended */
     double load_max, others_cores, steal_frac; /* the probe's readings (for the report) */
     char why[96];        /* STALE: the first differing key; FAILED: the exit code */

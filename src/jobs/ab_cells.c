@@ -83,6 +83,7 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
         return;
     }
     free(cj);
+    if (want.time_budget > 0) want.steps = got.steps; /* the cell's budget fixed them */
     const char *key = dm_config_diff(&got, &want, DM_KEYS_ALL, va, vb, sizeof va);
     if (key) {
         snprintf(c->why, sizeof c->why, "%.20s=%.24s, the sweep has %.24s", key, va, vb);
@@ -102,6 +103,7 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
 
     c->status = DM_CELL_DONE;
     c->bpb = bpb;
+    c->steps = got.steps;
     c->ms = metrics_median_ms(dir, s->warmup);
     /* the probe of the run; without it the timing's conditions are unknown */
     snprintf(path, sizeof path, "%s/cell.json", dir);
@@ -238,7 +240,7 @@ static dm_job_code run_cell(const dm_ab_spec *s, int a, int k, const char *tag,
             ev.kind = DM_EV_STEP;
             ev.text = tag;
             ev.step = last_step(dir);
-            ev.steps = s->steps;
+            ev.steps = cfg.time_budget > 0 ? 0 : s->steps; /* 0: fixed by the budget */
             dm_job_emit(io, &ev);
         }
     }

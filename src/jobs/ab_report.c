@@ -73,6 +73,12 @@ static void print_block(const dm_ab_spec *s, const dm_ab_results *r, FILE *f, in
     }
 }
 
+static int any_budget(const dm_ab_spec *s) {
+    for (int a = 0; a < s->n_arms; a++)
+        if (s->arms[a].cfg.time_budget > 0) return 1;
+    return 0;
+}
+
 void dm_ab_print(const dm_ab_spec *s, const dm_ab_results *r, FILE *f) {
     int w = 8;
     for (int a = 0; a < s->n_arms; a++) {
@@ -81,9 +87,9 @@ void dm_ab_print(const dm_ab_spec *s, const dm_ab_results *r, FILE *f) {
     }
     char seeds[512], keys[4096];
     dm_ab_seeds_text(s, seeds, sizeof seeds);
-    fprintf(f, "\nA/B %s: control + %d variant%s x %d seed%s (%s), %d steps\n", s->dir,
+    fprintf(f, "\nA/B %s: control + %d variant%s x %d seed%s (%s), %d steps%s\n", s->dir,
             s->n_arms - 1, s->n_arms == 2 ? "" : "s", s->n_seeds, s->n_seeds == 1 ? "" : "s",
-            seeds, s->steps);
+            seeds, s->steps, any_budget(s) ? " (a time_budget arm: its own)" : "");
     nondefault_keys(&s->arms[0].cfg, keys, sizeof keys);
     fprintf(f, "  corpus %s\n  control: %s\n", s->data, keys[0] ? keys : "(defaults)");
     for (int a = 1; a < s->n_arms; a++)
@@ -91,9 +97,32 @@ void dm_ab_print(const dm_ab_spec *s, const dm_ab_results *r, FILE *f) {
                 s->arms[a].overrides[0] ? s->arms[a].overrides : "(same as control)");
     fprintf(f, "\nval BPB (final; verdict against the control spread)\n");
     print_block(s, r, f, w, 0);
-    fprintf(f, "\nms/step (median of steps %d..%d; * = contended, no verdict)\n",
-            s->warmup + 1, s->steps);
+    int budgets = any_budget(s);
+    char last[32] = "the end"; /* a budget arm's cells end where their budget did */
+    if (!budgets) snprintf(last, sizeof last, "%d", s->steps);
+    fprintf(f, "\nms/step (median of steps %d..%s; * = contended, no verdict)\n",
+            s->warmup + 1, last);
     print_block(s, r, f, w, 1);
+    if (budgets) { /* each cell of an arm with a time budget fixed its own steps */
+        fprintf(f, "\nsteps (an arm with a time_budget: each cell's own, fixed by its "
+                "measured rate)\n%-*s", w + 4, "");
+        for (int k = 0; k < s->n_seeds; k++) {
+            char h[32];
+            snprintf(h, sizeof h, "seed %" PRIu64, s->seeds[k]);
+            fprintf(f, "%-10s", h);
+        }
+        fprintf(f, "\n");
+        for (int a = 0; a < s->n_arms; a++) {
+            fprintf(f, "  %-*s  ", w, s->arms[a].name);
+            for (int k = 0; k < s->n_seeds; k++) {
+                char v[32] = "-";
+                if (r->cell[a][k].status == DM_CELL_DONE)
+                    snprintf(v, sizeof v, "%d", r->cell[a][k].steps);
+                fprintf(f, "%-10s", v);
+            }
+            fprintf(f, "\n");
+        }
+    }
 
     /* cells by name: missing ones, contended timings */
     int nmiss = 0, ncont = 0;

@@ -25,6 +25,8 @@
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
 #include "io/rundir.h"
+#include "base/stats.h"   /* dm_median */
+#include "jobs/budget.h"
 #include "jobs/eval.h"
 #include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
@@ -61,6 +63,7 @@ typedef struct {
     double interval_t, loss_sum;
     int interval_n;
     /* the whole run */
+    double t_job;         /* when the job began (time_budget counts from it) */
     double t_start, t_train, last_bpb, verify_worst, last_tick;
     long val_step;        /* the step last_bpb was measured at */
     dm_probe probe;       /* was the machine busy while we trained (history.h) */
@@ -184,6 +187,10 @@ static int run_config(train_ctx *t) {
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
     if (a->resume && dm_config_check_model(&saved, &t->cfg, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    if (a->resume && t->cfg.time_budget != saved.time_budget)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time_budget fixes the steps of a fresh run; "
+                       "%s keeps the steps it recorded (steps=%d; change them with --set "
+                       "steps=N)", a->out, saved.steps);
 
     /* the corpus: --data, else the resumed run's own, else the bundled one */
     snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : "");
@@ -389,6 +396,88 @@ static int open_files(train_ctx *t) {
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", t->a->out);
     t->metrics = fopen(mpath, "a");
     if (!t->metrics) return dm_fail(t->st, DM_JOB_FAILED, "cannot open metrics.jsonl");
+    return 0;
+}
+
+/* ---- the time budget ---------------------------------------------------------------- */
+
+#define BUDGET_PROBE 4 /* steps run to measure: the first a warm-up, the median of the rest */
+
+/* The parameters and the optimizer state into keep (out = 1), or back from it (out = 0). */
+static void state_copy(train_ctx *t, float *keep, int out) {
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(t->opt, bufs, DM_OPTIM_MAX_BUFS);
+    float *p = dm_model_params(t->m);
+    size_t np = dm_model_num_params(t->m);
+    memcpy(out ? keep : p, out ? p : keep, np * sizeof *keep);
+    for (int i = 0; i < nb; keep += bufs[i].n, i++)
+        memcpy(out ? keep + np : bufs[i].data, out ? bufs[i].data : keep + np,
+               bufs[i].n * sizeof *keep);
+}
+
+/* time_budget on a fresh run (every rank, after share_state): steps fixed from the
+ * measured rate. Runs BUDGET_PROBE steps and one evaluation, then puts the parameters,
+ * the optimizer state and the op counters back as they were: the run that follows is,
+ * bit for bit, the run with the steps chosen here (which config.json records). Rank 0's
+ * measurements decide for every rank. */
+static int fit_budget(train_ctx *t) {
+    dm_config *c = &t->cfg;
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(t->opt, bufs, DM_OPTIM_MAX_BUFS);
+    size_t total = dm_model_num_params(t->m);
+    for (int i = 0; i < nb; i++) total += bufs[i].n;
+    float *keep = malloc(total * sizeof *keep);
+    if (!keep) return dm_fail(t->st, DM_JOB_FAILED, "out of memory measuring the time budget "
+                              "(%zu MiB)", (total * sizeof *keep) >> 20);
+    state_copy(t, keep, 1);
+
+    double dt[BUDGET_PROBE], eval_s = 0;
+    int rc = 0;
+    for (int i = 0; i < BUDGET_PROBE && !rc; i++) {
+        dm_step_out so;
+        double t0 = dm_now();
+        rc = dm_stepper_run(&t->stepper, &t->corpus, c->seed, i, i, &so);
+        dt[i] = dm_now() - t0;
+    }
+    if (!rc) {
+        double te = dm_now();
+        dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
+                    c->batch_size, c->seq_len, t->comm);
+        eval_s = dm_now() - te;
+        rc = dm_comm_error(t->comm)[0] != 0;
+    }
+    state_copy(t, keep, 0);
+    free(keep);
+    dm_model_dispatch_reset(t->m);
+    if (rc) return comm_failed(t);
+    char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
+    if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+
+    double spread, step_s = dm_median(dt + 1, BUDGET_PROBE - 1, &spread);
+    double elapsed = dm_now() - t->t_job;
+    long steps = dm_budget_steps((double)c->time_budget, elapsed, step_s, eval_s,
+                                 c->eval_every, 1L << 30);
+    if (t->nranks > 1 && dm_comm_bcast(t->comm, &steps, 1, sizeof steps, 0))
+        return comm_failed(t);
+    char bud[32];
+    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    if (steps < 1)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time_budget %s fits no step: set-up and "
+                       "measuring took %.1f s, a step %.0f ms, an evaluation %.2f s", bud,
+                       elapsed, 1e3 * step_s, eval_s);
+    c->steps = (int)steps;
+    dm_optim_set_steps(t->opt, c->steps); /* the lr schedule follows the fitted steps */
+    dm_job_note(t->io, "time budget %s: set-up and measuring took %.1f s; a step %.1f ms "
+                "(median of %d after a warm-up), an evaluation %.2f s; steps=%d fits, "
+                "evaluation included (recorded in config.json)\n", bud, elapsed, 1e3 * step_s,
+                BUDGET_PROBE - 1, eval_s, c->steps);
+    if (t->rank == 0) {
+        char *cj = dm_config_to_json(c);
+        int wr = write_run_file(t->a->out, "config.json", cj, err, sizeof err);
+        free(cj);
+        if (wr) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    }
     return 0;
 }
 
@@ -689,13 +778,14 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
                    .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
-                   .last_ckpt = -1};
+                   .last_ckpt = -1, .t_job = dm_now()};
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
      * of them there (and nothing is written before every rank is ready) */
     if (t.rank == 0) run_config(&t);
     if (!agree(&t) && !share_config(&t) && (set_up(&t), !agree(&t)) && !check_corpus(&t) &&
-        (open_files(&t), !agree(&t)) && !share_state(&t)) {
+        (open_files(&t), !agree(&t)) && !share_state(&t) &&
+        (a->resume || t.cfg.time_budget == 0 || (fit_budget(&t), !agree(&t)))) {
         start(&t);
         if (t.stop) /* asked to stop before a step ran (every rank agreed): nothing to keep */
             dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the first step; %s is left "

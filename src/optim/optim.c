@@ -118,6 +118,8 @@ static void adamw(float *p, const float *g, float *m1, float *m2, size_t n, floa
     }
 }
 
+void dm_optim_set_steps(dm_optim *o, int steps) { o->cfg.steps = steps; }
+
 double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
     double norm;

@@ -36,6 +36,8 @@ double dm_grad_norm(const dm_model *m);
  * then AdamW / Muon per group. Returns the gradient norm before clipping; NAN when the
  * exchange between ranks failed (dm_comm_error). */
 double dm_optim_step(dm_optim *o, dm_model *m, long step);
+/* The schedule's length, `steps` (train's time budget fixes it after measuring steps). */
+void dm_optim_set_steps(dm_optim *o, int steps);
 
 /* Share Muon's work among the ranks of comm (NULL: one process, the default), by the
  * fixed rule of muon.c; every rank must hold the same gradients at each step (gradsum.h)
