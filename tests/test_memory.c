@@ -194,8 +194,9 @@ TEST(checkpointing_plan_rules) {
             int kept = 0;
             for (int s = 0; s < DM_NSTEPS; s++) {
                 int out = p.cls[s] == DM_SC_OUT;
+                int head = dm_step_defs[s].unit == DM_UNIT_HEAD;
                 int want = out || mode == DM_CKPT_NONE ||
-                           (mode == DM_CKPT_BALANCED && p.cls[s] == DM_SC_COMPUTE);
+                           (mode == DM_CKPT_BALANCED && p.cls[s] == DM_SC_COMPUTE && !head);
                 char outs[128];
                 CHECKF(p.keep[s] == want, "%s: step %s (%s) keep %d", MODE[mode],
                        dm_step_defs[s].name, dm_step_outputs(s, outs, sizeof outs), p.keep[s]);
@@ -210,12 +211,14 @@ TEST(checkpointing_plan_rules) {
                        MODE[mode], k);
             if (mode == DM_CKPT_FULL) CHECK(kept == 0);
         }
-        /* the rank-r expansions are KDA's; GDN's f and z are products of the normed input */
+        /* the low-rank gate paths are KDA's; GDN's f and z are products of the normed input.
+         * The head's logits stay in the workspace from its forward to its backward */
         c.checkpointing = DM_CKPT_BALANCED;
         dm_plan p;
         dm_plan_make(&p, &c);
         CHECK(p.keep[DM_S_F] == (mx == 1) && p.keep[DM_S_Z] == (mx == 1));
-        CHECK(p.keep[DM_S_QKV] && p.keep[DM_S_CORE] && p.keep[DM_S_UP] && p.keep[DM_S_LOGITS]);
+        CHECK(p.keep[DM_S_F1] == (mx == 1) && p.keep[DM_S_Z1] == (mx == 1));
+        CHECK(p.keep[DM_S_QKV] && p.keep[DM_S_CORE] && p.keep[DM_S_UP] && !p.keep[DM_S_LOGITS]);
         CHECK(!p.keep[DM_S_CONV] && !p.keep[DM_S_ACT] && !p.keep[DM_S_GATE] &&
               !p.keep[DM_S_NORM1] && !p.keep[DM_S_SWIGLU] && !p.keep[DM_S_ROUND_H]);
     }
@@ -306,8 +309,7 @@ TEST(memory_plan_d2) {
         printf("  d2 8 x 512%s: saved none %.1f MiB, balanced %.1f%%, full %.1f%%\n",
                bf16 ? " with bf16 copies" : ", fp32", mem[0].saved / 1048576.0, 100 * rb,
                100 * rf);
-        CHECK(rf <= 0.2 && rb < 0.6);
-        if (bf16 && mem[0].params_bf16) CHECK(rb <= 0.5);
+        CHECK(rf <= 0.2 && rb <= 0.5); /* issue 12: balanced at most half of none's */
     }
     c.checkpointing = DM_CKPT_FULL;
     dm_memory mem;
@@ -466,7 +468,7 @@ TEST(checkpointing_recompute_counts) {
             loss_grads(m, tok, 2, 32);
             int apart = !dm_plan_ws_overlap(&m->sizes, DM_UNIT_MLP, DM_UNIT_HEAD);
             if (mode != DM_CKPT_NONE)
-                CHECKF(apart == (wide || mode == DM_CKPT_BALANCED),
+                CHECKF(apart == wide,
                        "d_model %d, %s: the MLP's and the head's workspace %s", c.d_model,
                        MODE[mode], apart ? "apart" : "overlap");
             for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
