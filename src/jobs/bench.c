@@ -297,7 +297,7 @@ static int memory_rows(bench_ctx *b, dm_history_row *rows, char (*metric)[64],
     int nr = 0;
     for (int i = 0; i < 2; i++) {
         char line[1024];
-        dm_memory_report(A[i].m, A[i].o, &mem[i]);
+        dm_memory_report(A[i].m, A[i].o, A[i].step.gs, &mem[i]);
         dm_memory_line(&mem[i], A[i].cfg.checkpointing, line, sizeof line);
         dm_job_note(b->io, "# %s %s\n", A[i].label, line);
         snprintf(metric[nr], 64, "saved_activations_mib");
