@@ -186,6 +186,10 @@ typedef struct dm_memory {
     size_t params_bf16; /* their bf16 copy, when the products run on hardware bf16       */
     size_t grads;       /* the gradients (f32, the parameters' layout)                   */
     size_t optimizer;   /* the optimizer's state (filled by who has the optimizer; 0 here) */
+    size_t optimizer_scratch; /* its scratch: Muon's update buffer, Newton-Schulz work (same) */
+    size_t exchange;    /* the step's gradient sum over micro-batches (grad_accum > 1) and
+                           ranks, and the all-gather buffer of Muon's units among ranks
+                           (filled by who has the step; 0 here)                          */
     size_t saved;       /* activations kept from the forward for the backward: every
                            unit's input (the residual stream) and what the plan keeps    */
     size_t recompute;   /* the workspace: one unit's activations that are not kept

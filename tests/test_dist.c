@@ -155,6 +155,31 @@ static void same_bits(const char *a, const char *b, int steps) {
     dm_model_free(mb);
 }
 
+/* a member of summary.json's "memory" object of run dir (-1 when missing) */
+static double memory_figure(const char *dir, const char *key) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    char *text = t_slurp(path, NULL);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "memory"), key);
+    double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    cJSON_Delete(o);
+    free(text);
+    return x;
+}
+
+/* The memory report counts the gradient sum: one process with grad_accum > 1 holds a
+ * buffer in the parameters' layout; rank 0 of np holds its shard of it and np shard-sized
+ * receive slots (shards: about P/np, cut 16-float aligned), and with Muon the buffer its
+ * units are all-gathered through (at most the parameters) */
+static void exchange_counted(const char *one, const char *many, int np) {
+    double P = memory_figure(one, "parameters_bytes"), x1 = memory_figure(one, "exchange_bytes");
+    double xn = memory_figure(many, "exchange_bytes"), lo = (np + 1) * (P / np - 64);
+    CHECKF(P > 0 && x1 == P, "one process: exchange %.0f bytes, parameters %.0f", x1, P);
+    CHECKF(xn >= lo && xn <= lo + P + (np + 1) * 64.0,
+           "%d ranks: exchange %.0f bytes, expected %.0f + at most the parameters", np, xn, lo);
+}
+
 /* mpirun -np np with grad_accum A == one process with grad_accum A, bitwise */
 static void np_equals_one(int np, const keys *ks) {
     if (!have_mpi()) return;
@@ -165,6 +190,7 @@ static void np_equals_one(int np, const keys *ks) {
     CHECK(solo_train(one, ks, 0, 0) == DM_JOB_OK);
     CHECK(mpi_train(np, many, ks, 0, 0) == 0);
     same_bits(one, many, 8);
+    exchange_counted(one, many, np);
     t_rmtree(d);
 }
 

@@ -215,25 +215,6 @@ static void arm_free(arm *a) {
     dm_model_free(a->m);
 }
 
-int dm_bench_time_step(dm_model *m, dm_optim *o, const uint8_t *tok, int B, int T, long step,
-                       double t[3], char *what, size_t n) {
-    double t0 = dm_now();
-    float loss = dm_model_forward(m, tok, B, T, NULL);
-    double t1 = dm_now();
-    dm_model_zero_grad(m);
-    dm_model_backward(m);
-    double t2 = dm_now();
-    double gnorm = dm_optim_step(o, m, step);
-    double t3 = dm_now();
-    t[0] = t1 - t0;
-    t[1] = t2 - t0;
-    t[2] = t3 - t0;
-    if (isfinite(loss) && isfinite(gnorm)) return 0;
-    snprintf(what, n, "%s is %g", isfinite(loss) ? "gradient norm" : "loss",
-             isfinite(loss) ? gnorm : loss);
-    return 1;
-}
-
 /* One training step of an arm on its batch, timed into rep (rep < 0: the warm-up, not
  * recorded). 0 ok; failed when the loss or the gradient norm is not finite, or an exchange
  * between ranks failed. */
@@ -297,7 +278,7 @@ static int memory_rows(bench_ctx *b, dm_history_row *rows, char (*metric)[64],
     int nr = 0;
     for (int i = 0; i < 2; i++) {
         char line[1024];
-        dm_memory_report(A[i].m, A[i].o, &mem[i]);
+        dm_memory_report(A[i].m, A[i].o, A[i].step.gs, &mem[i]);
         dm_memory_line(&mem[i], A[i].cfg.checkpointing, line, sizeof line);
         dm_job_note(b->io, "# %s %s\n", A[i].label, line);
         snprintf(metric[nr], 64, "saved_activations_mib");

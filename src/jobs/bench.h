@@ -20,13 +20,6 @@ void dm_bench_flags(const dm_probe_result *r, char *buf, size_t n);
 /* One line on the probe reading (load, other processes' cores, steal) for a '#' note. */
 void dm_bench_probe_note(const dm_probe_result *r, char *buf, size_t n);
 
-/* One timed training step of m on tokens [B, T+1] at 0-based step: forward, zero_grad,
- * backward, the optimizer's update. Seconds into t: forward, forward+backward, the step.
- * 0 ok; 1 when the loss or the gradient norm is not finite (what says which, n bytes). */
-struct dm_optim;
-int dm_bench_time_step(dm_model *m, struct dm_optim *o, const uint8_t *tok, int B, int T,
-                       long step, double t[3], char *what, size_t n);
-
 typedef struct {
     const char *data;               /* corpus: a file (plain or gzip) or a directory; NULL:
                                        the bundled one (dm_data_path) */

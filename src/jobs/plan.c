@@ -10,24 +10,34 @@
 
 #include "base/rng.h"
 #include "base/stats.h"
-#include "jobs/bench.h"
+#include "jobs/step.h"
+#include "optim/gradsum.h"
 #include "optim/optim.h"
 
 #define MIB (1024.0 * 1024.0)
 
-int dm_memory_report(const dm_model *m, const struct dm_optim *o, dm_memory *mem) {
-    if (dm_model_memory(m, mem)) return 1;
+void dm_memory_add_step(dm_memory *mem, const struct dm_optim *o, const struct dm_gradsum *gs) {
     if (o) {
-        dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-        int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
-        for (int i = 0; i < nb; i++) mem->optimizer += bufs[i].n * sizeof(float);
+        dm_optim_mem om;
+        dm_optim_memory(o, &om);
+        mem->optimizer += om.state;
+        mem->optimizer_scratch += om.scratch;
+        mem->exchange += om.gather;
     }
+    mem->exchange += dm_gradsum_bytes(gs);
+}
+
+int dm_memory_report(const dm_model *m, const struct dm_optim *o, const struct dm_gradsum *gs,
+                     dm_memory *mem) {
+    if (dm_model_memory(m, mem)) return 1;
+    dm_memory_add_step(mem, o, gs);
     return 0;
 }
 
 size_t dm_memory_total(const dm_memory *mem) {
-    return mem->params + mem->params_bf16 + mem->grads + mem->optimizer + mem->saved +
-           mem->recompute + mem->scratch + mem->verify;
+    return mem->params + mem->params_bf16 + mem->grads + mem->optimizer +
+           mem->optimizer_scratch + mem->exchange + mem->saved + mem->recompute + mem->scratch +
+           mem->verify;
 }
 
 static const char *ckpt_name(int mode) {
@@ -35,23 +45,27 @@ static const char *ckpt_name(int mode) {
 }
 
 void dm_memory_line(const dm_memory *mem, int checkpointing, char *buf, size_t n) {
-    char bf[48] = "", vf[48] = "";
+    char bf[48] = "", vf[48] = "", xf[48] = "";
     if (mem->params_bf16) snprintf(bf, sizeof bf, " (+%.1f bf16)", mem->params_bf16 / MIB);
     if (mem->verify) snprintf(vf, sizeof vf, ", verify %.1f", mem->verify / MIB);
-    snprintf(buf, n, "memory: parameters %.1f MiB%s, gradients %.1f, optimizer %.1f, saved "
-             "activations %.1f (checkpointing %s), recompute %.1f, scratch %.1f%s; total %.1f "
-             "MiB for batch %d x %d", mem->params / MIB, bf, mem->grads / MIB,
-             mem->optimizer / MIB, mem->saved / MIB, ckpt_name(checkpointing),
-             mem->recompute / MIB, mem->scratch / MIB, vf, dm_memory_total(mem) / MIB,
-             mem->batch, mem->seq_len);
+    if (mem->exchange) snprintf(xf, sizeof xf, ", gradient sum and exchange %.1f",
+                                mem->exchange / MIB);
+    snprintf(buf, n, "memory: parameters %.1f MiB%s, gradients %.1f, optimizer %.1f (+%.1f "
+             "scratch)%s, saved activations %.1f (checkpointing %s), recompute %.1f, scratch "
+             "%.1f%s; total %.1f MiB for batch %d x %d", mem->params / MIB, bf,
+             mem->grads / MIB, mem->optimizer / MIB, mem->optimizer_scratch / MIB, xf,
+             mem->saved / MIB, ckpt_name(checkpointing), mem->recompute / MIB,
+             mem->scratch / MIB, vf, dm_memory_total(mem) / MIB, mem->batch, mem->seq_len);
 }
 
 void dm_memory_json(const dm_memory *mem, char *buf, size_t n) {
     snprintf(buf, n, "\"parameters_bytes\": %zu, \"parameters_bf16_bytes\": %zu, "
-             "\"gradients_bytes\": %zu, \"optimizer_bytes\": %zu, \"saved_activations_bytes\": "
-             "%zu, \"recompute_bytes\": %zu, \"scratch_bytes\": %zu, \"verify_bytes\": %zu, "
+             "\"gradients_bytes\": %zu, \"optimizer_bytes\": %zu, \"optimizer_scratch_bytes\": "
+             "%zu, \"exchange_bytes\": %zu, \"saved_activations_bytes\": %zu, "
+             "\"recompute_bytes\": %zu, \"scratch_bytes\": %zu, \"verify_bytes\": %zu, "
              "\"total_bytes\": %zu", mem->params, mem->params_bf16, mem->grads, mem->optimizer,
-             mem->saved, mem->recompute, mem->scratch, mem->verify, dm_memory_total(mem));
+             mem->optimizer_scratch, mem->exchange, mem->saved, mem->recompute, mem->scratch,
+             mem->verify, dm_memory_total(mem));
 }
 
 size_t dm_peak_rss_bytes(void) {
@@ -70,7 +84,8 @@ typedef struct {
     int threads;
     dm_model *m;
     dm_optim *o;
-    uint8_t *tok;
+    dm_corpus corpus; /* bytes from the seeded generator: the steps' batches */
+    dm_stepper step;  /* the training step: grad_accum micro-batches and the update */
     double *t;        /* seconds per timed step */
 } plan_ctx;
 
@@ -88,8 +103,8 @@ static int plan_config(plan_ctx *p) {
 }
 
 /* The figures: the planned ones (parameters, gradients and the arena from the config
- * alone), the saved activations under each checkpointing mode, and with the optimizer
- * built its state. */
+ * alone), the saved activations under each checkpointing mode, and with the optimizer and
+ * the step built what they allocate. */
 static int figures(plan_ctx *p) {
     const dm_config *c = &p->cfg;
     char err[DM_ERRLEN], line[1024];
@@ -106,9 +121,9 @@ static int figures(plan_ctx *p) {
     if (!p->m) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
     p->o = dm_optim_create(p->m, c, err, sizeof err);
     if (!p->o) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
-    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-    int nb = dm_optim_state(p->o, bufs, DM_OPTIM_MAX_BUFS);
-    for (int i = 0; i < nb; i++) mem.optimizer += bufs[i].n * sizeof(float);
+    if (dm_stepper_init(&p->step, p->m, p->o, c, NULL, err, sizeof err))
+        return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
+    dm_memory_add_step(&mem, p->o, p->step.gs);
 
     dm_job_note(p->io, "dormouse plan: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
                 "parameters; batch %d x %d; checkpointing %s; %d thread%s\n",
@@ -120,6 +135,8 @@ static int figures(plan_ctx *p) {
     const struct { const char *name; size_t v; int always; } rows[] = {
         {"parameters", mem.params, 1},          {"parameters, bf16 copy", mem.params_bf16, 0},
         {"gradients", mem.grads, 1},            {"optimizer state", mem.optimizer, 1},
+        {"optimizer scratch", mem.optimizer_scratch, 1},
+        {"gradient sum", mem.exchange, 0},
         {"saved activations", mem.saved, 1},    {"recompute workspace", mem.recompute, 1},
         {"scratch", mem.scratch, 1},            {"verify room", mem.verify, 0},
     };
@@ -137,25 +154,32 @@ static int figures(plan_ctx *p) {
     return 0;
 }
 
-/* reps timed steps after a warm-up on bytes from the seeded generator; the peak RSS */
+/* reps timed training steps (every micro-batch's forward and backward, their sum, the
+ * optimizer update; the batch drawn apart) after a warm-up, on bytes from the seeded
+ * generator; the peak RSS */
 static int timed(plan_ctx *p) {
     const dm_config *c = &p->cfg;
-    int B = c->batch_size, T = c->seq_len, reps = p->a->reps;
-    char err[DM_ERRLEN], what[96];
-    size_t nt = (size_t)B * (T + 1);
-    p->tok = malloc(nt);
+    int B = c->batch_size, T = c->seq_len, A = c->grad_accum, reps = p->a->reps;
+    char err[DM_ERRLEN];
+    size_t nt = (size_t)A * B * (T + 1);
+    p->corpus = (dm_corpus){.bytes = malloc(nt), .n = nt, .train_n = nt, .n_files = 1};
     p->t = calloc((size_t)reps, sizeof *p->t);
-    if (!p->tok || !p->t) return dm_fail(p->st, DM_JOB_FAILED, "out of memory for the batch");
+    if (!p->corpus.bytes || !p->t)
+        return dm_fail(p->st, DM_JOB_FAILED, "out of memory for the batch");
     dm_rng r;
     dm_rng_seed(&r, c->seed, 0x706c616e); /* "plan" */
-    for (size_t i = 0; i < nt; i++) p->tok[i] = (uint8_t)dm_rng_below(&r, 256);
+    for (size_t i = 0; i < nt; i++) p->corpus.bytes[i] = (uint8_t)dm_rng_below(&r, 256);
     if (dm_model_reserve(p->m, B, T, err, sizeof err))
         return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
     for (int i = -1; i < reps; i++) {
-        double t[3];
-        if (dm_bench_time_step(p->m, p->o, p->tok, B, T, i + 1, t, what, sizeof what))
-            return dm_fail(p->st, DM_JOB_FAILED, "%s at step %d", what, i + 2);
-        if (i >= 0) p->t[i] = t[2];
+        dm_step_out so;
+        if (dm_stepper_run(&p->step, &p->corpus, c->seed, 0, i + 1, &so))
+            return dm_fail(p->st, DM_JOB_FAILED, "an exchange failed at step %d", i + 2);
+        if (!isfinite(so.loss) || !isfinite(so.gnorm))
+            return dm_fail(p->st, DM_JOB_FAILED, "%s is %g at step %d",
+                           isfinite(so.loss) ? "gradient norm" : "loss",
+                           isfinite(so.loss) ? so.gnorm : so.loss, i + 2);
+        if (i >= 0) p->t[i] = so.t_fwd + so.t_bwd + so.t_opt;
         if (dm_job_stopped(p->io))
             return dm_fail(p->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d steps", i + 2,
                            reps + 1);
@@ -163,10 +187,13 @@ static int timed(plan_ctx *p) {
     double spread, med = dm_median(p->t, reps, &spread);
     char dur[32];
     dm_fmt_duration(dur, sizeof dur, med * c->steps);
-    dm_job_note(p->io, "time: %d step%s after a warm-up: %.1f ms/step (median; spread %.1f), "
+    char acc[96] = "";
+    if (A > 1) snprintf(acc, sizeof acc, " of %d micro-batches of %d x %d and the update", A,
+                        B, T);
+    dm_job_note(p->io, "time: %d step%s%s after a warm-up: %.1f ms/step (median; spread %.1f), "
                 "%.0f tokens/s; steps=%d take about %s (evaluation apart)\n", reps,
-                reps == 1 ? "" : "s", 1e3 * med, 1e3 * spread, (double)B * T / med, c->steps,
-                dur);
+                reps == 1 ? "" : "s", acc, 1e3 * med, 1e3 * spread, (double)A * B * T / med,
+                c->steps, dur);
     size_t rss = dm_peak_rss_bytes();
     if (rss) dm_job_note(p->io, "peak resident memory: %.1f MiB (%.2f GiB; the whole process)\n",
                          rss / MIB, rss / (MIB * 1024));
@@ -177,8 +204,9 @@ dm_status dm_plan_job(const dm_plan_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     plan_ctx p = {.a = a, .io = io, .st = &st};
     if (!plan_config(&p) && !figures(&p) && a->reps > 0) timed(&p);
-    free(p.tok);
+    dm_corpus_free(&p.corpus);
     free(p.t);
+    dm_stepper_free(&p.step);
     dm_optim_free(p.o);
     dm_model_free(p.m);
     return st;

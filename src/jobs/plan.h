@@ -12,15 +12,24 @@
 
 struct dm_optim;
 
-/* The figures of model m (its arena as laid out now) with the optimizer's state (o may be
- * NULL: 0). 1 when m has no arena yet. */
-int dm_memory_report(const dm_model *m, const struct dm_optim *o, dm_memory *mem);
-/* Everything, in bytes: parameters (and their bf16 copy), gradients, optimizer state, the
- * arena (saved + recompute + scratch) and verify mode's room. */
+struct dm_optim;
+struct dm_gradsum;
+/* Add what the optimizer o and the step's gradient sum gs allocate (either may be NULL):
+ * optimizer state and scratch, and the exchange buffers (dm_optim_memory,
+ * dm_gradsum_bytes). */
+void dm_memory_add_step(dm_memory *mem, const struct dm_optim *o, const struct dm_gradsum *gs);
+/* The figures of model m (its arena as laid out now) with dm_memory_add_step's. 1 when m
+ * has no arena yet. */
+int dm_memory_report(const dm_model *m, const struct dm_optim *o, const struct dm_gradsum *gs,
+                     dm_memory *mem);
+/* Everything, in bytes: parameters (and their bf16 copy), gradients, optimizer state and
+ * scratch, the exchange buffers, the arena (saved + recompute + scratch) and verify mode's
+ * room. */
 size_t dm_memory_total(const dm_memory *mem);
 /* One line (no newline): "memory: parameters 7.5 MiB (+3.8 bf16), gradients 7.5,
- * optimizer 22.6, saved activations 261.0 (checkpointing none), recompute 0.0, scratch
- * 81.0; total 379.6 MiB for batch 8 x 512". */
+ * optimizer 22.6 (+5.1 scratch), saved activations 288.7 (checkpointing none), recompute
+ * 0.0, scratch 44.0; total 379.2 MiB for batch 8 x 512" (", gradient sum and exchange N"
+ * after the optimizer when there is one). */
 void dm_memory_line(const dm_memory *mem, int checkpointing, char *buf, size_t n);
 /* The JSON members of the figures, without braces: "\"parameters_bytes\": N, ...,
  * \"total_bytes\": N" (for a summary's "memory" object). */

@@ -505,7 +505,7 @@ static void start(train_ctx *t) {
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
     char line[1024];
-    if (!dm_memory_report(t->m, t->opt, &t->mem)) {
+    if (!dm_memory_report(t->m, t->opt, t->stepper.gs, &t->mem)) {
         dm_memory_line(&t->mem, c->checkpointing, line, sizeof line);
         dm_job_note(t->io, "%s\n", line);
     }

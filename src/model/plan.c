@@ -14,14 +14,14 @@ const dm_step_def dm_step_defs[DM_NSTEPS] = {
     [DM_S_QKV] = {"qkv", DM_UNIT_MIXER, DM_SC_COMPUTE},
     [DM_S_CONV] = {"conv", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_ACT] = {"act", DM_UNIT_MIXER, DM_SC_MEMORY},
-    [DM_S_F1] = {"f1", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_F1] = {"f1", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_ROUND_F1] = {"round_f1", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_F] = {"f", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_GATE] = {"gate", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_BPROJ] = {"bproj", DM_UNIT_MIXER, DM_SC_COMPUTE},
     [DM_S_BETA] = {"beta", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_CORE] = {"core", DM_UNIT_MIXER, DM_SC_COMPUTE},
-    [DM_S_Z1] = {"z1", DM_UNIT_MIXER, DM_SC_COMPUTE},
+    [DM_S_Z1] = {"z1", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_ROUND_Z1] = {"round_z1", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_Z] = {"z", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_ONORM] = {"onorm", DM_UNIT_MIXER, DM_SC_MEMORY},
@@ -114,9 +114,13 @@ void dm_plan_make(dm_plan *p, const dm_config *c) {
         int cls = dm_step_defs[s].cls;
         /* GDN's gate and output gate read the normed input itself (W_a x, W_z x) */
         if (cls == DM_SC_LOWRANK && c->mixer == DM_MIXER_GDN) cls = DM_SC_COMPUTE;
+        /* the head runs last in the forward and first in the backward: its part of the
+         * workspace still holds its outputs when its backward needs them, so balanced
+         * keeps none of them apart (what it writes costs no recompute either way) */
+        int head = dm_step_defs[s].unit == DM_UNIT_HEAD;
         p->cls[s] = cls;
         p->keep[s] = cls == DM_SC_OUT || c->checkpointing == DM_CKPT_NONE ||
-                     (c->checkpointing == DM_CKPT_BALANCED && cls == DM_SC_COMPUTE);
+                     (c->checkpointing == DM_CKPT_BALANCED && cls == DM_SC_COMPUTE && !head);
         p->rerun[s] = !p->keep[s];
     }
 }

@@ -17,11 +17,13 @@
  *
  * Modes (the key `checkpointing`):
  *   none      keep every step's outputs
- *   balanced  keep the outputs of the compute-bound steps (DM_SC_COMPUTE: the products
- *             that read a unit's normed input, the delta-rule core with its saved chunk
- *             state, the logits); recompute the memory-bound ones (norms, conv, SiLU,
- *             L2 norm, gates, sigmoid, SwiGLU, the bf16 copies) and the rank-r
- *             expansions of KDA's gates (DM_SC_LOWRANK: 2r flops per float kept)
+ *   balanced  keep the outputs of the compute-bound steps (DM_SC_COMPUTE: the wide
+ *             products that read a unit's normed input, the delta-rule core with its
+ *             saved chunk state) of the mixers and MLPs; recompute the memory-bound ones
+ *             (norms, conv, SiLU, L2 norm, gates, sigmoid, SwiGLU, the bf16 copies) and
+ *             KDA's low-rank gate paths (DM_SC_LOWRANK). The head keeps nothing apart:
+ *             its outputs (the logits) stay in the workspace from its forward, the last,
+ *             to its backward, the first, and are never recomputed
  *   full      keep only the units' inputs; recompute each unit's forward before its
  *             backward */
 #ifndef DM_PLAN_H
@@ -49,8 +51,12 @@ enum {
 
 /* What a step costs to run again, per float it writes. */
 enum {
-    DM_SC_COMPUTE, /* a product of a unit's normed input, the delta core: kept by balanced */
-    DM_SC_LOWRANK, /* a product of a rank-r hidden (KDA's W_f2, W_g2): 2r flops per float */
+    DM_SC_COMPUTE, /* a wide product of a unit's normed input, the delta core: kept by
+                      balanced (except the head's, which its workspace keeps anyway) */
+    DM_SC_LOWRANK, /* KDA's low-rank gate paths: the rank-r hiddens (W_f1 x, W_g1 x: r
+                      floats a row from 2 D r flops) and their expansions (W_f2 f1, W_g2
+                      z1: 2r flops per float); together 4 r (D + HD) flops a row, 20% of
+                      a d2 mixer's products, for 2 r + 2 HD floats a row kept otherwise */
     DM_SC_MEMORY,  /* elementwise, norms, conv, gates, bf16 copies */
     DM_SC_OUT,     /* writes the next unit's input (the residual stream): never rerun */
 };

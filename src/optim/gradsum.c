@@ -15,6 +15,13 @@ struct dm_gradsum {
     float *recv;       /* [N, shard] the pieces received (N > 1) */
 };
 
+size_t dm_gradsum_bytes(const dm_gradsum *g) {
+    if (!g) return 0;
+    size_t mine = g->off[g->rank + 1] - g->off[g->rank];
+    if (!mine) mine = 1; /* as allocated */
+    return ((g->acc ? mine : 0) + (g->recv ? mine * (size_t)g->N : 0)) * sizeof(float);
+}
+
 void dm_shard_offsets(size_t n, int N, size_t *off) {
     for (int r = 0; r <= N; r++) {
         size_t o = (size_t)((double)n * r / N) & ~(size_t)15;

@@ -37,6 +37,10 @@ dm_gradsum *dm_gradsum_create(dm_model *m, int grad_accum, dm_comm *comm, char *
                               size_t errlen);
 void dm_gradsum_free(dm_gradsum *g);
 
+/* Bytes g allocates for the sum: its shard of acc and the receive slots (0 for one process
+ * with grad_accum 1; g may be NULL: 0). */
+size_t dm_gradsum_bytes(const dm_gradsum *g);
+
 /* The shard [off[r], off[r+1]) of rank r of a flat buffer of n floats cut for N ranks:
  * contiguous, starts 16-float aligned. off has N+1 entries. */
 void dm_shard_offsets(size_t n, int N, size_t *off);

@@ -128,6 +128,7 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     work = work_floats(o);
     o->mom = calloc(o->n, sizeof(float));
     o->ns_work = malloc(work * sizeof(float));
+    o->ns_work_n = work;
     o->radius = calloc((size_t)o->n_slices, sizeof(float));
     o->scale = calloc((size_t)o->n_slices, sizeof(float));
     if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
@@ -207,7 +208,8 @@ int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
     }
     free(o->upd);
     o->upd_alone = at;
-    if (!(o->upd = malloc((at + alone ? at + alone : 1) * sizeof(float)))) goto oom;
+    o->upd_n = at + alone ? at + alone : 1;
+    if (!(o->upd = malloc(o->upd_n * sizeof(float)))) goto oom;
     if (N > 1 && !(o->pack = malloc((o->pack_off[N] ? o->pack_off[N] : 1) * sizeof(float))))
         goto oom;
     free(load);
@@ -218,6 +220,11 @@ oom:
     free(order);
     snprintf(err, errlen, "out of memory: sharding Muon over %d ranks", N);
     return 1;
+}
+
+void dm_muon_memory(const dm_optim *o, size_t *scratch, size_t *gather) {
+    *scratch = (o->upd ? o->upd_n : 0) * sizeof(float) + o->ns_work_n * sizeof(float);
+    *gather = o->pack ? (o->pack_off[o->nranks] ? o->pack_off[o->nranks] : 1) * sizeof(float) : 0;
 }
 
 void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {

@@ -174,3 +174,11 @@ int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, cha
     snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape", name);
     return 1;
 }
+
+void dm_optim_memory(const dm_optim *o, dm_optim_mem *mem) {
+    *mem = (dm_optim_mem){0};
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
+    for (int i = 0; i < nb; i++) mem->state += bufs[i].n * sizeof(float);
+    dm_muon_memory(o, &mem->scratch, &mem->gather);
+}

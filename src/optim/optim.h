@@ -61,6 +61,15 @@ typedef struct {
 } dm_optim_buf;
 #define DM_OPTIM_MAX_BUFS 8
 
+/* The bytes the optimizer allocates in large buffers: its state (the buffers of
+ * dm_optim_state), its scratch (Muon's update buffer, Newton-Schulz and Stiefel work) and
+ * the buffer its units are all-gathered through among ranks (0 in one process). oneDNN's
+ * own scratch for bf16 Newton-Schulz (ns_precision=bf16) is oneDNN's and not counted. */
+typedef struct {
+    size_t state, scratch, gather;
+} dm_optim_mem;
+void dm_optim_memory(const dm_optim *o, dm_optim_mem *mem);
+
 /* Fill out[0..max) with the state buffers; returns how many. */
 int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max);
 /* Load the buffer `name` from src[0..n). 0 ok; else err (no such buffer, another size). */

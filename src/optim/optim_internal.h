@@ -32,7 +32,9 @@ struct dm_optim {
     float *upd;        /* the updates being orthogonalized: this rank's stacked units (at
                           their uoff), then one slot for its lone units, one at a time */
     size_t upd_alone;  /* where that slot starts in upd */
+    size_t upd_n;      /* floats in upd */
     float *ns_work;    /* NS / Stiefel scratch */
+    size_t ns_work_n;  /* floats in ns_work */
     int n_units;
     dm_muon_unit *units; /* in tensor order, slices in order */
     float **ptrs;      /* [n_units] a batch's units */
@@ -59,6 +61,8 @@ int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen);
  * rank's units, then the units all-gathered. 0 ok; 1 when the all-gather failed. */
 int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step);
 int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max);
+/* Bytes of Muon's scratch (upd, ns_work) and of its all-gather buffer (pack). */
+void dm_muon_memory(const dm_optim *o, size_t *scratch, size_t *gather);
 void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n);
 
 #endif
