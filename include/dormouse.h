@@ -220,8 +220,6 @@ void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n);
 /* The same as a table: per op and direction the calls, which implementation ran them,
  * what did not run and why, and the verify maximum when verify mode ran. */
 void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n);
-/* Zero those counters (a trial the report should not count: train's time-budget probe). */
-void dm_model_dispatch_reset(dm_model *m);
 /* Verify mode: while on, every op call also runs a second implementation on the same
  * inputs (the reference, or the fast one when the reference ran) and the largest relative
  * RMS difference of its outputs and gradients is recorded. Turning it on makes the second

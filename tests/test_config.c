@@ -277,6 +277,14 @@ TEST(config_time_budget) {
         CHECKF(rc == 0 || (strstr(err, "time_budget") && strstr(err, "5m")),
                "the error names neither the key nor the form: %s", err);
     }
+    /* it measures the warmup's steps: a budget without a warmup is an error naming both */
+    dm_config_default(&c);
+    c.time_budget = 60;
+    c.warmup_steps = 0;
+    CHECKF(dm_config_validate(&c, err, sizeof err) != 0 && strstr(err, "time_budget") &&
+           strstr(err, "warmup_steps"), "time_budget without a warmup: %s", err);
+    c.warmup_steps = 1;
+    CHECKF(dm_config_validate(&c, err, sizeof err) == 0, "%s", err);
     /* a config.json round trip keeps it (as seconds) */
     dm_config_default(&c);
     CHECK(dm_config_set(&c, "time_budget", "4m", err, sizeof err) == 0);

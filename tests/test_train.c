@@ -442,33 +442,43 @@ TEST(train_job_status_and_events) {
 
 /* ---- the time budget (issue 15) ------------------------------------------------------ */
 
-/* dm_budget_steps is the largest s with elapsed + s step + ceil(s / eval_every) eval
- * <= (1 - reserve) budget: against a count from 0 up, on a grid; 0 when nothing fits. */
+/* dm_budget_steps after `done` steps is the largest S >= done with elapsed + (S - done)
+ * step + (ceil(S / every) - floor(done / every)) eval <= (1 - reserve) budget: against a
+ * count up from done, on a grid; done when nothing more fits. */
 TEST(budget_steps_largest_that_fits) {
     const double budgets[] = {1, 10, 300, 3600}, steps_s[] = {0.001, 0.05, 0.3, 2.5},
                  evals_s[] = {0, 0.01, 1, 7};
     const int every[] = {0, 1, 7, 200};
+    const long dones[] = {0, 1, 7, 50};
     int cases = 0;
     for (int bi = 0; bi < 4; bi++)
         for (int si = 0; si < 4; si++)
             for (int ei = 0; ei < 4; ei++)
-                for (int vi = 0; vi < 4; vi++) {
-                    double b = budgets[bi], st = steps_s[si], ev = evals_s[ei], el = 0.1 * b;
-                    long want = 0;
-                    for (long s = 1; s < 10000000; s++) {
-                        long n_ev = every[vi] ? (s + every[vi] - 1) / every[vi] : 1;
-                        if (el + s * st + n_ev * ev > (1 - DM_BUDGET_RESERVE) * b) break;
-                        want = s;
+                for (int vi = 0; vi < 4; vi++)
+                    for (int di = 0; di < 4; di++) {
+                        double b = budgets[bi], st = steps_s[si], ev = evals_s[ei], el = 0.1 * b;
+                        long done = dones[di], want = done, e = every[vi];
+                        for (long s = done + 1; s < 10000000; s++) {
+                            long n_ev = e ? (s + e - 1) / e - done / e : 1;
+                            if (el + (double)(s - done) * st + (double)n_ev * ev >
+                                (1 - DM_BUDGET_RESERVE) * b)
+                                break;
+                            want = s;
+                        }
+                        long got = dm_budget_steps(b, el, done, st, ev, every[vi], 1L << 30);
+                        CHECKF(got == want, "budget %g s, %ld done in %g s, step %g s, eval %g s "
+                               "every %d: %ld steps, expected %ld", b, done, el, st, ev,
+                               every[vi], got, want);
+                        cases++;
                     }
-                    long got = dm_budget_steps(b, el, st, ev, every[vi], 1L << 30);
-                    CHECKF(got == want, "budget %g s, elapsed %g, step %g s, eval %g s every %d: "
-                           "%ld steps, expected %ld", b, el, st, ev, every[vi], got, want);
-                    cases++;
-                }
-    CHECK(dm_budget_steps(300, 10, 0.5, 1, 100, 7) == 7);     /* at most max_steps */
-    CHECK(dm_budget_steps(300, 300, 0.5, 1, 100, 1000) == 0); /* set-up took it all */
-    CHECK(dm_budget_steps(10, 1, 0.01, 9, 100, 1000) == 0);   /* one evaluation does not fit */
-    CHECK(dm_budget_steps(10, 1, 0, 1, 100, 1000) == 0);      /* no rate measured */
+    CHECK(dm_budget_steps(300, 10, 0, 0.5, 1, 100, 7) == 7);    /* at most max_steps */
+    CHECK(dm_budget_steps(300, 300, 5, 0.5, 1, 100, 1000) == 5); /* the budget is spent */
+    CHECK(dm_budget_steps(10, 1, 0, 0.01, 9, 100, 1000) == 0);   /* one evaluation does not fit */
+    CHECK(dm_budget_steps(10, 1, 3, 0, 1, 100, 1000) == 3);      /* no rate measured */
+    /* 100 done at 27.55 s, 0.1 s a step, evaluations of 1 s every 100 (the one at step 100
+     * made): 95 - 27.55 = 67.45 s left (5% kept back). S = 704: 604 steps and the evaluations at 200 ..
+     * 700 and the end's (7) = 67.4 s, fits; S = 705: 67.5 s does not */
+    CHECK(dm_budget_steps(100, 27.55, 100, 0.1, 1, 100, 1 << 30) == 704);
     printf("  %d cases\n", cases);
 }
 
@@ -491,14 +501,24 @@ static int recorded_steps(const char *dir, long *budget) {
     return ok ? c.steps : -1;
 }
 
-/* A run with a time budget fits it (within a margin for a loaded machine: the steps are
- * fixed from a measured rate), records its steps in config.json, and is, bit for bit, the
- * run with those steps and no budget (the measuring steps leave no trace); a budget run
- * stopped with --until resumes exactly; a resume cannot change the budget. */
+/* a stop asked at the second step event; the events say the steps are not fixed yet */
+static void stop_at_step(void *user, const dm_event *ev) {
+    volatile sig_atomic_t *stop = user;
+    if (ev->kind != DM_EV_STEP) return;
+    CHECKF(ev->steps == 0, "step %ld of %ld: the steps are not fixed yet", ev->step, ev->steps);
+    if (ev->step == 2) *stop = SIGTERM;
+}
+
+/* A run with a time budget fits it (judged on a quiet machine: the steps are fixed from
+ * the rate of the first ones), records its steps in config.json, and is, bit for bit, the
+ * run with those steps and no budget (the warmup's steps, measured, do not depend on
+ * steps); a budget run stopped with --until (before the steps were fixed: they are fixed
+ * at the --until step then) resumes exactly; a resume cannot change the budget. */
 TEST(train_time_budget_fits_and_is_exact) {
     const long budget = 2;
     dm_config c = tiny_run();
     c.time_budget = budget;
+    c.warmup_steps = 8; /* the steps measured before the steps are fixed */
     c.eval_every = 100;
     char a[256], b[256], d[256], e[256];
     t_tmpdir(a, sizeof a);
@@ -553,8 +573,21 @@ TEST(train_time_budget_fits_and_is_exact) {
     dm_train_args te = {.data = CORPUS, .out = e, .cfg = &fixed};
     CHECK(m > 4 && train_ok(&te));
     if (m > 4) same_runs(d, e, &fixed);
+    /* a stop while the steps are measured (before they are fixed): interrupted, nothing
+     * kept (no checkpoint could record steps), the directory as it was (empty) */
+    char f[256], p[512];
+    t_tmpdir(f, sizeof f);
+    volatile sig_atomic_t stop = 0;
+    dm_job_io sio = {stop_at_step, (void *)&stop, &stop, NULL};
+    dm_train_args tf = {.data = CORPUS, .out = f, .cfg = &c};
+    dm_status st2 = dm_train(&tf, &sio);
+    CHECKF(st2.code == DM_JOB_INTERRUPTED && strstr(st2.msg, "before time_budget fixed"),
+           "%d %s", st2.code, st2.msg);
+    snprintf(p, sizeof p, "test -z \"$(ls -A %s)\"", f);
+    CHECKF(t_run(p, NULL, 0) == 0, "a stop before the steps were fixed left files in %s", f);
     t_rmtree(a);
     t_rmtree(b);
     t_rmtree(d);
     t_rmtree(e);
+    t_rmtree(f);
 }

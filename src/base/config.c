@@ -56,8 +56,8 @@ static const key_t_ KEYS[] = {
      "bytes per training sequence"},
     {"steps", DM_KEY_TRAINING, K_INT, F(steps), 1, 1 << 30, NULL, "optimizer steps"},
     {"time_budget", DM_KEY_TRAINING, K_SECONDS, F(time_budget), 0, 1e7, NULL,
-     "wall clock of a fresh run (e.g. 5m, 1h30m, 90s): steps is fixed from the first "
-     "steps' measured rate, evaluation included; 0 = off"},
+     "wall clock of a fresh run (e.g. 5m, 1h30m, 90s): steps is fixed after the warmup's "
+     "first steps (at most 64) from their measured rate, evaluation included; 0 = off"},
     {"lr", DM_KEY_TRAINING, K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
     {"muon_lr", DM_KEY_TRAINING, K_FLOAT, F(muon_lr), 0, 10, NULL,
      "peak learning rate of Muon matrices"},
@@ -370,6 +370,12 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         if (err)
             snprintf(err, errlen, "grad_accum: the step's batch, batch_size x grad_accum (%d x "
                      "%d), must be at most %d sequences", c->batch_size, c->grad_accum, 1 << 20);
+        return 1;
+    }
+    if (c->time_budget > 0 && c->warmup_steps < 1) {
+        if (err)
+            snprintf(err, errlen, "time_budget: measures the steps of the warmup (their learning "
+                     "rates do not depend on steps): warmup_steps must be at least 1");
         return 1;
     }
     if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {

@@ -1,21 +1,22 @@
 /* budget.c — see budget.h. */
 #include "jobs/budget.h"
 
-static double cost(long s, double step_s, double eval_s, int eval_every) {
-    long evals = s == 0 ? 0 : eval_every > 0 ? (s + eval_every - 1) / eval_every : 1;
-    return (double)s * step_s + (double)evals * eval_s;
+/* what steps done+1 .. s cost, the evaluations among them and at the end included */
+static double cost(long s, long done, double step_s, double eval_s, int eval_every) {
+    long evals = eval_every > 0 ? (s + eval_every - 1) / eval_every - done / eval_every : 1;
+    return (double)(s - done) * step_s + (double)evals * eval_s;
 }
 
-long dm_budget_steps(double budget_s, double elapsed_s, double step_s, double eval_s,
-                     int eval_every, long max_steps) {
+long dm_budget_steps(double budget_s, double elapsed_s, long done, double step_s,
+                     double eval_s, int eval_every, long max_steps) {
     double avail = (1.0 - DM_BUDGET_RESERVE) * budget_s - elapsed_s;
-    if (!(avail > 0) || !(step_s > 0) || eval_s < 0) return 0;
+    if (!(step_s > 0) || !(eval_s >= 0) || max_steps <= done) return done;
     /* cost is non-decreasing in s: the largest s that fits, by bisection */
-    long lo = 0, hi = max_steps;
-    if ((double)hi > avail / step_s + 1) hi = (long)(avail / step_s) + 1;
+    long lo = done, hi = max_steps;
+    if (avail / step_s < (double)(hi - done)) hi = done + (long)(avail > 0 ? avail / step_s : 0) + 1;
     while (lo < hi) {
         long mid = lo + (hi - lo + 1) / 2;
-        if (cost(mid, step_s, eval_s, eval_every) <= avail) lo = mid;
+        if (cost(mid, done, step_s, eval_s, eval_every) <= avail) lo = mid;
         else hi = mid - 1;
     }
     return lo;

@@ -115,15 +115,17 @@ void dm_fmt_duration(char *buf, size_t n, double s) {
 }
 
 void dm_step_text(const dm_event *ev, char *buf, size_t n) {
+    char of[32] = "?"; /* steps 0: not fixed yet (a time budget measuring its first steps) */
+    if (ev->steps > 0) snprintf(of, sizeof of, "%ld", ev->steps);
     if (ev->text) {
-        snprintf(buf, n, "%s: step %ld/%ld", ev->text, ev->step, ev->steps);
+        snprintf(buf, n, "%s: step %ld/%s", ev->text, ev->step, of);
         return;
     }
     char vb[32] = "-", eta[32];
     if (!isnan(ev->val_bpb)) snprintf(vb, sizeof vb, "%.4f bpb @%ld", ev->val_bpb, ev->val_step);
     dm_fmt_duration(eta, sizeof eta, ev->eta_s);
-    snprintf(buf, n, "step %ld/%ld | loss %.4f | val %s | %.0f ms/step | %.0f tok/s | ETA %s",
-             ev->step, ev->steps, ev->loss, vb, ev->ms_per_step, ev->tokens_per_s, eta);
+    snprintf(buf, n, "step %ld/%s | loss %.4f | val %s | %.0f ms/step | %.0f tok/s | ETA %s",
+             ev->step, of, ev->loss, vb, ev->ms_per_step, ev->tokens_per_s, eta);
 }
 
 void dm_event_write(FILE *out, FILE *err, const dm_event *ev) {

@@ -25,7 +25,6 @@
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
 #include "io/rundir.h"
-#include "base/stats.h"   /* dm_median */
 #include "jobs/budget.h"
 #include "jobs/eval.h"
 #include "jobs/load.h"
@@ -64,6 +63,8 @@ typedef struct {
     int interval_n;
     /* the whole run */
     double t_job;         /* when the job began (time_budget counts from it) */
+    long fit_at;          /* time_budget: steps are fixed after this step (0: not pending) */
+    double fit_dt[DM_BUDGET_MEASURE]; /* the measured steps' times, seconds */
     double t_start, t_train, last_bpb, verify_worst, last_tick;
     long val_step;        /* the step last_bpb was measured at */
     dm_probe probe;       /* was the machine busy while we trained (history.h) */
@@ -401,77 +402,50 @@ static int open_files(train_ctx *t) {
 
 /* ---- the time budget ---------------------------------------------------------------- */
 
-#define BUDGET_PROBE 4 /* steps run to measure: the first a warm-up, the median of the rest */
-
-/* The parameters and the optimizer state into keep (out = 1), or back from it (out = 0). */
-static void state_copy(train_ctx *t, float *keep, int out) {
-    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-    int nb = dm_optim_state(t->opt, bufs, DM_OPTIM_MAX_BUFS);
-    float *p = dm_model_params(t->m);
-    size_t np = dm_model_num_params(t->m);
-    memcpy(out ? keep : p, out ? p : keep, np * sizeof *keep);
-    for (int i = 0; i < nb; keep += bufs[i].n, i++)
-        memcpy(out ? keep + np : bufs[i].data, out ? bufs[i].data : keep + np,
-               bufs[i].n * sizeof *keep);
+/* time_budget on a fresh run: the steps of the warmup (at most DM_BUDGET_MEASURE of them;
+ * up to --until when that comes first) train as any run's, their times are measured, and
+ * after them `steps` is fixed. The warmup's learning rates do not depend on `steps`
+ * (optim.h: dm_lr_factor), so the run is, bit for bit, the run with the steps fixed here
+ * (which config.json records). Until then `steps` is the key's largest value and nothing
+ * is checkpointed. */
+static void budget_begin(train_ctx *t) {
+    dm_config *c = &t->cfg;
+    t->fit_at = c->warmup_steps < DM_BUDGET_MEASURE ? c->warmup_steps : DM_BUDGET_MEASURE;
+    if (t->a->until > 0 && t->a->until < t->fit_at) t->fit_at = t->a->until;
+    c->steps = DM_BUDGET_UNFIXED;
+    dm_optim_set_steps(t->opt, c->steps);
 }
 
-/* time_budget on a fresh run (every rank, after share_state): steps fixed from the
- * measured rate. Runs BUDGET_PROBE steps and one evaluation, then puts the parameters,
- * the optimizer state and the op counters back as they were: the run that follows is,
- * bit for bit, the run with the steps chosen here (which config.json records). Rank 0's
- * measurements decide for every rank. */
-static int fit_budget(train_ctx *t) {
+/* After step `done` (= fit_at; every rank): one timed evaluation (not logged), then the
+ * steps that fit from the mean time of the measured steps after the first; rank 0's
+ * figures decide for every rank. */
+static int fit_budget(train_ctx *t, long done) {
     dm_config *c = &t->cfg;
-    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-    int nb = dm_optim_state(t->opt, bufs, DM_OPTIM_MAX_BUFS);
-    size_t total = dm_model_num_params(t->m);
-    for (int i = 0; i < nb; i++) total += bufs[i].n;
-    float *keep = malloc(total * sizeof *keep);
-    if (!keep) return dm_fail(t->st, DM_JOB_FAILED, "out of memory measuring the time budget "
-                              "(%zu MiB)", (total * sizeof *keep) >> 20);
-    state_copy(t, keep, 1);
-
-    double dt[BUDGET_PROBE], eval_s = 0;
-    int rc = 0;
-    for (int i = 0; i < BUDGET_PROBE && !rc; i++) {
-        dm_step_out so;
-        double t0 = dm_now();
-        rc = dm_stepper_run(&t->stepper, &t->corpus, c->seed, i, i, &so);
-        dt[i] = dm_now() - t0;
-    }
-    if (!rc) {
-        double te = dm_now();
-        dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
-                    c->batch_size, c->seq_len, t->comm);
-        eval_s = dm_now() - te;
-        rc = dm_comm_error(t->comm)[0] != 0;
-    }
-    state_copy(t, keep, 0);
-    free(keep);
-    dm_model_dispatch_reset(t->m);
-    if (rc) return comm_failed(t);
+    double te = dm_now();
+    dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
+                c->batch_size, c->seq_len, t->comm);
+    double eval_s = dm_now() - te;
+    if (dm_comm_error(t->comm)[0]) return comm_failed(t);
     char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
     if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
-
-    double spread, step_s = dm_median(dt + 1, BUDGET_PROBE - 1, &spread);
-    double elapsed = dm_now() - t->t_job;
-    long steps = dm_budget_steps((double)c->time_budget, elapsed, step_s, eval_s,
-                                 c->eval_every, 1L << 30);
+    double sum = 0;
+    long first = done > 1; /* the first step warms the caches up: left out when there are more */
+    for (long i = first; i < done; i++) sum += t->fit_dt[i];
+    double step_s = sum / (double)(done - first), elapsed = dm_now() - t->t_job;
+    long steps = dm_budget_steps((double)c->time_budget, elapsed, done, step_s, eval_s,
+                                 c->eval_every, DM_BUDGET_UNFIXED);
     if (t->nranks > 1 && dm_comm_bcast(t->comm, &steps, 1, sizeof steps, 0))
         return comm_failed(t);
-    char bud[32];
-    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
-    if (steps < 1)
-        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time_budget %s fits no step: set-up and "
-                       "measuring took %.1f s, a step %.0f ms, an evaluation %.2f s", bud,
-                       elapsed, 1e3 * step_s, eval_s);
     c->steps = (int)steps;
     dm_optim_set_steps(t->opt, c->steps); /* the lr schedule follows the fitted steps */
-    dm_job_note(t->io, "time budget %s: set-up and measuring took %.1f s; a step %.1f ms "
-                "(median of %d after a warm-up), an evaluation %.2f s; steps=%d fits, "
-                "evaluation included (recorded in config.json)\n", bud, elapsed, 1e3 * step_s,
-                BUDGET_PROBE - 1, eval_s, c->steps);
+    t->fit_at = 0;
+    char bud[32];
+    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    dm_job_note(t->io, "time budget %s: steps=%d fits, evaluation included (recorded in "
+                "config.json); measured over the first %ld: a step %.1f ms, an evaluation "
+                "%.2f s, %.1f s since the start%s\n", bud, c->steps, done, 1e3 * step_s,
+                eval_s, elapsed, steps == done ? " — the budget ends here" : "");
     if (t->rank == 0) {
         char *cj = dm_config_to_json(c);
         int wr = write_run_file(t->a->out, "config.json", cj, err, sizeof err);
@@ -488,19 +462,26 @@ static void start(train_ctx *t) {
     if (c->grad_accum > 1)
         snprintf(acc, sizeof acc, ", grad_accum %d (%d sequences per step)", c->grad_accum,
                  c->batch_size * c->grad_accum);
+    char steps[160];
+    if (t->fit_at) {
+        char bud[32];
+        dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+        snprintf(steps, sizeof steps, "steps: as many as fit %s (time_budget), fixed after "
+                 "step %ld", bud, t->fit_at);
+    } else snprintf(steps, sizeof steps, "%d steps", c->steps);
     dm_job_note(t->io, "dormouse train: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
                 "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
                 c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s",
                 c->head_dim, dm_model_num_params(t->m));
     if (t->val[0])
         dm_job_note(t->io, "corpus %s: %zu bytes, all train; validation: the last %ld bytes of "
-                    "%s; batch %d x %d%s; %d steps; %d thread%s\n", t->data, t->corpus.train_n,
-                    c->eval_window, t->val, c->batch_size, c->seq_len, acc, c->steps,
+                    "%s; batch %d x %d%s; %s; %d thread%s\n", t->data, t->corpus.train_n,
+                    c->eval_window, t->val, c->batch_size, c->seq_len, acc, steps,
                     t->nthreads, t->nthreads == 1 ? "" : "s");
     else
         dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, the last %ld validation); batch %d "
-                    "x %d%s; %d steps; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
-                    c->eval_window, c->batch_size, c->seq_len, acc, c->steps, t->nthreads,
+                    "x %d%s; %s; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
+                    c->eval_window, c->batch_size, c->seq_len, acc, steps, t->nthreads,
                     t->nthreads == 1 ? "" : "s");
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
@@ -550,6 +531,7 @@ static int one_step(train_ctx *t, long step) {
     t->t0 = dm_now();
     dm_step_out so;
     int rc = dm_stepper_run(&t->stepper, &t->corpus, c->seed, step, step, &so);
+    if (step < t->fit_at) t->fit_dt[step] = dm_now() - t->t0;
     dm_model_set_verify(t->m, 0);
     t->loss = so.loss;
     t->gnorm = so.gnorm;
@@ -634,13 +616,13 @@ static int log_eval(train_ctx *t, long done) {
     dm_event ev = {0};
     ev.kind = DM_EV_STEP;
     ev.step = done;
-    ev.steps = c->steps;
+    ev.steps = t->fit_at ? 0 : c->steps; /* 0: not fixed yet (time_budget) */
     ev.loss = t->loss;
     ev.val_bpb = t->last_bpb;
     ev.val_step = t->val_step;
     ev.ms_per_step = ms;
     ev.tokens_per_s = tps;
-    ev.eta_s = (c->steps - done) * (t->t_train / (done - t->start));
+    ev.eta_s = t->fit_at ? NAN : (c->steps - done) * (t->t_train / (done - t->start));
     ev.logged = logged;
     dm_job_emit(t->io, &ev);
     if (done % c->log_every == 0 || last) {
@@ -661,6 +643,13 @@ static int checkpoint(train_ctx *t, long done) {
     char err[8192];
     int last = done == c->steps, stop = t->stop;
     int until = t->a->until > 0 && done == t->a->until && !last;
+    if (t->fit_at) { /* measuring for time_budget: steps not fixed, so no checkpoint yet */
+        if (stop)
+            dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld, before time_budget "
+                    "fixed the steps (after step %ld); %s is left as it was", done, t->fit_at,
+                    t->a->out);
+        return stop;
+    }
     if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
         char kb[4400];
         if (t->rank == 0 && dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err))
@@ -785,14 +774,17 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     if (t.rank == 0) run_config(&t);
     if (!agree(&t) && !share_config(&t) && (set_up(&t), !agree(&t)) && !check_corpus(&t) &&
         (open_files(&t), !agree(&t)) && !share_state(&t) &&
-        (a->resume || t.cfg.time_budget == 0 || (fit_budget(&t), !agree(&t)))) {
+        1) {
+        if (!a->resume && t.cfg.time_budget > 0) budget_begin(&t);
         start(&t);
         if (t.stop) /* asked to stop before a step ran (every rank agreed): nothing to keep */
             dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the first step; %s is left "
                     "as it was", a->out);
         for (long step = t.start; step < t.cfg.steps && !st.code; step++) {
             one_step(&t, step);
-            if (agree(&t) || log_eval(&t, step + 1) || checkpoint(&t, step + 1)) break;
+            if (agree(&t) || (step + 1 == t.fit_at && (fit_budget(&t, step + 1), agree(&t))) ||
+                log_eval(&t, step + 1) || checkpoint(&t, step + 1))
+                break;
         }
         if (st.code != DM_JOB_INTERRUPTED || t.saved) finish(&t);
         if (t.nranks > 1) agree(&t);

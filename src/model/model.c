@@ -405,8 +405,6 @@ void dm_model_dispatch_report(const dm_model *m, char *buf, size_t n) {
     dm_ops_report(&m->ops, buf, n);
 }
 
-void dm_model_dispatch_reset(dm_model *m) { dm_ops_reset_counts(&m->ops); }
-
 void dm_model_dispatch_table(const dm_model *m, char *buf, size_t n) {
     dm_ops_table(&m->ops, buf, n);
 }

@@ -265,13 +265,6 @@ static long fast_calls(const dm_ops *ops, int op, int dir) {
         if (at < n) at += (size_t)snprintf(buf + at, n - at, __VA_ARGS__);            \
     } while (0)
 
-void dm_ops_reset_counts(dm_ops *ops) {
-    memset(ops->calls, 0, sizeof ops->calls);
-    memset(ops->ran, 0, sizeof ops->ran);
-    ops->n_skip = 0;
-    ops->skip_lost = 0;
-}
-
 void dm_ops_report(const dm_ops *ops, char *buf, size_t n) {
     size_t at = 0;
     long declined = 0;

@@ -109,8 +109,6 @@ void dm_ops_report(const dm_ops *ops, char *buf, size_t n);
 /* The table: per op and direction the calls, by implementation, what did not run and
  * why, and the verify maximum when verify mode ran. Lines end in '\n'. */
 void dm_ops_table(const dm_ops *ops, char *buf, size_t n);
-/* Zero the counters (calls, implementations, declines; not the verify maximum). */
-void dm_ops_reset_counts(dm_ops *ops);
 /* The largest relative difference since the last call (then reset) and the output it came
  * from; -1 when nothing was verified. */
 double dm_ops_verify_take(dm_ops *ops, char *what, size_t n);
