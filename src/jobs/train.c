@@ -773,8 +773,7 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
      * of them there (and nothing is written before every rank is ready) */
     if (t.rank == 0) run_config(&t);
     if (!agree(&t) && !share_config(&t) && (set_up(&t), !agree(&t)) && !check_corpus(&t) &&
-        (open_files(&t), !agree(&t)) && !share_state(&t) &&
-        1) {
+        (open_files(&t), !agree(&t)) && !share_state(&t)) {
         if (!a->resume && t.cfg.time_budget > 0) budget_begin(&t);
         start(&t);
         if (t.stop) /* asked to stop before a step ran (every rank agreed): nothing to keep */
