@@ -392,28 +392,28 @@ static int ns1_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns
 }
 
 /* NS on one wide slice with every GEMM operand rounded to bf16 and the f32 GEMM (the
- * reference bf16 path), written out from the definition (ns.h) */
+ * reference bf16 path), written out from the definition (ns.h, dm_ns_bf16) */
 static void ns_bf16_reference(float *X, const float *G, int rows, int cols, dm_ns_sched s) {
     int m = rows;
     size_t len = (size_t)rows * cols;
-    float *A = t_alloc((size_t)m * m), *B = t_alloc((size_t)m * m), *Y = t_alloc(len);
+    float *A = t_alloc((size_t)m * m), *B = t_alloc((size_t)m * m);
     float *xr = t_alloc(len), *ar = t_alloc((size_t)m * m), *br = t_alloc((size_t)m * m);
     double inv = 1.0 / (dm_ns_sched_safety(s) * dm_frob_norm(G, len));
     for (size_t i = 0; i < len; i++) X[i] = (float)((double)G[i] * inv);
+    dm_bf16_round(xr, X, len);
     for (int t = 0; t < dm_ns_sched_steps(s); t++) {
         double c[3];
         dm_ns_sched_coeffs(s, t, c);
-        dm_bf16_round(xr, X, len);
         dm_gemm(0, 1, m, m, cols, 1.0f, xr, cols, xr, cols, 0.0f, A, m);
-        for (int i = 0; i < m * m; i++) B[i] = (float)c[1] * A[i];
-        for (int i = 0; i < m; i++) B[i * m + i] += (float)c[0];
         dm_bf16_round(ar, A, (size_t)m * m);
+        for (int i = 0; i < m * m; i++) B[i] = (float)c[1] * A[i];
         dm_gemm(0, 0, m, m, m, (float)c[2], ar, m, ar, m, 1.0f, B, m);
+        for (int i = 0; i < m; i++) B[i * m + i] += (float)c[0];
         dm_bf16_round(br, B, (size_t)m * m);
-        dm_gemm(0, 0, m, cols, m, 1.0f, br, m, xr, cols, 0.0f, Y, cols);
-        memcpy(X, Y, len * sizeof(float));
+        dm_gemm(0, 0, m, cols, m, 1.0f, br, m, xr, cols, 0.0f, X, cols);
+        dm_bf16_round(xr, X, len); /* the next step's operand (oneDNN writes it in bf16) */
     }
-    free(A); free(B); free(Y); free(xr); free(ar); free(br);
+    free(A); free(B); free(xr); free(ar); free(br);
 }
 
 /* bf16 NS: the stack equals the per-slice loop and 1 thread equals 2, bitwise; its

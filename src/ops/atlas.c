@@ -104,7 +104,7 @@ static void roof_prod(const roof_buf *b, int kind, const dm_atlas_prod *p, int s
             dm_onednn_gemm_bf16(b->dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, Ab, lda, Bb, ldb,
                                 beta, C, p->N);
         else if (dm_onednn_gemm_bf16_here(b->dnn, slot, p->ta, p->tb, p->M, p->N, p->K, 1.0f, Ab,
-                                          lda, Bb, ldb, beta, C, p->N))
+                                          lda, Bb, ldb, beta, C, p->N, 0))
             abort(); /* built outside the parallel loop by roof_ready: unreachable */
     } else if (kind == DM_GEMM_F32_ONEDNN && slot < 0) {
         dm_onednn_gemm(b->dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, beta, C, p->N);
@@ -132,7 +132,7 @@ static const char *roof_ready(roof_buf *b, const dm_atlas_gemm *g) {
             why = dm_onednn_supports_bf16(b->dnn, p->ta, p->tb, p->M, p->N, p->K, lda, ldb, p->N,
                                           1.0f, (float)p->beta);
         else if (dm_onednn_prepare_bf16_here(b->dnn, p->ta, p->tb, p->M, p->N, p->K, 1.0f, lda,
-                                             ldb, (float)p->beta, p->N))
+                                             ldb, (float)p->beta, p->N, 0))
             why = "oneDNN cannot build a bf16 matmul primitive for it";
         if (why) return why;
     }

@@ -83,13 +83,11 @@ double dm_frob_norm(const float *x, size_t len) {
 
 /* How a slice's GEMMs run. serial: each on the calling thread (the caller runs slices in
  * parallel), else tiled over the threads. dnn: NULL for f32 (OpenBLAS); else bf16
- * operands through oneDNN, with the slice's bf16 copies of X, A and B in xb, ab, bb.
- * Either way the bits depend only on the data, the shape and the mode, never on the
- * thread count. */
+ * operands through oneDNN (ns_slice_bf16). Either way the bits depend only on the data,
+ * the shape and the mode, never on the thread count. */
 typedef struct {
     int serial;
     dm_onednn *dnn;
-    uint16_t *xb, *ab, *bb;
 } ns_env;
 
 static void gemm(const ns_env *e, int ta, int tb, int M, int N, int K, float alpha,
@@ -98,29 +96,26 @@ static void gemm(const ns_env *e, int ta, int tb, int M, int N, int K, float alp
     else dm_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* a bf16 product into C in f32 (cbf16 = 0) or bf16 (cbf16 = 1, beta 0) */
 static void gemm_bf16(const ns_env *e, int ta, int tb, int M, int N, int K, float alpha,
                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
-                      float *C, int ldc) {
-    if (!e->serial)
+                      void *C, int ldc, int cbf16) {
+    if (!e->serial && cbf16)
+        dm_onednn_gemm_bf16_c16(e->dnn, ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+    else if (!e->serial)
         dm_onednn_gemm_bf16(e->dnn, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else if (dm_onednn_gemm_bf16_here(e->dnn, omp_get_thread_num(), ta, tb, M, N, K, alpha, A,
-                                      lda, B, ldb, beta, C, ldc))
+                                      lda, B, ldb, beta, C, ldc, cbf16))
         abort(); /* ns_run builds every primitive before its parallel loop: unreachable */
 }
 
-/* A = X X^T (or X^T X when tall); in bf16 the rounded X stays in xb for ns_poly */
+/* A = X X^T (or X^T X when tall) */
 static void ns_gram(const ns_env *e, float *A, const float *X, int rows, int cols) {
     int wide = rows <= cols, m = wide ? rows : cols;
-    if (e->dnn) {
-        dm_bf16_from_f32(e->xb, X, (size_t)rows * cols);
-        gemm_bf16(e, !wide, wide, m, m, wide ? cols : rows, 1.0f, e->xb, cols, e->xb, cols, 0.0f,
-                  A, m);
-    } else {
-        gemm(e, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols, X, cols, 0.0f, A, m);
-    }
+    gemm(e, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols, X, cols, 0.0f, A, m);
 }
 
-/* B = a I + b A + c A^2, then Y = B X (or X B^T when tall); X as ns_gram last saw it */
+/* B = a I + b A + c A^2, then Y = B X (or X B^T when tall) */
 static void ns_poly(const ns_env *e, float *Y, const float *X, const float *A, float *B,
                     int rows, int cols, float a, float b, float c) {
     int m = imin(rows, cols), wide = rows <= cols;
@@ -128,34 +123,37 @@ static void ns_poly(const ns_env *e, float *Y, const float *X, const float *A, f
 #pragma omp parallel for schedule(static) if (!e->serial && mm >= NS_PAR_MIN)
     for (size_t i = 0; i < mm; i++) B[i] = b * A[i];
     for (int i = 0; i < m; i++) B[(size_t)i * m + i] += a;
-    if (e->dnn) {
-        dm_bf16_from_f32(e->ab, A, mm);
-        gemm_bf16(e, 0, 0, m, m, m, c, e->ab, m, e->ab, m, 1.0f, B, m);
-        dm_bf16_from_f32(e->bb, B, mm);
-        if (wide) gemm_bf16(e, 0, 0, rows, cols, m, 1.0f, e->bb, m, e->xb, cols, 0.0f, Y, cols);
-        else gemm_bf16(e, 0, 1, rows, cols, m, 1.0f, e->xb, cols, e->bb, m, 0.0f, Y, cols);
-        return;
-    }
     gemm(e, 0, 0, m, m, m, c, A, m, A, m, 1.0f, B, m);
     if (wide) gemm(e, 0, 0, rows, cols, m, 1.0f, B, m, X, cols, 0.0f, Y, cols);
     else gemm(e, 0, 1, rows, cols, m, 1.0f, X, cols, B, m, 0.0f, Y, cols);
 }
 
 void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial) {
-    ns_env e = {serial, NULL, NULL, NULL, NULL};
+    ns_env e = {serial, NULL};
     ns_gram(&e, A, X, rows, cols);
 }
 
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
                 float a, float b, float c, int serial) {
-    ns_env e = {serial, NULL, NULL, NULL, NULL};
+    ns_env e = {serial, NULL};
     ns_poly(&e, Y, X, A, B, rows, cols, a, b, c);
 }
 
-/* bf16 copies of one slice: X [rows*cols], A and B [m*m], each 64-byte aligned, in floats */
+/* bf16 copies of one slice beyond dm_ns_slice_work: X [rows*cols], A and B [m*m], each
+ * 64-byte aligned, in floats (ns_slice_bf16 now uses X and A of them; the size stays) */
 static size_t bf16_floats(int rows, int cols) {
     size_t m = (size_t)imin(rows, cols), x = ((size_t)rows * cols + 31) & ~(size_t)31;
     return (x + 2 * ((m * m + 31) & ~(size_t)31)) / 2;
+}
+
+/* ||G||_F == 0: polar(0) := 0 (a padded or untouched slice), never 0/0. No additive
+ * epsilon (docs/muon.md section 3): a nonzero float slice has norm >= 1.4e-45, so 1/norm
+ * is finite in double and the output is exactly scale invariant even for a 1e-30
+ * gradient. NaN/Inf inputs give NaN outputs (the caller checks finiteness). */
+static int ns_zero(float *out, double norm, size_t len) {
+    if (norm != 0.0) return 0;
+    memset(out, 0, len * sizeof(float));
+    return 1;
 }
 
 static void ns_slice(const ns_env *env, float *out, const float *G, int rows, int cols,
@@ -165,19 +163,8 @@ static void ns_slice(const ns_env *env, float *out, const float *G, int rows, in
     int m = imin(rows, cols), steps = dm_ns_sched_steps(s);
     float *A = work + len, *B = A + (size_t)m * m;
     ns_env e = *env;
-    if (e.dnn) { /* the bf16 copies after the f32 scratch */
-        e.xb = (uint16_t *)(B + (size_t)m * m);
-        e.ab = e.xb + ((len + 31) & ~(size_t)31);
-        e.bb = e.ab + (((size_t)m * m + 31) & ~(size_t)31);
-    }
     double norm = dm_frob_norm(G, len);
-    if (norm == 0.0) { /* polar(0) := 0 (a padded or untouched slice), never 0/0 */
-        memset(out, 0, len * sizeof(float));
-        return;
-    }
-    /* No additive epsilon (docs/muon.md section 3): a nonzero float slice has norm >= 1.4e-45,
-     * so 1/norm is finite in double and the output is exactly scale invariant even for a
-     * 1e-30 gradient. NaN/Inf inputs give NaN outputs (the caller checks finiteness). */
+    if (ns_zero(out, norm, len)) return;
     /* Ping-pong between out and work so the last step lands in out: X0 goes to work
      * when the step count is odd, to out when even (safe when out == G: elementwise). */
     float *buf[2] = {out, work};
@@ -196,9 +183,58 @@ static void ns_slice(const ns_env *env, float *out, const float *G, int rows, in
     }
 }
 
+/* The same with bf16 operands. Every value a product reads is rounded to bf16 once, where
+ * it is made; X and the polynomial's linear term stay f32 until then:
+ *   X0 = bf16(G / (safety ||G||))           one pass over G after its norm
+ *   repeat:  A  = X X^T (f32)                  [X^T X when tall]
+ *            Ab = bf16(A)
+ *            A <- c Ab Ab + b A, in place      (oneDNN: output scale c, sum post-op b)
+ *            A_ii += a;  Bb = bf16(A)
+ *            X <- bf16(Bb X)                   (oneDNN writes bf16: no f32 X, no pass)
+ *   the last step writes Bb X in f32 to out.
+ * Scratch: work[0, len/2) holds the second bf16 X (the products ping-pong between two),
+ * work[len, len + m^2) A, and past dm_ns_slice_work the first bf16 X, Ab and Bb. */
+static void ns_slice_bf16(const ns_env *e, float *out, const float *G, int rows, int cols,
+                          dm_ns_sched s, float *work) {
+    size_t len = (size_t)rows * cols;
+    if (len == 0) return;
+    int m = imin(rows, cols), wide = rows <= cols, steps = dm_ns_sched_steps(s);
+    size_t mm = (size_t)m * m;
+    float *A = work + len;
+    uint16_t *xb[2], *ab, *bb;
+    xb[0] = (uint16_t *)(work + dm_ns_slice_work(rows, cols));
+    xb[1] = (uint16_t *)work;
+    ab = xb[0] + ((len + 31) & ~(size_t)31);
+    bb = ab + ((mm + 31) & ~(size_t)31);
+    double norm = dm_frob_norm(G, len);
+    if (ns_zero(out, norm, len)) return;
+    dm_bf16_from_f32_scaled(xb[0], G, 1.0 / (dm_ns_sched_safety(s) * norm), len);
+    for (int t = 0; t < steps; t++) {
+        double abc[3];
+        dm_ns_sched_coeffs(s, t, abc);
+        const uint16_t *x = xb[t & 1];
+        gemm_bf16(e, !wide, wide, m, m, wide ? cols : rows, 1.0f, x, cols, x, cols, 0.0f, A, m,
+                  0);
+        dm_bf16_from_f32(ab, A, mm);
+        gemm_bf16(e, 0, 0, m, m, m, (float)abc[2], ab, m, ab, m, (float)abc[1], A, m, 0);
+        for (int i = 0; i < m; i++) A[(size_t)i * m + i] += (float)abc[0];
+        dm_bf16_from_f32(bb, A, mm);
+        int last = t == steps - 1;
+        void *y = last ? (void *)out : (void *)xb[(t + 1) & 1];
+        if (wide) gemm_bf16(e, 0, 0, rows, cols, m, 1.0f, bb, m, x, cols, 0.0f, y, cols, !last);
+        else gemm_bf16(e, 0, 1, rows, cols, m, 1.0f, x, cols, bb, m, 0.0f, y, cols, !last);
+    }
+}
+
+static void ns_slice_any(const ns_env *e, float *out, const float *G, int rows, int cols,
+                         dm_ns_sched s, float *work) {
+    if (e->dnn) ns_slice_bf16(e, out, G, rows, cols, s, work);
+    else ns_slice(e, out, G, rows, cols, s, work);
+}
+
 void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, float *work,
                  int serial) {
-    ns_env e = {serial, NULL, NULL, NULL, NULL};
+    ns_env e = {serial, NULL};
     ns_slice(&e, out, G, rows, cols, s, work);
 }
 
@@ -208,21 +244,26 @@ int dm_ns_slice_threaded(int rows, int cols) {
 }
 
 /* The oneDNN primitives of every product a slice of this shape runs on one thread (the
- * Gram matrix, A^2 with each step's c, B X), built before a parallel loop that then only
- * reads them: 0, or 1 when oneDNN declines one. */
+ * Gram matrix, A^2 with each step's b and c, B X into bf16 and into f32), built before a
+ * parallel loop that then only reads them: 0, or 1 when oneDNN declines one. */
 static int ns_prepare_bf16(dm_onednn *dnn, int rows, int cols, dm_ns_sched s) {
     int m = imin(rows, cols), wide = rows <= cols, bad = 0;
     bad |= dm_onednn_prepare_bf16_here(dnn, !wide, wide, m, m, wide ? cols : rows, 1.0f, cols,
-                                       cols, 0.0f, m);
+                                       cols, 0.0f, m, 0);
     for (int t = 0; t < dm_ns_sched_steps(s); t++) {
         double abc[3];
         dm_ns_sched_coeffs(s, t, abc);
-        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 0, m, m, m, (float)abc[2], m, m, 1.0f, m);
+        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 0, m, m, m, (float)abc[2], m, m,
+                                           (float)abc[1], m, 0);
     }
-    if (wide)
-        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 0, rows, cols, m, 1.0f, m, cols, 0.0f, cols);
-    else
-        bad |= dm_onednn_prepare_bf16_here(dnn, 0, 1, rows, cols, m, 1.0f, cols, m, 0.0f, cols);
+    for (int c16 = 0; c16 < 2; c16++) {
+        if (wide)
+            bad |= dm_onednn_prepare_bf16_here(dnn, 0, 0, rows, cols, m, 1.0f, m, cols, 0.0f,
+                                               cols, c16);
+        else
+            bad |= dm_onednn_prepare_bf16_here(dnn, 0, 1, rows, cols, m, 1.0f, cols, m, 0.0f,
+                                               cols, c16);
+    }
     return bad;
 }
 
@@ -243,20 +284,21 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
 #define NS_IN(i) (Gp ? Gp[i] : Gb + (size_t)(i) * len)
     if (!stack && n == 1 && dm_ns_slice_threaded(rows, cols)) {
         /* a lone big slice: its GEMMs tile over the threads */
-        ns_env e = {0, dnn, NULL, NULL, NULL};
-        ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work);
+        ns_env e = {0, dnn};
+        ns_slice_any(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work);
     } else {
         /* slices in parallel, each with single-threaded GEMMs (sgemm stays out of the
          * way: one pool). Dynamic: a core slowed by another process does not hold the
          * others back; the bits do not depend on which thread runs a slice. */
-        ns_env e = {1, dnn, NULL, NULL, NULL};
+        ns_env e = {1, dnn};
         int first = 0;
         if (dnn && ns_prepare_bf16(dnn, rows, cols, s))
-            ns_slice(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work), first = 1;
+            ns_slice_any(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work), first = 1;
         int nt = omp_get_max_threads(), use = nt < n - first ? nt : n - first;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(use > 0 ? use : 1)
         for (int i = first; i < n; i++)
-            ns_slice(&e, NS_OUT(i), NS_IN(i), rows, cols, s, work + omp_get_thread_num() * ws);
+            ns_slice_any(&e, NS_OUT(i), NS_IN(i), rows, cols, s,
+                         work + omp_get_thread_num() * ws);
     }
 #undef NS_OUT
 #undef NS_IN

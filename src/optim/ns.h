@@ -69,10 +69,14 @@ void dm_ns(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
 void dm_ns_many(float *const *out, const float *const *G, int n, int rows, int cols,
                 dm_ns_sched s, float *work);
 
-/* The same with every GEMM's operands rounded to bf16 (f32 accumulation; X, A and the
- * polynomial stay f32 between the products), through oneDNN's bf16 matmul (dnn, a context
- * the caller owns). work: dm_ns_work_bf16(n, rows, cols) floats. Same threads and the same
- * bitwise independence of the thread count as dm_ns. */
+/* The same with every GEMM's operands rounded to bf16 (f32 accumulation), through
+ * oneDNN's bf16 matmul (dnn, a context the caller owns). Each operand is rounded once,
+ * where it is made: X0 = bf16(G / (safety ||G||_F)) in the pass that scales it; per step
+ * A = X X^T in f32, Ab = bf16(A), B = c Ab Ab + b A + a I in f32 (the product's output
+ * scale and sum post-op fold the linear term in), Bb = bf16(B), and the next X = bf16(Bb X)
+ * written in bf16 by the product itself (the last step's in f32 to out). work:
+ * dm_ns_work_bf16(n, rows, cols) floats. Same threads and the same bitwise independence of
+ * the thread count as dm_ns. */
 struct dm_onednn;
 size_t dm_ns_work_bf16(int n, int rows, int cols);
 void dm_ns_bf16(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,

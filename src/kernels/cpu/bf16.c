@@ -21,6 +21,16 @@ void dm_bf16_from_f32(uint16_t *dst, const float *src, size_t n) {
     }
 }
 
+void dm_bf16_from_f32_scaled(uint16_t *dst, const float *src, double scale, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= BF16_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float x = (float)((double)src[i] * scale);
+        uint32_t u;
+        memcpy(&u, &x, sizeof u);
+        dst[i] = (uint16_t)rne16(u);
+    }
+}
+
 void dm_bf16_round(float *dst, const float *src, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= BF16_PAR_MIN)
     for (size_t i = 0; i < n; i++) {

@@ -56,7 +56,7 @@ void dm_gemm_tiles(dm_tile_fn tile, void *ctx, const dm_gemm_args *g, int mb, in
         size_t bj = g->tb ? (size_t)j0 * g->ldb : (size_t)j0;
         x.A = (const char *)g->A + ai * g->elem;
         x.B = (const char *)g->B + bj * g->elem;
-        x.C = g->C + (size_t)i0 * g->ldc + j0;
+        x.C = (char *)g->C + ((size_t)i0 * g->ldc + j0) * g->celem;
         tile(ctx, &x);
     }
 }
@@ -70,7 +70,8 @@ static void sgemm_tile(void *ctx, const dm_gemm_args *t) {
 void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc, int mb,
                    int nb) {
-    dm_gemm_args g = {transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, sizeof(float), C};
+    dm_gemm_args g = {transA, transB, M, N, K, lda, ldb, ldc, alpha, beta, A, B, sizeof(float), C,
+                      sizeof(float)};
     dm_gemm_tiles(sgemm_tile, NULL, &g, mb, nb);
 }
 

@@ -58,7 +58,8 @@ void dm_gemm_openblas(void *ctx, int transA, int transB, int M, int N, int K, fl
                       int ldc);
 
 /* The tiling every backend shares. A product as the tilers see it: row-major op(A)[M,K]
- * times op(B)[K,N] into C[M,N] (f32), A and B of `elem` bytes (4: f32, 2: bf16). The tile
+ * times op(B)[K,N] into C[M,N], A and B of `elem` bytes (4: f32, 2: bf16), C of `celem`
+ * bytes (4: f32; 2: bf16, oneDNN only, written rounded to nearest even). The tile
  * function gets the same struct narrowed to one tile (M, N and the pointers) and must
  * compute it on the calling thread. dm_gemm_tiles runs the tiles of an mb x nb tiling over
  * the threads (row-major tile order); dm_gemm_tile_shape is the tiling every backend uses
@@ -68,7 +69,8 @@ typedef struct {
     float alpha, beta;
     const void *A, *B;
     size_t elem;
-    float *C;
+    void *C;
+    size_t celem;
 } dm_gemm_args;
 typedef void (*dm_tile_fn)(void *ctx, const dm_gemm_args *tile);
 void dm_gemm_tiles(dm_tile_fn tile, void *ctx, const dm_gemm_args *g, int mb, int nb);
@@ -82,6 +84,9 @@ void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, con
  * value kept in f32 (the reference bf16 path multiplies these with the f32 GEMM: every
  * product of two bf16 values is exact in f32). dst may equal src in dm_bf16_round. */
 void dm_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
+/* dst[n] = bf16((float)(src * scale)), the product in double: a scaling and its rounding in
+ * one pass (Newton–Schulz's X0 = G / ||G||) */
+void dm_bf16_from_f32_scaled(uint16_t *dst, const float *src, double scale, size_t n);
 void dm_bf16_round(float *dst, const float *src, size_t n);
 
 /* ---- the CPU (cpu.c) ----

@@ -15,7 +15,8 @@ enum { P_OK = 0, P_FAILED, P_REFERENCE };
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc;
     float alpha, beta;
-    int bf16;                   /* A and B in bf16 (C always f32) */
+    int bf16;                   /* A and B in bf16 */
+    int cbf16;                  /* C in bf16 (else f32) */
     int status;                 /* P_* */
     dnnl_primitive_t prim;      /* P_OK only */
     dnnl_memory_desc_t scratch; /* its scratchpad */
@@ -65,16 +66,19 @@ void dm_onednn_free(dm_onednn *d) {
 
 const char *dm_onednn_impl(const dm_onednn *d) { return d->impl; }
 
-/* row-major op(A)[M,K], op(B)[K,N] (f32 or bf16), C[M,N] (f32) as strided descriptors */
+/* row-major op(A)[M,K], op(B)[K,N] (f32 or bf16), C[M,N] (f32 or bf16) as strided
+ * descriptors */
 static int descs(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, int bf16,
-                 dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *c) {
+                 int cbf16, dnnl_memory_desc_t *a, dnnl_memory_desc_t *b,
+                 dnnl_memory_desc_t *c) {
     dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
     dnnl_dims_t sa = {ta ? 1 : lda, ta ? lda : 1}, sb = {tb ? 1 : ldb, tb ? ldb : 1},
                 sc = {ldc, 1};
     dnnl_data_type_t t = bf16 ? dnnl_bf16 : dnnl_f32;
     return dnnl_memory_desc_init_by_strides(a, 2, da, t, sa) != dnnl_success ||
            dnnl_memory_desc_init_by_strides(b, 2, db, t, sb) != dnnl_success ||
-           dnnl_memory_desc_init_by_strides(c, 2, dc, dnnl_f32, sc) != dnnl_success;
+           dnnl_memory_desc_init_by_strides(c, 2, dc, cbf16 ? dnnl_bf16 : dnnl_f32, sc) !=
+               dnnl_success;
 }
 
 /* Build the primitive of e (status set). Runs in a team of one thread with the OpenMP
@@ -89,8 +93,8 @@ static void build(dm_onednn *d, entry *e) {
         dnnl_primitive_attr_t attr = NULL;
         dnnl_post_ops_t po = NULL;
         dnnl_primitive_desc_t pd = NULL;
-        int ok = !descs(e->ta, e->tb, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, e->bf16, &a, &b,
-                        &c) &&
+        int ok = !descs(e->ta, e->tb, e->M, e->N, e->K, e->lda, e->ldb, e->ldc, e->bf16, e->cbf16,
+                        &a, &b, &c) &&
                  dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
                  dnnl_primitive_attr_create(&attr) == dnnl_success &&
                  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
@@ -129,7 +133,7 @@ static void build(dm_onednn *d, entry *e) {
 static int same_key(const entry *e, const dm_gemm_args *g, int bf16) {
     return e->ta == g->ta && e->tb == g->tb && e->M == g->M && e->N == g->N && e->K == g->K &&
            e->lda == g->lda && e->ldb == g->ldb && e->ldc == g->ldc && e->alpha == g->alpha &&
-           e->beta == g->beta && e->bf16 == bf16;
+           e->beta == g->beta && e->bf16 == bf16 && e->cbf16 == (g->celem == 2);
 }
 
 /* the cached primitive of a tile (built on first use); NULL when out of memory */
@@ -145,7 +149,7 @@ static entry *lookup(dm_onednn *d, const dm_gemm_args *g, int bf16) {
     }
     entry *e = &d->e[d->n++];
     *e = (entry){g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->alpha, g->beta,
-                 bf16, P_FAILED, NULL, {0}, 0};
+                 bf16, g->celem == 2, P_FAILED, NULL, {0}, 0};
     build(d, e);
     return e;
 }
@@ -220,20 +224,20 @@ static const char *prepare(dm_onednn *d, const dm_gemm_args *g, int bf16) {
 }
 
 static dm_gemm_args args(int ta, int tb, int M, int N, int K, float alpha, const void *A,
-                         int lda, const void *B, int ldb, float beta, float *C, int ldc,
-                         size_t elem) {
-    return (dm_gemm_args){ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, elem, C};
+                         int lda, const void *B, int ldb, float beta, void *C, int ldc,
+                         size_t elem, size_t celem) {
+    return (dm_gemm_args){ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, elem, C, celem};
 }
 
 const char *dm_onednn_supports(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
                                int ldb, int ldc, float alpha, float beta) {
-    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 4);
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 4, 4);
     return prepare(d, &g, 0);
 }
 
 const char *dm_onednn_supports_bf16(dm_onednn *d, int ta, int tb, int M, int N, int K, int lda,
                                     int ldb, int ldc, float alpha, float beta) {
-    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 2);
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 2, 4);
     return prepare(d, &g, 1);
 }
 
@@ -247,7 +251,8 @@ static int exec(dm_onednn *d, const dm_gemm_args *t, int bf16, int slot) {
         if (same_key(&d->e[i], t, bf16) && d->e[i].status == P_OK) e = &d->e[i];
     if (!e || slot < 0 || slot >= d->slots) return 1;
     dnnl_memory_desc_t a, b, c;
-    descs(t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc, bf16, &a, &b, &c);
+    descs(t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc, bf16, t->celem == 2, &a, &b,
+          &c);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
     int ok = dnnl_memory_create(&ma, &a, d->eng, (void *)t->A) == dnnl_success &&
              dnnl_memory_create(&mb, &b, d->eng, (void *)t->B) == dnnl_success &&
@@ -285,14 +290,24 @@ static void run(dm_onednn *d, const dm_gemm_args *g, int bf16) {
 void dm_onednn_gemm(void *ctx, int ta, int tb, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc) {
-    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(float));
+    dm_gemm_args g =
+        args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(float), sizeof(float));
     run(ctx, &g, 0);
 }
 
 void dm_onednn_gemm_bf16(dm_onednn *d, int ta, int tb, int M, int N, int K, float alpha,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                          float *C, int ldc) {
-    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t));
+    dm_gemm_args g =
+        args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t), sizeof(float));
+    run(d, &g, 1);
+}
+
+void dm_onednn_gemm_bf16_c16(dm_onednn *d, int ta, int tb, int M, int N, int K, float alpha,
+                             const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                             int ldc) {
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, sizeof(uint16_t),
+                          sizeof(uint16_t));
     run(d, &g, 1);
 }
 
@@ -305,17 +320,19 @@ static int build_here(dm_onednn *d, const dm_gemm_args *g) {
 }
 
 int dm_onednn_prepare_bf16_here(dm_onednn *d, int ta, int tb, int M, int N, int K, float alpha,
-                                int lda, int ldb, float beta, int ldc) {
+                                int lda, int ldb, float beta, int ldc, int cbf16) {
     if (M <= 0 || N <= 0 || omp_in_parallel()) return M > 0 && N > 0;
-    dm_gemm_args g = args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 2);
+    dm_gemm_args g =
+        args(ta, tb, M, N, K, alpha, NULL, lda, NULL, ldb, beta, NULL, ldc, 2, cbf16 ? 2 : 4);
     return build_here(d, &g);
 }
 
 int dm_onednn_gemm_bf16_here(dm_onednn *d, int slot, int ta, int tb, int M, int N, int K,
                              float alpha, const uint16_t *A, int lda, const uint16_t *B,
-                             int ldb, float beta, float *C, int ldc) {
+                             int ldb, float beta, void *C, int ldc, int cbf16) {
     if (M <= 0 || N <= 0) return 0;
-    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t));
+    dm_gemm_args g = args(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, sizeof(uint16_t),
+                          cbf16 ? sizeof(uint16_t) : sizeof(float));
     /* outside a parallel region it may build: the whole product as one primitive */
     if (!omp_in_parallel() && build_here(d, &g)) return 1;
     return exec(d, &g, 1, slot);

@@ -48,20 +48,28 @@ void dm_onednn_gemm_bf16(dm_onednn *d, int transA, int transB, int M, int N, int
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                          float *C, int ldc);
 
+/* The same with C written in bf16 (f32 accumulation, then C = bf16(alpha op(A) op(B)),
+ * rounded to nearest even by oneDNN; no beta): a product whose output is only ever read
+ * as the bf16 operand of the next one skips the f32 store and the pass that rounds it. */
+void dm_onednn_gemm_bf16_c16(dm_onednn *d, int transA, int transB, int M, int N, int K,
+                             float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                             uint16_t *C, int ldc);
+
 /* The whole bf16 product on the calling thread with scratchpad slot `slot` (no tiling),
  * for code that runs its own parallel loop around it: returns 0, or 1 when it cannot (a
  * primitive not built yet inside a parallel region, which must not build one, or one that
  * oneDNN declines). Its primitive is built on first use outside a parallel region, with
- * slots for the threads there are then; the loop's threads must not be more. */
+ * slots for the threads there are then; the loop's threads must not be more. C is f32
+ * (cbf16 = 0) or bf16 (cbf16 = 1: written as dm_onednn_gemm_bf16_c16 does; beta 0). */
 int dm_onednn_gemm_bf16_here(dm_onednn *d, int slot, int transA, int transB, int M, int N,
                              int K, float alpha, const uint16_t *A, int lda, const uint16_t *B,
-                             int ldb, float beta, float *C, int ldc);
+                             int ldb, float beta, void *C, int ldc, int cbf16);
 
 /* Build what dm_onednn_gemm_bf16_here needs for such a product (its primitive, and slots
  * for the threads there are now) without running it, outside a parallel region: 0, or 1
  * when it cannot (oneDNN declines, out of memory, or called inside a parallel region). */
 int dm_onednn_prepare_bf16_here(dm_onednn *d, int transA, int transB, int M, int N, int K,
-                                float alpha, int lda, int ldb, float beta, int ldc);
+                                float alpha, int lda, int ldb, float beta, int ldc, int cbf16);
 
 /* The implementation oneDNN picked for the most recently built primitive
  * ("brg:avx512_core", "gemm:jit", ...), for reports; "" when none was built. */
