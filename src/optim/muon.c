@@ -60,6 +60,11 @@ static int ns_bf16(dm_optim *o, char *err, size_t errlen) {
     return 1;
 }
 
+/* Per-iteration NS FLOPs (4 m^2 k + 2 m^3) below which a whole matrix with a twin of its
+ * shape takes the stack path: d2's [768, 256] (2.3e8) does; the ~100M config's [2048, 768]
+ * (5.7e9) and [768, 768] (2.7e9) tile. */
+#define MUON_TWIN_MAX_FLOPS 1e9
+
 /* The units of every Muon tensor, in order. */
 static int make_units(dm_optim *o, dm_model *m) {
     int n = 0;
@@ -79,10 +84,26 @@ static int make_units(dm_optim *o, dm_model *m) {
                 u->cols = c;
                 u->len = (size_t)r * c;
                 u->off = t->offset + (size_t)s * u->len;
-                /* a head slice always ran in its tensor's stack; a whole matrix alone */
-                u->stacked = g->slices > 1 || !dm_ns_slice_threaded(r, c);
                 u->cost = dm_ns_flops(1, r, c, o->cfg.ns);
             }
+        }
+        /* A head slice runs in its tensor's stack, and so does a whole matrix that is small,
+         * or mid-sized (below MUON_TWIN_MAX_FLOPS) with a twin of its shape (d2's four
+         * [256,256], four [768,256], two [256,768]): the stack runs them side by side on
+         * single-threaded GEMMs, no fork-join per product, no small tiles (bf16 on 2
+         * threads, a busy machine: 9.1 against 10.1 ms for four [256,256], 19.7 against
+         * 25.3 for four [768,256]). A big matrix tiles its GEMMs over the threads: many
+         * threads share it, and the update buffer holds one at a time, not all of its
+         * shape. The model's shapes decide, never the thread count or the rank. */
+        for (int a = 0; pass && a < n; a++) {
+            dm_muon_unit *u = &o->units[a];
+            int twins = 0;
+            for (int b = 0; b < n; b++)
+                twins += b != a && o->units[b].rows == u->rows && o->units[b].cols == u->cols;
+            double it = dm_ns_flops(1, u->rows, u->cols, o->cfg.ns) /
+                        dm_ns_sched_steps(o->cfg.ns);
+            u->stacked = u->slice >= 0 || !dm_ns_slice_threaded(u->rows, u->cols) ||
+                         (twins > 0 && it < MUON_TWIN_MAX_FLOPS);
         }
         if (!pass) {
             o->units = calloc((size_t)(n ? n : 1), sizeof *o->units);

@@ -15,7 +15,8 @@ typedef struct {
     int rows, cols;   /* the matrix NS sees */
     size_t off, len;  /* floats, in the parameter layout */
     int stacked;      /* 1: NS's stack path (single-threaded GEMMs, units in parallel);
-                         0: alone, its GEMMs tiled over the threads (a big whole matrix) */
+                         0: alone, its GEMMs tiled over the threads (a big whole matrix
+                         with no other unit of its shape) */
     double cost;      /* NS FLOPs */
     int owner;        /* rank */
     size_t uoff;      /* a stacked unit this rank owns: where its update lies in upd */
