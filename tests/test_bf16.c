@@ -74,6 +74,45 @@ TEST(bf16_rounding) {
     free(y);
 }
 
+/* The producers' bf16 copies (rmsnorm, the gated norm, SwiGLU: *_fwd_yb): y bitwise the
+ * plain kernel's, and the copy bitwise dm_bf16_from_f32(y) — the rounding the separate
+ * pass made, done in the producer — on shapes that leave partial blocks, with a NaN and
+ * an infinity among the inputs; SwiGLU's copy over the threads too. */
+TEST(bf16_copy_made_by_producers) {
+    int R = 203, C = 96;
+    size_t n = (size_t)R * C, ns = 3 * 65536 + 77; /* swiglu: parallel, a partial block */
+    float *x = t_alloc(ns), *z = t_alloc(ns), *w = t_alloc(C), *y = t_alloc(ns),
+          *y2 = t_alloc(ns), *r = t_alloc(R), *r2 = t_alloc(R);
+    uint16_t *yb = malloc(ns * sizeof *yb), *want = malloc(ns * sizeof *want);
+    t_fill_normal(x, ns, 11, 1.0f);
+    t_fill_normal(z, ns, 12, 2.0f);
+    t_fill_normal(w, C, 13, 1.0f);
+    x[5] = NAN, x[C + 3] = INFINITY, z[7] = NAN;
+    for (int k = 0; k < 4; k++) {
+        const char *what = k == 0 ? "rmsnorm" : k == 1 ? "gatednorm sigmoid"
+                         : k == 2 ? "gatednorm swish" : "swiglu";
+        size_t len = k == 3 ? ns : n;
+        memset(yb, 0xa5, ns * sizeof *yb);
+        if (k == 0) {
+            dm_rmsnorm_fwd(y, r, x, w, R, C, 1e-6f);
+            dm_rmsnorm_fwd_yb(y2, yb, r2, x, w, R, C, 1e-6f);
+        } else if (k < 3) {
+            int act = k == 1 ? DM_GATE_SIGMOID : DM_GATE_SWISH;
+            dm_gatednorm_fwd(y, r, x, z, w, R, C, 1e-6f, act);
+            dm_gatednorm_fwd_yb(y2, yb, r2, x, z, w, R, C, 1e-6f, act);
+        } else {
+            dm_swiglu_fwd(y, x, z, ns);
+            dm_swiglu_fwd_yb(y2, yb, x, z, ns);
+        }
+        dm_bf16_from_f32(want, y, len);
+        CHECKF(memcmp(y, y2, len * sizeof(float)) == 0, "%s: y differs with the copy", what);
+        if (k < 3) CHECKF(memcmp(r, r2, R * sizeof(float)) == 0, "%s: rstd differs", what);
+        CHECKF(memcmp(yb, want, len * sizeof *yb) == 0, "%s: copy != bf16(y)", what);
+    }
+    CHECK(isnan(y[5]) && (yb[5] & 0x7f80) == 0x7f80 && (yb[5] & 0x7f)); /* NaN stays NaN */
+    free(x), free(z), free(w), free(y), free(y2), free(r), free(r2), free(yb), free(want);
+}
+
 /* an op layer with bf16 asked for */
 static void bf16_ops(dm_ops *ops) {
     dm_config c;

@@ -222,7 +222,7 @@ TEST(checkpointing_plan_rules) {
         CHECK(p.keep[DM_S_F1] == (mx == 1) && p.keep[DM_S_Z1] == (mx == 1));
         CHECK(p.keep[DM_S_QKV] && p.keep[DM_S_CORE] && p.keep[DM_S_UP] && !p.keep[DM_S_LOGITS]);
         CHECK(!p.keep[DM_S_CONV] && !p.keep[DM_S_ACT] && !p.keep[DM_S_GATE] &&
-              !p.keep[DM_S_NORM1] && !p.keep[DM_S_SWIGLU] && !p.keep[DM_S_ROUND_H]);
+              !p.keep[DM_S_NORM1] && !p.keep[DM_S_SWIGLU]);
     }
 }
 

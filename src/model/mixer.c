@@ -37,11 +37,8 @@ void dm_mixer_step(dm_model *m, int l, int step) {
 
     switch (step) {
     case DM_S_NORM1:
-        dm_op_rmsnorm_fwd(ops, a->xn1, a->rstd1, a->x_in, P + o->norm1, N, D, DM_NORM_EPS,
-                          m->s.norm_scratch);
-        break;
-    case DM_S_ROUND_XN1:
-        if (a->xn1_b) dm_op_round_bf16(ops, a->xn1_b, a->xn1, (size_t)N * D);
+        dm_op_rmsnorm_fwd(ops, a->xn1, a->xn1_b, a->rstd1, a->x_in, P + o->norm1, N, D,
+                          DM_NORM_EPS, m->s.norm_scratch);
         break;
     /* q, k, v: projection, causal conv, SiLU (q, k then L2-normalized per head) */
     case DM_S_QKV:
@@ -101,12 +98,9 @@ void dm_mixer_step(dm_model *m, int l, int step) {
         else dm_op_matmul_fwd(ops, a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
         break;
     case DM_S_ONORM:
-        dm_op_gatednorm_fwd(ops, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
-                            DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
+        dm_op_gatednorm_fwd(ops, a->op, a->op_b, a->rstd_o, a->o, a->z, P + o->o_norm, N * H,
+                            dh, DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
                             m->s.norm_scratch);
-        break;
-    case DM_S_ROUND_OP:
-        if (a->op_b) dm_op_round_bf16(ops, a->op_b, a->op, nhd);
         break;
     case DM_S_MIX_OUT: /* x_mid = x_in + W_o o' */
         dm_op_matmul_fwd(ops, a->x_mid, a->op, P + o->w_o, NULL, N, HD, D);

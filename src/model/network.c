@@ -21,21 +21,15 @@ static void mlp_step(dm_model *m, int l, int step) {
     dm_ops *ops = &m->ops;
     switch (step) {
     case DM_S_NORM2:
-        dm_op_rmsnorm_fwd(ops, a->xn2, a->rstd2, a->x_mid, P + o->norm2, N, D, DM_NORM_EPS,
-                          m->s.norm_scratch);
-        break;
-    case DM_S_ROUND_XN2:
-        if (a->xn2_b) dm_op_round_bf16(ops, a->xn2_b, a->xn2, (size_t)N * D);
+        dm_op_rmsnorm_fwd(ops, a->xn2, a->xn2_b, a->rstd2, a->x_mid, P + o->norm2, N, D,
+                          DM_NORM_EPS, m->s.norm_scratch);
         break;
     case DM_S_UP:
         dm_op_matmul_fwd(ops, a->a, a->xn2, P + o->w_gate, NULL, N, D, F);
         dm_op_matmul_fwd(ops, a->b, a->xn2, P + o->w_up, NULL, N, D, F);
         break;
     case DM_S_SWIGLU:
-        dm_op_swiglu_fwd(ops, a->h, a->a, a->b, (size_t)N * F);
-        break;
-    case DM_S_ROUND_H:
-        if (a->h_b) dm_op_round_bf16(ops, a->h_b, a->h, (size_t)N * F);
+        dm_op_swiglu_fwd(ops, a->h, a->h_b, a->a, a->b, (size_t)N * F);
         break;
     case DM_S_MLP_OUT: { /* x_out = x_mid + W_down h: the next layer's input */
         float *x_out = l + 1 < c->n_layer ? m->act[l + 1].x_in : m->x_final;
@@ -55,11 +49,8 @@ static void head_step(dm_model *m, int step) {
     dm_ops *ops = &m->ops;
     switch (step) {
     case DM_S_NORMF:
-        dm_op_rmsnorm_fwd(ops, h->xnf, h->rstdf, m->x_final, P + m->norm_f, N, D, DM_NORM_EPS,
-                          m->s.norm_scratch);
-        break;
-    case DM_S_ROUND_XNF:
-        if (h->xnf_b) dm_op_round_bf16(ops, h->xnf_b, h->xnf, (size_t)N * D);
+        dm_op_rmsnorm_fwd(ops, h->xnf, h->xnf_b, h->rstdf, m->x_final, P + m->norm_f, N, D,
+                          DM_NORM_EPS, m->s.norm_scratch);
         break;
     case DM_S_LOGITS:
         dm_op_matmul_fwd(ops, h->logits, h->xnf, P + m->lm_head, NULL, N, D, DM_VOCAB);

@@ -10,7 +10,6 @@
 
 const dm_step_def dm_step_defs[DM_NSTEPS] = {
     [DM_S_NORM1] = {"norm1", DM_UNIT_MIXER, DM_SC_MEMORY},
-    [DM_S_ROUND_XN1] = {"round_xn1", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_QKV] = {"qkv", DM_UNIT_MIXER, DM_SC_COMPUTE},
     [DM_S_CONV] = {"conv", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_ACT] = {"act", DM_UNIT_MIXER, DM_SC_MEMORY},
@@ -25,16 +24,12 @@ const dm_step_def dm_step_defs[DM_NSTEPS] = {
     [DM_S_ROUND_Z1] = {"round_z1", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_Z] = {"z", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_ONORM] = {"onorm", DM_UNIT_MIXER, DM_SC_MEMORY},
-    [DM_S_ROUND_OP] = {"round_op", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_MIX_OUT] = {"mix_out", DM_UNIT_MIXER, DM_SC_OUT},
     [DM_S_NORM2] = {"norm2", DM_UNIT_MLP, DM_SC_MEMORY},
-    [DM_S_ROUND_XN2] = {"round_xn2", DM_UNIT_MLP, DM_SC_MEMORY},
     [DM_S_UP] = {"up", DM_UNIT_MLP, DM_SC_COMPUTE},
     [DM_S_SWIGLU] = {"swiglu", DM_UNIT_MLP, DM_SC_MEMORY},
-    [DM_S_ROUND_H] = {"round_h", DM_UNIT_MLP, DM_SC_MEMORY},
     [DM_S_MLP_OUT] = {"mlp_out", DM_UNIT_MLP, DM_SC_OUT},
     [DM_S_NORMF] = {"normf", DM_UNIT_HEAD, DM_SC_MEMORY},
-    [DM_S_ROUND_XNF] = {"round_xnf", DM_UNIT_HEAD, DM_SC_MEMORY},
     [DM_S_LOGITS] = {"logits", DM_UNIT_HEAD, DM_SC_COMPUTE},
 };
 const int dm_unit_first[DM_UNIT_KINDS + 1] = {DM_S_NORM1, DM_S_NORM2, DM_S_NORMF, DM_NSTEPS};
@@ -65,7 +60,7 @@ typedef struct {
 static const tensor_def TENSORS[] = {
     {"xn1", DM_S_NORM1, SZ_D, 0, L_(xn1)},
     {"rstd1", DM_S_NORM1, SZ_1, 0, L_(rstd1)},
-    {"xn1_b", DM_S_ROUND_XN1, SZ_D, 1, L_(xn1_b)},
+    {"xn1_b", DM_S_NORM1, SZ_D, 1, L_(xn1_b)},
     {"qt", DM_S_QKV, SZ_HD, 0, L_(qt)},
     {"kt", DM_S_QKV, SZ_HD, 0, L_(kt)},
     {"vt", DM_S_QKV, SZ_HD, 0, L_(vt)},
@@ -90,17 +85,17 @@ static const tensor_def TENSORS[] = {
     {"z", DM_S_Z, SZ_HD, 0, L_(z)},
     {"op", DM_S_ONORM, SZ_HD, 0, L_(op)},
     {"rstd_o", DM_S_ONORM, SZ_H, 0, L_(rstd_o)},
-    {"op_b", DM_S_ROUND_OP, SZ_HD, 1, L_(op_b)},
+    {"op_b", DM_S_ONORM, SZ_HD, 1, L_(op_b)},
     {"xn2", DM_S_NORM2, SZ_D, 0, L_(xn2)},
     {"rstd2", DM_S_NORM2, SZ_1, 0, L_(rstd2)},
-    {"xn2_b", DM_S_ROUND_XN2, SZ_D, 1, L_(xn2_b)},
+    {"xn2_b", DM_S_NORM2, SZ_D, 1, L_(xn2_b)},
     {"a", DM_S_UP, SZ_F, 0, L_(a)},
     {"b", DM_S_UP, SZ_F, 0, L_(b)},
     {"h", DM_S_SWIGLU, SZ_F, 0, L_(h)},
-    {"h_b", DM_S_ROUND_H, SZ_F, 1, L_(h_b)},
+    {"h_b", DM_S_SWIGLU, SZ_F, 1, L_(h_b)},
     {"xnf", DM_S_NORMF, SZ_D, 0, H_(xnf)},
     {"rstdf", DM_S_NORMF, SZ_1, 0, H_(rstdf)},
-    {"xnf_b", DM_S_ROUND_XNF, SZ_D, 1, H_(xnf_b)},
+    {"xnf_b", DM_S_NORMF, SZ_D, 1, H_(xnf_b)},
     {"logits", DM_S_LOGITS, SZ_V, 0, H_(logits)},
 };
 #undef L_

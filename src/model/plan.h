@@ -39,13 +39,12 @@ enum { DM_UNIT_MIXER, DM_UNIT_MLP, DM_UNIT_HEAD, DM_UNIT_KINDS };
 /* The steps of each kind of unit, in forward order (a kind's steps are contiguous). */
 enum {
     /* mixer */
-    DM_S_NORM1, DM_S_ROUND_XN1, DM_S_QKV, DM_S_CONV, DM_S_ACT, DM_S_F1, DM_S_ROUND_F1, DM_S_F,
-    DM_S_GATE, DM_S_BPROJ, DM_S_BETA, DM_S_CORE, DM_S_Z1, DM_S_ROUND_Z1, DM_S_Z, DM_S_ONORM,
-    DM_S_ROUND_OP, DM_S_MIX_OUT,
+    DM_S_NORM1, DM_S_QKV, DM_S_CONV, DM_S_ACT, DM_S_F1, DM_S_ROUND_F1, DM_S_F, DM_S_GATE,
+    DM_S_BPROJ, DM_S_BETA, DM_S_CORE, DM_S_Z1, DM_S_ROUND_Z1, DM_S_Z, DM_S_ONORM, DM_S_MIX_OUT,
     /* mlp */
-    DM_S_NORM2, DM_S_ROUND_XN2, DM_S_UP, DM_S_SWIGLU, DM_S_ROUND_H, DM_S_MLP_OUT,
+    DM_S_NORM2, DM_S_UP, DM_S_SWIGLU, DM_S_MLP_OUT,
     /* head */
-    DM_S_NORMF, DM_S_ROUND_XNF, DM_S_LOGITS,
+    DM_S_NORMF, DM_S_LOGITS,
     DM_NSTEPS
 };
 

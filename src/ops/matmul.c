@@ -69,7 +69,7 @@ int dm_ops_bf16_active(const dm_ops *ops) {
     return ops->precision != DM_PRECISION_FP32 && !ops->bf16_why;
 }
 
-void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
     if (!dm_ops_bf16_active(ops)) return;
     if (ops->n_copies == ops->cap_copies) {
         int cap = ops->cap_copies ? 2 * ops->cap_copies : 32;
@@ -78,10 +78,15 @@ void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
         ops->copies = c;
         ops->cap_copies = cap;
     }
+    ops->copies[ops->n_copies++] = (struct dm_bf16_copy){x, xb, n};
+}
+
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+    if (!dm_ops_bf16_active(ops)) return;
     double t0 = ops->atlas ? dm_now() : 0;
     dm_bf16_from_f32(xb, x, n);
     if (ops->atlas) dm_atlas_add(ops->atlas, "round_bf16", NULL, NULL, dm_now() - t0, 0);
-    ops->copies[ops->n_copies++] = (struct dm_bf16_copy){x, xb, n};
+    dm_op_bf16_register(ops, xb, x, n);
 }
 
 void dm_ops_forget_bf16(dm_ops *ops) { ops->n_copies = 0; }

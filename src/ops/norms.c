@@ -6,9 +6,11 @@
 #include "kernels/ref/ref.h"
 #include "ops/op.h"
 
-/* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats */
+/* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats;
+ * yb: [R,C] bf16(y) too, forward of the RMSNorms only (NULL: none) */
 typedef struct {
     float *y, *rstd;
+    uint16_t *yb;
     const float *x, *z, *w;
     float eps;
     int act;                    /* gated: DM_GATE_* */
@@ -28,12 +30,13 @@ static void norm_fused(dm_ops *ops, void *args, int dir) {
     (void)ops;
     norm_args *a = args;
     if (a->z && dir == DM_FWD)
-        dm_gatednorm_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act);
+        dm_gatednorm_fwd_yb(a->y, a->yb, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps,
+                            a->act);
     else if (a->z)
         dm_gatednorm_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R, a->C,
                          a->act);
     else if (dir == DM_FWD)
-        dm_rmsnorm_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps);
+        dm_rmsnorm_fwd_yb(a->y, a->yb, a->rstd, a->x, a->w, a->R, a->C, a->eps);
     else
         dm_rmsnorm_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
 }
@@ -52,6 +55,7 @@ static void norm_ref(dm_ops *ops, void *args, int dir) {
         dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
     else
         dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
+    if (dir == DM_FWD && a->yb) dm_bf16_from_f32(a->yb, a->y, (size_t)a->R * a->C);
 }
 
 /* every norm's forward: y and the per-row inverse norms */
@@ -66,7 +70,11 @@ static int fwd_outputs(norm_args *a, dm_out *o, const char *inv) {
 static int rms_outputs(void *args, int dir, dm_out *o) {
     norm_args *a = args;
     size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) return fwd_outputs(a, o, "rstd");
+    if (dir == DM_FWD) { /* the bf16 copy: the second run of verify mode writes none */
+        int k = fwd_outputs(a, o, "rstd");
+        if (a->yb) o[k++] = (dm_out){"y bf16", (void **)&a->yb, n, DM_OUT_PRIVATE};
+        return k;
+    }
     int k = 0;
     o[k++] = (dm_out){"dx", (void **)&a->dx, n, a->z ? DM_OUT_SET : DM_OUT_ACC};
     if (a->z) o[k++] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
@@ -111,11 +119,13 @@ static const dm_impl L2[] = {
 const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, L2, 2, sizeof(norm_args),
                                  l2_outputs, NULL};
 
-void dm_op_rmsnorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *w, int N,
-                       int C, float eps, float *scratch) {
-    norm_args a = {.y = y, .rstd = rstd, .x = x, .w = w, .eps = eps, .R = N, .C = C,
+void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
+                       const float *w, int N, int C, float eps, float *scratch) {
+    if (!dm_ops_bf16_active(o)) yb = NULL;
+    norm_args a = {.y = y, .yb = yb, .rstd = rstd, .x = x, .w = w, .eps = eps, .R = N, .C = C,
                    .scratch = scratch};
     dm_op_run(o, DM_OP_RMSNORM, DM_FWD, &a);
+    if (yb) dm_op_bf16_register(o, yb, y, (size_t)N * C);
 }
 
 void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
@@ -125,11 +135,14 @@ void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const f
     dm_op_run(o, DM_OP_RMSNORM, DM_BWD, &a);
 }
 
-void dm_op_gatednorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *z,
-                         const float *w, int R, int D, float eps, int act, float *scratch) {
-    norm_args a = {.y = y, .rstd = rstd, .x = x, .z = z, .w = w, .eps = eps, .act = act, .R = R,
-                   .C = D, .scratch = scratch};
+void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
+                         const float *z, const float *w, int R, int D, float eps, int act,
+                         float *scratch) {
+    if (!dm_ops_bf16_active(o)) yb = NULL;
+    norm_args a = {.y = y, .yb = yb, .rstd = rstd, .x = x, .z = z, .w = w, .eps = eps,
+                   .act = act, .R = R, .C = D, .scratch = scratch};
     dm_op_run(o, DM_OP_GATEDNORM, DM_FWD, &a);
+    if (yb) dm_op_bf16_register(o, yb, y, (size_t)R * D);
 }
 
 void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, float *dw, const float *dy,

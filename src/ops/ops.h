@@ -133,6 +133,9 @@ int dm_ops_bf16_active(const dm_ops *ops);
  * input of the mixer feeds seven). The caller keeps x unchanged while it is registered.
  * Does nothing when bf16 is not active. */
 void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+/* The same for a copy already made (xb = bf16(x), dm_bf16_from_f32's bits) by the op that
+ * produced x: the RMSNorms, the gated norm and SwiGLU take a `yb` and call this. */
+void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
 void dm_ops_forget_bf16(dm_ops *ops);
 
 /* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
@@ -159,13 +162,16 @@ void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *tab
 void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
                      int C);
 
-/* norm scratch: 2 * rows * cols floats (the composed reference's intermediates) */
-void dm_op_rmsnorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *w, int N,
-                       int C, float eps, float *scratch);
+/* norm scratch: 2 * rows * cols floats (the composed reference's intermediates).
+ * yb (forwards of the RMSNorms and SwiGLU): also write bf16(y) there in the same pass and
+ * register it for the products (dm_op_bf16_register); NULL, or bf16 not active: none. */
+void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
+                       const float *w, int N, int C, float eps, float *scratch);
 void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
                        const float *w, const float *rstd, int N, int C, float *scratch);
-void dm_op_gatednorm_fwd(dm_ops *o, float *y, float *rstd, const float *x, const float *z,
-                         const float *w, int R, int D, float eps, int act, float *scratch);
+void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
+                         const float *z, const float *w, int R, int D, float eps, int act,
+                         float *scratch);
 void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, float *dw, const float *dy,
                          const float *x, const float *z, const float *w, const float *rstd,
                          int R, int D, int act, float *scratch);
@@ -182,7 +188,8 @@ void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n);
 void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n);
 void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n);
 void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n);
-void dm_op_swiglu_fwd(dm_ops *o, float *h, const float *a, const float *b, size_t n);
+void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
+                      size_t n);
 void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, const float *dh, const float *a,
                       const float *b, size_t n);
 void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,

@@ -75,6 +75,7 @@ void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, si
 /* swiglu: h = silu(a) b;  backward da, db from dh */
 typedef struct {
     float *h;
+    uint16_t *hb; /* bf16(h) too (NULL: none) */
     const float *a, *b;
     float *da, *db;
     const float *dh;
@@ -84,7 +85,7 @@ typedef struct {
 static void swiglu_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     swiglu_args *s = args;
-    if (dir == DM_FWD) dm_swiglu_fwd(s->h, s->a, s->b, s->n);
+    if (dir == DM_FWD) dm_swiglu_fwd_yb(s->h, s->hb, s->a, s->b, s->n);
     else dm_swiglu_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
 }
 static void swiglu_ref(dm_ops *ops, void *args, int dir) {
@@ -92,12 +93,15 @@ static void swiglu_ref(dm_ops *ops, void *args, int dir) {
     swiglu_args *s = args;
     if (dir == DM_FWD) dm_swiglu_ref_fwd(s->h, s->a, s->b, s->n);
     else dm_swiglu_ref_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
+    if (dir == DM_FWD && s->hb) dm_bf16_from_f32(s->hb, s->h, s->n);
 }
 static int swiglu_outputs(void *args, int dir, dm_out *o) {
     swiglu_args *s = args;
     if (dir == DM_FWD) {
         o[0] = (dm_out){"h", (void **)&s->h, s->n, DM_OUT_SET};
-        return 1;
+        if (!s->hb) return 1; /* the bf16 copy: the second run of verify mode writes none */
+        o[1] = (dm_out){"h bf16", (void **)&s->hb, s->n, DM_OUT_PRIVATE};
+        return 2;
     }
     o[0] = (dm_out){"da", (void **)&s->da, s->n, DM_OUT_SET};
     o[1] = (dm_out){"db", (void **)&s->db, s->n, DM_OUT_SET};
@@ -108,9 +112,12 @@ static const dm_impl SWIGLU[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, swiglu_cpu
 const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, SWIGLU, 2,
                                  sizeof(swiglu_args), swiglu_outputs, NULL};
 
-void dm_op_swiglu_fwd(dm_ops *o, float *h, const float *a, const float *b, size_t n) {
-    swiglu_args s = {.h = h, .a = a, .b = b, .n = n};
+void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
+                      size_t n) {
+    if (!dm_ops_bf16_active(o)) hb = NULL;
+    swiglu_args s = {.h = h, .hb = hb, .a = a, .b = b, .n = n};
     dm_op_run(o, DM_OP_SWIGLU, DM_FWD, &s);
+    if (hb) dm_op_bf16_register(o, hb, h, n);
 }
 void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, const float *dh, const float *a,
                       const float *b, size_t n) {

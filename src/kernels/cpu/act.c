@@ -42,6 +42,22 @@ void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = a[i] * sigm(a[i]) * b[i];
 }
 
+/* the same with hb = bf16(h), block by block while a block of h is in cache */
+#define ACT_BLOCK 1024
+void dm_swiglu_fwd_yb(float *h, uint16_t *hb, const float *a, const float *b, size_t n) {
+    if (!hb) {
+        dm_swiglu_fwd(h, a, b, n);
+        return;
+    }
+    size_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t k = 0; k < nb; k++) {
+        size_t i0 = k * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+        for (size_t i = i0; i < i1; i++) h[i] = a[i] * sigm(a[i]) * b[i];
+        dm_bf16_run(hb + i0, h + i0, i1 - i0);
+    }
+}
+
 /* da = dh * b * s * (1 + a (1 - s));  db = dh * silu(a)   (da or db may alias dh) */
 void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
                    size_t n) {

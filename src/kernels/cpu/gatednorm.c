@@ -9,8 +9,8 @@
 
 /* o, z, y: [R,D]; w: [D]; rstd: [R]
  * y = o * rstd[r] * w * act(z),  rstd = 1/sqrt(mean_d o^2 + eps),  act = sigmoid | silu */
-void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
-                      int R, int D, float eps, int act) {
+void dm_gatednorm_fwd_yb(float *y, uint16_t *yb, float *rstd, const float *o, const float *z,
+                         const float *w, int R, int D, float eps, int act) {
 #pragma omp parallel for schedule(static) if ((long)R * D >= GN_PAR_MIN)
     for (int r = 0; r < R; r++) {
         const float *or_ = o + (size_t)r * D, *zr = z + (size_t)r * D;
@@ -21,7 +21,13 @@ void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, con
             for (int d = 0; d < D; d++) yr[d] = or_[d] * k * w[d] * (zr[d] * sigm(zr[d]));
         else
             for (int d = 0; d < D; d++) yr[d] = or_[d] * k * w[d] * sigm(zr[d]);
+        if (yb) dm_bf16_run(yb + (size_t)r * D, yr, (size_t)D);
     }
+}
+
+void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
+                      int R, int D, float eps, int act) {
+    dm_gatednorm_fwd_yb(y, NULL, rstd, o, z, w, R, D, eps, act);
 }
 
 /* dy: [R,D].  With n = o*rstd, a = act(z), gn = dy*w*a:

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/common.h"
 
@@ -29,6 +30,11 @@ void dm_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, i
  * y[N,C] = x * rstd[n] * w,  rstd[n] = 1/sqrt(mean_c x^2 + eps)          w: [C] */
 void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
                     float eps);
+/* The same, also writing yb[N,C] = bf16(y) (dm_bf16_from_f32's bits) row by row while the
+ * row is in cache: the bf16 copy a product reads, without a second pass (NULL: none).
+ * dm_gatednorm_fwd_yb and dm_swiglu_fwd_yb likewise. */
+void dm_rmsnorm_fwd_yb(float *y, uint16_t *yb, float *rstd, const float *x, const float *w,
+                       int N, int C, float eps);
 /* dx[N,C] += (ACCUMULATES: RMSNorm always reads the residual stream);  dw[C] += */
 void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                     const float *rstd, int N, int C);
@@ -84,6 +90,17 @@ void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, con
  * value kept in f32 (the reference bf16 path multiplies these with the f32 GEMM: every
  * product of two bf16 values is exact in f32). dst may equal src in dm_bf16_round. */
 void dm_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
+/* one value, and a short run on the calling thread (no parallel region): the rounding
+ * dm_bf16_from_f32 does, for kernels that write a bf16 copy of what they produce */
+static inline uint16_t dm_bf16_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline void dm_bf16_run(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = dm_bf16_of(src[i]);
+}
 /* dst[n] = bf16((float)(src * scale)), the product in double: a scaling and its rounding in
  * one pass (Newton–Schulz's X0 = G / ||G||) */
 void dm_bf16_from_f32_scaled(uint16_t *dst, const float *src, double scale, size_t n);
@@ -120,6 +137,7 @@ void dm_sigmoid_fwd(float *y, const float *x, size_t n);
  * its relative precision; inherent to a backward from y */
 void dm_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n);
 void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n); /* h = silu(a)*b */
+void dm_swiglu_fwd_yb(float *h, uint16_t *hb, const float *a, const float *b, size_t n);
 void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
                    size_t n);
 
@@ -155,6 +173,8 @@ void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, con
  * act = sigmoid (DM_GATE_SIGMOID, KDA) or silu (DM_GATE_SWISH, GDN) */
 void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
                       int R, int D, float eps, int act);
+void dm_gatednorm_fwd_yb(float *y, uint16_t *yb, float *rstd, const float *o, const float *z,
+                         const float *w, int R, int D, float eps, int act);
 /* do_[R,D] = ;  dz[R,D] = ;  dw[D] +=   (dz is used as scratch: it must not alias
  * do_, dy, o or z) */
 void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,

@@ -8,8 +8,8 @@
 
 /* x, y: [N,C]; w: [C]; rstd: [N]
  * y = x * rstd[n] * w,  rstd[n] = 1/sqrt(mean_c x^2 + eps) */
-void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
-                    float eps) {
+void dm_rmsnorm_fwd_yb(float *y, uint16_t *yb, float *rstd, const float *x, const float *w,
+                       int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= RMS_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
@@ -17,7 +17,13 @@ void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N
         float r = 1.0f / sqrtf(dot8(xr, xr, C) / (float)C + eps);
         rstd[n] = r;
         for (int c = 0; c < C; c++) yr[c] = xr[c] * r * w[c];
+        if (yb) dm_bf16_run(yb + (size_t)n * C, yr, (size_t)C);
     }
+}
+
+void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                    float eps) {
+    dm_rmsnorm_fwd_yb(y, NULL, rstd, x, w, N, C, eps);
 }
 
 /* dx[N,C] += rstd*w*dy - x * rstd^3/C * sum_c(dy*w*x)   (accumulates: residual stream)
