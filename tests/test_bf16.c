@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/onednn.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "io/data.h"
@@ -187,6 +188,48 @@ TEST(bf16_matmul_onednn_matches_reference) {
     }
     printf("  worst %.3g (bound 1e-6)\n", worst);
     dm_ops_free(&ops);
+}
+
+/* oneDNN's bf16 product written in bf16 (dm_onednn_gemm_bf16_c16, tiled, and _here on
+ * one thread): bitwise bf16 of its f32 output, on shapes with partial tiles, transposed
+ * operands and an output scale (Newton-Schulz writes its next X so). The f32 outputs
+ * here are far from the denormals, which oneDNN's conversion flushes. */
+TEST(bf16_matmul_bf16_output_is_rounded_f32_output) {
+    const char *why = dm_cpu_bf16_missing();
+    dm_onednn *d = why ? NULL : dm_onednn_create(&why);
+    if (!d) {
+        t_skip("%s", why);
+        return;
+    }
+    static const int S[][5] = {{64, 64, 64, 0, 0}, {129, 65, 33, 0, 1}, {256, 768, 256, 0, 0},
+                               {768, 256, 256, 0, 1}, {70, 300, 90, 1, 0}};
+    for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {
+        int M = S[i][0], N = S[i][1], K = S[i][2], ta = S[i][3], tb = S[i][4];
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        float *a = t_alloc((size_t)M * K), *b = t_alloc((size_t)K * N), *c = t_alloc((size_t)M * N);
+        uint16_t *ab = malloc((size_t)M * K * 2), *bb = malloc((size_t)K * N * 2);
+        uint16_t *want = malloc((size_t)M * N * 2), *got = malloc((size_t)M * N * 2);
+        t_fill_normal(a, (size_t)M * K, 40 + i, 1.0f);
+        t_fill_normal(b, (size_t)K * N, 50 + i, 1.0f);
+        dm_bf16_from_f32(ab, a, (size_t)M * K);
+        dm_bf16_from_f32(bb, b, (size_t)K * N);
+        float alpha = 0.75f;
+        dm_onednn_gemm_bf16(d, ta, tb, M, N, K, alpha, ab, lda, bb, ldb, 0.0f, c, N);
+        dm_bf16_from_f32(want, c, (size_t)M * N);
+        dm_onednn_gemm_bf16_c16(d, ta, tb, M, N, K, alpha, ab, lda, bb, ldb, got, N);
+        CHECKF(memcmp(got, want, (size_t)M * N * 2) == 0, "%dx%dx%d tiled: bf16 out != bf16(f32 out)",
+               M, N, K);
+        /* the whole product on this thread (NS's stack path) */
+        CHECK(dm_onednn_gemm_bf16_here(d, 0, ta, tb, M, N, K, alpha, ab, lda, bb, ldb, 0.0f, c,
+                                       N, 0) == 0);
+        dm_bf16_from_f32(want, c, (size_t)M * N);
+        CHECK(dm_onednn_gemm_bf16_here(d, 0, ta, tb, M, N, K, alpha, ab, lda, bb, ldb, 0.0f, got,
+                                       N, 1) == 0);
+        CHECKF(memcmp(got, want, (size_t)M * N * 2) == 0, "%dx%dx%d here: bf16 out != bf16(f32 out)",
+               M, N, K);
+        free(a), free(b), free(c), free(ab), free(bb), free(want), free(got);
+    }
+    dm_onednn_free(d);
 }
 
 /* The first-order error of rounding the operands of C = A B (A [M,K], B [K,N], entry
