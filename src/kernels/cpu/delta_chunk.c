@@ -420,7 +420,7 @@ size_t dm_delta_chunk_saved(const dm_delta_dims *d, int chunk) {
  * dkp = dk rounded up to VL; [., dkp] rows are zero in the padding. */
 typedef struct {
     int dkp;
-    double *Gd;   /* [C, gw] cumulative gate (gw = dk, or 1 for GDN)          */
+    double *Gd;   /* GDN: [C] cumulative gate; KDA: [dk] its running row      */
     float *Gh;    /* [C, dkp] KDA: G as a float pair, Gh + Gl = G to ~2^-48   */
     float *Gl;    /* [C, dkp]                                                  */
     float *Dr;    /* [C, dkp] KDA: the decays D_rj of the row being built      */
@@ -558,16 +558,22 @@ static inline size_t rows(const dm_delta_dims *d, int b, int t, int h) {
 }
 
 /* Gates and elementwise factors of chunk [t0, t0+n): Gd (Gh, Gl), Qp, Kp, eG, eGk, eGend,
- * X = [Qs; Kb], Kg. */
+ * X = [Qs; Kb], Kg.
+ * KDA in two passes over the rows, each a single vector loop (it took a quarter of the
+ * forward as separate loops, a libc memcpy per row and scalar double arithmetic):
+ *   1. the q and k rows into Qp, Kp; G_r = G_{r-1} + g_r in double, kept as the float
+ *      pair (Gh, Gl) (Gd holds the running row only);
+ *   2. eG = exp(G_r), eGk = exp(G_end - G_r) from the float pairs, then Qs, Kb, Kg.
+ * GDN: the scalar gate per row (Gd [C]), then the same products. */
 static void chunk_gates(const in_t *in, int b, int h, int t0, int n, ws_t *w) {
     const dm_delta_dims *d = in->d;
     const int dk = d->dk, dkp = w->dkp;
     const float scale = d->scale;
-    for (int r = 0; r < n; r++) {
-        memcpy(w->Qp + (size_t)r * dkp, in->q + rowk(d, b, t0 + r, h), (size_t)dk * sizeof(float));
-        memcpy(w->Kp + (size_t)r * dkp, in->k + rowk(d, b, t0 + r, h), (size_t)dk * sizeof(float));
-    }
     if (d->scalar_gate) {
+        for (int r = 0; r < n; r++) {
+            memcpy(w->Qp + (size_t)r * dkp, in->q + rowk(d, b, t0 + r, h), (size_t)dk * sizeof(float));
+            memcpy(w->Kp + (size_t)r * dkp, in->k + rowk(d, b, t0 + r, h), (size_t)dk * sizeof(float));
+        }
         double acc = 0;
         for (int r = 0; r < n; r++) {
             acc += (double)in->g[rows(d, b, t0 + r, h)];
@@ -584,53 +590,81 @@ static void chunk_gates(const in_t *in, int b, int h, int t0, int n, ws_t *w) {
                 eGk[c] = ek;
             }
         }
-    } else {
-        double *G0 = w->Gd;
-        const float *g0 = in->g + rowk(d, b, t0, h);
-        for (int c = 0; c < dk; c++) G0[c] = (double)g0[c];
-        for (int r = 1; r < n; r++) {
-            const float *gr = in->g + rowk(d, b, t0 + r, h);
-            const double *Gp = w->Gd + (size_t)(r - 1) * dk;
-            double *Gr = w->Gd + (size_t)r * dk;
-            for (int c = 0; c < dk; c++) Gr[c] = Gp[c] + (double)gr[c];
-        }
+        float *Qs = w->X, *Kb = w->X + (size_t)n * dk;
         for (int r = 0; r < n; r++) {
-            const double *Gr = w->Gd + (size_t)r * dk;
-            float *gh = w->Gh + (size_t)r * dkp, *gl = w->Gl + (size_t)r * dkp;
+            const float *restrict qr = w->Qp + (size_t)r * dkp, *restrict kr = w->Kp + (size_t)r * dkp;
+            const float br = in->beta[rows(d, b, t0 + r, h)];
+            const float *restrict eG = w->eG + (size_t)r * dk, *restrict eGk = w->eGk + (size_t)r * dk;
+            float *restrict qs = Qs + (size_t)r * dk, *restrict kb = Kb + (size_t)r * dk,
+                            *restrict kg = w->Kg + (size_t)r * dk;
+#pragma omp simd
             for (int c = 0; c < dk; c++) {
-                gh[c] = (float)Gr[c];
-                gl[c] = (float)(Gr[c] - (double)gh[c]);
+                qs[c] = scale * qr[c] * eG[c];
+                kb[c] = br * eG[c] * kr[c];
+                kg[c] = kr[c] * eGk[c];
             }
         }
-        /* eG = exp(G_r), eGk = exp(G_end - G_r), arguments from the float pairs */
-        const float *ghe = w->Gh + (size_t)(n - 1) * dkp, *gle = w->Gl + (size_t)(n - 1) * dkp;
-        for (int r = 0; r < n; r++) {
-            const float *gh = w->Gh + (size_t)r * dkp, *gl = w->Gl + (size_t)r * dkp;
-            float eGp[CH_MAX_D + VL], eGkp[CH_MAX_D + VL];
-            for (int c = 0; c < dkp; c += VL) {
-                const vf ghc = vld(gh + c), glc = vld(gl + c);
-                vst(eGp + c, vexp(ghc + glc));
-                vst(eGkp + c, vexp((vld(ghe + c) - ghc) + (vld(gle + c) - glc)));
-            }
-            memcpy(w->eG + (size_t)r * dk, eGp, (size_t)dk * sizeof(float));
-            memcpy(w->eGk + (size_t)r * dk, eGkp, (size_t)dk * sizeof(float));
-        }
-        memcpy(w->eGend, w->eG + (size_t)(n - 1) * dk, (size_t)dk * sizeof(float));
+        return;
     }
-    float *Qs = w->X, *Kb = w->X + (size_t)n * dk;
+    double *restrict G = w->Gd;
     for (int r = 0; r < n; r++) {
-        const float *restrict qr = w->Qp + (size_t)r * dkp, *restrict kr = w->Kp + (size_t)r * dkp;
-        const float br = in->beta[rows(d, b, t0 + r, h)];
-        const float *restrict eG = w->eG + (size_t)r * dk, *restrict eGk = w->eGk + (size_t)r * dk;
-        float *restrict qs = Qs + (size_t)r * dk, *restrict kb = Kb + (size_t)r * dk,
-                        *restrict kg = w->Kg + (size_t)r * dk;
+        const float *restrict gr = in->g + rowk(d, b, t0 + r, h);
+        const float *restrict qr = in->q + rowk(d, b, t0 + r, h);
+        const float *restrict kr = in->k + rowk(d, b, t0 + r, h);
+        float *restrict gh = w->Gh + (size_t)r * dkp, *restrict gl = w->Gl + (size_t)r * dkp;
+        float *restrict qp = w->Qp + (size_t)r * dkp, *restrict kp = w->Kp + (size_t)r * dkp;
+        if (r == 0) {
+#pragma omp simd
+            for (int c = 0; c < dk; c++) G[c] = (double)gr[c];
+        } else {
+#pragma omp simd
+            for (int c = 0; c < dk; c++) G[c] = G[c] + (double)gr[c];
+        }
 #pragma omp simd
         for (int c = 0; c < dk; c++) {
-            qs[c] = scale * qr[c] * eG[c];
-            kb[c] = br * eG[c] * kr[c];
-            kg[c] = kr[c] * eGk[c];
+            const float hi = (float)G[c];
+            gh[c] = hi;
+            gl[c] = (float)(G[c] - (double)hi);
+            qp[c] = qr[c];
+            kp[c] = kr[c];
         }
     }
+    const float *ghe = w->Gh + (size_t)(n - 1) * dkp, *gle = w->Gl + (size_t)(n - 1) * dkp;
+    float *Qs = w->X, *Kb = w->X + (size_t)n * dk;
+    const vf vscale = vsplat(scale);
+    for (int r = 0; r < n; r++) {
+        const float *gh = w->Gh + (size_t)r * dkp, *gl = w->Gl + (size_t)r * dkp;
+        const float *qp = w->Qp + (size_t)r * dkp, *kp = w->Kp + (size_t)r * dkp;
+        const vf br = vsplat(in->beta[rows(d, b, t0 + r, h)]);
+        /* rows of dk floats: straight to their place when dk fills whole vectors, else
+         * through a padded row */
+        float tmp[5][CH_MAX_D + VL];
+        const int direct = dk == dkp;
+        float *eG = direct ? w->eG + (size_t)r * dk : tmp[0];
+        float *eGk = direct ? w->eGk + (size_t)r * dk : tmp[1];
+        float *qs = direct ? Qs + (size_t)r * dk : tmp[2];
+        float *kb = direct ? Kb + (size_t)r * dk : tmp[3];
+        float *kg = direct ? w->Kg + (size_t)r * dk : tmp[4];
+        for (int c = 0; c < dkp; c += VL) {
+            const vf ghc = vld(gh + c), glc = vld(gl + c);
+            const vf e = vexp(ghc + glc);
+            const vf ek = vexp((vld(ghe + c) - ghc) + (vld(gle + c) - glc));
+            const vf q = vld(qp + c), k = vld(kp + c);
+            vst(eG + c, e);
+            vst(eGk + c, ek);
+            vst(qs + c, vscale * q * e);
+            vst(kb + c, br * e * k);
+            vst(kg + c, k * ek);
+        }
+        if (!direct) {
+            memcpy(w->eG + (size_t)r * dk, tmp[0], (size_t)dk * sizeof(float));
+            memcpy(w->eGk + (size_t)r * dk, tmp[1], (size_t)dk * sizeof(float));
+            memcpy(Qs + (size_t)r * dk, tmp[2], (size_t)dk * sizeof(float));
+            memcpy(Kb + (size_t)r * dk, tmp[3], (size_t)dk * sizeof(float));
+            memcpy(w->Kg + (size_t)r * dk, tmp[4], (size_t)dk * sizeof(float));
+        }
+    }
+    memcpy(w->eGend, w->eG + (size_t)(n - 1) * dk, (size_t)dk * sizeof(float));
 }
 
 /* Prefetch the rows of tokens [t0, t0+n) for the heads h0 .. h0+nh-1 of batch row b: q, k,
