@@ -45,7 +45,6 @@
 #include <string.h>
 
 #include "kernels/cpu/delta_chunk.h"
-#include "kernels/cpu/vmath.h"
 
 #ifdef __FMA__
 #define FMA(a, b, c) fmaf(a, b, c)
@@ -703,6 +702,18 @@ static void touch_rows(const in_t *in, const grad_t *gr, int b, int h0, int nh, 
     (void)sink;
 }
 
+/* one float per cache line of the three runs, in address order (see touch_rows) */
+static void touch_saved(const float *a, size_t na, const float *b, size_t nb, const float *c,
+                        size_t ncc) {
+    float acc = 0.f;
+    for (size_t x = 0; x < na; x += 16) acc += a[x];
+    for (size_t x = 0; x < nb; x += 16) acc += b[x];
+    if (c)
+        for (size_t x = 0; x < ncc; x += 16) acc += c[x];
+    volatile float sink = acc;
+    (void)sink;
+}
+
 
 
 /* KDA decays, row by row: er = e^{g_r} = exp(G_r - G_{r-1}) (from the float pairs, as
@@ -1081,12 +1092,141 @@ static void intra_bwd_gdn(const in_t *in, int b, int h, int t0, int n, int C, ws
     mm(1, 0, n, dk, n, 1.f, El, C, w->Kp, dkp, 1.f, w->dka, dkp, w->mmT, TRI_A_UPPER);
 }
 
+/* One chunk of the backward (docs/chunked.md section 6): rows [t0, t0+n) of pair (b,h), its
+ * chunk-start state S, its Dl rows and (KDA) its packed A/Lr block al; dS holds the
+ * gradient of the chunk-end state and leaves with that of the chunk-start state. */
+static void bwd_chunk(const in_t *in, int C, int b, int h, int t0, int n, const float *S,
+                      const float *Dl, const float *al, float *dS, const grad_t *gr, ws_t *w) {
+    const dm_delta_dims *d = in->d;
+    const int dk = d->dk, dv = d->dv, dkp = w->dkp;
+    const float scale = d->scale;
+    const int kda = !d->scalar_gate;
+    float br[64];
+    for (int r = 0; r < n; r++) br[r] = in->beta[rows(d, b, t0 + r, h)];
+    chunk_gates(in, b, h, t0, n, w);
+    if (kda) unpack_al(w, n, C, al);
+    else chunk_intra(in, n, C, w); /* GDN: cheap, and intra_bwd_gdn wants QK, KK, Gm */
+
+    float *Yt = w->Y, *Yb = w->Y + (size_t)n * dv;
+    for (int r = 0; r < n; r++)
+        memcpy(Yt + (size_t)r * dv, gr->dO + rowv(d, b, t0 + r, h), (size_t)dv * sizeof(float));
+    /* -dDl = -(A^T dO + Kg dS), then -dR by back substitution with (I+L)^T */
+    mm(1, 0, n, dv, n, -1.f, w->A, C, Yt, dv, 0.f, Yb, dv, w->mmT, TRI_A_UPPER);
+    mm(0, 0, n, dv, dk, -1.f, w->Kg, dk, dS, dv, 1.f, Yb, dv, w->mmT, TRI_NONE);
+    solve_upper_t(w->Lr, C, br, Yb, n, dv);
+    /* [dA ; dL] = Y Dl^T;  [dQs ; dKb] = Y S^T;  dKg = Dl dS^T */
+    float *DlT = w->Dl; /* free in the backward: Dl^T [dv, n], transposed once for both */
+    transpose(DlT, Dl, n, dv, dv);
+    mm(0, 0, n, n, dv, 1.f, Yt, dv, DlT, n, 0.f, w->dAL, C, w->mmT, TRI_C_LOWER);
+    mm(0, 0, n, n, dv, 1.f, Yb, dv, DlT, n, 0.f, w->dAL + (size_t)n * C, C, w->mmT,
+       TRI_C_LOWER);
+    mm(0, 1, 2 * n, dk, dv, 1.f, w->Y, dv, S, dv, 0.f, w->dX, dk, w->mmT, TRI_NONE);
+    mm(0, 1, n, dk, dv, 1.f, Dl, dv, dS, dv, 0.f, w->dKg, dk, w->mmT, TRI_NONE);
+    /* the e^{G_end} h term of the gate, then dS <- Diag(e^{G_end}) dS + [Qs;Kb]^T Y */
+    for (int c = 0; c < dk; c++) {
+        const float *s = S + (size_t)c * dv;
+        float *ds = dS + (size_t)c * dv;
+        float acc = 0.f;
+    #pragma omp simd reduction(+ : acc)
+        for (int j = 0; j < dv; j++) acc = FMA(s[j], ds[j], acc);
+        const float e = w->eGend[c];
+        w->eGH[c] = e * acc;
+        for (int j = 0; j < dv; j++) ds[j] *= e;
+    }
+    mm(1, 0, dk, dv, 2 * n, 1.f, w->X, dk, w->Y, dv, 1.f, dS, dv, w->mmT, TRI_NONE);
+
+    /* elementwise chains: Qs, Kb, Kg, beta.V. Gate terms: Qs and Kb give d/dG_r
+     * (reverse-cumsummed below); Kg = K e^{G_end - G} gives +t to G_end and -t to G_r,
+     * i.e. dg_i += sum_{r<i} t_r (a forward prefix below, no cancellation). */
+    const float *dQs = w->dX, *dKb = w->dX + (size_t)n * dk;
+    for (int r = 0; r < n; r++) {
+        const float *qr = w->Qp + (size_t)r * dkp, *kr = w->Kp + (size_t)r * dkp;
+        const float *vr = in->v + rowv(d, b, t0 + r, h);
+        const float br = in->beta[rows(d, b, t0 + r, h)];
+        const float *eG = w->eG + (size_t)r * dk, *eGk = w->eGk + (size_t)r * dk;
+        const float *dqs = dQs + (size_t)r * dk, *dkb = dKb + (size_t)r * dk;
+        float *dkg = w->dKg + (size_t)r * dk;
+        float *dqa = w->dqa + (size_t)r * dkp, *dka = w->dka + (size_t)r * dkp,
+              *dGa = w->dGa + (size_t)r * dkp;
+        float db = 0.f;
+    #pragma omp simd reduction(+ : db)
+        for (int c = 0; c < dk; c++) {
+            const float dqi = scale * eG[c] * dqs[c];
+            const float ekb = eG[c] * dkb[c];
+            const float dkbi = br * ekb;
+            const float dkgi = eGk[c] * dkg[c];
+            dqa[c] = dqi;
+            dka[c] = dkbi + dkgi;
+            dGa[c] = qr[c] * dqi + kr[c] * dkbi;
+            dkg[c] = kr[c] * dkgi;
+            db = FMA(kr[c], ekb, db);
+        }
+        const float *ybr = Yb + (size_t)r * dv;
+        float *dvr = gr->dv + rowv(d, b, t0 + r, h);
+        float dbv = 0.f;
+    #pragma omp simd reduction(+ : dbv)
+        for (int j = 0; j < dv; j++) {
+            dvr[j] = -br * ybr[j];
+            dbv = FMA(vr[j], ybr[j], dbv);
+        }
+        w->dba[r] = db - dbv;
+    }
+    {
+        float *dGl = w->dGa + (size_t)(n - 1) * dkp;
+        for (int c = 0; c < dk; c++) dGl[c] += w->eGH[c];
+    }
+    /* pairwise terms of A and L */
+    if (kda) {
+        memset(w->dgi, 0, (size_t)n * dkp * sizeof(float));
+        intra_bwd_kda(in, b, h, t0, n, C, w);
+    } else {
+        memset(w->dgs, 0, (size_t)n * sizeof(float));
+        intra_bwd_gdn(in, b, h, t0, n, C, w);
+    }
+    /* dg_i = sum_{r>=i} dGa_r + sum_{r<i} Kg term_r + pairwise_i; write out */
+    for (int r = n - 2; r >= 0; r--) {
+        float *a = w->dGa + (size_t)r * dkp;
+        const float *nx = w->dGa + (size_t)(r + 1) * dkp;
+        for (int c = 0; c < dk; c++) a[c] += nx[c];
+    }
+    if (kda) {
+        float *pre = w->eGH; /* reused: running prefix of the Kg term */
+        memset(pre, 0, (size_t)dk * sizeof(float));
+        for (int r = 0; r < n; r++) {
+            const float *a = w->dGa + (size_t)r * dkp, *p = w->dgi + (size_t)r * dkp,
+                        *kt = w->dKg + (size_t)r * dk;
+            float *out = gr->dg + rowk(d, b, t0 + r, h);
+            for (int c = 0; c < dk; c++) {
+                out[c] = a[c] + pre[c] + p[c];
+                pre[c] += kt[c];
+            }
+        }
+    } else {
+        float pre = 0.f;
+        for (int r = 0; r < n; r++) {
+            const float *a = w->dGa + (size_t)r * dkp, *kt = w->dKg + (size_t)r * dk;
+            float sa = 0.f, sk = 0.f;
+            for (int c = 0; c < dk; c++) {
+                sa += a[c];
+                sk += kt[c];
+            }
+            gr->dg[rows(d, b, t0 + r, h)] = sa + pre + w->dgs[r];
+            pre += sk;
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        const size_t rk = rowk(d, b, t0 + r, h), ra = (size_t)r * dkp;
+        memcpy(gr->dq + rk, w->dqa + ra, (size_t)dk * sizeof(float));
+        memcpy(gr->dk + rk, w->dka + ra, (size_t)dk * sizeof(float));
+        gr->dbeta[rows(d, b, t0 + r, h)] = w->dba[r];
+    }
+}
+
 static void bwd_group(const in_t *in, int C, int b, int h0, int nh, const float *hinit,
                       const float *saved, const grad_t *gr, ws_t *w) {
     const dm_delta_dims *d = in->d;
-    const int T = d->T, dk = d->dk, dv = d->dv, nc = nchunks(d, C), H = d->H, dkp = w->dkp;
+    const int T = d->T, dk = d->dk, dv = d->dv, nc = nchunks(d, C), H = d->H;
     const size_t ss = (size_t)dk * dv, sp = saved_pair(d, C);
-    const float scale = d->scale;
     const int kda = !d->scalar_gate;
 
     /* 1. chunk-start states, Dl rows and (KDA) A/Lr: the forward's, or a scan of our own
@@ -1123,141 +1263,16 @@ static void bwd_group(const in_t *in, int C, int b, int h0, int nh, const float 
     for (int ci = nc - 1; ci >= 0; ci--) {
         const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
         for (int j = 0; j < nh; j++) {
-        const int h = h0 + j;
-        const float *hs = hsv[j], *dls = hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
-        const float *S = hs + (size_t)ci * ss, *Dl = dls + (size_t)t0 * dv;
-        float *dS = w->dS + j * ss;
-        if (j == 0) touch_rows(in, gr, b, h0, nh, t0, n);
-        { /* the saved data of the next step (the next head, or the chunk before): read
-           * from memory once per step, it stalled the first product that touched it */
-            const int jn = j + 1 < nh ? j + 1 : 0, cn = j + 1 < nh ? ci : ci - 1;
-            if (cn >= 0) {
-                const float *hn = hsv[jn], *dn = hn + (size_t)nc * ss;
-                prefetch_floats(hn + (size_t)cn * ss, (int)ss);
-                prefetch_floats(dn + (size_t)cn * C * dv, C * dv);
-                if (kda) prefetch_floats(dn + (size_t)T * dv + (size_t)cn * C * C, C * C);
-            }
+            const float *hs = hsv[j], *dls = hs + (size_t)nc * ss;
+            const float *S = hs + (size_t)ci * ss, *Dl = dls + (size_t)t0 * dv;
+            const float *al = kda ? dls + (size_t)T * dv + (size_t)ci * C * C : NULL;
+            if (j == 0) touch_rows(in, gr, b, h0, nh, t0, n);
+            /* this chunk's saved data, in address order (the transposes that read it first
+             * walk 16 rows at once): -3% of the backward, where prefetching it a step
+             * ahead had given less */
+            touch_saved(S, ss, Dl, (size_t)n * dv, al, (size_t)C * C);
+            bwd_chunk(in, C, b, h0 + j, t0, n, S, Dl, al, w->dS + j * ss, gr, w);
         }
-            float br[64];
-            for (int r = 0; r < n; r++) br[r] = in->beta[rows(d, b, t0 + r, h)];
-            chunk_gates(in, b, h, t0, n, w);
-            if (kda) unpack_al(w, n, C, als + (size_t)ci * C * C);
-            else chunk_intra(in, n, C, w); /* GDN: cheap, and intra_bwd_gdn wants QK, KK, Gm */
-
-            float *Yt = w->Y, *Yb = w->Y + (size_t)n * dv;
-            for (int r = 0; r < n; r++)
-                memcpy(Yt + (size_t)r * dv, gr->dO + rowv(d, b, t0 + r, h), (size_t)dv * sizeof(float));
-            /* -dDl = -(A^T dO + Kg dS), then -dR by back substitution with (I+L)^T */
-            mm(1, 0, n, dv, n, -1.f, w->A, C, Yt, dv, 0.f, Yb, dv, w->mmT, TRI_A_UPPER);
-            mm(0, 0, n, dv, dk, -1.f, w->Kg, dk, dS, dv, 1.f, Yb, dv, w->mmT, TRI_NONE);
-            solve_upper_t(w->Lr, C, br, Yb, n, dv);
-            /* [dA ; dL] = Y Dl^T;  [dQs ; dKb] = Y S^T;  dKg = Dl dS^T */
-            float *DlT = w->Dl; /* free in the backward: Dl^T [dv, n], transposed once for both */
-            transpose(DlT, Dl, n, dv, dv);
-            mm(0, 0, n, n, dv, 1.f, Yt, dv, DlT, n, 0.f, w->dAL, C, w->mmT, TRI_C_LOWER);
-            mm(0, 0, n, n, dv, 1.f, Yb, dv, DlT, n, 0.f, w->dAL + (size_t)n * C, C, w->mmT,
-               TRI_C_LOWER);
-            mm(0, 1, 2 * n, dk, dv, 1.f, w->Y, dv, S, dv, 0.f, w->dX, dk, w->mmT, TRI_NONE);
-            mm(0, 1, n, dk, dv, 1.f, Dl, dv, dS, dv, 0.f, w->dKg, dk, w->mmT, TRI_NONE);
-            /* the e^{G_end} h term of the gate, then dS <- Diag(e^{G_end}) dS + [Qs;Kb]^T Y */
-            for (int c = 0; c < dk; c++) {
-                const float *s = S + (size_t)c * dv;
-                float *ds = dS + (size_t)c * dv;
-                float acc = 0.f;
-    #pragma omp simd reduction(+ : acc)
-                for (int j = 0; j < dv; j++) acc = FMA(s[j], ds[j], acc);
-                const float e = w->eGend[c];
-                w->eGH[c] = e * acc;
-                for (int j = 0; j < dv; j++) ds[j] *= e;
-            }
-            mm(1, 0, dk, dv, 2 * n, 1.f, w->X, dk, w->Y, dv, 1.f, dS, dv, w->mmT, TRI_NONE);
-
-            /* elementwise chains: Qs, Kb, Kg, beta.V. Gate terms: Qs and Kb give d/dG_r
-             * (reverse-cumsummed below); Kg = K e^{G_end - G} gives +t to G_end and -t to G_r,
-             * i.e. dg_i += sum_{r<i} t_r (a forward prefix below, no cancellation). */
-            const float *dQs = w->dX, *dKb = w->dX + (size_t)n * dk;
-            for (int r = 0; r < n; r++) {
-                const float *qr = w->Qp + (size_t)r * dkp, *kr = w->Kp + (size_t)r * dkp;
-                const float *vr = in->v + rowv(d, b, t0 + r, h);
-                const float br = in->beta[rows(d, b, t0 + r, h)];
-                const float *eG = w->eG + (size_t)r * dk, *eGk = w->eGk + (size_t)r * dk;
-                const float *dqs = dQs + (size_t)r * dk, *dkb = dKb + (size_t)r * dk;
-                float *dkg = w->dKg + (size_t)r * dk;
-                float *dqa = w->dqa + (size_t)r * dkp, *dka = w->dka + (size_t)r * dkp,
-                      *dGa = w->dGa + (size_t)r * dkp;
-                float db = 0.f;
-    #pragma omp simd reduction(+ : db)
-                for (int c = 0; c < dk; c++) {
-                    const float dqi = scale * eG[c] * dqs[c];
-                    const float ekb = eG[c] * dkb[c];
-                    const float dkbi = br * ekb;
-                    const float dkgi = eGk[c] * dkg[c];
-                    dqa[c] = dqi;
-                    dka[c] = dkbi + dkgi;
-                    dGa[c] = qr[c] * dqi + kr[c] * dkbi;
-                    dkg[c] = kr[c] * dkgi;
-                    db = FMA(kr[c], ekb, db);
-                }
-                const float *ybr = Yb + (size_t)r * dv;
-                float *dvr = gr->dv + rowv(d, b, t0 + r, h);
-                float dbv = 0.f;
-    #pragma omp simd reduction(+ : dbv)
-                for (int j = 0; j < dv; j++) {
-                    dvr[j] = -br * ybr[j];
-                    dbv = FMA(vr[j], ybr[j], dbv);
-                }
-                w->dba[r] = db - dbv;
-            }
-            {
-                float *dGl = w->dGa + (size_t)(n - 1) * dkp;
-                for (int c = 0; c < dk; c++) dGl[c] += w->eGH[c];
-            }
-            /* pairwise terms of A and L */
-            if (kda) {
-                memset(w->dgi, 0, (size_t)n * dkp * sizeof(float));
-                intra_bwd_kda(in, b, h, t0, n, C, w);
-            } else {
-                memset(w->dgs, 0, (size_t)n * sizeof(float));
-                intra_bwd_gdn(in, b, h, t0, n, C, w);
-            }
-            /* dg_i = sum_{r>=i} dGa_r + sum_{r<i} Kg term_r + pairwise_i; write out */
-            for (int r = n - 2; r >= 0; r--) {
-                float *a = w->dGa + (size_t)r * dkp;
-                const float *nx = w->dGa + (size_t)(r + 1) * dkp;
-                for (int c = 0; c < dk; c++) a[c] += nx[c];
-            }
-            if (kda) {
-                float *pre = w->eGH; /* reused: running prefix of the Kg term */
-                memset(pre, 0, (size_t)dk * sizeof(float));
-                for (int r = 0; r < n; r++) {
-                    const float *a = w->dGa + (size_t)r * dkp, *p = w->dgi + (size_t)r * dkp,
-                                *kt = w->dKg + (size_t)r * dk;
-                    float *out = gr->dg + rowk(d, b, t0 + r, h);
-                    for (int c = 0; c < dk; c++) {
-                        out[c] = a[c] + pre[c] + p[c];
-                        pre[c] += kt[c];
-                    }
-                }
-            } else {
-                float pre = 0.f;
-                for (int r = 0; r < n; r++) {
-                    const float *a = w->dGa + (size_t)r * dkp, *kt = w->dKg + (size_t)r * dk;
-                    float sa = 0.f, sk = 0.f;
-                    for (int c = 0; c < dk; c++) {
-                        sa += a[c];
-                        sk += kt[c];
-                    }
-                    gr->dg[rows(d, b, t0 + r, h)] = sa + pre + w->dgs[r];
-                    pre += sk;
-                }
-            }
-            for (int r = 0; r < n; r++) {
-                const size_t rk = rowk(d, b, t0 + r, h), ra = (size_t)r * dkp;
-                memcpy(gr->dq + rk, w->dqa + ra, (size_t)dk * sizeof(float));
-                memcpy(gr->dk + rk, w->dka + ra, (size_t)dk * sizeof(float));
-                gr->dbeta[rows(d, b, t0 + r, h)] = w->dba[r];
-            }
-            }
     }
     for (int j = 0; j < nh; j++)
         if (gr->dh0)
