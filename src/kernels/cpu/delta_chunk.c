@@ -33,8 +33,9 @@
  *
  * fp32 throughout except the cumulative gates. Matrix products by a small register-tiled
  * kernel of our own (mm, below: faster than cblas_sgemm at these sizes, see there); (b,h)
- * pairs over threads, each pair serial: results are bitwise independent of the thread
- * count.
+ * pairs over threads, each pair serial, a thread's pairs in groups of up to HG_MAX heads of
+ * one batch row run in lockstep (fwd_group: the memory order of the rows); results are
+ * bitwise independent of the thread count and of the grouping.
  * The forward can keep what the backward needs ("saved"); without it the backward reruns
  * the forward scan first. Either way the backward recomputes the pairwise decays (never
  * stored: C/2*dk floats per token).
