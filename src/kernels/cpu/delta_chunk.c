@@ -455,13 +455,11 @@ typedef struct {
     float *hs;    /* [saved_pair] this pair's saved data (when the caller has none) */
 } ws_t;
 
-static inline size_t hg_of(const dm_delta_dims *d) { return d->H < HG_MAX ? (size_t)d->H : HG_MAX; }
-
 static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_t *w) {
     const size_t dk = d->dk, dv = d->dv, Cs = C, dkp = padk(d->dk);
     const size_t gw = d->scalar_gate ? 1 : dk;
     const int kda = !d->scalar_gate;
-    const size_t hg = hg_of(d);
+    const size_t hg = d->H < HG_MAX ? (size_t)d->H : HG_MAX; /* heads in lockstep */
     size_t off = 0;
     if (w) memset(w, 0, sizeof *w), w->dkp = (int)dkp;
 #define TAKE(field, type, n)                                                              \
@@ -510,7 +508,7 @@ static size_t ws_layout(const dm_delta_dims *d, int C, int bwd, float *base, ws_
         TAKE(eGH, float, dk);
         TAKE(dba, float, Cs);
         TAKE(dgs, float, Cs);
-        TAKE(hs, float, hg * saved_pair(d, C));
+        TAKE(hs, float, saved_pair(d, C)); /* without saved, groups of one (bwd_group) */
     }
 #undef TAKE
     return off;
@@ -531,7 +529,7 @@ size_t dm_delta_chunk_bwd_work(const dm_delta_dims *d, int chunk, int nthreads) 
 static void ws_zero(const dm_delta_dims *d, int C, int bwd, float *base, const ws_t *w) {
     if (w->dkp != d->dk) {
         size_t n = ws_layout(d, C, bwd, NULL, NULL);
-        if (bwd) n -= al16(hg_of(d) * saved_pair(d, C)); /* hs, the last buffer */
+        if (bwd) n -= al16(saved_pair(d, C)); /* hs, the last buffer */
         memset(base, 0, n * sizeof(float));
     } else {
         memset(w->A, 0, (size_t)C * C * sizeof(float));
@@ -970,10 +968,10 @@ static void pair_range(int npair, int t, int nt, int *p0, int *p1) {
     *p0 = t * q + (t < r ? t : r);
     *p1 = *p0 + q + (t < r);
 }
-static int group_len(const dm_delta_dims *d, int p, int p1) {
+static int group_len(const dm_delta_dims *d, int p, int p1, int hmax) {
     const int h = p % d->H;
     int nh = d->H - h < p1 - p ? d->H - h : p1 - p;
-    return nh < HG_MAX ? nh : HG_MAX;
+    return nh < hmax ? nh : hmax;
 }
 
 void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const float *k,
@@ -992,7 +990,7 @@ void dm_delta_chunk_fwd(const dm_delta_dims *d, int chunk, const float *q, const
         int p0, p1;
         pair_range(npair, omp_get_thread_num(), omp_get_num_threads(), &p0, &p1);
         for (int p = p0, nh; p < p1; p += nh) {
-            nh = group_len(d, p, p1);
+            nh = group_len(d, p, p1, HG_MAX);
             fwd_group(&in, chunk, p / d->H, p % d->H, nh, h0, o, hT, saved, &w);
         }
     }
@@ -1231,28 +1229,27 @@ static void bwd_group(const in_t *in, int C, int b, int h0, int nh, const float 
     const int kda = !d->scalar_gate;
 
     /* 1. chunk-start states, Dl rows and (KDA) A/Lr: the forward's, or a scan of our own
-     * (in lockstep over the heads, as fwd_group) */
+     * (then nh = 1: the scan of a pair is dk*dv/C + dv (+ C) floats per token, a whole
+     * sequence's worth, and the workspace holds one; 59 MB at T = 65536) */
     const float *hsv[HG_MAX];
     for (int j = 0; j < nh; j++) {
         const size_t pair = (size_t)b * H + h0 + j;
-        hsv[j] = saved ? saved + pair * sp : w->hs + j * sp;
+        hsv[j] = saved ? saved + pair * sp : w->hs; /* nh = 1 without saved */
         if (saved) continue;
-        if (hinit) memcpy(w->hs + j * sp, hinit + pair * ss, ss * sizeof(float));
-        else memset(w->hs + j * sp, 0, ss * sizeof(float));
+        if (hinit) memcpy(w->hs, hinit + pair * ss, ss * sizeof(float));
+        else memset(w->hs, 0, ss * sizeof(float));
     }
     if (!saved)
         for (int ci = 0; ci < nc; ci++) {
             const int t0 = ci * C, n = T - t0 < C ? T - t0 : C;
-            for (int j = 0; j < nh; j++) {
-                float *hs = w->hs + j * sp, *dls = hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
-                float *S = hs + (size_t)ci * ss;
-                if (j == 0) touch_rows(in, NULL, b, h0, nh, t0, n);
-                chunk_gates(in, b, h0 + j, t0, n, w);
-                chunk_intra(in, n, C, w);
-                if (kda) pack_al(w, n, C, als + (size_t)ci * C * C);
-                chunk_delta(in, b, h0 + j, t0, n, C, S, w, dls + (size_t)t0 * dv);
-                if (ci < nc - 1) chunk_state(d, n, S, S + ss, w, dls + (size_t)t0 * dv);
-            }
+            float *dls = w->hs + (size_t)nc * ss, *als = dls + (size_t)T * dv;
+            float *S = w->hs + (size_t)ci * ss;
+            touch_rows(in, NULL, b, h0, 1, t0, n);
+            chunk_gates(in, b, h0, t0, n, w);
+            chunk_intra(in, n, C, w);
+            if (kda) pack_al(w, n, C, als + (size_t)ci * C * C);
+            chunk_delta(in, b, h0, t0, n, C, S, w, dls + (size_t)t0 * dv);
+            if (ci < nc - 1) chunk_state(d, n, S, S + ss, w, dls + (size_t)t0 * dv);
         }
 
     /* 2. reverse over chunks, the heads of a chunk one after another */
@@ -1299,7 +1296,7 @@ void dm_delta_chunk_bwd(const dm_delta_dims *d, int chunk, const float *q, const
         int p0, p1;
         pair_range(npair, omp_get_thread_num(), omp_get_num_threads(), &p0, &p1);
         for (int p = p0, nh; p < p1; p += nh) {
-            nh = group_len(d, p, p1);
+            nh = group_len(d, p, p1, saved ? HG_MAX : 1); /* hs holds one pair's scan */
             bwd_group(&in, chunk, p / d->H, p % d->H, nh, h0, saved, &gr, &w);
         }
     }
