@@ -371,6 +371,33 @@ TEST(delta_chunk_deterministic_threads) {
         }
 }
 
+/* The kernels run the heads of one batch row in lockstep, up to 4 at a time, within each
+ * thread's contiguous range of (b,h) pairs (fwd_group, bwd_group). H = 9 makes groups of
+ * 4, 4 and 1 on one thread and ranges that cut batch rows and groups anywhere on 2, 4, 5
+ * and 8 threads: every output bitwise the same (saved and recompute paths), and within the
+ * bound of the reference. */
+TEST(delta_chunk_head_groups) {
+    for (int scalar = 0; scalar < 2; scalar++) {
+        prob p;
+        prob_init(&p, 2, 77, 9, 16, 24, scalar, GATE_STRONG, 1, (uint64_t)(911 + scalar));
+        const int nts[6] = {1, 2, 4, 5, 8, 3};
+        outs o[6];
+        for (int r = 0; r < 6; r++) {
+            outs_alloc(&o[r], &p);
+            run_chunk(&p, 16, r < 5, nts[r], &o[r]);
+        }
+        for (int r = 1; r < 6; r++)
+            for (int a = 0; a < NOUT; a++)
+                CHECKF(memcmp(o[0].x[a], o[r].x[a], o[0].n[a] * sizeof(float)) == 0,
+                       "%s H=9: %s differs (1 thread vs %d threads%s)", scalar ? "GDN" : "KDA",
+                       out_name[a], nts[r], r == 5 ? ", recompute" : "");
+        for (int r = 0; r < 6; r++) outs_free(&o[r]);
+        compare(&p, 16, scalar ? "GDN B=2 H=9 T=77 dk=16 dv=24 C=16" : "KDA B=2 H=9 T=77 dk=16 dv=24 C=16");
+        prob_free(&p);
+    }
+    report();
+}
+
 TEST(delta_chunk_supports_reasons) {
     const char *why = NULL;
     dm_delta_dims d = {2, 100, 3, 64, 64, 0, 0.125f};
