@@ -114,6 +114,67 @@ TEST(bf16_copy_made_by_producers) {
     free(x), free(z), free(w), free(y), free(y2), free(r), free(r2), free(yb), free(want);
 }
 
+/* The backward's producers of output gradients (rmsnorm's dx, the gated norm's dz,
+ * SwiGLU's da and db, the conv's dx: *_bwd_yb): every f32 output bitwise the plain
+ * kernel's, and each copy bitwise dm_bf16_from_f32 of its gradient (rmsnorm's of the
+ * accumulated dx), on shapes with partial blocks, over the threads, with a NaN and an
+ * infinity among the inputs. */
+TEST(bf16_grad_copy_made_by_producers) {
+    int R = 203, C = 96, B = 3, T = 61, W = 4;
+    size_t n = (size_t)R * C, ns = 3 * 65536 + 77, m = ns > n ? ns : n;
+    float *x = t_alloc(m), *z = t_alloc(m), *dy = t_alloc(m), *w = t_alloc(C * W),
+          *r = t_alloc(R), *g1 = t_alloc(m), *g2 = t_alloc(m), *h1 = t_alloc(m),
+          *h2 = t_alloc(m), *dw1 = t_alloc(C * W), *dw2 = t_alloc(C * W);
+    uint16_t *gb = malloc(m * sizeof *gb), *hb = malloc(m * sizeof *hb),
+             *want = malloc(m * sizeof *want);
+    t_fill_normal(x, m, 21, 1.0f);
+    t_fill_normal(z, m, 22, 2.0f);
+    t_fill_normal(dy, m, 23, 1.0f);
+    t_fill_normal(w, C * W, 24, 1.0f);
+    for (int i = 0; i < R; i++) r[i] = 0.5f + (float)i / R;
+    dy[5] = NAN, dy[C + 3] = INFINITY, x[2 * C + 1] = NAN;
+    for (int k = 0; k < 5; k++) {
+        const char *what = k == 0 ? "rmsnorm" : k == 1 ? "gatednorm sigmoid"
+                         : k == 2 ? "gatednorm swish" : k == 3 ? "swiglu" : "conv";
+        size_t len = k == 3 ? ns : k == 4 ? (size_t)B * T * C : n;
+        memset(gb, 0xa5, m * sizeof *gb);
+        memset(hb, 0xa5, m * sizeof *hb);
+        t_fill_normal(g1, m, 25, 1.0f); /* rmsnorm accumulates into dx */
+        memcpy(g2, g1, m * sizeof *g1);
+        memset(dw1, 0, C * W * sizeof *dw1), memset(dw2, 0, C * W * sizeof *dw2);
+        const float *got = g2, *got2 = NULL;
+        if (k == 0) {
+            dm_rmsnorm_bwd(g1, dw1, dy, x, w, r, R, C);
+            dm_rmsnorm_bwd_yb(g2, gb, dw2, dy, x, w, r, R, C);
+        } else if (k < 3) {
+            int act = k == 1 ? DM_GATE_SIGMOID : DM_GATE_SWISH;
+            dm_gatednorm_bwd(g1, h1, dw1, dy, x, z, w, r, R, C, act);
+            dm_gatednorm_bwd_yb(g2, h2, gb, dw2, dy, x, z, w, r, R, C, act);
+            got = h2;
+        } else if (k == 3) {
+            dm_swiglu_bwd(g1, h1, dy, x, z, ns);
+            dm_swiglu_bwd_yb(g2, h2, gb, hb, dy, x, z, ns);
+            got2 = h2;
+        } else {
+            dm_conv_bwd(g1, dw1, dy, x, w, B, T, C, W);
+            dm_conv_bwd_yb(g2, gb, dw2, dy, x, w, B, T, C, W);
+        }
+        CHECKF(memcmp(g1, g2, len * sizeof(float)) == 0, "%s: dx differs with the copy", what);
+        if (k == 1 || k == 2 || k == 3)
+            CHECKF(memcmp(h1, h2, len * sizeof(float)) == 0, "%s: dz/db differs", what);
+        if (k != 3)
+            CHECKF(memcmp(dw1, dw2, C * W * sizeof(float)) == 0, "%s: dw differs", what);
+        dm_bf16_from_f32(want, got, len);
+        CHECKF(memcmp(gb, want, len * sizeof *gb) == 0, "%s: copy != bf16(gradient)", what);
+        if (got2) {
+            dm_bf16_from_f32(want, got2, len);
+            CHECKF(memcmp(hb, want, len * sizeof *hb) == 0, "%s: db copy != bf16(db)", what);
+        }
+    }
+    free(x), free(z), free(dy), free(w), free(r), free(g1), free(g2), free(h1), free(h2);
+    free(dw1), free(dw2), free(gb), free(hb), free(want);
+}
+
 /* an op layer with bf16 asked for */
 static void bf16_ops(dm_ops *ops) {
     dm_config c;
@@ -129,7 +190,7 @@ static void mm_all(dm_ops *ops, const float *in, const float *W, const float *b,
     dm_op_matmul_fwd(ops, r->out, in, W, b, N, K, O);
     memset(r->dW, 0, (size_t)O * K * sizeof(float));
     memset(r->db, 0, (size_t)O * sizeof(float));
-    dm_op_matmul_bwd(ops, r->din, r->dW, r->db, dy, in, W, N, K, O, 0);
+    dm_op_matmul_bwd(ops, r->din, r->dW, r->db, dy, NULL, in, W, N, K, O, 0);
 }
 static mm_out mm_alloc(int N, int K, int O) {
     return (mm_out){t_alloc((size_t)N * O), t_alloc((size_t)N * K), t_alloc((size_t)O * K),

@@ -123,16 +123,19 @@ void dm_mixer_bwd(dm_model *m, int l) {
     dm_ops *ops = &m->ops;
 
     /* y = W_o o';  o' = gatednorm(o, z) */
-    dm_op_matmul_bwd(ops, s->dop, G + o->w_o, NULL, dy, a->op, P + o->w_o, N, HD, D, 0);
-    dm_op_gatednorm_bwd(ops, s->do_, s->dz, G + o->o_norm, s->dop, a->o, a->z, P + o->o_norm,
-                        a->rstd_o, N * H, dh, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
-                        s->norm_scratch);
+    /* the bf16 copies of dres, dz and the convs' dx come from their producers (dres_b: the
+     * MLP's norm; NULL: none) */
+    dm_op_matmul_bwd(ops, s->dop, G + o->w_o, NULL, dy, s->dres_b, a->op, P + o->w_o, N, HD, D,
+                     0);
+    dm_op_gatednorm_bwd(ops, s->do_, s->dz, s->dmix_b, G + o->o_norm, s->dop, a->o, a->z,
+                        P + o->o_norm, a->rstd_o, N * H, dh,
+                        kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, s->norm_scratch);
     /* dxn starts here (overwritten), every other branch accumulates into it */
     if (kda) {
-        dm_op_matmul_bwd(ops, s->dr, G + o->w_g2, G + o->b_g2, s->dz, a->z1, P + o->w_g2, N, R, HD, 0);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_g1, NULL, s->dr, a->xn1, P + o->w_g1, N, D, R, 0);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_g2, G + o->b_g2, s->dz, s->dmix_b, a->z1, P + o->w_g2, N, R, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_g1, NULL, s->dr, NULL, a->xn1, P + o->w_g1, N, D, R, 0);
     } else {
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_z, NULL, s->dz, a->xn1, P + o->w_z, N, D, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_z, NULL, s->dz, s->dmix_b, a->xn1, P + o->w_z, N, D, HD, 0);
     }
 
     /* the delta-rule core */
@@ -142,33 +145,35 @@ void dm_mixer_bwd(dm_model *m, int l) {
 
     /* beta = sigmoid(W_b x) */
     dm_op_sigmoid_bwd(ops, s->dbeta, s->dbeta, a->beta, (size_t)N * H);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, a->xn1, P + o->w_b, N, D, H, 1);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, NULL, a->xn1, P + o->w_b, N, D, H, 1);
     /* g = gate(f); df goes to dz (free since the output gate's backward) */
     float *df = s->dz;
     dm_op_gate_bwd(ops, df, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
                    N, H, Cg, c->gate_lower_bound);
     if (kda) {
-        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, a->f1, P + o->w_f2, N, R, HD, 0);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_f1, NULL, s->dr, a->xn1, P + o->w_f1, N, D, R, 1);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, NULL, a->f1, P + o->w_f2, N, R, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_f1, NULL, s->dr, NULL, a->xn1, P + o->w_f1, N, D, R, 1);
     } else {
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, a->xn1, P + o->w_a, N, D, H, 1);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, NULL, a->xn1, P + o->w_a, N, D, H, 1);
     }
 
     /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection.
      * do_ (free since the core's backward) carries each conv-output gradient. */
     dm_op_l2norm_bwd(ops, s->do_, s->dq, a->qh, a->rq, N * H, dh);
     dm_op_silu_bwd(ops, s->do_, s->do_, a->qc, nhd);
-    dm_op_conv_bwd(ops, s->dq, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_q, NULL, s->dq, a->xn1, P + o->w_q, N, D, HD, 1);
+    dm_op_conv_bwd(ops, s->dq, s->dmix_b, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_q, NULL, s->dq, s->dmix_b, a->xn1, P + o->w_q, N, D, HD, 1);
     dm_op_l2norm_bwd(ops, s->do_, s->dk, a->kh, a->rk, N * H, dh);
     dm_op_silu_bwd(ops, s->do_, s->do_, a->kc, nhd);
-    dm_op_conv_bwd(ops, s->dk, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_k, NULL, s->dk, a->xn1, P + o->w_k, N, D, HD, 1);
+    dm_op_conv_bwd(ops, s->dk, s->dmix_b, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_k, NULL, s->dk, s->dmix_b, a->xn1, P + o->w_k, N, D, HD, 1);
     dm_op_silu_bwd(ops, s->dv, s->dv, a->vc, nhd);
-    dm_op_conv_bwd(ops, s->do_, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_v, NULL, s->do_, a->xn1, P + o->w_v, N, D, HD, 1);
+    dm_op_conv_bwd(ops, s->do_, s->dmix_b, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_v, NULL, s->do_, s->dmix_b, a->xn1, P + o->w_v, N, D, HD, 1);
 
     /* xn1 = RMSNorm(x_in): its gradient joins the residual stream's */
-    dm_op_rmsnorm_bwd(ops, s->dres, G + o->norm1, s->dxn, a->x_in, P + o->norm1, a->rstd1, N, D,
-                      s->norm_scratch);
+    /* its copy is for the layer below's W_down (none below layer 0: the embedding reads
+     * dres in f32) */
+    dm_op_rmsnorm_bwd(ops, s->dres, l ? s->dres_b : NULL, G + o->norm1, s->dxn, a->x_in,
+                      P + o->norm1, a->rstd1, N, D, s->norm_scratch);
 }

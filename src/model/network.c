@@ -114,25 +114,27 @@ void dm_network_bwd(dm_model *m) {
     /* head: dlogits in place of the logits, then lm_head and the final norm */
     dm_network_recompute(m, 2 * L);
     dm_op_xent_bwd(ops, h->logits, h->logits, m->tgt, N, DM_VOCAB, 1.0f / (float)N);
-    dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, h->xnf, P + m->lm_head, N, D,
-                     DM_VOCAB, 0);
+    dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, NULL, h->xnf, P + m->lm_head,
+                     N, D, DM_VOCAB, 0);
     memset(s->dres, 0, (size_t)N * D * sizeof(float));
-    dm_op_rmsnorm_bwd(ops, s->dres, G + m->norm_f, s->dxn, m->x_final, P + m->norm_f, h->rstdf,
-                      N, D, s->norm_scratch);
+    dm_op_rmsnorm_bwd(ops, s->dres, L ? s->dres_b : NULL, G + m->norm_f, s->dxn, m->x_final,
+                      P + m->norm_f, h->rstdf, N, D, s->norm_scratch);
 
     for (int l = L - 1; l >= 0; l--) {
         const dm_layer_off *o = &m->L[l];
         dm_layer_act *a = &m->act[l];
         /* MLP: x_out = x_mid + W_down h (dres flows through the residual unchanged) */
         dm_network_recompute(m, 2 * l + 1);
-        dm_op_matmul_bwd(ops, s->dh, G + o->w_down, NULL, s->dres, a->h, P + o->w_down, N, F, D,
-                         0);
-        dm_op_swiglu_bwd(ops, s->da, s->db, s->dh, a->a, a->b, (size_t)N * F);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_gate, NULL, s->da, a->xn2, P + o->w_gate, N, D, F,
-                         0);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_up, NULL, s->db, a->xn2, P + o->w_up, N, D, F, 1);
-        dm_op_rmsnorm_bwd(ops, s->dres, G + o->norm2, s->dxn, a->x_mid, P + o->norm2, a->rstd2,
-                          N, D, s->norm_scratch);
+        /* the bf16 copies of dres, da, db come from their producers (NULL: none) */
+        dm_op_matmul_bwd(ops, s->dh, G + o->w_down, NULL, s->dres, s->dres_b, a->h,
+                         P + o->w_down, N, F, D, 0);
+        dm_op_swiglu_bwd(ops, s->da, s->db, s->da_b, s->db_b, s->dh, a->a, a->b, (size_t)N * F);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_gate, NULL, s->da, s->da_b, a->xn2,
+                         P + o->w_gate, N, D, F, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_up, NULL, s->db, s->db_b, a->xn2, P + o->w_up, N,
+                         D, F, 1);
+        dm_op_rmsnorm_bwd(ops, s->dres, s->dres_b, G + o->norm2, s->dxn, a->x_mid, P + o->norm2,
+                          a->rstd2, N, D, s->norm_scratch);
         /* mixer: x_mid = x_in + Mixer(RMSNorm(x_in)) */
         dm_network_recompute(m, 2 * l);
         dm_mixer_bwd(m, l);

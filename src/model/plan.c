@@ -277,10 +277,13 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     s.dres = take(&b, N * D);
     s.dxn = take(&b, N * D);
     if (c->norm_impl == DM_IMPL_REFERENCE) s.norm_scratch = take(&b, 2 * N * (D > HD ? D : HD));
+    s.dres_b = (uint16_t *)take(&b, bf16 ? (N * D + 1) / 2 : 0);
     size_t arms = b.used;
     s.da = take(&b, N * F);
     s.db = take(&b, N * F);
     s.dh = take(&b, N * F);
+    s.da_b = (uint16_t *)take(&b, bf16 ? (N * F + 1) / 2 : 0);
+    s.db_b = (uint16_t *)take(&b, bf16 ? (N * F + 1) / 2 : 0);
     size_t mlp_end = b.used;
     b.used = arms;
     s.dq = take(&b, N * HD);
@@ -292,6 +295,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     s.dz = take(&b, N * HD);
     s.dop = take(&b, N * HD);
     s.dr = take(&b, kda ? N * R : 0);
+    s.dmix_b = (uint16_t *)take(&b, bf16 ? (N * HD + 1) / 2 : 0);
     s.delta_work = take(&b, work);
     if (b.used < mlp_end) b.used = mlp_end;
     if (out) out->s = s;

@@ -268,18 +268,21 @@ void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, co
 }
 
 void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
-                      const float *in, const float *W, int N, int K, int O, int din_acc) {
+                      const uint16_t *doutb, const float *in, const float *W, int N, int K,
+                      int O, int din_acc) {
     mm_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc, .dW = dW,
                  .dbias = dbias, .N = N, .K = K, .O = O};
-    /* both products read dout: in bf16, round it once for them */
+    /* both products read dout: in bf16, its copy made by its producer, or rounded once
+     * here for them */
     size_t nd = (size_t)N * O;
-    int once = din && dm_ops_bf16_active(o) && N > 0 && O > 0;
+    int had = o->n_copies;
+    if (doutb) dm_op_bf16_register(o, doutb, dout, nd);
+    int once = !doutb && din && dm_ops_bf16_active(o) && N > 0 && O > 0;
     if (once && nd > o->dcap) {
         uint16_t *p = realloc(o->dbuf, nd * sizeof *p);
         if (p) o->dbuf = p, o->dcap = nd;
         else once = 0;
     }
-    int had = o->n_copies;
     if (once) dm_op_round_bf16(o, o->dbuf, dout, nd);
     if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
     dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);

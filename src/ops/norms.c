@@ -7,7 +7,8 @@
 #include "ops/op.h"
 
 /* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats;
- * yb: [R,C] bf16(y) too, forward of the RMSNorms only (NULL: none) */
+ * yb: [R,C] bf16(y) too, forward of the RMSNorms only (NULL: none); in their backward
+ * bf16 of the gradient the next products read: dx (rmsnorm) or dz (the gated norm) */
 typedef struct {
     float *y, *rstd;
     uint16_t *yb;
@@ -33,12 +34,12 @@ static void norm_fused(dm_ops *ops, void *args, int dir) {
         dm_gatednorm_fwd_yb(a->y, a->yb, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps,
                             a->act);
     else if (a->z)
-        dm_gatednorm_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R, a->C,
-                         a->act);
+        dm_gatednorm_bwd_yb(a->dx, a->dz, a->yb, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in,
+                            a->R, a->C, a->act);
     else if (dir == DM_FWD)
         dm_rmsnorm_fwd_yb(a->y, a->yb, a->rstd, a->x, a->w, a->R, a->C, a->eps);
     else
-        dm_rmsnorm_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
+        dm_rmsnorm_bwd_yb(a->dx, a->yb, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
 }
 
 /* their composed references */
@@ -55,7 +56,9 @@ static void norm_ref(dm_ops *ops, void *args, int dir) {
         dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
     else
         dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
-    if (dir == DM_FWD && a->yb) dm_bf16_from_f32(a->yb, a->y, (size_t)a->R * a->C);
+    if (a->yb) /* the copy of y, of dz (gated backward) or of dx (rmsnorm backward) */
+        dm_bf16_from_f32(a->yb, dir == DM_FWD ? a->y : a->z ? a->dz : a->dx,
+                         (size_t)a->R * a->C);
 }
 
 /* every norm's forward: y and the per-row inverse norms */
@@ -79,6 +82,7 @@ static int rms_outputs(void *args, int dir, dm_out *o) {
     o[k++] = (dm_out){"dx", (void **)&a->dx, n, a->z ? DM_OUT_SET : DM_OUT_ACC};
     if (a->z) o[k++] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
     o[k++] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
+    if (a->yb) o[k++] = (dm_out){a->z ? "dz bf16" : "dx bf16", (void **)&a->yb, n, DM_OUT_PRIVATE};
     return k;
 }
 
@@ -128,10 +132,12 @@ void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const flo
     if (yb) dm_op_bf16_register(o, yb, y, (size_t)N * C);
 }
 
-void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
-                       const float *w, const float *rstd, int N, int C, float *scratch) {
-    norm_args a = {.x = x, .w = w, .dx = dx, .dw = dw, .dy = dy, .rstd_in = rstd, .R = N, .C = C,
-                   .scratch = scratch};
+void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
+                       const float *x, const float *w, const float *rstd, int N, int C,
+                       float *scratch) {
+    if (!dm_ops_bf16_active(o)) dxb = NULL;
+    norm_args a = {.x = x, .w = w, .dx = dx, .yb = dxb, .dw = dw, .dy = dy, .rstd_in = rstd,
+                   .R = N, .C = C, .scratch = scratch};
     dm_op_run(o, DM_OP_RMSNORM, DM_BWD, &a);
 }
 
@@ -145,11 +151,12 @@ void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const f
     if (yb) dm_op_bf16_register(o, yb, y, (size_t)R * D);
 }
 
-void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, float *dw, const float *dy,
-                         const float *x, const float *z, const float *w, const float *rstd,
-                         int R, int D, int act, float *scratch) {
-    norm_args a = {.x = x, .z = z, .w = w, .act = act, .dx = dx, .dz = dz, .dw = dw, .dy = dy,
-                   .rstd_in = rstd, .R = R, .C = D, .scratch = scratch};
+void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *dw,
+                         const float *dy, const float *x, const float *z, const float *w,
+                         const float *rstd, int R, int D, int act, float *scratch) {
+    if (!dm_ops_bf16_active(o)) dzb = NULL;
+    norm_args a = {.x = x, .z = z, .w = w, .act = act, .dx = dx, .dz = dz, .yb = dzb, .dw = dw,
+                   .dy = dy, .rstd_in = rstd, .R = R, .C = D, .scratch = scratch};
     dm_op_run(o, DM_OP_GATEDNORM, DM_BWD, &a);
 }
 

@@ -153,9 +153,12 @@ size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
 void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
                       int N, int K, int O);
 /* din[N,K] = dout W (+= when din_acc; skipped when din == NULL)      (matmul bwd)
- * dW[O,K] += dout^T in; dbias[O] += column sums of dout (when non-NULL)  (matmul bwd_w) */
+ * dW[O,K] += dout^T in; dbias[O] += column sums of dout (when non-NULL)  (matmul bwd_w)
+ * doutb: bf16(dout), made by the op that produced dout (its `..b` argument), for the two
+ * bf16 products; NULL: rounded here when bf16 is active (and read by the products only) */
 void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
-                      const float *in, const float *W, int N, int K, int O, int din_acc);
+                      const uint16_t *doutb, const float *in, const float *W, int N, int K,
+                      int O, int din_acc);
 
 void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *table, int N,
                      int C);
@@ -164,25 +167,29 @@ void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t 
 
 /* norm scratch: 2 * rows * cols floats (the composed reference's intermediates).
  * yb (forwards of the RMSNorms and SwiGLU): also write bf16(y) there in the same pass and
- * register it for the products (dm_op_bf16_register); NULL, or bf16 not active: none. */
+ * register it for the products (dm_op_bf16_register); NULL, or bf16 not active: none.
+ * The backward's output gradients likewise (rmsnorm's dxb, the gated norm's dzb,
+ * SwiGLU's dab and dbb, the conv's dxb): bf16 of the gradient written beside it, for the
+ * matmul backward that reads it next (dm_op_matmul_bwd's doutb); not registered. */
 void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
                        const float *w, int N, int C, float eps, float *scratch);
-void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
-                       const float *w, const float *rstd, int N, int C, float *scratch);
+void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
+                       const float *x, const float *w, const float *rstd, int N, int C,
+                       float *scratch);
 void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
                          const float *z, const float *w, int R, int D, float eps, int act,
                          float *scratch);
-void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, float *dw, const float *dy,
-                         const float *x, const float *z, const float *w, const float *rstd,
-                         int R, int D, int act, float *scratch);
+void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *dw,
+                         const float *dy, const float *x, const float *z, const float *w,
+                         const float *rstd, int R, int D, int act, float *scratch);
 void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps);
 void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
                       int R, int D);
 
 void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
                     int W);
-void dm_op_conv_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
-                    const float *w, int B, int T, int C, int W);
+void dm_op_conv_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
+                    const float *x, const float *w, int B, int T, int C, int W);
 
 void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n);
 void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n);
@@ -190,8 +197,8 @@ void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n);
 void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n);
 void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
                       size_t n);
-void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, const float *dh, const float *a,
-                      const float *b, size_t n);
+void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, uint16_t *dab, uint16_t *dbb,
+                      const float *dh, const float *a, const float *b, size_t n);
 void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
                     const float *dt_bias, int N, int H, int Cg, float lb);
 void dm_op_gate_bwd(dm_ops *o, float *df, float *dA_log, float *ddt_bias, const float *dg,

@@ -78,6 +78,7 @@ typedef struct {
     uint16_t *hb; /* bf16(h) too (NULL: none) */
     const float *a, *b;
     float *da, *db;
+    uint16_t *dab, *dbb; /* bwd: bf16(da), bf16(db) too (NULL: none) */
     const float *dh;
     size_t n;
 } swiglu_args;
@@ -86,7 +87,7 @@ static void swiglu_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     swiglu_args *s = args;
     if (dir == DM_FWD) dm_swiglu_fwd_yb(s->h, s->hb, s->a, s->b, s->n);
-    else dm_swiglu_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
+    else dm_swiglu_bwd_yb(s->da, s->db, s->dab, s->dbb, s->dh, s->a, s->b, s->n);
 }
 static void swiglu_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
@@ -94,6 +95,8 @@ static void swiglu_ref(dm_ops *ops, void *args, int dir) {
     if (dir == DM_FWD) dm_swiglu_ref_fwd(s->h, s->a, s->b, s->n);
     else dm_swiglu_ref_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
     if (dir == DM_FWD && s->hb) dm_bf16_from_f32(s->hb, s->h, s->n);
+    if (dir == DM_BWD && s->dab) dm_bf16_from_f32(s->dab, s->da, s->n);
+    if (dir == DM_BWD && s->dbb) dm_bf16_from_f32(s->dbb, s->db, s->n);
 }
 static int swiglu_outputs(void *args, int dir, dm_out *o) {
     swiglu_args *s = args;
@@ -105,7 +108,10 @@ static int swiglu_outputs(void *args, int dir, dm_out *o) {
     }
     o[0] = (dm_out){"da", (void **)&s->da, s->n, DM_OUT_SET};
     o[1] = (dm_out){"db", (void **)&s->db, s->n, DM_OUT_SET};
-    return 2;
+    int k = 2; /* the bf16 copies: the second run of verify mode writes none */
+    if (s->dab) o[k++] = (dm_out){"da bf16", (void **)&s->dab, s->n, DM_OUT_PRIVATE};
+    if (s->dbb) o[k++] = (dm_out){"db bf16", (void **)&s->dbb, s->n, DM_OUT_PRIVATE};
+    return k;
 }
 static const dm_impl SWIGLU[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, swiglu_cpu},
                                  {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref}};
@@ -119,9 +125,11 @@ void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const f
     dm_op_run(o, DM_OP_SWIGLU, DM_FWD, &s);
     if (hb) dm_op_bf16_register(o, hb, h, n);
 }
-void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, const float *dh, const float *a,
-                      const float *b, size_t n) {
-    swiglu_args s = {.a = a, .b = b, .da = da, .db = db, .dh = dh, .n = n};
+void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, uint16_t *dab, uint16_t *dbb,
+                      const float *dh, const float *a, const float *b, size_t n) {
+    if (!dm_ops_bf16_active(o)) dab = dbb = NULL;
+    swiglu_args s = {.a = a, .b = b, .da = da, .db = db, .dab = dab, .dbb = dbb, .dh = dh,
+                     .n = n};
     dm_op_run(o, DM_OP_SWIGLU, DM_BWD, &s);
 }
 

@@ -55,6 +55,7 @@ typedef struct {
     float *y;
     const float *x, *w;
     float *dx, *dw;
+    uint16_t *dxb; /* bwd: bf16(dx) too (NULL: none) */
     const float *dy;
     int B, T, C, W;
 } conv_args;
@@ -63,13 +64,14 @@ static void conv_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     conv_args *a = args;
     if (dir == DM_FWD) dm_conv_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
-    else dm_conv_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
+    else dm_conv_bwd_yb(a->dx, a->dxb, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
 }
 static void conv_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
     conv_args *a = args;
     if (dir == DM_FWD) dm_conv_ref_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
     else dm_conv_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
+    if (dir == DM_BWD && a->dxb) dm_bf16_from_f32(a->dxb, a->dx, (size_t)a->B * a->T * a->C);
 }
 static int conv_outputs(void *args, int dir, dm_out *o) {
     conv_args *a = args;
@@ -80,7 +82,9 @@ static int conv_outputs(void *args, int dir, dm_out *o) {
     }
     o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
     o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C * a->W, DM_OUT_ACC};
-    return 2;
+    if (!a->dxb) return 2; /* the bf16 copy: the second run of verify mode writes none */
+    o[2] = (dm_out){"dx bf16", (void **)&a->dxb, n, DM_OUT_PRIVATE};
+    return 3;
 }
 static const dm_impl CONV[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, conv_cpu},
                                {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref}};
@@ -92,9 +96,11 @@ void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, 
     conv_args a = {.y = y, .x = x, .w = w, .B = B, .T = T, .C = C, .W = W};
     dm_op_run(o, DM_OP_CONV, DM_FWD, &a);
 }
-void dm_op_conv_bwd(dm_ops *o, float *dx, float *dw, const float *dy, const float *x,
-                    const float *w, int B, int T, int C, int W) {
-    conv_args a = {.x = x, .w = w, .dx = dx, .dw = dw, .dy = dy, .B = B, .T = T, .C = C, .W = W};
+void dm_op_conv_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
+                    const float *x, const float *w, int B, int T, int C, int W) {
+    if (!dm_ops_bf16_active(o)) dxb = NULL;
+    conv_args a = {.x = x, .w = w, .dx = dx, .dxb = dxb, .dw = dw, .dy = dy, .B = B, .T = T,
+                   .C = C, .W = W};
     dm_op_run(o, DM_OP_CONV, DM_BWD, &a);
 }
 

@@ -69,6 +69,28 @@ void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const 
     }
 }
 
+/* the same with dab = bf16(da), dbb = bf16(db) (either NULL: none), block by block while a
+ * block of da and db is in cache: the copies the products of W_gate and W_up read */
+void dm_swiglu_bwd_yb(float *da, float *db, uint16_t *dab, uint16_t *dbb, const float *dh,
+                      const float *a, const float *b, size_t n) {
+    if (!dab && !dbb) {
+        dm_swiglu_bwd(da, db, dh, a, b, n);
+        return;
+    }
+    size_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;
+#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
+    for (size_t k = 0; k < nb; k++) {
+        size_t i0 = k * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
+        for (size_t i = i0; i < i1; i++) {
+            float ai = a[i], bi = b[i], g = dh[i], s = sigm(ai);
+            da[i] = g * bi * s * (1.0f + ai * (1.0f - s));
+            db[i] = g * ai * s;
+        }
+        if (dab) dm_bf16_run(dab + i0, da + i0, i1 - i0);
+        if (dbb) dm_bf16_run(dbb + i0, db + i0, i1 - i0);
+    }
+}
+
 /* y += x */
 void dm_add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= 4 * ACT_PAR_MIN)

@@ -43,8 +43,8 @@ static inline void taps(float *restrict out, const float *wt, const float *w, co
 /* The taps of every row of a [B*T, C] tensor: the forward (back = 1: row r sums taps
  * i in order over rows r - W + 1 + i, those inside its sequence) or the data gradient
  * (back = 0: row r sums taps i over rows r + W - 1 - i inside it). Rows over the threads. */
-static void conv_rows(float *out, const float *in, const float *w, long rows, int T, int C,
-                      int W, int back) {
+static void conv_rows(float *out, uint16_t *outb, const float *in, const float *w, long rows,
+                      int T, int C, int W, int back) {
 #pragma omp parallel if (rows * C >= CONV_PAR_MIN)
     {
         float wt[CONV_WT];
@@ -58,6 +58,7 @@ static void conv_rows(float *out, const float *in, const float *w, long rows, in
             long r0 = back ? r - W + 1 + i0 : r + W - 1 - i0;
             taps(out + (size_t)r * C, tr ? wt : NULL, w, in + (size_t)r0 * C, back ? C : -(long)C,
                  i0, W, C);
+            if (outb) dm_bf16_run(outb + (size_t)r * C, out + (size_t)r * C, (size_t)C);
         }
     }
 }
@@ -66,7 +67,7 @@ static void conv_rows(float *out, const float *in, const float *w, long rows, in
  * y[b,t,c] = sum_{i<W} w[c,i] * x[b, t-W+1+i, c]   (x = 0 before t = 0; the last tap
  * w[c,W-1] multiplies the current token). Taps summed in order i = 0..W-1. */
 void dm_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int W) {
-    conv_rows(y, x, w, (long)B * T, T, C, W, 1);
+    conv_rows(y, NULL, x, w, (long)B * T, T, C, W, 1);
 }
 
 /* dy: [B,T,C]
@@ -75,9 +76,14 @@ void dm_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, 
  *              in order) */
 void dm_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                  int B, int T, int C, int W) {
+    dm_conv_bwd_yb(dx, NULL, dw, dy, x, w, B, T, C, W);
+}
+
+void dm_conv_bwd_yb(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
+                    const float *w, int B, int T, int C, int W) {
     long rows = (long)B * T;
     int par = rows * C >= CONV_PAR_MIN;
-    conv_rows(dx, dy, w, rows, T, C, W, 0);
+    conv_rows(dx, dxb, dy, w, rows, T, C, W, 0);
     int nb = (C + CONV_CB - 1) / CONV_CB;
 #pragma omp parallel for schedule(static) if (par)
     for (int blk = 0; blk < nb; blk++) {

@@ -46,6 +46,12 @@ void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, con
 void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
                       const float *z, const float *w, const float *rstd, int R, int D,
                       int act) {
+    dm_gatednorm_bwd_yb(do_, dz, NULL, dw, dy, o, z, w, rstd, R, D, act);
+}
+
+void dm_gatednorm_bwd_yb(float *do_, float *dz, uint16_t *dzb, float *dw, const float *dy,
+                         const float *o, const float *z, const float *w, const float *rstd,
+                         int R, int D, int act) {
     int par = (long)R * D >= GN_PAR_MIN, swish = act == DM_GATE_SWISH;
     int chunks = D <= GN_MAXD ? GN_CHUNKS : 1, per = (R + chunks - 1) / chunks;
     float part[GN_CHUNKS][GN_MAXD];
@@ -89,6 +95,7 @@ void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const f
                     else dw[e] += g * sg;
                     sr[e] = g * w[e] * (sg * (1.0f - sg));
                 }
+            if (dzb) dm_bf16_run(dzb + off, sr, (size_t)D);
         }
         if (chunks > 1)
             for (int d = 0; d < D; d++) part[ch][d] = acc[d];

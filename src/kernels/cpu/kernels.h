@@ -38,6 +38,11 @@ void dm_rmsnorm_fwd_yb(float *y, uint16_t *yb, float *rstd, const float *x, cons
 /* dx[N,C] += (ACCUMULATES: RMSNorm always reads the residual stream);  dw[C] += */
 void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                     const float *rstd, int N, int C);
+/* The same, also writing dxb[N,C] = bf16(dx) (of the accumulated dx) row by row: the
+ * output gradient's copy the next products read (NULL: none). dm_gatednorm_bwd_yb (dz),
+ * dm_swiglu_bwd_yb (da, db) and dm_conv_bwd_yb (dx) likewise. */
+void dm_rmsnorm_bwd_yb(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
+                       const float *w, const float *rstd, int N, int C);
 
 /* ---- GEMM (gemm.c; oneDNN in onednn.h): the only way the library multiplies matrices ----
  * C[M,N] = alpha op(A) op(B) + beta C, row-major, arguments as cblas_sgemm (trans = 0/1).
@@ -140,6 +145,8 @@ void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n); /* h = s
 void dm_swiglu_fwd_yb(float *h, uint16_t *hb, const float *a, const float *b, size_t n);
 void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
                    size_t n);
+void dm_swiglu_bwd_yb(float *da, float *db, uint16_t *dab, uint16_t *dbb, const float *dh,
+                      const float *a, const float *b, size_t n);
 
 /* ---- depthwise causal conv along time (conv.c) ----
  * x, y: [B,T,C]; w: [C,W];  y[b,t,c] = sum_{i<W} w[c,i] * x[b, t-W+1+i, c]
@@ -148,6 +155,8 @@ void dm_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, 
 /* dx[B,T,C] = ;  dw[C,W] += */
 void dm_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                  int B, int T, int C, int W);
+void dm_conv_bwd_yb(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
+                    const float *w, int B, int T, int C, int W);
 
 /* ---- per-head L2 norm (l2norm.c) ----
  * x, y: [R,D] (R = rows = N*H, one head-vector per row);
@@ -179,6 +188,9 @@ void dm_gatednorm_fwd_yb(float *y, uint16_t *yb, float *rstd, const float *o, co
  * do_, dy, o or z) */
 void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
                       const float *z, const float *w, const float *rstd, int R, int D, int act);
+void dm_gatednorm_bwd_yb(float *do_, float *dz, uint16_t *dzb, float *dw, const float *dy,
+                         const float *o, const float *z, const float *w, const float *rstd,
+                         int R, int D, int act);
 
 /* ---- softmax cross-entropy (xent.c) ----
  * logits: [N,V]; targets: [N] bytes; losses[n] = logsumexp(logits[n]) - logits[n,t[n]].

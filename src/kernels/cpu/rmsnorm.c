@@ -37,6 +37,11 @@ void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N
 #define RMS_MAXC 1024
 void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                     const float *rstd, int N, int C) {
+    dm_rmsnorm_bwd_yb(dx, NULL, dw, dy, x, w, rstd, N, C);
+}
+
+void dm_rmsnorm_bwd_yb(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
+                       const float *w, const float *rstd, int N, int C) {
     int par = (long)N * C >= RMS_PAR_MIN;
     int chunks = C <= RMS_MAXC ? RMS_CHUNKS : 1, per = (N + chunks - 1) / chunks;
     float part[RMS_CHUNKS][RMS_MAXC];
@@ -61,6 +66,7 @@ void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const
                 dxr[e] += r * w[e] * dyr[e] - k * xr[e];
                 acc[e] += dyr[e] * xr[e] * r;
             }
+            if (dxb) dm_bf16_run(dxb + (size_t)n * C, dxr, (size_t)C);
         }
     }
     if (chunks > 1)
