@@ -115,7 +115,8 @@ TEST(bf16_copy_made_by_producers) {
 }
 
 /* The backward's producers of output gradients (rmsnorm's dx, the gated norm's dz,
- * SwiGLU's da and db, the conv's dx: *_bwd_yb): every f32 output bitwise the plain
+ * SwiGLU's da and db, the conv's dx, the gate's df, xent's dlogits: *_bwd_yb): every f32
+ * output bitwise the plain
  * kernel's, and each copy bitwise dm_bf16_from_f32 of its gradient (rmsnorm's of the
  * accumulated dx), on shapes with partial blocks, over the threads, with a NaN and an
  * infinity among the inputs. */
@@ -127,21 +128,26 @@ TEST(bf16_grad_copy_made_by_producers) {
           *h2 = t_alloc(m), *dw1 = t_alloc(C * W), *dw2 = t_alloc(C * W);
     uint16_t *gb = malloc(m * sizeof *gb), *hb = malloc(m * sizeof *hb),
              *want = malloc(m * sizeof *want);
+    uint8_t *tgt = malloc(R);
+    float A_log[1] = {0.3f}, dA1[1], dA2[1];
+    for (int i = 0; i < R; i++) tgt[i] = (uint8_t)((i * 37) % C);
     t_fill_normal(x, m, 21, 1.0f);
     t_fill_normal(z, m, 22, 2.0f);
     t_fill_normal(dy, m, 23, 1.0f);
     t_fill_normal(w, C * W, 24, 1.0f);
     for (int i = 0; i < R; i++) r[i] = 0.5f + (float)i / R;
     dy[5] = NAN, dy[C + 3] = INFINITY, x[2 * C + 1] = NAN;
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 8; k++) {
         const char *what = k == 0 ? "rmsnorm" : k == 1 ? "gatednorm sigmoid"
-                         : k == 2 ? "gatednorm swish" : k == 3 ? "swiglu" : "conv";
+                         : k == 2 ? "gatednorm swish" : k == 3 ? "swiglu" : k == 4 ? "conv"
+                         : k == 5 ? "gate softplus" : k == 6 ? "gate sigmoid" : "xent";
         size_t len = k == 3 ? ns : k == 4 ? (size_t)B * T * C : n;
         memset(gb, 0xa5, m * sizeof *gb);
         memset(hb, 0xa5, m * sizeof *hb);
         t_fill_normal(g1, m, 25, 1.0f); /* rmsnorm accumulates into dx */
         memcpy(g2, g1, m * sizeof *g1);
         memset(dw1, 0, C * W * sizeof *dw1), memset(dw2, 0, C * W * sizeof *dw2);
+        dA1[0] = dA2[0] = 0.0f;
         const float *got = g2, *got2 = NULL;
         if (k == 0) {
             dm_rmsnorm_bwd(g1, dw1, dy, x, w, r, R, C);
@@ -155,9 +161,17 @@ TEST(bf16_grad_copy_made_by_producers) {
             dm_swiglu_bwd(g1, h1, dy, x, z, ns);
             dm_swiglu_bwd_yb(g2, h2, gb, hb, dy, x, z, ns);
             got2 = h2;
-        } else {
+        } else if (k == 4) {
             dm_conv_bwd(g1, dw1, dy, x, w, B, T, C, W);
             dm_conv_bwd_yb(g2, gb, dw2, dy, x, w, B, T, C, W);
+        } else if (k < 7) { /* [R, 1 head, C channels]: a full and a partial channel block */
+            float lb = k == 5 ? 0.0f : -5.0f;
+            dm_gate_bwd(g1, dA1, dw1, dy, x, A_log, w, R, 1, C, lb);
+            dm_gate_bwd_yb(g2, gb, dA2, dw2, dy, x, A_log, w, R, 1, C, lb);
+            CHECKF(memcmp(dA1, dA2, sizeof dA1) == 0, "%s: dA_log differs", what);
+        } else {
+            dm_xent_bwd(g1, x, tgt, R, C, 0.25f);
+            dm_xent_bwd_yb(g2, gb, x, tgt, R, C, 0.25f);
         }
         CHECKF(memcmp(g1, g2, len * sizeof(float)) == 0, "%s: dx differs with the copy", what);
         if (k == 1 || k == 2 || k == 3)
@@ -172,7 +186,7 @@ TEST(bf16_grad_copy_made_by_producers) {
         }
     }
     free(x), free(z), free(dy), free(w), free(r), free(g1), free(g2), free(h1), free(h2);
-    free(dw1), free(dw2), free(gb), free(hb), free(want);
+    free(dw1), free(dw2), free(gb), free(hb), free(want), free(tgt);
 }
 
 /* an op layer with bf16 asked for */

@@ -123,7 +123,7 @@ void dm_mixer_bwd(dm_model *m, int l) {
     dm_ops *ops = &m->ops;
 
     /* y = W_o o';  o' = gatednorm(o, z) */
-    /* the bf16 copies of dres, dz and the convs' dx come from their producers (dres_b: the
+    /* the bf16 copies of dres, dz, df and the convs' dx come from their producers (dres_b: the
      * MLP's norm; NULL: none) */
     dm_op_matmul_bwd(ops, s->dop, G + o->w_o, NULL, dy, s->dres_b, a->op, P + o->w_o, N, HD, D,
                      0);
@@ -148,13 +148,13 @@ void dm_mixer_bwd(dm_model *m, int l) {
     dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, NULL, a->xn1, P + o->w_b, N, D, H, 1);
     /* g = gate(f); df goes to dz (free since the output gate's backward) */
     float *df = s->dz;
-    dm_op_gate_bwd(ops, df, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
+    dm_op_gate_bwd(ops, df, s->dmix_b, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
                    N, H, Cg, c->gate_lower_bound);
     if (kda) {
-        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, NULL, a->f1, P + o->w_f2, N, R, HD, 0);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, s->dmix_b, a->f1, P + o->w_f2, N, R, HD, 0);
         dm_op_matmul_bwd(ops, s->dxn, G + o->w_f1, NULL, s->dr, NULL, a->xn1, P + o->w_f1, N, D, R, 1);
     } else {
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, NULL, a->xn1, P + o->w_a, N, D, H, 1);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, s->dmix_b, a->xn1, P + o->w_a, N, D, H, 1);
     }
 
     /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection.

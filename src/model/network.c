@@ -113,9 +113,10 @@ void dm_network_bwd(dm_model *m) {
 
     /* head: dlogits in place of the logits, then lm_head and the final norm */
     dm_network_recompute(m, 2 * L);
-    dm_op_xent_bwd(ops, h->logits, h->logits, m->tgt, N, DM_VOCAB, 1.0f / (float)N);
-    dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, NULL, h->xnf, P + m->lm_head,
-                     N, D, DM_VOCAB, 0);
+    dm_op_xent_bwd(ops, h->logits, s->dlogits_b, h->logits, m->tgt, N, DM_VOCAB,
+                   1.0f / (float)N);
+    dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, s->dlogits_b, h->xnf,
+                     P + m->lm_head, N, D, DM_VOCAB, 0);
     memset(s->dres, 0, (size_t)N * D * sizeof(float));
     dm_op_rmsnorm_bwd(ops, s->dres, L ? s->dres_b : NULL, G + m->norm_f, s->dxn, m->x_final,
                       P + m->norm_f, h->rstdf, N, D, s->norm_scratch);

@@ -277,7 +277,8 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     s.dres = take(&b, N * D);
     s.dxn = take(&b, N * D);
     if (c->norm_impl == DM_IMPL_REFERENCE) s.norm_scratch = take(&b, 2 * N * (D > HD ? D : HD));
-    s.dres_b = (uint16_t *)take(&b, bf16 ? (N * D + 1) / 2 : 0);
+    size_t V = DM_VOCAB; /* the logits' gradient's copy, then dres's */
+    s.dlogits_b = s.dres_b = (uint16_t *)take(&b, bf16 ? (N * (D > V ? D : V) + 1) / 2 : 0);
     size_t arms = b.used;
     s.da = take(&b, N * F);
     s.db = take(&b, N * F);

@@ -139,12 +139,14 @@ typedef struct {
     float *norm_scratch;        /* [2*N*max(D,HD)] the composed norms' intermediates, when
                                    norm_impl=reference (else NULL: the fused norms need none) */
     /* bf16 copies of output gradients, made by their producers for the matmul backward
-     * that reads them next (bf16 products only, else NULL): dres's (the RMSNorms'
-     * backward; beside dres), da's and db's (SwiGLU's; in the MLP's part) and dmix_b,
-     * the mixer's [N,HD] gradient of the moment (dz, then each conv's dx; in its part) */
-    uint16_t *dres_b;           /* [N,D] */
+     * that reads them next (bf16 products only, else NULL): the logits' (xent's; then
+     * the same memory holds) dres's (the RMSNorms' backward; beside dres), da's and db's
+     * (SwiGLU's; in the MLP's part) and dmix_b, the mixer's gradient of the moment (dz,
+     * df, then each conv's dx; in its part) */
+    uint16_t *dlogits_b;        /* [N,256] */
+    uint16_t *dres_b;           /* [N,D], at dlogits_b */
     uint16_t *da_b, *db_b;      /* [N,F] */
-    uint16_t *dmix_b;           /* [N,HD] */
+    uint16_t *dmix_b;           /* [N,HD] (df: [N,H*Cg], at most as large) */
 } dm_scratch;
 
 /* Where the arena's floats go (each region a multiple of 16 floats). */

@@ -169,8 +169,9 @@ void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t 
  * yb (forwards of the RMSNorms and SwiGLU): also write bf16(y) there in the same pass and
  * register it for the products (dm_op_bf16_register); NULL, or bf16 not active: none.
  * The backward's output gradients likewise (rmsnorm's dxb, the gated norm's dzb,
- * SwiGLU's dab and dbb, the conv's dxb): bf16 of the gradient written beside it, for the
- * matmul backward that reads it next (dm_op_matmul_bwd's doutb); not registered. */
+ * SwiGLU's dab and dbb, the conv's dxb, the gate's dfb, xent's db): bf16 of the gradient
+ * written beside it, for the matmul backward that reads it next (dm_op_matmul_bwd's
+ * doutb); not registered. */
 void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
                        const float *w, int N, int C, float eps, float *scratch);
 void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
@@ -201,17 +202,17 @@ void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, uint16_t *dab, uint16_t *
                       const float *dh, const float *a, const float *b, size_t n);
 void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
                     const float *dt_bias, int N, int H, int Cg, float lb);
-void dm_op_gate_bwd(dm_ops *o, float *df, float *dA_log, float *ddt_bias, const float *dg,
-                    const float *f, const float *A_log, const float *dt_bias, int N, int H,
-                    int Cg, float lb);
+void dm_op_gate_bwd(dm_ops *o, float *df, uint16_t *dfb, float *dA_log, float *ddt_bias,
+                    const float *dg, const float *f, const float *A_log, const float *dt_bias,
+                    int N, int H, int Cg, float lb);
 /* y += x (the residual add: its backward is the identity, nothing to run) */
 void dm_op_add(dm_ops *o, float *y, const float *x, size_t n);
 
 /* the mean loss over N rows (losses per row too when non-NULL) */
 double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,
                       int N, int V);
-void dm_op_xent_bwd(dm_ops *o, float *dlogits, const float *logits, const uint8_t *targets,
-                    int N, int V, float scale);
+void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+                    const uint8_t *targets, int N, int V, float scale);
 
 /* The delta-rule core. `saved` is the chunked forward's buffer for the backward
  * (dm_delta_chunk_saved floats) or NULL; `work` holds max(dm_delta_ref_bwd_work,

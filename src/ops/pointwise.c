@@ -138,6 +138,7 @@ typedef struct {
     float *g;
     const float *f, *A_log, *dt_bias;
     float *df, *dA_log, *ddt_bias;
+    uint16_t *dfb; /* bwd: bf16(df) too (NULL: none) */
     const float *dg;
     int N, H, Cg;
     float lb;
@@ -148,8 +149,8 @@ static void gate_cpu(dm_ops *ops, void *args, int dir) {
     gate_args *a = args;
     if (dir == DM_FWD) dm_gate_fwd(a->g, a->f, a->A_log, a->dt_bias, a->N, a->H, a->Cg, a->lb);
     else
-        dm_gate_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias, a->N,
-                    a->H, a->Cg, a->lb);
+        dm_gate_bwd_yb(a->df, a->dfb, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log,
+                       a->dt_bias, a->N, a->H, a->Cg, a->lb);
 }
 static void gate_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
@@ -159,6 +160,7 @@ static void gate_ref(dm_ops *ops, void *args, int dir) {
     else
         dm_gate_ref_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias, a->N,
                         a->H, a->Cg, a->lb);
+    if (dir == DM_BWD && a->dfb) dm_bf16_from_f32(a->dfb, a->df, (size_t)a->N * a->H * a->Cg);
 }
 static int gate_outputs(void *args, int dir, dm_out *o) {
     gate_args *a = args;
@@ -170,7 +172,9 @@ static int gate_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"df", (void **)&a->df, n, DM_OUT_SET};
     o[1] = (dm_out){"dA_log", (void **)&a->dA_log, (size_t)a->H, DM_OUT_ACC};
     o[2] = (dm_out){"ddt_bias", (void **)&a->ddt_bias, (size_t)a->H * a->Cg, DM_OUT_ACC};
-    return 3;
+    if (!a->dfb) return 3; /* the bf16 copy: the second run of verify mode writes none */
+    o[3] = (dm_out){"df bf16", (void **)&a->dfb, n, DM_OUT_PRIVATE};
+    return 4;
 }
 static const dm_impl GATE[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, gate_cpu},
                                {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref}};
@@ -183,11 +187,13 @@ void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
                    .lb = lb};
     dm_op_run(o, DM_OP_GATE, DM_FWD, &a);
 }
-void dm_op_gate_bwd(dm_ops *o, float *df, float *dA_log, float *ddt_bias, const float *dg,
-                    const float *f, const float *A_log, const float *dt_bias, int N, int H,
-                    int Cg, float lb) {
-    gate_args a = {.f = f, .A_log = A_log, .dt_bias = dt_bias, .df = df, .dA_log = dA_log,
-                   .ddt_bias = ddt_bias, .dg = dg, .N = N, .H = H, .Cg = Cg, .lb = lb};
+void dm_op_gate_bwd(dm_ops *o, float *df, uint16_t *dfb, float *dA_log, float *ddt_bias,
+                    const float *dg, const float *f, const float *A_log, const float *dt_bias,
+                    int N, int H, int Cg, float lb) {
+    if (!dm_ops_bf16_active(o)) dfb = NULL;
+    gate_args a = {.f = f, .A_log = A_log, .dt_bias = dt_bias, .df = df, .dfb = dfb,
+                   .dA_log = dA_log, .ddt_bias = ddt_bias, .dg = dg, .N = N, .H = H, .Cg = Cg,
+                   .lb = lb};
     dm_op_run(o, DM_OP_GATE, DM_BWD, &a);
 }
 

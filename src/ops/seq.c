@@ -111,6 +111,7 @@ typedef struct {
     const float *logits;
     const uint8_t *targets;
     float *dlogits;
+    uint16_t *db; /* bwd: bf16(dlogits) too (NULL: none) */
     int N, V;
     float scale;
 } xent_args;
@@ -119,19 +120,22 @@ static void xent_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     xent_args *a = args;
     if (dir == DM_FWD) *a->mean = dm_xent_fwd(a->losses, a->logits, a->targets, a->N, a->V);
-    else dm_xent_bwd(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale);
+    else dm_xent_bwd_yb(a->dlogits, a->db, a->logits, a->targets, a->N, a->V, a->scale);
 }
 static void xent_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
     xent_args *a = args;
     if (dir == DM_FWD) *a->mean = dm_xent_ref_fwd(a->losses, a->logits, a->targets, a->N, a->V);
     else dm_xent_ref_bwd(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale);
+    if (dir == DM_BWD && a->db) dm_bf16_from_f32(a->db, a->dlogits, (size_t)a->N * a->V);
 }
 static int xent_outputs(void *args, int dir, dm_out *o) {
     xent_args *a = args;
     if (dir == DM_BWD) {
         o[0] = (dm_out){"dlogits", (void **)&a->dlogits, (size_t)a->N * a->V, DM_OUT_SET};
-        return 1;
+        if (!a->db) return 1; /* the bf16 copy: the second run of verify mode writes none */
+        o[1] = (dm_out){"dlogits bf16", (void **)&a->db, (size_t)a->N * a->V, DM_OUT_PRIVATE};
+        return 2;
     }
     int n = 0;
     o[n++] = (dm_out){"loss", (void **)&a->mean, 1, DM_OUT_F64};
@@ -151,9 +155,10 @@ double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8
     dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
     return mean;
 }
-void dm_op_xent_bwd(dm_ops *o, float *dlogits, const float *logits, const uint8_t *targets,
-                    int N, int V, float scale) {
-    xent_args a = {.logits = logits, .targets = targets, .dlogits = dlogits, .N = N, .V = V,
-                   .scale = scale};
+void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+                    const uint8_t *targets, int N, int V, float scale) {
+    if (!dm_ops_bf16_active(o)) db = NULL;
+    xent_args a = {.logits = logits, .targets = targets, .dlogits = dlogits, .db = db, .N = N,
+                   .V = V, .scale = scale};
     dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
 }

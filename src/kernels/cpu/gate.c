@@ -49,6 +49,12 @@ void dm_gate_fwd(float *g, const float *f, const float *A_log, const float *dt_b
  * the result does not depend on the thread count. */
 void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, const float *f,
                  const float *A_log, const float *dt_bias, int N, int H, int Cg, float lb) {
+    dm_gate_bwd_yb(df, NULL, dA_log, ddt_bias, dg, f, A_log, dt_bias, N, H, Cg, lb);
+}
+
+void dm_gate_bwd_yb(float *df, uint16_t *dfb, float *dA_log, float *ddt_bias, const float *dg,
+                    const float *f, const float *A_log, const float *dt_bias, int N, int H,
+                    int Cg, float lb) {
     int nbh = (Cg + GATE_CB - 1) / GATE_CB; /* blocks per head */
     int nb = H * nbh;
 #pragma omp parallel for schedule(static, 1) ordered if ((long)N * H * Cg >= GATE_PAR_MIN)
@@ -81,6 +87,7 @@ void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, con
                     acc_dt[c] += v;
                     acc_A[c] += v * u;
                 }
+            if (dfb) dm_bf16_run(dfb + o, df + o, (size_t)nc);
         }
         double part = 0.0;
         for (int c = 0; c < nc; c++) {

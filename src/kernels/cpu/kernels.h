@@ -175,6 +175,10 @@ void dm_gate_fwd(float *g, const float *f, const float *A_log, const float *dt_b
 /* df[N,H,Cg] = ;  dA_log[H] += ;  ddt_bias[H,Cg] += ;  df may == dg */
 void dm_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, const float *f,
                  const float *A_log, const float *dt_bias, int N, int H, int Cg, float lb);
+/* the same with dfb = bf16(df) (NULL: none; see dm_rmsnorm_bwd_yb) */
+void dm_gate_bwd_yb(float *df, uint16_t *dfb, float *dA_log, float *ddt_bias, const float *dg,
+                    const float *f, const float *A_log, const float *dt_bias, int N, int H,
+                    int Cg, float lb);
 
 /* ---- per-head gated RMSNorm (gatednorm.c) ----
  * o, z, y: [R,D] (R = N*H rows, one head each); w: [D] shared by all heads; rstd: [R]
@@ -199,6 +203,9 @@ double dm_xent_fwd(float *losses, const float *logits, const uint8_t *targets, i
 /* dlogits[N,V] = (softmax(logits[n]) - onehot(t[n])) * scale;  dlogits may == logits */
 void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
                  float scale);
+/* the same with db = bf16(dlogits) (NULL: none; see dm_rmsnorm_bwd_yb) */
+void dm_xent_bwd_yb(float *dlogits, uint16_t *db, const float *logits, const uint8_t *targets,
+                    int N, int V, float scale);
 
 /* ---- elementwise helpers (act.c) ---- */
 void dm_add_inplace(float *y, const float *x, size_t n); /* y += x */

@@ -56,6 +56,11 @@ double dm_xent_fwd(float *losses, const float *logits, const uint8_t *targets, i
 /* dlogits[N,V] = (softmax(logits[n]) - onehot(t[n])) * scale   (dlogits may == logits) */
 void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
                  float scale) {
+    dm_xent_bwd_yb(dlogits, NULL, logits, targets, N, V, scale);
+}
+
+void dm_xent_bwd_yb(float *dlogits, uint16_t *db, const float *logits, const uint8_t *targets,
+                    int N, int V, float scale) {
 #pragma omp parallel for schedule(static) if ((long)N * V >= XENT_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
@@ -70,5 +75,6 @@ void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, in
         float k = scale / sum8(s);
         for (int v = 0; v < V; v++) dx[v] *= k;
         dx[targets[n]] -= scale;
+        if (db) dm_bf16_run(db + (size_t)n * V, dx, (size_t)V);
     }
 }
