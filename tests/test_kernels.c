@@ -1169,3 +1169,31 @@ static void kernel_determinism_threads_body(void) {
     printf("  determinism: %d of %d kernel groups bitwise equal at 1, 2, 3, 4, 8 threads\n", nsame,
            nrun);
 }
+
+/* SiLU then the L2 norm in one pass (q and k of the mixer): the fused forward and backward
+ * give the bits of the two kernels one after the other (dm_silu_fwd into a buffer then
+ * dm_l2norm_fwd; dm_l2norm_bwd then dm_silu_bwd in place), over the threads, with a NaN,
+ * an infinity and a zero row among the inputs; the backward also in place (dx == dy). */
+TEST(kernel_silu_l2norm_fused_bitwise) {
+    int R = 4 * 211 + 3, D = 64; /* over the parallel threshold */
+    size_t n = (size_t)R * D;
+    float *x = t_alloc(n), *dy = t_alloc(n), *t = t_alloc(n), *y1 = t_alloc(n), *y2 = t_alloc(n),
+          *r1 = t_alloc(R), *r2 = t_alloc(R), *d1 = t_alloc(n), *d2 = t_alloc(n);
+    t_fill_normal(x, n, 31, 2.0f);
+    t_fill_normal(dy, n, 32, 1.0f);
+    x[7] = NAN, x[D + 5] = INFINITY;
+    for (int d = 0; d < D; d++) x[3 * D + d] = 0.0f;
+    dm_silu_fwd(t, x, n);
+    dm_l2norm_fwd(y1, r1, t, R, D, 1e-6f);
+    dm_silu_l2norm_fwd(y2, r2, x, R, D, 1e-6f);
+    CHECK(same(y1, y2, n) && same(r1, r2, R));
+    dm_l2norm_bwd(d1, dy, y1, r1, R, D);
+    dm_silu_bwd(d1, d1, x, n);
+    dm_silu_l2norm_bwd(d2, dy, y1, r1, x, R, D);
+    CHECK(same(d1, d2, n));
+    memcpy(d2, dy, n * sizeof *d2);
+    dm_silu_l2norm_bwd(d2, d2, y1, r1, x, R, D);
+    CHECK(same(d1, d2, n));
+    CHECK(isnan(y2[7]) && y2[3 * D] == 0.0f && isfinite(d2[2 * D]));
+    free(x), free(dy), free(t), free(y1), free(y2), free(r1), free(r2), free(d1), free(d2);
+}

@@ -106,7 +106,7 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
             conv_step(ops, s->qc, s->cache[l] + (size_t)i * (W - 1) * HD, s->qkv + i * HD, P + cw[i],
                       s->win, s->cout, HD, W);
             dm_op_silu_fwd(ops, i < 2 ? s->o : act[i], s->qc, HD);
-            if (i < 2) dm_op_l2norm_fwd(ops, act[i], s->rn, s->o, H, dh, DM_L2_EPS);
+            if (i < 2) dm_op_l2norm_fwd(ops, act[i], s->rn, s->o, H, dh, DM_L2_EPS, 0);
         }
         if (kda) {
             dm_op_matmul_fwd(ops, s->f1, s->xn, P + o->w_f1, NULL, 1, D, R);

@@ -33,7 +33,6 @@ void dm_mixer_step(dm_model *m, int l, int step) {
     int Cg = kda ? dh : 1;
     size_t nhd = (size_t)N * HD;
     dm_ops *ops = &m->ops;
-    float *tmp = m->s.dq; /* the mixer's backward scratch is free while its forward runs */
 
     switch (step) {
     case DM_S_NORM1:
@@ -53,10 +52,8 @@ void dm_mixer_step(dm_model *m, int l, int step) {
         break;
     case DM_S_ACT:
         dm_op_silu_fwd(ops, a->v, a->vc, nhd);
-        dm_op_silu_fwd(ops, tmp, a->qc, nhd);
-        dm_op_l2norm_fwd(ops, a->qh, a->rq, tmp, N * H, dh, DM_L2_EPS);
-        dm_op_silu_fwd(ops, tmp, a->kc, nhd);
-        dm_op_l2norm_fwd(ops, a->kh, a->rk, tmp, N * H, dh, DM_L2_EPS);
+        dm_op_l2norm_fwd(ops, a->qh, a->rq, a->qc, N * H, dh, DM_L2_EPS, 1); /* SiLU first */
+        dm_op_l2norm_fwd(ops, a->kh, a->rk, a->kc, N * H, dh, DM_L2_EPS, 1);
         break;
     /* gate and beta */
     case DM_S_F1:
@@ -159,12 +156,10 @@ void dm_mixer_bwd(dm_model *m, int l) {
 
     /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection.
      * do_ (free since the core's backward) carries each conv-output gradient. */
-    dm_op_l2norm_bwd(ops, s->do_, s->dq, a->qh, a->rq, N * H, dh);
-    dm_op_silu_bwd(ops, s->do_, s->do_, a->qc, nhd);
+    dm_op_l2norm_bwd(ops, s->do_, s->dq, a->qh, a->rq, a->qc, N * H, dh); /* and the SiLU */
     dm_op_conv_bwd(ops, s->dq, s->dmix_b, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
     dm_op_matmul_bwd(ops, s->dxn, G + o->w_q, NULL, s->dq, s->dmix_b, a->xn1, P + o->w_q, N, D, HD, 1);
-    dm_op_l2norm_bwd(ops, s->do_, s->dk, a->kh, a->rk, N * H, dh);
-    dm_op_silu_bwd(ops, s->do_, s->do_, a->kc, nhd);
+    dm_op_l2norm_bwd(ops, s->do_, s->dk, a->kh, a->rk, a->kc, N * H, dh);
     dm_op_conv_bwd(ops, s->dk, s->dmix_b, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
     dm_op_matmul_bwd(ops, s->dxn, G + o->w_k, NULL, s->dk, s->dmix_b, a->xn1, P + o->w_k, N, D, HD, 1);
     dm_op_silu_bwd(ops, s->dv, s->dv, a->vc, nhd);

@@ -14,7 +14,8 @@ typedef struct {
     uint16_t *yb;
     const float *x, *z, *w;
     float eps;
-    int act;                    /* gated: DM_GATE_* */
+    int act;                    /* gated: DM_GATE_*; l2norm: 1 = SiLU before the norm */
+    const float *xs;            /* l2norm bwd with SiLU before it: the SiLU's input */
     float *dx, *dz, *dw;        /* bwd */
     const float *dy, *rstd_in;
     int R, C;
@@ -98,15 +99,25 @@ const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, RM
 static void l2_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     norm_args *a = args;
-    if (dir == DM_FWD) dm_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
+    if (dir == DM_FWD && a->act) dm_silu_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
+    else if (dir == DM_FWD) dm_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
+    else if (a->xs) dm_silu_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->xs, a->R, a->C);
     else dm_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
 }
 
 static void l2_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
     norm_args *a = args;
-    if (dir == DM_FWD) dm_l2norm_ref_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
-    else dm_l2norm_ref_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
+    size_t n = (size_t)a->R * a->C;
+    if (dir == DM_FWD && a->act) { /* composed: SiLU into y, then the norm in place */
+        dm_silu_ref_fwd(a->y, a->x, n);
+        dm_l2norm_ref_fwd(a->y, a->rstd, a->y, a->R, a->C, a->eps);
+    } else if (dir == DM_FWD) {
+        dm_l2norm_ref_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
+    } else {
+        dm_l2norm_ref_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
+        if (a->xs) dm_silu_ref_bwd(a->dx, a->dx, a->xs, n);
+    }
 }
 
 static int l2_outputs(void *args, int dir, dm_out *o) {
@@ -161,13 +172,14 @@ void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *
 }
 
 /* the backward reads the forward's output y (passed as x) and its inverse norms rn */
-void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps) {
-    norm_args a = {.y = y, .rstd = rn, .x = x, .eps = eps, .R = R, .C = D};
+void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps,
+                      int silu) {
+    norm_args a = {.y = y, .rstd = rn, .x = x, .eps = eps, .act = silu, .R = R, .C = D};
     dm_op_run(o, DM_OP_L2NORM, DM_FWD, &a);
 }
 
 void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
-                      int R, int D) {
-    norm_args a = {.x = y, .dx = dx, .dy = dy, .rstd_in = rn, .R = R, .C = D};
+                      const float *xs, int R, int D) {
+    norm_args a = {.x = y, .dx = dx, .dy = dy, .rstd_in = rn, .xs = xs, .R = R, .C = D};
     dm_op_run(o, DM_OP_L2NORM, DM_BWD, &a);
 }

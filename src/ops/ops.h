@@ -183,9 +183,12 @@ void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const f
 void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *dw,
                          const float *dy, const float *x, const float *z, const float *w,
                          const float *rstd, int R, int D, int act, float *scratch);
-void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps);
+/* silu: y = l2norm(silu(x)) in one pass (q and k); xs: the SiLU's input, then dx is the
+ * gradient at it (dx = silu'(xs) * the norm's); NULL: the norm's alone */
+void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps,
+                      int silu);
 void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
-                      int R, int D);
+                      const float *xs, int R, int D);
 
 void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
                     int W);

@@ -164,6 +164,12 @@ void dm_conv_bwd_yb(float *dx, uint16_t *dxb, float *dw, const float *dy, const 
 void dm_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, float eps);
 /* dx = rn * (dy - (dy.y) y);  dx may == dy */
 void dm_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn, int R, int D);
+/* SiLU then the L2 norm in one pass: y = l2norm(silu(x)) (q and k of the mixer); its
+ * backward from the norm's output y, rn and the SiLU's input xs: dx = silu'(xs) *
+ * l2norm_bwd(dy) (dx may == dy). The same bits as the two kernels one after the other. */
+void dm_silu_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, float eps);
+void dm_silu_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn,
+                        const float *xs, int R, int D);
 
 /* ---- forget gate in log space (gate.c) ----
  * f, g: [N,H,Cg] with Cg = head_dim (KDA, per key channel) or 1 (GDN, per head);
