@@ -36,47 +36,28 @@ void dm_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
-/* h = silu(a) * b */
-void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) h[i] = a[i] * sigm(a[i]) * b[i];
-}
-
-/* the same with hb = bf16(h), block by block while a block of h is in cache */
+/* h = silu(a) * b; with hb (may be NULL) = bf16(h), block by block while a block of h is
+ * in cache */
 #define ACT_BLOCK 1024
 void dm_swiglu_fwd_yb(float *h, uint16_t *hb, const float *a, const float *b, size_t n) {
-    if (!hb) {
-        dm_swiglu_fwd(h, a, b, n);
-        return;
-    }
     size_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;
 #pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
     for (size_t k = 0; k < nb; k++) {
         size_t i0 = k * ACT_BLOCK, i1 = i0 + ACT_BLOCK < n ? i0 + ACT_BLOCK : n;
         for (size_t i = i0; i < i1; i++) h[i] = a[i] * sigm(a[i]) * b[i];
-        dm_bf16_run(hb + i0, h + i0, i1 - i0);
+        if (hb) dm_bf16_run(hb + i0, h + i0, i1 - i0);
     }
 }
 
-/* da = dh * b * s * (1 + a (1 - s));  db = dh * silu(a)   (da or db may alias dh) */
-void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
-                   size_t n) {
-#pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float ai = a[i], bi = b[i], g = dh[i], s = sigm(ai);
-        da[i] = g * bi * s * (1.0f + ai * (1.0f - s));
-        db[i] = g * ai * s;
-    }
+void dm_swiglu_fwd(float *h, const float *a, const float *b, size_t n) {
+    dm_swiglu_fwd_yb(h, NULL, a, b, n);
 }
 
-/* the same with dab = bf16(da), dbb = bf16(db) (either NULL: none), block by block while a
- * block of da and db is in cache: the copies the products of W_gate and W_up read */
+/* da = dh * b * s * (1 + a (1 - s));  db = dh * silu(a)   (da or db may alias dh);
+ * with dab = bf16(da), dbb = bf16(db) (either NULL: none), block by block while a block of
+ * da and db is in cache: the copies the products of W_gate and W_up read */
 void dm_swiglu_bwd_yb(float *da, float *db, uint16_t *dab, uint16_t *dbb, const float *dh,
                       const float *a, const float *b, size_t n) {
-    if (!dab && !dbb) {
-        dm_swiglu_bwd(da, db, dh, a, b, n);
-        return;
-    }
     size_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;
 #pragma omp parallel for schedule(static) if (n >= ACT_PAR_MIN)
     for (size_t k = 0; k < nb; k++) {
@@ -89,6 +70,11 @@ void dm_swiglu_bwd_yb(float *da, float *db, uint16_t *dab, uint16_t *dbb, const 
         if (dab) dm_bf16_run(dab + i0, da + i0, i1 - i0);
         if (dbb) dm_bf16_run(dbb + i0, db + i0, i1 - i0);
     }
+}
+
+void dm_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
+                   size_t n) {
+    dm_swiglu_bwd_yb(da, db, NULL, NULL, dh, a, b, n);
 }
 
 /* y += x */
