@@ -9,8 +9,8 @@
  * threads OpenMP has (OMP_NUM_THREADS); --cold streams 64 MiB through the caches before
  * every call, so each reads its operands from memory as the step does. Reported per
  * kernel: the median wall time of a call over the rounds and ns per element (of the
- * call's main tensor), with a copy (y = 1.5 x over the same elements) as the memory
- * bound for scale.
+ * call's main tensor), with a read (the sum of x) and a copy (y = 1.5 x) over the same
+ * elements as the memory bounds for scale.
  * Output: notes (lines starting with '#'), then rows in the columns of
  * benches/history.tsv (what "bench:kernels"; config "NAME [rows, cols] threads=T
  * cold|warm"; metrics ms and ns_per_element; value = median, spread = max - min, n =
@@ -28,14 +28,14 @@
 #include "ops/atlas.h"
 
 enum {
-    K_COPY, K_SILU_F, K_SILU_B, K_SIGM_F, K_SWIGLU_F, K_SWIGLU_B, K_L2_F, K_L2_B, K_RMS_F,
+    K_READ, K_COPY, K_SILU_F, K_SILU_B, K_SIGM_F, K_SWIGLU_F, K_SWIGLU_B, K_L2_F, K_L2_B, K_RMS_F,
     K_RMS_B, K_GN_F, K_GN_B, K_GATE_F, K_GATE_B, K_CONV_F, K_CONV_B, K_ROUND, K_ADD, K_N
 };
 static const char *const NAME[K_N] = {
-    "copy",         "silu_fwd",      "silu_bwd",    "sigmoid_fwd", "swiglu_fwd",
-    "swiglu_bwd",   "l2norm_fwd",    "l2norm_bwd",  "rmsnorm_fwd", "rmsnorm_bwd",
-    "gatednorm_fwd", "gatednorm_bwd", "gate_fwd",   "gate_bwd",    "conv_fwd",
-    "conv_bwd",     "bf16_round",    "add"};
+    "read",          "copy",          "silu_fwd",   "silu_bwd",   "sigmoid_fwd",
+    "swiglu_fwd",    "swiglu_bwd",    "l2norm_fwd", "l2norm_bwd", "rmsnorm_fwd",
+    "rmsnorm_bwd",   "gatednorm_fwd", "gatednorm_bwd", "gate_fwd", "gate_bwd",
+    "conv_fwd",      "conv_bwd",      "bf16_round", "add"};
 
 typedef struct {
     int N, D, H, dh, F, W;
@@ -56,6 +56,20 @@ static void run(bufs *s, int k) {
     int N = s->N, D = s->D, R = N * s->H, dh = s->dh;
     size_t n = (size_t)N * D, nf = (size_t)N * s->F;
     switch (k) {
+    case K_READ: { /* sum of x: the streaming read floor */
+        const float *x = s->x;
+        float sum = 0.0f;
+#pragma omp parallel reduction(+ : sum)
+        {
+            float acc[16] = {0};
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < n / 16; i++)
+                for (int j = 0; j < 16; j++) acc[j] += x[16 * i + j];
+            for (int j = 0; j < 16; j++) sum += acc[j];
+        }
+        s->r[0] = sum; /* kept: the loop is not dead */
+        break;
+    }
     case K_COPY: {
         float *y = s->y;
         const float *x = s->x;
