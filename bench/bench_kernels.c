@@ -28,8 +28,9 @@
 #include "ops/atlas.h"
 
 enum {
-    K_READ, K_COPY, K_SILU_F, K_SILU_B, K_SIGM_F, K_SWIGLU_F, K_SWIGLU_B, K_L2_F, K_L2_B, K_RMS_F,
-    K_RMS_B, K_GN_F, K_GN_B, K_GATE_F, K_GATE_B, K_CONV_F, K_CONV_B, K_ROUND, K_ADD, K_N
+    K_READ, K_COPY, K_SILU_F, K_SILU_B, K_SIGM_F, K_SWIGLU_F, K_SWIGLU_B, K_L2_F, K_L2_B,
+    K_RMS_F, K_RMS_B, K_GN_F, K_GN_B, K_GATE_F, K_GATE_B, K_CONV_F, K_CONV_B, K_ROUND, K_ADD,
+    K_N
 };
 static const char *const NAME[K_N] = {
     "read",          "copy",          "silu_fwd",   "silu_bwd",   "sigmoid_fwd",
@@ -56,7 +57,7 @@ static void run(bufs *s, int k) {
     int N = s->N, D = s->D, R = N * s->H, dh = s->dh;
     size_t n = (size_t)N * D, nf = (size_t)N * s->F;
     switch (k) {
-    case K_READ: { /* sum of x: the streaming read floor */
+    case K_READ: { /* sum of x: the streaming read floor (n = rows * 256, a multiple of 16) */
         const float *x = s->x;
         float sum = 0.0f;
 #pragma omp parallel reduction(+ : sum)

@@ -342,7 +342,7 @@ TEST(bench_programs_print_history_rows) {
         {"bench_gemm", "--rounds 1 --rows 64", "bench:gemm", 12 * 5},
         /* kda and gdn x (ref, chunk16, chunk16-recompute) x 3 stages */
         {"bench_delta", "--T 64 --chunk 16 --rounds 1 --dh 16", "bench:delta", 2 * 3 * 8},
-        /* 18 kernels x (ms, ns per element) */
+        /* 19 kernels x (ms, ns per element) */
         {"bench_kernels", "--rounds 1 --rows 64 --cold", "bench:kernels", 19 * 2},
     };
     int total = 0;
