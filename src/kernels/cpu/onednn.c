@@ -260,8 +260,22 @@ static int exec(dm_onednn *d, const dm_gemm_args *t, int bf16, int slot) {
              dnnl_memory_create(&ms, &e->scratch, d->eng, d->pad[slot]) == dnnl_success;
     dnnl_exec_arg_t ex[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
                              {DNNL_ARG_SCRATCHPAD, ms}};
-    ok = ok && dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex) == dnnl_success &&
-         dnnl_stream_wait(d->stream[slot]) == dnnl_success;
+    if (ok && !omp_in_parallel()) {
+        /* a product of one tile runs on the calling thread: oneDNN reads the OpenMP thread
+         * count at execution too, and some of its kernels (AVX2 ones) split the work by it,
+         * which changes the bits with the thread count */
+        int done = 0;
+#pragma omp parallel num_threads(1)
+        {
+            omp_set_num_threads(1); /* this region's task only: oneDNN reads it */
+            done = dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex) == dnnl_success &&
+                   dnnl_stream_wait(d->stream[slot]) == dnnl_success;
+        }
+        ok = done;
+    } else {
+        ok = ok && dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex) == dnnl_success &&
+             dnnl_stream_wait(d->stream[slot]) == dnnl_success;
+    }
     dnnl_memory_destroy(ma);
     dnnl_memory_destroy(mb);
     dnnl_memory_destroy(mc);
