@@ -24,6 +24,7 @@
 #include "io/data.h"
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
+#include "io/metrics.h"  /* a resumed run's wall time so far */
 #include "io/rundir.h"
 #include "jobs/budget.h"
 #include "jobs/eval.h"
@@ -62,9 +63,18 @@ typedef struct {
     double interval_t, loss_sum;
     int interval_n;
     /* the whole run */
+    /* the time budget and ckpt_time, on the clock of the args (clock_of) */
     double t_job;         /* when the job began (time_budget counts from it) */
+    int budgeted;         /* a fresh run with a time_budget */
     long fit_at;          /* time_budget: steps are fixed after this step (0: not pending) */
     double fit_dt[DM_BUDGET_MEASURE]; /* the measured steps' times, seconds */
+    double mark, excluded; /* the last step's end; evaluation and checkpoint time since */
+    double recent[DM_BUDGET_WINDOW]; /* the last steps' times (a ring) */
+    int n_recent;
+    double eval_s;        /* the last evaluation's time */
+    double ckpt_mark, ckpt_s; /* the last checkpoint's end; the time spent saving them */
+    int n_ckpt;
+    double wall_before;   /* a resumed run's wall time before this invocation */
     double t_start, t_train, last_bpb, verify_worst, last_tick;
     long val_step;        /* the step last_bpb was measured at */
     dm_probe probe;       /* was the machine busy while we trained (history.h) */
@@ -76,6 +86,11 @@ typedef struct {
     long last_ckpt;       /* the step of the newest checkpoint in the run; -1: none */
     int saved;            /* this invocation saved a checkpoint */
 } train_ctx;
+
+/* now on the job's clock: the args' (a test's) or the monotonic one */
+static double clock_of(const train_ctx *t) {
+    return t->a->clock ? t->a->clock(t->a->clock_ctx) : dm_now();
+}
 
 /* dir/name <- text, atomically */
 static int write_run_file(const char *dir, const char *name, const char *text, char *err,
@@ -335,6 +350,12 @@ static int open_run(train_ctx *t) {
         if (check_run_corpus(t)) return t->st->code;
         if (trim_metrics(a->out, t->start, err, sizeof err))
             return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+        dm_metrics mt;
+        snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
+        if (dm_metrics_read(p, &mt, err, sizeof err) == 0) {
+            t->wall_before = dm_metrics_wall(&mt);
+            dm_metrics_free(&mt);
+        }
         dm_job_note(t->io, "resuming %s at step %ld of %d\n", a->out, t->start, t->cfg.steps);
     } else { /* a fresh run never mixes with an old one's files */
         snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
@@ -410,10 +431,55 @@ static int open_files(train_ctx *t) {
  * is checkpointed. */
 static void budget_begin(train_ctx *t) {
     dm_config *c = &t->cfg;
+    t->budgeted = 1;
     t->fit_at = c->warmup_steps < DM_BUDGET_MEASURE ? c->warmup_steps : DM_BUDGET_MEASURE;
     if (t->a->until > 0 && t->a->until < t->fit_at) t->fit_at = t->a->until;
     c->steps = DM_BUDGET_UNFIXED;
-    dm_optim_set_steps(t->opt, c->steps);
+    c->schedule_steps = 0;
+    dm_optim_set_steps(t->opt, c->steps, 0);
+}
+
+/* config.json after the budget changed steps (rank 0) */
+static int record_steps(train_ctx *t) {
+    char err[8192];
+    if (t->rank != 0) return 0;
+    char *cj = dm_config_to_json(&t->cfg);
+    int wr = write_run_file(t->a->out, "config.json", cj, err, sizeof err);
+    free(cj);
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
+/* rank 0's value of *v on every rank */
+static int from_rank0(train_ctx *t, long *v) {
+    return t->nranks > 1 && dm_comm_bcast(t->comm, v, 1, sizeof *v, 0) ? comm_failed(t) : 0;
+}
+
+/* the mean of x[from..to) */
+static double mean_of(const double *x, long from, long to) {
+    double sum = 0;
+    for (long i = from; i < to; i++) sum += x[i];
+    return to > from ? sum / (double)(to - from) : 0;
+}
+
+/* A budget too small for the steps measured before `steps` can be fixed is refused (bad
+ * input): after `done` of them, when what they still take, an evaluation and one more
+ * step do not fit the budget's share. */
+static int budget_too_small(train_ctx *t, long done, double now) {
+    const dm_config *c = &t->cfg;
+    long refuse = 0;
+    double step_s = mean_of(t->fit_dt, 1, done);
+    double need = (now - t->t_job) + (double)(t->fit_at - done + 1) * step_s +
+                  dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+    if (t->rank == 0) refuse = need > (1.0 - DM_BUDGET_RESERVE) * (double)c->time_budget;
+    if (from_rank0(t, &refuse) || !refuse) return t->st->code;
+    char bud[32], least[32];
+    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    dm_fmt_duration(least, sizeof least, 2 * need / (1.0 - DM_BUDGET_RESERVE) + 1);
+    return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: the %ld warmup "
+                   "steps measured before steps can be fixed and an evaluation take about "
+                   "%.1f s (%.0f ms a step); give at least %s (--time-budget), or fewer "
+                   "warmup_steps; %s is left as it was", bud, t->fit_at, need, 1e3 * step_s,
+                   least, t->a->out);
 }
 
 /* After step `done` (= fit_at; every rank): one timed evaluation (not logged), then the
@@ -421,38 +487,70 @@ static void budget_begin(train_ctx *t) {
  * figures decide for every rank. */
 static int fit_budget(train_ctx *t, long done) {
     dm_config *c = &t->cfg;
-    double te = dm_now();
+    double te = clock_of(t);
     dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
                 c->batch_size, c->seq_len, t->comm);
-    double eval_s = dm_now() - te;
+    double now = clock_of(t);
+    t->eval_s = now - te;
+    t->excluded += t->eval_s;
     if (dm_comm_error(t->comm)[0]) return comm_failed(t);
     char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
     if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
-    double sum = 0;
-    long first = done > 1; /* the first step warms the caches up: left out when there are more */
-    for (long i = first; i < done; i++) sum += t->fit_dt[i];
-    double step_s = sum / (double)(done - first), elapsed = dm_now() - t->t_job;
-    long steps = dm_budget_steps((double)c->time_budget, elapsed, done, step_s, eval_s,
+    /* the first step warms the caches up: left out when there are more */
+    double step_s = mean_of(t->fit_dt, done > 1, done), elapsed = now - t->t_job;
+    long steps = dm_budget_steps((double)c->time_budget, elapsed, done, step_s, t->eval_s,
                                  c->eval_every, DM_BUDGET_UNFIXED);
-    if (t->nranks > 1 && dm_comm_bcast(t->comm, &steps, 1, sizeof steps, 0))
-        return comm_failed(t);
-    c->steps = (int)steps;
-    dm_optim_set_steps(t->opt, c->steps); /* the lr schedule follows the fitted steps */
-    t->fit_at = 0;
+    if (from_rank0(t, &steps)) return t->st->code;
     char bud[32];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    if (steps <= done)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: the %ld "
+                       "warmup steps measured (%.0f ms a step) and an evaluation (%.2f s) "
+                       "took %.1f s, and no more steps fit; give a longer --time-budget; %s is "
+                       "left as it was", bud, done, 1e3 * step_s, t->eval_s, elapsed, t->a->out);
+    c->steps = (int)steps;
+    dm_optim_set_steps(t->opt, c->steps, 0); /* the lr schedule follows the fitted steps */
+    t->fit_at = 0;
     dm_job_note(t->io, "time budget %s: steps=%d fits, evaluation included (recorded in "
-                "config.json); measured over the first %ld: a step %.1f ms, an evaluation "
-                "%.2f s, %.1f s since the start%s\n", bud, c->steps, done, 1e3 * step_s,
-                eval_s, elapsed, steps == done ? " — the budget ends here" : "");
-    if (t->rank == 0) {
-        char *cj = dm_config_to_json(c);
-        int wr = write_run_file(t->a->out, "config.json", cj, err, sizeof err);
-        free(cj);
-        if (wr) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+                "config.json; cut with a cooldown if the machine slows); measured over the "
+                "first %ld: a step %.1f ms, an evaluation %.2f s, %.1f s since the start\n",
+                bud, c->steps, done, 1e3 * step_s, t->eval_s, elapsed);
+    return record_steps(t);
+}
+
+/* After each step's log line (every rank): its time (the clock since the last step's end,
+ * less evaluations and checkpoints); with a time budget, the steps fixed once the measured
+ * ones are done, and then, when the recent rate projects past the budget, the run cut
+ * (budget.h: the design). */
+static int budget_tick(train_ctx *t, long done) {
+    dm_config *c = &t->cfg;
+    double now = clock_of(t), dt = now - t->mark - t->excluded;
+    t->mark = now;
+    t->excluded = 0;
+    if (!t->budgeted) return 0;
+    t->recent[t->n_recent++ % DM_BUDGET_WINDOW] = dt;
+    if (t->fit_at) {
+        t->fit_dt[done - 1] = dt;
+        if (done == t->fit_at) return fit_budget(t, done);
+        return done >= 2 ? budget_too_small(t, done, now) : 0;
     }
-    return 0;
+    int n = t->n_recent < DM_BUDGET_WINDOW ? t->n_recent : DM_BUDGET_WINDOW;
+    long steps = dm_budget_cut((double)c->time_budget, now - t->t_job, done, c->steps,
+                               c->schedule_steps, mean_of(t->recent, 0, n), t->eval_s,
+                               c->eval_every);
+    if (from_rank0(t, &steps) || steps == c->steps) return t->st->code;
+    if (!c->schedule_steps) c->schedule_steps = c->steps;
+    int was = c->steps;
+    c->steps = (int)steps;
+    dm_optim_set_steps(t->opt, c->steps, c->schedule_steps);
+    char bud[32];
+    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    dm_job_note(t->io, "time budget %s: the machine slowed (%.0f ms a step over the last %d): "
+                "steps=%d instead of %d, the last %ld a cooldown (schedule_steps=%d; recorded "
+                "in config.json)\n", bud, 1e3 * mean_of(t->recent, 0, n), n, c->steps, was,
+                (long)c->steps - dm_lr_cooldown_start(c->steps), c->schedule_steps);
+    return record_steps(t);
 }
 
 /* The notes of the set-up, the atlas, the clocks (every rank, after share_state). */
@@ -531,7 +629,6 @@ static int one_step(train_ctx *t, long step) {
     t->t0 = dm_now();
     dm_step_out so;
     int rc = dm_stepper_run(&t->stepper, &t->corpus, c->seed, step, step, &so);
-    if (step < t->fit_at) t->fit_dt[step] = dm_now() - t->t0;
     dm_model_set_verify(t->m, 0);
     t->loss = so.loss;
     t->gnorm = so.gnorm;
@@ -580,13 +677,15 @@ static int log_eval(train_ctx *t, long done) {
     int last = done == c->steps;
     int do_eval = last || (c->eval_every > 0 && done % c->eval_every == 0);
     if (do_eval) {
-        double te = dm_now();
+        double te = dm_now(), tc = clock_of(t);
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
         t->last_bpb = dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n,
                                   t->corpus.n - t->corpus.train_n, c->batch_size, c->seq_len,
                                   t->comm);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
+        t->eval_s = clock_of(t) - tc;
+        t->excluded += t->eval_s;
         if (!comm_failed(t) && !isfinite(t->last_bpb))
             dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld", t->last_bpb,
                     done);
@@ -650,13 +749,23 @@ static int checkpoint(train_ctx *t, long done) {
                     t->a->out);
         return stop;
     }
-    if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
+    long due = last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0);
+    if (!due && c->ckpt_time > 0) { /* every ckpt_time of wall clock, on rank 0's clock */
+        due = clock_of(t) - t->ckpt_mark >= (double)c->ckpt_time;
+        if (from_rank0(t, &due)) return 1;
+    }
+    if (due) {
         char kb[4400];
+        double ts = clock_of(t);
         if (t->rank == 0 && dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err))
             dm_fail(t->st, DM_JOB_FAILED, "%s (%s)", err, kept(t, kb, sizeof kb));
         if (agree(t) != DM_JOB_OK) return 1;
         t->saved = 1;
         t->last_ckpt = done;
+        t->ckpt_mark = clock_of(t);
+        t->ckpt_s += t->ckpt_mark - ts;
+        t->excluded += t->ckpt_mark - ts;
+        t->n_ckpt++;
     }
     char prog[512], out[4200];
     dm_job_prog(t->io, prog, sizeof prog);
@@ -724,9 +833,14 @@ static void finish(train_ctx *t) {
     dm_probe_flags_text(pr.flags, words, sizeof words);
     dm_comm_stats cs = dm_comm_get_stats(t->comm);
     double per = steps_run > 0 ? 1.0 / steps_run : 0; /* set-up and evaluation included */
+    char took[96];
+    if (t->start > 0) /* a resume: this invocation's time and the run's */
+        snprintf(took, sizeof took, "%.1f s (steps %ld-%d; %.1f s in all)", wall, t->start + 1,
+                 c->steps, t->wall_before + wall);
+    else snprintf(took, sizeof took, "%.1f s", wall);
     dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f nats = %.4f "
-                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %.1f s\n",
-                np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall);
+                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %s\n",
+                np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, took);
     if (t->nranks > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
                     "exchanges per step (the run's total over its %ld steps)\n", t->nranks,
@@ -748,7 +862,8 @@ static void finish(train_ctx *t) {
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %s,\n"
              "  \"final_train_loss_bits\": %s,\n  \"val_bpb\": %s,\n  \"val_step\": %ld,\n"
-             "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"threads\": %d,\n"
+             "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"wall_total_s\": %.2f,\n"
+             "  \"checkpoints\": %d,\n  \"checkpoint_s\": %.3f,\n  \"threads\": %d,\n"
              "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
              "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
@@ -756,7 +871,7 @@ static void finish(train_ctx *t) {
              "  \"peak_rss_bytes\": %zu\n}\n",
              np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
              jnum(jb, sizeof jb, "%.6f", bits, 0), jnum(jv, sizeof jv, "%.6f", t->last_bpb, 0),
-             t->val_step, tps, wall, t->nthreads, t->nranks, c->grad_accum,
+             t->val_step, tps, wall, t->wall_before + wall, t->n_ckpt, t->ckpt_s, t->nthreads, t->nranks, c->grad_accum,
              1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words, pr.flags, pr.load_max, disp,
              jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
@@ -767,7 +882,8 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
                    .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
-                   .last_ckpt = -1, .t_job = dm_now()};
+                   .last_ckpt = -1};
+    t.t_job = clock_of(&t);
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
      * of them there (and nothing is written before every rank is ready) */
@@ -779,10 +895,12 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
         if (t.stop) /* asked to stop before a step ran (every rank agreed): nothing to keep */
             dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the first step; %s is left "
                     "as it was", a->out);
+        t.mark = t.ckpt_mark = clock_of(&t);
         for (long step = t.start; step < t.cfg.steps && !st.code; step++) {
             one_step(&t, step);
-            if (agree(&t) || (step + 1 == t.fit_at && (fit_budget(&t, step + 1), agree(&t))) ||
-                log_eval(&t, step + 1) || checkpoint(&t, step + 1))
+            if (agree(&t) || log_eval(&t, step + 1) ||
+                (t.budgeted && (budget_tick(&t, step + 1), agree(&t))) ||
+                checkpoint(&t, step + 1))
                 break;
         }
         if (st.code != DM_JOB_INTERRUPTED || t.saved) finish(&t);
