@@ -793,3 +793,34 @@ TEST(train_checkpoints_every_ckpt_time) {
     free(sj);
     t_rmtree(a);
 }
+
+/* After a resume the summary gives this invocation's time and the run's in all (the
+ * metrics' elapsed_s of both), in the note and in summary.json. */
+static void keep_summary(void *user, const dm_event *ev) {
+    if (ev->kind == DM_EV_NOTE && !strncmp(ev->text, "summary:", 8))
+        snprintf(user, 1024, "%.*s", (int)ev->len, ev->text);
+}
+TEST(train_resume_summary_gives_total_time) {
+    dm_config c = tiny_run();
+    char a[256], line[1024] = "", p[600];
+    t_tmpdir(a, sizeof a);
+    dm_train_args t1 = {.data = CORPUS, .out = a, .cfg = &c, .until = 6},
+                  t2 = {.data = CORPUS, .out = a, .resume = 1};
+    CHECK(train_ok(&t1));
+    dm_job_io io = {keep_summary, line, NULL, NULL};
+    dm_status st = dm_train(&t2, &io);
+    CHECKF(st.code == DM_JOB_OK, "%s", st.msg);
+    printf("  %s", line);
+    CHECKF(strstr(line, "steps 7-12") && strstr(line, "in all"), "summary: %s", line);
+    snprintf(p, sizeof p, "%s/summary.json", a);
+    char *sj = t_read_text(p);
+    cJSON *so = sj ? cJSON_Parse(sj) : NULL;
+    cJSON *w = cJSON_GetObjectItemCaseSensitive(so, "wall_s"),
+          *tot = cJSON_GetObjectItemCaseSensitive(so, "wall_total_s");
+    CHECKF(cJSON_IsNumber(w) && cJSON_IsNumber(tot) && tot->valuedouble > w->valuedouble,
+           "summary.json: wall_s %g, wall_total_s %g", cJSON_IsNumber(w) ? w->valuedouble : -1,
+           cJSON_IsNumber(tot) ? tot->valuedouble : -1);
+    cJSON_Delete(so);
+    free(sj);
+    t_rmtree(a);
+}

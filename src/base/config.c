@@ -255,7 +255,13 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     const key_t_ *k = find_key(key);
     char pk[64], pv[64]; /* quoted on one line */
     if (!k) {
-        if (err)
+        const char *names[NKEYS], *near;
+        for (int i = 0; i < NKEYS; i++) names[i] = KEYS[i].name;
+        near = dm_nearest(key, names, NKEYS);
+        if (err && near)
+            snprintf(err, errlen, "unknown config key '%s': did you mean '%s'? (see `dormouse "
+                     "train --help`)", dm_printable(key, pk, sizeof pk), near);
+        else if (err)
             snprintf(err, errlen, "unknown config key '%s' (see `dormouse train --help`)",
                      dm_printable(key, pk, sizeof pk));
         return 1;

@@ -260,7 +260,8 @@ dm_status dm_plot(const dm_plot_args *a, const dm_job_io *io) {
     char out[4200];
     if (a->out) snprintf(out, sizeof out, "%s", a->out);
     else if (a->n_runs == 1) snprintf(out, sizeof out, "%s/plot.png", a->runs[0]);
-    else snprintf(out, sizeof out, "plot.png");
+    else /* several: beside the first run's own plot, never in the current directory */
+        snprintf(out, sizeof out, "%s/plot-%d-runs.png", a->runs[0], a->n_runs);
     dm_figure f = {0};
     fig_frame(&f, a->x);
     snprintf(f.title, sizeof f.title, "dormouse: %d run%s", a->n_runs,

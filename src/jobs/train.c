@@ -581,8 +581,11 @@ static void start(train_ctx *t) {
                     "x %d%s; %s; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
                     c->eval_window, c->batch_size, c->seq_len, acc, steps, t->nthreads,
                     t->nthreads == 1 ? "" : "s");
+    char over[256];
+    if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
-                "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
+                "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
+                "prints them)\n", t->a->out);
     char line[1024];
     if (!dm_memory_report(t->m, t->opt, t->stepper.gs, &t->mem)) {
         dm_memory_line(&t->mem, c->checkpointing, line, sizeof line);
@@ -596,10 +599,10 @@ static void start(train_ctx *t) {
                     "run; %s\n", t->nranks, t->nthreads, t->nthreads == 1 ? "" : "s",
                     t->nranks, c->grad_accum / t->nranks, c->grad_accum, shard);
     }
-    dm_note_buf nb;
+    dm_note_buf nb; /* the optimizer's table (-v; params.txt at the end) */
     FILE *f = dm_note_open(&nb);
     if (f) dm_optim_print_groups(t->opt, t->m, f);
-    dm_note_close(&nb, t->io);
+    dm_note_close_detail(&nb, t->io, NULL);
 
     /* the atlas (atlas=1): every op and stage timed, after two warm-up steps */
     t->atlas = c->atlas ? calloc(1, sizeof *t->atlas) : NULL;
@@ -801,7 +804,7 @@ static void finish(train_ctx *t) {
     char disp[4096], table[8192], err[8192];
     dm_model_dispatch_report(t->m, disp, sizeof disp);
     dm_model_dispatch_table(t->m, table, sizeof table);
-    dm_job_note(t->io, "dispatch: %s\n%s", disp, table);
+    dm_job_detail(t->io, "dispatch: %s\n%s", disp, table);
     if (t->verify_worst >= 0)
         dm_job_note(t->io, "verify: largest fused-vs-reference relative difference %.3g (%s), "
                     "bound %.0e\n", t->verify_worst, t->verify_what, DM_VERIFY_BOUND);
@@ -876,6 +879,20 @@ static void finish(train_ctx *t) {
              jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    /* the tables the console prints only with -v */
+    char *pt = NULL, dt[sizeof disp + sizeof table + 16];
+    size_t pn = 0;
+    FILE *pf = t->rank == 0 ? open_memstream(&pt, &pn) : NULL;
+    if (pf) {
+        dm_optim_print_groups(t->opt, t->m, pf);
+        fclose(pf);
+    }
+    snprintf(dt, sizeof dt, "dispatch: %s\n%s", disp, table);
+    if (t->rank == 0 && !t->st->code && pt &&
+        (write_run_file(out, "params.txt", pt, err, sizeof err) ||
+         write_run_file(out, "dispatch.txt", dt, err, sizeof err)))
+        dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    free(pt);
 }
 
 dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
