@@ -659,24 +659,43 @@ TEST(train_time_budget_slowdown_cut_exact) {
     }
 }
 
-/* A budget too small for the warmup steps it must measure is refused after two of them,
- * with a message that says what it would need, and the run directory is left empty (on
- * the test's clock: 1 s a step, 50 warmup steps, 10 s). */
-TEST(train_time_budget_too_small_refused) {
+/* A budget too small for the warmup steps it must measure (the test's clock: 1 s a step,
+ * 50 warmup steps): with 10 s the steps are fixed after two of them, as many as fit (a run
+ * all warmup, said in a note), and it ends within the budget; with 2 s nothing more fits:
+ * refused with what it would need, the run directory left empty. */
+static void keep_notes(void *user, const dm_event *ev) {
+    vclock_step(user, ev);
+    if (ev->kind == DM_EV_NOTE && strstr(ev->text, "fewer than warmup_steps"))
+        ((vclock *)user)->stop_at = -2; /* seen */
+}
+TEST(train_time_budget_too_small_for_warmup) {
     dm_config c = tiny_run();
-    c.time_budget = 10;
     c.warmup_steps = 50;
     c.steps = 100;
     char a[256], p[512];
     t_tmpdir(a, sizeof a);
+    c.time_budget = 10;
     vclock v = {.step_s = 1, .slow_at = 1L << 40, .stop_at = -1};
-    dm_train_args ta = {.data = CORPUS, .out = a, .cfg = &c};
-    dm_status st;
-    train_on(&ta, &v, &st);
+    dm_job_io io = {keep_notes, &v, &v.stop, NULL};
+    dm_train_args ta = {.data = CORPUS, .out = a, .cfg = &c, .clock = vclock_now,
+                        .clock_ctx = &v};
+    dm_status st = dm_train(&ta, &io);
+    long rb;
+    int n = recorded_steps(a, &rb);
+    printf("  10 s at 1 s a step, 50 warmup steps: %d steps, ended at %.1f s\n", n, v.t);
+    CHECKF(st.code == DM_JOB_OK && n > 2 && n < 50 && v.t <= 10 && v.stop_at == -2,
+           "%d %s: %d steps, %.1f s, note %s", st.code, st.msg, n, v.t,
+           v.stop_at == -2 ? "given" : "missing");
+    t_rmtree(a);
+    t_tmpdir(a, sizeof a);
+    c.time_budget = 2;
+    vclock w = {.step_s = 1, .slow_at = 1L << 40, .stop_at = -1};
+    train_on(&ta, &w, &st);
     printf("  %s\n", st.msg);
     CHECKF(st.code == DM_JOB_BAD_INPUT && strstr(st.msg, "too small") &&
-           strstr(st.msg, "warmup_steps") && !strchr(st.msg, '\n'), "%d %s", st.code, st.msg);
-    CHECKF(v.steps_seen <= 3, "refused only after %ld steps", v.steps_seen);
+           strstr(st.msg, "warmup steps need about") && !strchr(st.msg, '\n'), "%d %s", st.code,
+           st.msg);
+    CHECKF(w.steps_seen <= 3, "refused only after %ld steps", w.steps_seen);
     snprintf(p, sizeof p, "test -z \"$(ls -A %s)\"", a);
     CHECKF(t_run(p, NULL, 0) == 0, "a refused budget left files in %s", a);
     t_rmtree(a);

@@ -461,25 +461,18 @@ static double mean_of(const double *x, long from, long to) {
     return to > from ? sum / (double)(to - from) : 0;
 }
 
-/* A budget too small for the steps measured before `steps` can be fixed is refused (bad
- * input): after `done` of them, when what they still take, an evaluation and one more
- * step do not fit the budget's share. */
-static int budget_too_small(train_ctx *t, long done, double now) {
+/* With a budget too small for the steps measured before `steps` can be fixed, the steps
+ * are fixed at once (rank 0 decides): after `done` of them, when what they still take, an
+ * evaluation and one more step do not fit the budget's share. */
+static int fit_now(train_ctx *t, long done, double now) {
     const dm_config *c = &t->cfg;
-    long refuse = 0;
+    long early = 0;
     double step_s = mean_of(t->fit_dt, 1, done);
     double need = (now - t->t_job) + (double)(t->fit_at - done + 1) * step_s +
                   dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
-    if (t->rank == 0) refuse = need > (1.0 - DM_BUDGET_RESERVE) * (double)c->time_budget;
-    if (from_rank0(t, &refuse) || !refuse) return t->st->code;
-    char bud[32], least[32];
-    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
-    dm_fmt_duration(least, sizeof least, 2 * need / (1.0 - DM_BUDGET_RESERVE) + 1);
-    return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: the %ld warmup "
-                   "steps measured before steps can be fixed and an evaluation take about "
-                   "%.1f s (%.0f ms a step); give at least %s (--time-budget), or fewer "
-                   "warmup_steps; %s is left as it was", bud, t->fit_at, need, 1e3 * step_s,
-                   least, t->a->out);
+    if (t->rank == 0) early = need > (1.0 - DM_BUDGET_RESERVE) * (double)c->time_budget;
+    if (from_rank0(t, &early)) return -1;
+    return (int)early;
 }
 
 /* After step `done` (= fit_at; every rank): one timed evaluation (not logged), then the
@@ -504,11 +497,17 @@ static int fit_budget(train_ctx *t, long done) {
     if (from_rank0(t, &steps)) return t->st->code;
     char bud[32];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
-    if (steps <= done)
-        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: the %ld "
-                       "warmup steps measured (%.0f ms a step) and an evaluation (%.2f s) "
-                       "took %.1f s, and no more steps fit; give a longer --time-budget; %s is "
-                       "left as it was", bud, done, 1e3 * step_s, t->eval_s, elapsed, t->a->out);
+    if (steps <= done) {
+        char least[32];
+        double per = (elapsed + (double)(c->warmup_steps - done) * step_s + t->eval_s) /
+                     (1.0 - DM_BUDGET_RESERVE);
+        dm_fmt_duration(least, sizeof least, 2 * per + 1);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: %ld steps "
+                       "(%.0f ms each) and an evaluation (%.2f s) took %.1f s and no more "
+                       "fit; the %d warmup steps need about %s (--time-budget); %s is left as "
+                       "it was", bud, done, 1e3 * step_s, t->eval_s, elapsed, c->warmup_steps,
+                       least, t->a->out);
+    }
     c->steps = (int)steps;
     dm_optim_set_steps(t->opt, c->steps, 0); /* the lr schedule follows the fitted steps */
     t->fit_at = 0;
@@ -516,6 +515,10 @@ static int fit_budget(train_ctx *t, long done) {
                 "config.json; cut with a cooldown if the machine slows); measured over the "
                 "first %ld: a step %.1f ms, an evaluation %.2f s, %.1f s since the start\n",
                 bud, c->steps, done, 1e3 * step_s, t->eval_s, elapsed);
+    if (c->steps < c->warmup_steps)
+        dm_job_note(t->io, "note: the budget holds %d steps, fewer than warmup_steps=%d: the "
+                    "learning rate never reaches its peak (a longer budget trains better)\n",
+                    c->steps, c->warmup_steps);
     return record_steps(t);
 }
 
@@ -532,8 +535,9 @@ static int budget_tick(train_ctx *t, long done) {
     t->recent[t->n_recent++ % DM_BUDGET_WINDOW] = dt;
     if (t->fit_at) {
         t->fit_dt[done - 1] = dt;
-        if (done == t->fit_at) return fit_budget(t, done);
-        return done >= 2 ? budget_too_small(t, done, now) : 0;
+        int early = done >= 2 && done < t->fit_at ? fit_now(t, done, now) : 0;
+        if (early < 0) return t->st->code;
+        return done == t->fit_at || early ? fit_budget(t, done) : 0;
     }
     int n = t->n_recent < DM_BUDGET_WINDOW ? t->n_recent : DM_BUDGET_WINDOW;
     long steps = dm_budget_cut((double)c->time_budget, now - t->t_job, done, c->steps,
