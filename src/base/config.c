@@ -93,7 +93,7 @@ static const key_t_ KEYS[] = {
     {"kda_impl", DM_KEY_BACKEND, K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
      "delta-rule core: auto (fused where supported), chunked, reference"},
     {"gemm", DM_KEY_BACKEND, K_ENUM, F(gemm), 0, 0, "auto|openblas|onednn",
-     "GEMM backend of the matrix products: auto (the measured rule in the README), openblas, "
+     "GEMM backend of the matrix products: auto (the measured rule in docs/ops.md), openblas, "
      "onednn"},
     {"precision", DM_KEY_BACKEND, K_ENUM, F(precision), 0, 0, "auto|fp32|bf16",
      "matrix products: fp32, bf16 (operands rounded to bf16, f32 accumulation; needs "

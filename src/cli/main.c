@@ -56,7 +56,8 @@ static const char *USAGE =
     "  metrics  the metrics of runs as a table or CSV\n"
     "  plan     the memory and the time of a training step of a config, without training\n"
     "\n"
-    "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
+    "`dormouse COMMAND --help` describes each; -v (--verbose) with any command prints the\n"
+    "tables and rows it otherwise keeps in its files. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (training\n"
     "saves a checkpoint first).\n"
     "train, eval and bench also run data-parallel under MPI: mpirun -np N dormouse train ...\n";
