@@ -462,36 +462,42 @@ static double mean_of(const double *x, long from, long to) {
 }
 
 /* With a budget too small for the steps measured before `steps` can be fixed, the steps
- * are fixed at once (rank 0 decides): after `done` of them, when what they still take, an
- * evaluation and one more step do not fit the budget's share. */
+ * are fixed at once (rank 0 decides): after `done` of them, when what they still take, the
+ * fit's evaluation, one more step and the final evaluation do not fit the budget's share. */
 static int fit_now(train_ctx *t, long done, double now) {
     const dm_config *c = &t->cfg;
     long early = 0;
     double step_s = mean_of(t->fit_dt, 1, done);
     double need = (now - t->t_job) + (double)(t->fit_at - done + 1) * step_s +
-                  dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+                  2 * dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
     if (t->rank == 0) early = need > (1.0 - DM_BUDGET_RESERVE) * (double)c->time_budget;
     if (from_rank0(t, &early)) return -1;
     return (int)early;
 }
 
-/* After step `done` (= fit_at; every rank): one timed evaluation (not logged), then the
- * steps that fit from the mean time of the measured steps after the first; rank 0's
- * figures decide for every rank. */
-static int fit_budget(train_ctx *t, long done) {
+/* After step `done` (fit_at, or earlier when the budget cannot hold the measured steps;
+ * every rank): one timed evaluation (not logged; early, the estimate instead, which costs
+ * no time), then the steps that fit from the mean time of the measured steps after the
+ * first; rank 0's figures decide for every rank. */
+static int fit_budget(train_ctx *t, long done, int early) {
     dm_config *c = &t->cfg;
-    double te = clock_of(t);
-    dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
-                c->batch_size, c->seq_len, t->comm);
-    double now = clock_of(t);
-    t->eval_s = now - te;
-    t->excluded += t->eval_s;
-    if (dm_comm_error(t->comm)[0]) return comm_failed(t);
-    char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
-    if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
-        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     /* the first step warms the caches up: left out when there are more */
-    double step_s = mean_of(t->fit_dt, done > 1, done), elapsed = now - t->t_job;
+    double step_s = mean_of(t->fit_dt, done > 1, done), now = clock_of(t);
+    if (early) {
+        t->eval_s = dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+    } else {
+        double te = now;
+        dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
+                    c->batch_size, c->seq_len, t->comm);
+        now = clock_of(t);
+        t->eval_s = now - te;
+        t->excluded += t->eval_s;
+        if (dm_comm_error(t->comm)[0]) return comm_failed(t);
+        char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
+        if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    }
+    double elapsed = now - t->t_job;
     long steps = dm_budget_steps((double)c->time_budget, elapsed, done, step_s, t->eval_s,
                                  c->eval_every, DM_BUDGET_UNFIXED);
     if (from_rank0(t, &steps)) return t->st->code;
@@ -513,8 +519,9 @@ static int fit_budget(train_ctx *t, long done) {
     t->fit_at = 0;
     dm_job_note(t->io, "time budget %s: steps=%d fits, evaluation included (recorded in "
                 "config.json; cut with a cooldown if the machine slows); measured over the "
-                "first %ld: a step %.1f ms, an evaluation %.2f s, %.1f s since the start\n",
-                bud, c->steps, done, 1e3 * step_s, t->eval_s, elapsed);
+                "first %ld: a step %.1f ms, an evaluation %.2f s%s, %.1f s since the start\n",
+                bud, c->steps, done, 1e3 * step_s, t->eval_s, early ? " (estimated)" : "",
+                elapsed);
     if (c->steps < c->warmup_steps)
         dm_job_note(t->io, "note: the budget holds %d steps, fewer than warmup_steps=%d: the "
                     "learning rate never reaches its peak (a longer budget trains better)\n",
@@ -537,7 +544,7 @@ static int budget_tick(train_ctx *t, long done) {
         t->fit_dt[done - 1] = dt;
         int early = done >= 2 && done < t->fit_at ? fit_now(t, done, now) : 0;
         if (early < 0) return t->st->code;
-        return done == t->fit_at || early ? fit_budget(t, done) : 0;
+        return done == t->fit_at || early ? fit_budget(t, done, early) : 0;
     }
     int n = t->n_recent < DM_BUDGET_WINDOW ? t->n_recent : DM_BUDGET_WINDOW;
     long steps = dm_budget_cut((double)c->time_budget, now - t->t_job, done, c->steps,
