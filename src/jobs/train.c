@@ -508,11 +508,12 @@ static int fit_budget(train_ctx *t, long done, int early) {
         double per = (elapsed + (double)(c->warmup_steps - done) * step_s + t->eval_s) /
                      (1.0 - DM_BUDGET_RESERVE);
         dm_fmt_duration(least, sizeof least, 2 * per + 1);
-        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: %ld steps "
-                       "(%.0f ms each) and an evaluation (%.2f s) took %.1f s and no more "
-                       "fit; the %d warmup steps need about %s (--time-budget); %s is left as "
-                       "it was", bud, done, 1e3 * step_s, t->eval_s, elapsed, c->warmup_steps,
-                       least, t->a->out);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: the set-up "
+                       "and %ld steps took %.1f s (%.0f ms a step), an evaluation %s %.1f s, "
+                       "and no more steps fit; the %d warmup steps need about %s "
+                       "(--time-budget); %s is left as it was", bud, done, elapsed,
+                       1e3 * step_s, early ? "would take about" : "took", t->eval_s,
+                       c->warmup_steps, least, t->a->out);
     }
     c->steps = (int)steps;
     dm_optim_set_steps(t->opt, c->steps, 0); /* the lr schedule follows the fitted steps */
