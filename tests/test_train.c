@@ -714,13 +714,15 @@ TEST(budget_cut_bound_under_2x_slowdown) {
         double t = 10; /* set-up and the measured steps */
         long done = 8, steps = dm_budget_steps(B, t, done, step, eval, every, 1L << 30), sched = 0;
         double ring[DM_BUDGET_WINDOW];
-        int nr = 0;
+        int nr = 7; /* the measured steps after the first */
+        for (int i = 0; i < nr; i++) ring[i] = step;
         while (done < steps) {
             double dt = done >= j ? 2 * step : step;
             t += dt + ((done + 1) % every == 0 || done + 1 == steps ? eval : 0);
             done++;
             ring[nr++ % DM_BUDGET_WINDOW] = dt;
             int n = nr < DM_BUDGET_WINDOW ? nr : DM_BUDGET_WINDOW;
+            if (n < DM_BUDGET_WINDOW / 2) continue; /* as train: too few for a rate */
             double r = 0;
             for (int i = 0; i < n; i++) r += ring[i] / n;
             long s = dm_budget_cut(B, t, done, steps, sched, r, eval, every);

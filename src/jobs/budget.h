@@ -4,7 +4,8 @@
  *
  * The design: `steps` is fixed once, after the warmup's first steps (whose learning rates
  * do not depend on it), from their measured rate; the run is then the run of that many
- * steps. After every step the rate of the last DM_BUDGET_WINDOW steps projects the end;
+ * steps. After every step the rate of the last DM_BUDGET_WINDOW steps (once there are half
+ * as many; the first step, which warms the caches, left out) projects the end;
  * when it falls past the budget the run is cut: `steps` becomes what fits at that rate
  * and `schedule_steps` keeps the length the schedule was planned over. A cut run follows
  * the planned schedule up to its cooldown, the last tenth of its steps, which decays

@@ -540,7 +540,8 @@ static int budget_tick(train_ctx *t, long done) {
     t->mark = now;
     t->excluded = 0;
     if (!t->budgeted) return 0;
-    t->recent[t->n_recent++ % DM_BUDGET_WINDOW] = dt;
+    if (done > 1) /* the first step warms the caches up */
+        t->recent[t->n_recent++ % DM_BUDGET_WINDOW] = dt;
     if (t->fit_at) {
         t->fit_dt[done - 1] = dt;
         int early = done >= 2 && done < t->fit_at ? fit_now(t, done, now) : 0;
@@ -548,6 +549,7 @@ static int budget_tick(train_ctx *t, long done) {
         return done == t->fit_at || early ? fit_budget(t, done, early) : 0;
     }
     int n = t->n_recent < DM_BUDGET_WINDOW ? t->n_recent : DM_BUDGET_WINDOW;
+    if (n < DM_BUDGET_WINDOW / 2) return 0; /* too few steps for a rate */
     long steps = dm_budget_cut((double)c->time_budget, now - t->t_job, done, c->steps,
                                c->schedule_steps, mean_of(t->recent, 0, n), t->eval_s,
                                c->eval_every);
