@@ -165,8 +165,7 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     }
     init_params(m, tb.kinds);
     if (cfg->kda_impl == DM_IMPL_CHUNKED) {
-        dm_delta_dims d = {1, 1, cfg->n_head, cfg->head_dim, cfg->head_dim,
-                           cfg->mixer == DM_MIXER_GDN, 1.0f};
+        dm_delta_dims d = dm_core_dims(cfg, 1, 1);
         const char *why;
         if (!dm_ops_delta_chunked(&m->ops, &d, &why)) {
             if (err)

@@ -3,6 +3,7 @@
  * each checkpointing mode, and the arena layout that follows from it. */
 #include "model/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -169,9 +170,9 @@ static int bf16_arena(const dm_config *c) {
     return dm_ops_bf16_active(&ops);
 }
 
-static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
-    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim, c->mixer == DM_MIXER_GDN,
-                       1.0f};
+dm_delta_dims dm_core_dims(const dm_config *c, int B, int T) {
+    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim,
+                       c->mixer == DM_MIXER_GDN, 1.0f / sqrtf((float)c->head_dim)};
     return d;
 }
 
@@ -216,7 +217,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     bump b = {base, 0};
     dm_ops ops; /* the settings only: which path of the delta core runs */
     dm_ops_init(&ops, c);
-    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_dims dd = dm_core_dims(c, B, T);
     size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 0, &saved);
 
     /* the residual stream: every unit's input */
@@ -316,7 +317,7 @@ size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_
     size_t N = (size_t)B * T, D = c->d_model, HD = (size_t)c->n_head * c->head_dim;
     dm_ops ops;
     dm_ops_init(&ops, c);
-    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_dims dd = dm_core_dims(c, B, T);
     size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 1, &saved);
     bump b = {NULL, 0};
     if (norm_off) *norm_off = b.used;

@@ -76,6 +76,10 @@ typedef struct {
     unsigned char rerun[DM_NSTEPS];   /* it runs again before its unit's backward */
 } dm_plan;
 
+/* The delta core's dimensions for a batch of B sequences of T tokens of model c: value dim
+ * = key dim = head_dim, the GDN flag from the mixer, the query scale 1/sqrt(head_dim). */
+dm_delta_dims dm_core_dims(const dm_config *c, int B, int T);
+
 /* The plan of c (its checkpointing key and mixer). */
 void dm_plan_make(dm_plan *p, const dm_config *c);
 /* Units of a model with L layers: 2L + 1. Unit u's kind: */
