@@ -11,7 +11,7 @@
 #include "io/data.h"
 #include "jobs/plan.h" /* the memory report */
 #include "jobs/step.h"
-#include "ops/atlas.h" /* dm_now */
+#include "base/clock.h"
 #include "optim/optim.h"
 
 /* ---- shared helpers ------------------------------------------------------------------ */

@@ -30,7 +30,7 @@
 #include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
 #include "jobs/step.h"
-#include "ops/atlas.h"    /* dm_now, the atlas */
+#include "ops/atlas.h"    /* the atlas */
 #include "ops/ops.h"    /* DM_VERIFY_BOUND */
 #include "optim/optim.h"
 
