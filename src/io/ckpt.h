@@ -1,4 +1,4 @@
-/* ckpt.h — checkpoints of a run (DESIGN.md section 6).
+/* ckpt.h — checkpoints of a run (docs/architecture.md section 6).
  *
  * A checkpoint is a directory RUN_DIR/ckpt-NNNNNNNN (NNNNNNNN = steps done, at least 8
  * digits) holding

@@ -1,4 +1,4 @@
-/* mixer.c — the KDA / GDN token mixer (DESIGN.md section 3), forward and backward.
+/* mixer.c — the KDA / GDN token mixer (docs/architecture.md section 3), forward and backward.
  *
  *   q~,k~,v~ = W_q x, W_k x, W_v x                    x = RMSNorm(residual) = xn1
  *   q,k,v    = silu(conv(q~)), silu(conv(k~)), silu(conv(v~))

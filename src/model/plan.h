@@ -1,5 +1,6 @@
-/* plan.h — the activation plan (DESIGN.md sections 2 and 8): what a forward keeps for the
- * backward, where every activation lives in the arena, and what the backward recomputes.
+/* plan.h — the activation plan (docs/architecture.md sections 2 and 8): what a forward
+ * keeps for the backward, where every activation lives in the arena, and what the backward
+ * recomputes.
  * ONE table (plan.c) names every step of a unit's forward and the tensors each step
  * writes; the `checkpointing` key picks which steps' outputs are kept (dm_plan_make), and
  * from that one choice come both the arena layout (dm_plan_layout) and the recompute

@@ -1,6 +1,6 @@
-/* atlas.h — the step atlas (DESIGN.md section 7): where a training step's time goes, by
- * stage (data, forward, backward, optimizer, eval) and by op (calls, time, share, GFLOP/s
- * where the FLOPs are known). Off unless asked for (`atlas=1`): a NULL atlas costs one
+/* atlas.h — the step atlas (docs/architecture.md section 7): where a training step's time
+ * goes, by stage (data, forward, backward, optimizer, eval) and by op (calls, time, share,
+ * GFLOP/s where the FLOPs are known). Off unless asked for (`atlas=1`): a NULL atlas costs one
  * branch per op call. */
 #ifndef DM_ATLAS_H
 #define DM_ATLAS_H

@@ -1,7 +1,7 @@
 /* delta_chunk.c — the chunked (fused) delta-rule core, KDA and GDN, forward and backward.
- * docs/chunked.md sections 2-9; DESIGN.md section 4; declarations in kernels/cpu/delta_chunk.h
- * (the reference's in kernels/ref/ref.h). Same semantics and layout as the reference
- * (delta_ref.c):
+ * docs/chunked.md sections 2-9; docs/architecture.md section 4; declarations in
+ * kernels/cpu/delta_chunk.h (the reference's in kernels/ref/ref.h). Same semantics and
+ * layout as the reference (delta_ref.c):
  *   q,k [B,T,H,dk]  v,o,dO [B,T,H,dv]  g [B,T,H,dk] (KDA) or [B,T,H] (GDN)  beta [B,T,H]
  *   h0,hT,dhT,dh0 [B,H,dk,dv]   saved (optional, see saved_pair): per pair the chunk-start
  *   states [nc,dk,dv], the rows of Dl [T,dv] and, for KDA, A and Lr [nc,C,C]; nc = ceil(T/C)
