@@ -1,4 +1,4 @@
-/* test_bf16.c — bf16 mixed precision (issue 11): the rounding to bf16, and the bf16 matmul
+/* test_bf16.c — bf16 mixed precision: the rounding to bf16, and the bf16 matmul
  * through the op layer — oneDNN's bf16 kernel against the reference bf16 path (the same
  * rounded operands through the f32 GEMM) in all three products, and bf16 against f32
  * within the error the rounding of the operands predicts. Cases that need hardware bf16
