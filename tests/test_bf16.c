@@ -549,8 +549,8 @@ TEST(bf16_guard_auto_and_explicit) {
 
 /* The precision record (ops/precision.h) is decided once, at model creation, and every
  * reader agrees with it: the model's bf16 weight copy, its plan (the arena's bf16 copies),
- * the memory report of the model and the plan made without one, the op layer, and Muon's
- * Newton-Schulz context. precision=auto and ns_precision=auto on a CPU pretended to lack
+ * the memory report of the model and the plan made without one, the op layer, Muon's
+ * Newton-Schulz context, and the line bench and the run's summary print. precision=auto and ns_precision=auto on a CPU pretended to lack
  * bf16 (DM_CPU_NO_BF16), then on this CPU as it is; the refusals of precision=bf16 and
  * ns_precision=bf16 where bf16 is missing are one text. */
 TEST(precision_record_readers_agree) {
@@ -590,6 +590,11 @@ TEST(precision_record_readers_agree) {
         dm_optim *o = dm_optim_create(m, &c, err, sizeof err);
         CHECKF(o != NULL, "%s", err);
         if (o) CHECK((o->dnn != NULL) == r->ns_bf16);
+        char line[256]; /* what bench and the run's summary print */
+        dm_precision_describe(r, line, sizeof line);
+        CHECKF(strstr(line, r->matmul_bf16 ? "matmuls bf16" : "matmuls fp32") &&
+               strstr(line, r->ns_bf16 ? "Newton-Schulz bf16" : "Newton-Schulz fp32") &&
+               (!r->why || strstr(line, r->why)), "%s", line);
         dm_optim_free(o);
         dm_model_free(m);
         if (r->why && !pretend) t_skip("the half with hardware bf16: %s", r->why);

@@ -25,6 +25,7 @@ static int refuse(const char *key, const char *why, char *err, size_t errlen) {
 int dm_precision_decide(dm_precision *p, const dm_config *c, const char *cpu_why, char *err,
                         size_t errlen) {
     p->why = cpu_why;
+    p->matmul_why = c->precision != DM_PRECISION_FP32 ? cpu_why : NULL;
     p->matmul_bf16 = dm_precision_matmul(c->precision, cpu_why);
     p->ns_bf16 = 0;
     p->ns_why = NULL;
@@ -36,4 +37,10 @@ int dm_precision_decide(dm_precision *p, const dm_config *c, const char *cpu_why
     if (c->ns_precision == DM_PRECISION_BF16 && p->ns_why)
         return refuse("ns_precision", p->ns_why, err, errlen);
     return 0;
+}
+
+void dm_precision_describe(const dm_precision *p, char *buf, size_t n) {
+    const char *why = p->matmul_why ? p->matmul_why : p->ns_why;
+    snprintf(buf, n, "matmuls %s, Newton-Schulz %s%s%s%s", p->matmul_bf16 ? "bf16" : "fp32",
+             p->ns_bf16 ? "bf16" : "fp32", why ? " (" : "", why ? why : "", why ? ")" : "");
 }

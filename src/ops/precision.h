@@ -12,11 +12,13 @@
 #include "dormouse.h"
 
 typedef struct dm_precision {
-    int matmul_bf16;    /* the model's matrix products take bf16 operands */
-    int ns_bf16;        /* Muon's Newton-Schulz products do */
-    const char *why;    /* why the CPU's bf16 is not used (NULL: it has it) */
-    const char *ns_why; /* why Newton-Schulz stays fp32 although ns_precision allows bf16
-                           (NULL when it does not stay, or when ns_precision=fp32) */
+    int matmul_bf16;        /* the model's matrix products take bf16 operands */
+    int ns_bf16;            /* Muon's Newton-Schulz products do */
+    const char *why;        /* why the CPU's bf16 is not used (NULL: it has it) */
+    const char *matmul_why; /* why the matmuls stay fp32 although precision allows bf16
+                               (NULL when they do not, or when precision=fp32) */
+    const char *ns_why;     /* why Newton-Schulz stays fp32 although ns_precision allows
+                               bf16 (NULL when it does not, or when ns_precision=fp32) */
 } dm_precision;
 
 /* The rule of the matrix products: bf16 unless precision=fp32 or the CPU lacks bf16
@@ -31,5 +33,10 @@ static inline int dm_precision_matmul(int precision, const char *cpu_why) {
  * bf16 products this machine cannot run (the record is filled either way). */
 int dm_precision_decide(dm_precision *p, const dm_config *c, const char *cpu_why, char *err,
                         size_t errlen);
+
+/* The record in one line, as bench and the run's summary print it: "matmuls bf16,
+ * Newton-Schulz fp32 (reason)" and the like; the reason is the CPU's when the matmuls stay
+ * fp32 although precision allowed bf16, else Newton-Schulz's. */
+void dm_precision_describe(const dm_precision *p, char *buf, size_t n);
 
 #endif
