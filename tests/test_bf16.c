@@ -550,9 +550,10 @@ TEST(bf16_guard_auto_and_explicit) {
 /* The precision record (ops/precision.h) is decided once, at model creation, and every
  * reader agrees with it: the model's bf16 weight copy, its plan (the arena's bf16 copies),
  * the memory report of the model and the plan made without one, the op layer, Muon's
- * Newton-Schulz context, and the line bench and the run's summary print. precision=auto and ns_precision=auto on a CPU pretended to lack
- * bf16 (DM_CPU_NO_BF16), then on this CPU as it is; the refusals of precision=bf16 and
- * ns_precision=bf16 where bf16 is missing are one text. */
+ * Newton-Schulz context, and the line bench and the run's summary print. precision=auto
+ * and ns_precision=auto on a CPU pretended to lack bf16 (DM_CPU_NO_BF16), then on this CPU
+ * as it is; the refusals of precision=bf16 and ns_precision=bf16 where bf16 is missing are
+ * one text. */
 TEST(precision_record_readers_agree) {
     char err[256] = "";
     const int B = 2, T = 32;
@@ -584,7 +585,8 @@ TEST(precision_record_readers_agree) {
         CHECK(plan.params_bf16 == mem.params_bf16);
         dm_config f = c;
         f.precision = DM_PRECISION_FP32;
-        size_t a_auto = dm_model_arena_bytes(&c, B, T, 1), a_fp32 = dm_model_arena_bytes(&f, B, T, 1);
+        size_t a_auto = dm_model_arena_bytes(&c, B, T, 1);
+        size_t a_fp32 = dm_model_arena_bytes(&f, B, T, 1);
         CHECKF(r->matmul_bf16 ? a_auto > a_fp32 : a_auto == a_fp32,
                "arena %zu bytes at auto, %zu at fp32", a_auto, a_fp32);
         dm_optim *o = dm_optim_create(m, &c, err, sizeof err);

@@ -33,7 +33,8 @@ int dm_precision_decide(dm_precision *p, const dm_config *c, const char *cpu_why
         p->ns_why = cpu_why ? cpu_why : ns_library_missing();
         p->ns_bf16 = !p->ns_why;
     }
-    if (c->precision == DM_PRECISION_BF16 && cpu_why) return refuse("precision", cpu_why, err, errlen);
+    if (c->precision == DM_PRECISION_BF16 && cpu_why)
+        return refuse("precision", cpu_why, err, errlen);
     if (c->ns_precision == DM_PRECISION_BF16 && p->ns_why)
         return refuse("ns_precision", p->ns_why, err, errlen);
     return 0;

@@ -13,6 +13,24 @@ void t_fill_normal(float *x, size_t n, uint64_t seed, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(dm_rng_normal(&r) * scale);
 }
 
+void t_orthonormal_cols(double *Q, int r, int c, uint64_t seed, uint64_t stream) {
+    dm_rng g;
+    dm_rng_seed(&g, seed, stream);
+    for (size_t i = 0; i < (size_t)r * c; i++) Q[i] = dm_rng_normal(&g);
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < c; j++) {
+            for (int k = 0; k < j; k++) {
+                double d = 0;
+                for (int i = 0; i < r; i++) d += Q[(size_t)i * c + j] * Q[(size_t)i * c + k];
+                for (int i = 0; i < r; i++) Q[(size_t)i * c + j] -= d * Q[(size_t)i * c + k];
+            }
+            double nn = 0;
+            for (int i = 0; i < r; i++) nn += Q[(size_t)i * c + j] * Q[(size_t)i * c + j];
+            nn = sqrt(nn);
+            for (int i = 0; i < r; i++) Q[(size_t)i * c + j] /= nn;
+        }
+}
+
 void t_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     dm_rng r;
     dm_rng_seed(&r, seed, 0x7e58);

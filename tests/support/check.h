@@ -33,6 +33,9 @@ void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---- data ---- */
 void t_fill_normal(float *x, size_t n, uint64_t seed, float scale);
 void t_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+/* Q[r, c] (row-major, r >= c) with orthonormal columns: Gaussian from the generator seeded
+ * (seed, stream), Gram-Schmidt twice */
+void t_orthonormal_cols(double *Q, int r, int c, uint64_t seed, uint64_t stream);
 void t_to_double(double *dst, const float *src, size_t n);
 float *t_alloc(size_t n);   /* zeroed floats; aborts on OOM */
 double *t_allocd(size_t n); /* zeroed doubles */
