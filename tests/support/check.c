@@ -13,6 +13,16 @@ void t_fill_normal(float *x, size_t n, uint64_t seed, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(dm_rng_normal(&r) * scale);
 }
 
+void t_l2norm_rows(float *x, size_t rows, int d) {
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * (size_t)d;
+        double s = 0;
+        for (int i = 0; i < d; i++) s += (double)xr[i] * xr[i];
+        float rn = (float)(1.0 / sqrt(s + 1e-6));
+        for (int i = 0; i < d; i++) xr[i] *= rn;
+    }
+}
+
 void t_orthonormal_cols(double *Q, int r, int c, uint64_t seed, uint64_t stream) {
     dm_rng g;
     dm_rng_seed(&g, seed, stream);
