@@ -3,8 +3,8 @@
 numbers, sample from it.
 
 dormouse (a C11 trainer) writes plain safetensors checkpoints; this module reads them into a
-torch module that computes the same function as the C code (docs/kda.md), so the weights
-can be used, inspected and fine-tuned from Python:
+torch module that computes the same function as the C code (docs/architecture.md section 3,
+docs/kda.md), so the weights can be used, inspected and fine-tuned from Python:
 
     import dormouse
     model = dormouse.load("runs/default")            # a run dir, ckpt dir or model file

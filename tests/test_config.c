@@ -201,7 +201,7 @@ TEST(config_strict_numbers) {
     }
 }
 
-/* Strict JSON config files (case 9): trailing text and a key twice are errors naming
+/* Strict JSON config files: trailing text and a key twice are errors naming
  * what is wrong; the same keys in a clean file read. */
 TEST(config_strict_json) {
     const char *bad[][2] = {

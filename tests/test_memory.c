@@ -353,8 +353,8 @@ TEST(memory_report_counts_optimizer_and_sum) {
     if (!measured) t_skip("malloc is not glibc's here (a sanitizer's): heap growth unmeasured");
 }
 
-/* The d2 model at 8 x 512 and at 1 x 65536: what each mode keeps, from the plan; the
- * aims: balanced keeps at most half of none's saved activations where the
+/* The d2 model at 8 x 512 and at 1 x 65536: what each mode keeps, from the plan (the
+ * targets of the plan: balanced keeps at most half of none's saved activations where the
  * products' inputs are kept in bf16 as well, full at most a fifth; full at 65536 bytes
  * plans under 4 GiB in all). */
 TEST(memory_plan_d2) {
