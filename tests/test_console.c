@@ -87,6 +87,11 @@ TEST(console_typos_suggest_nearest) {
         CHECKF(!strncmp(err, "error: ", 7), "%s: not in the error style: %s", cases[i][0], err);
     }
     CHECK(dm_nearest("zzzzzz", (const char *const[]){"steps", "seed"}, 2) == NULL);
+    /* a run directory before its first checkpoint: says when one comes */
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/early && echo '{}' > %s/early/config.json && "
+             DM_CLI " sample %s/early", d, d, d);
+    t_expect(cmd, 2, "no checkpoint in", err, sizeof err);
+    CHECKF(strstr(err, "yet") && strstr(err, "ckpt_time"), "sample before a checkpoint: %s", err);
     /* --steps N trains N steps */
     char run[600], p[700];
     snprintf(run, sizeof run, "%s/run", d);
