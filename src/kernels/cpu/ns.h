@@ -29,8 +29,8 @@
  * No allocation: the caller passes `work` of dm_ns_work(...) floats.
  * `out` may equal `G` (in place); otherwise they must not overlap.
  */
-#ifndef DM_OPTIM_NS_H
-#define DM_OPTIM_NS_H
+#ifndef DM_KERNELS_NS_H
+#define DM_KERNELS_NS_H
 
 #include <stddef.h>
 
@@ -100,13 +100,14 @@ void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, 
  * (X X^T 2m^2k, A^2 2m^3, B X 2m^2k; the O(m^2 + mk) elementwise work is not counted). */
 double dm_ns_flops(int n, int rows, int cols, dm_ns_sched s);
 
-/* The atlas's record of one NS call on [n, rows, cols] that took sec (bf16: through
- * oneDNN; stack: dm_ns_stack, else dm_ns / dm_ns_bf16): its time and FLOPs as the op "ns"
- * (or "ns (bf16)"), and its products for the roofline (ops/atlas.h). Nothing when a is
- * NULL. */
-struct dm_atlas;
-void dm_ns_atlas(struct dm_atlas *a, int n, int rows, int cols, dm_ns_sched s, int bf16,
-                 int stack, double sec);
+/* The same as dm_ns (dnn NULL) or dm_ns_bf16 (dnn given) on a contiguous stack, with
+ * stack = 1 forcing the stack path for any n (dm_ns_stack's bits, slices contiguous): the
+ * form the op layer runs (ops/optim_ops.h). */
+void dm_ns_run(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+               float *work, struct dm_onednn *dnn, int stack);
+/* 1 when dm_ns_run tiles the GEMMs of its one slice over the threads (a lone big slice),
+ * 0 when it runs the stack path (single-threaded GEMMs, slices in parallel). */
+int dm_ns_tiled(int n, int rows, int cols, int stack);
 
 /* ---- building blocks (one slice; also used by the Stiefel retraction) ----
  * Gram: A[m, m] = X X^T if rows <= cols, else X^T X.          X: [rows, cols] */
@@ -115,7 +116,13 @@ void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial);
  *   Y = P X (rows <= cols)  or  Y = X P^T (rows > cols).   Y, X: [rows, cols]; Y != X. */
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
                 float a, float b, float c, int serial);
+/* The two as a pair (the Stiefel retraction runs on either these or the reference's) */
+typedef struct {
+    void (*gram)(float *A, const float *X, int rows, int cols, int serial);
+    void (*poly)(float *Y, const float *X, const float *A, float *B, int rows, int cols,
+                 float a, float b, float c, int serial);
+} dm_ns_blocks;
 /* Frobenius norm of x[len], summed in double in a fixed order (thread-count independent). */
 double dm_frob_norm(const float *x, size_t len);
 
-#endif /* DM_OPTIM_NS_H */
+#endif /* DM_KERNELS_NS_H */

@@ -1,5 +1,5 @@
 /* ns.c — batched Newton–Schulz (see ns.h for shapes, threading and the contract). */
-#include "optim/ns.h"
+#include "kernels/cpu/ns.h"
 
 #include <omp.h>
 #include <string.h>
@@ -8,7 +8,6 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
-#include "ops/atlas.h"
 
 /* KJ / Moonlight quintic: p'(0) = 3.4445 maximized, output band, not convergence. */
 static const double ns_quintic5[5][3] = {
@@ -282,7 +281,7 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
     size_t ws = dm_ns_slice_work(rows, cols) + (dnn ? bf16_floats(rows, cols) : 0);
 #define NS_OUT(i) (outp ? outp[i] : outb + (size_t)(i) * len)
 #define NS_IN(i) (Gp ? Gp[i] : Gb + (size_t)(i) * len)
-    if (!stack && n == 1 && dm_ns_slice_threaded(rows, cols)) {
+    if (dm_ns_tiled(n, rows, cols, stack)) {
         /* a lone big slice: its GEMMs tile over the threads */
         ns_env e = {0, dnn};
         ns_slice_any(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work);
@@ -328,18 +327,11 @@ void dm_ns_stack(float *const *out, const float *const *G, int n, int rows, int 
     ns_run(out, G, NULL, NULL, n, rows, cols, s, work, dnn, 1);
 }
 
-void dm_ns_atlas(struct dm_atlas *a, int n, int rows, int cols, dm_ns_sched s, int bf16,
-                 int stack, double sec) {
-    if (!a || n <= 0 || rows <= 0 || cols <= 0) return;
-    double flops = dm_ns_flops(n, rows, cols, s);
-    dm_atlas_add(a, bf16 ? "ns (bf16)" : "ns", NULL, NULL, sec, flops);
-    /* the products of one step of one slice, as ns_gram and ns_poly run them */
-    int m = imin(rows, cols), wide = rows <= cols;
-    int tiled = !stack && n == 1 && dm_ns_slice_threaded(rows, cols); /* as ns_run */
-    dm_atlas_gemm g = {.label = "ns", .kind = bf16 ? DM_GEMM_BF16_ONEDNN : DM_GEMM_F32_OPENBLAS,
-                       .n = 3, .reps = dm_ns_sched_steps(s), .slices = n, .tiled = tiled,
-                       .prod = {{!wide, wide, m, m, wide ? cols : rows, 0},
-                                {0, 0, m, m, m, 1},
-                                {0, !wide, rows, cols, m, 0}}};
-    dm_atlas_gemm_add(a, &g, sec);
+void dm_ns_run(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+               float *work, dm_onednn *dnn, int stack) {
+    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, dnn, stack);
+}
+
+int dm_ns_tiled(int n, int rows, int cols, int stack) {
+    return !stack && n == 1 && dm_ns_slice_threaded(rows, cols); /* as ns_run */
 }
