@@ -18,21 +18,20 @@
 #include "optim/gradsum.h"
 #include "optim/optim_internal.h"
 
+/* the tiny model of test_dispatch.c, with the optimizer's settings of these tests:
+ * clipping active (the gradient's scale reaches adamw and momentum), no warmup */
 static dm_config small(int mixer, int retract) {
+    static const char *const KV[][2] = {
+        {"d_model", "64"}, {"n_layer", "2"}, {"n_head", "2"}, {"head_dim", "32"},
+        {"gate_rank", "16"}, {"chunk_size", "16"}, {"precision", "fp32"},
+        {"ns_precision", "fp32"}, {"grad_clip", "1e-3"}, {"warmup_steps", "0"}};
     dm_config c;
+    char err[256];
     dm_config_default(&c);
-    c.d_model = 64;
-    c.n_layer = 2;
-    c.n_head = 2;
-    c.head_dim = 32;
-    c.gate_rank = 16;
+    for (size_t i = 0; i < sizeof KV / sizeof KV[0]; i++)
+        CHECKF(dm_config_set(&c, KV[i][0], KV[i][1], err, sizeof err) == 0, "%s", err);
     c.mixer = mixer;
-    c.chunk_size = 16;
-    c.precision = DM_PRECISION_FP32;
-    c.ns_precision = DM_PRECISION_FP32;
     c.retract = retract;
-    c.grad_clip = 1e-3; /* clipping active: the gradient's scale reaches adamw and momentum */
-    c.warmup_steps = 0;
     return c;
 }
 
@@ -91,7 +90,8 @@ static void expected_calls(const dm_optim *o, const dm_model *m, long *want) {
     want[DM_OP_GRAD_NORM] = 1;
     want[DM_OP_ADAMW] = adamw;
     want[DM_OP_MOMENTUM] = o->n_units;
-    want[DM_OP_NS] = shapes + lone; /* one call per stacked shape, one per lone unit */
+    /* one call per step of each stacked shape and of each lone unit */
+    want[DM_OP_NS] = (shapes + lone) * dm_op_ns_steps(o->cfg.ns);
     want[DM_OP_MUON_UPDATE] = o->n_units;
     want[DM_OP_RETRACT] = o->cfg.retract == DM_RETRACT_SPHERE ? o->n_units : shapes + lone;
 }
@@ -147,7 +147,7 @@ TEST(optim_ops_counted_timed_verified) {
         fclose(f);
         CHECK(text && strstr(text, "ns.fwd (openblas)") && strstr(text, "adamw.fwd (cpu)") &&
               strstr(text, "grad_norm.fwd (cpu)"));
-        printf("  %s, retract %s: %d units, %d shapes\n%s", v ? "gdn" : "kda",
+        printf("  %s, retract %s: %d units, %d NS steps\n%s", v ? "gdn" : "kda",
                v ? "stiefel" : "sphere", o->n_units, (int)want[DM_OP_NS], table);
         free(text);
         dm_optim_free(o);

@@ -3,7 +3,7 @@
  * op layer's oneDNN context), and the sphere and Stiefel retractions (retract: the CPU
  * kernel, and the same iteration on the reference's double-precision products). The ns ops
  * also record their products for the atlas's roofline. */
-#include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/ns.h"
@@ -13,13 +13,15 @@
 #include "ops/op.h"
 #include "ops/optim_ops.h"
 
-/* ---- ns, ns_bf16 ---- */
+/* ---- ns (one step of the fp32 iteration), ns_bf16 (the whole bf16 iteration) ---- */
 
 typedef struct {
     float *out;
     const float *G;
     int n, rows, cols, s, stack;
-    float *work;
+    int t;           /* ns: the step */
+    float *x0, *ab;  /* ns: dm_ns_step's scratch */
+    float *work;     /* ns_bf16: dm_ns_work_bf16 floats */
 } ns_args;
 
 static int ns_outputs(void *args, int dir, dm_out *o) {
@@ -29,18 +31,23 @@ static int ns_outputs(void *args, int dir, dm_out *o) {
     return 1;
 }
 
-static double ns_op_flops(const void *args, int dir) {
+static double ns_step_flops(const void *args, int dir) {
+    (void)dir;
+    const ns_args *a = args;
+    return dm_ns_flops(a->n, a->rows, a->cols, a->s) / dm_ns_sched_steps(a->s);
+}
+static double ns_bf16_flops(const void *args, int dir) {
     (void)dir;
     const ns_args *a = args;
     return dm_ns_flops(a->n, a->rows, a->cols, a->s);
 }
 
-/* the products of one step of one slice, as the kernel runs them, for the roofline */
-static void ns_noted(dm_ops *ops, const ns_args *a, int bf16, double sec) {
+/* the products of `reps` steps of each slice, as the kernel runs them, for the roofline */
+static void ns_noted(dm_ops *ops, const ns_args *a, int bf16, int reps, double sec) {
     if (a->n <= 0 || a->rows <= 0 || a->cols <= 0) return;
     int m = a->rows < a->cols ? a->rows : a->cols, wide = a->rows <= a->cols;
     dm_atlas_gemm g = {.label = "ns", .kind = bf16 ? DM_GEMM_BF16_ONEDNN : DM_GEMM_F32_OPENBLAS,
-                       .n = 3, .reps = dm_ns_sched_steps(a->s), .slices = a->n,
+                       .n = 3, .reps = reps, .slices = a->n,
                        .tiled = dm_ns_tiled(a->n, a->rows, a->cols, a->stack),
                        .prod = {{!wide, wide, m, m, wide ? a->cols : a->rows, 0},
                                 {0, 0, m, m, m, 1},
@@ -48,25 +55,22 @@ static void ns_noted(dm_ops *ops, const ns_args *a, int bf16, double sec) {
     dm_atlas_gemm_add(ops->atlas, &g, sec);
 }
 
-static void ns_kernel(dm_ops *ops, ns_args *a, dm_onednn *dnn) {
-    double t0 = ops->atlas ? dm_now() : 0;
-    dm_ns_run(a->out, a->G, a->n, a->rows, a->cols, a->s, a->work, dnn, a->stack);
-    if (ops->atlas) ns_noted(ops, a, dnn != NULL, dm_now() - t0);
-}
-
 static void ns_openblas(dm_ops *ops, void *args, int dir) {
     (void)dir;
-    ns_kernel(ops, args, NULL);
+    ns_args *a = args;
+    double t0 = ops->atlas ? dm_now() : 0;
+    dm_ns_step(a->out, a->G, a->n, a->rows, a->cols, a->s, a->t, a->x0, a->ab, a->stack);
+    if (ops->atlas) ns_noted(ops, a, 0, 1, dm_now() - t0);
 }
 static void ns_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     ns_args *a = args;
-    dm_ns_ref(a->out, a->G, a->n, a->rows, a->cols, a->s, a->work);
+    dm_ns_ref_step(a->out, a->G, a->n, a->rows, a->cols, a->s, a->t, a->x0, a->ab);
 }
 static const dm_impl NS[] = {{"openblas", 0, DM_PREC_FP32, NULL, NULL, ns_openblas},
                              {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref}};
 const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, NS, 2, sizeof(ns_args), ns_outputs,
-                             ns_op_flops};
+                             ns_step_flops};
 
 /* the op layer's oneDNN context, made on first use (matmul.c makes it the same way) */
 static dm_onednn *onednn(dm_ops *ops) {
@@ -89,19 +93,40 @@ static const char *ns_bf16_supports(dm_ops *ops, const void *args, int dir) {
 }
 static void ns_bf16_run(dm_ops *ops, void *args, int dir) {
     (void)dir;
-    ns_kernel(ops, args, ops->onednn);
+    ns_args *a = args;
+    double t0 = ops->atlas ? dm_now() : 0;
+    dm_ns_run(a->out, a->G, a->n, a->rows, a->cols, a->s, a->work, ops->onednn, a->stack);
+    if (ops->atlas) ns_noted(ops, a, 1, dm_ns_sched_steps(a->s), dm_now() - t0);
 }
 /* the last implementation takes every call: the optimizer runs ns_bf16 only after
  * dm_ops_ns_bf16_missing said it can */
 static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_FP32, NULL, NULL, ns_bf16_run}};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NS_BF16, 1, sizeof(ns_args),
-                                  ns_outputs, ns_op_flops};
+                                  ns_outputs, ns_bf16_flops};
 
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack) {
-    ns_args a = {x, x, n, rows, cols, s, stack, work};
-    if (bf16 && !ns_bf16_supports(o, &a, DM_FWD)) dm_op_run(o, DM_OP_NS_BF16, DM_FWD, &a);
-    else dm_op_run(o, DM_OP_NS, DM_FWD, &a);
+    ns_args a = {.out = x, .G = x, .n = n, .rows = rows, .cols = cols, .s = s, .stack = stack,
+                 .work = work};
+    if (bf16 && !ns_bf16_supports(o, &a, DM_FWD)) {
+        dm_op_run(o, DM_OP_NS_BF16, DM_FWD, &a);
+        return;
+    }
+    /* fp32: each step an op of its own, so verify mode checks each from the same X_t (the
+     * whole iteration would amplify the rounding differences of its products). X_{t+1}
+     * goes to x at even t and to T (work's first n rows*cols floats) at odd t: X_1 in
+     * place of G (X0 is formed in T first), the last in x when the step count is odd. */
+    size_t len = (size_t)(n > 0 ? n : 0) * rows * cols;
+    float *buf[2] = {x, work};
+    int steps = dm_ns_sched_steps(s);
+    a.x0 = work;
+    a.ab = work + len;
+    for (a.t = 0; a.t < steps; a.t++) {
+        a.G = a.t == 0 ? x : buf[(a.t - 1) & 1];
+        a.out = buf[a.t & 1];
+        dm_op_run(o, DM_OP_NS, DM_FWD, &a);
+    }
+    if (!(steps & 1) && len) memcpy(x, work, len * sizeof(float));
 }
 
 size_t dm_op_ns_work(int n, int rows, int cols, int bf16) {

@@ -182,6 +182,55 @@ static void ns_slice(const ns_env *env, float *out, const float *G, int rows, in
     }
 }
 
+/* 1 when x[len] is all zeros (a zero slice stays zero: ns_zero) */
+static int all_zero(const float *x, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (x[i] != 0.0f) return 0;
+    return 1;
+}
+
+/* Step t of ns_slice on one slice: Y = X_{t+1} from X = X_t, or at t = 0 from X = G
+ * through X0 (in x0). Exactly ns_slice's arithmetic on each step; ab: A and B. */
+static void ns_step_slice(const ns_env *e, float *Y, const float *X, int rows, int cols,
+                          dm_ns_sched s, int t, float *x0, float *ab) {
+    size_t len = (size_t)rows * cols;
+    if (len == 0) return;
+    int m = imin(rows, cols);
+    float *A = ab, *B = A + (size_t)m * m;
+    if (t == 0) {
+        double norm = dm_frob_norm(X, len);
+        if (ns_zero(Y, norm, len)) return;
+        double inv = 1.0 / (dm_ns_sched_safety(s) * norm);
+#pragma omp parallel for schedule(static) if (!e->serial && len >= NS_PAR_MIN)
+        for (size_t i = 0; i < len; i++) x0[i] = (float)((double)X[i] * inv);
+        X = x0;
+    } else if (all_zero(X, len)) { /* a zero G gave a zero X1 */
+        memset(Y, 0, len * sizeof(float));
+        return;
+    }
+    double abc[3];
+    dm_ns_sched_coeffs(s, t, abc);
+    ns_gram(e, A, X, rows, cols);
+    ns_poly(e, Y, X, A, B, rows, cols, (float)abc[0], (float)abc[1], (float)abc[2]);
+}
+
+void dm_ns_step(float *Y, const float *X, int n, int rows, int cols, dm_ns_sched s, int t,
+                float *x0, float *ab, int stack) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return;
+    size_t len = (size_t)rows * cols, mm = (size_t)imin(rows, cols) * imin(rows, cols);
+    if (dm_ns_tiled(n, rows, cols, stack)) {
+        ns_env e = {0, NULL};
+        ns_step_slice(&e, Y, X, rows, cols, s, t, x0, ab);
+        return;
+    }
+    ns_env e = {1, NULL};
+    int nt = omp_get_max_threads(), use = nt < n ? nt : n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
+    for (int i = 0; i < n; i++)
+        ns_step_slice(&e, Y + i * len, X + i * len, rows, cols, s, t, x0 + i * len,
+                      ab + i * 2 * mm);
+}
+
 /* The same with bf16 operands. Every value a product reads is rounded to bf16 once, where
  * it is made; X and the polynomial's linear term stay f32 until then:
  *   X0 = bf16(G / (safety ||G||))           one pass over G after its norm

@@ -105,6 +105,15 @@ double dm_ns_flops(int n, int rows, int cols, dm_ns_sched s);
  * form the op layer runs (ops/optim_ops.h). */
 void dm_ns_run(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
                float *work, struct dm_onednn *dnn, int stack);
+/* One step t (0 <= t < dm_ns_sched_steps(s)) of dm_ns_run's fp32 path on a contiguous
+ * stack: Y[n, rows, cols] = X_{t+1} from X = X_t (at t = 0, X = G: X0 is formed in
+ * x0[n, rows, cols] first). Step by step the same arithmetic on each slice as dm_ns_run
+ * (dnn NULL) with the same stack, so the steps in turn give its bits (X_5 = its output);
+ * a zero slice gives zeros throughout. Y must overlap neither x0 nor ab, and X only when
+ * Y == X at t = 0 (in place); ab: 2 m^2 floats per slice, m = min(rows, cols). The op
+ * layer runs NS this way, each step an op of its own (ops/optim_ops.h). */
+void dm_ns_step(float *Y, const float *X, int n, int rows, int cols, dm_ns_sched s, int t,
+                float *x0, float *ab, int stack);
 /* 1 when dm_ns_run tiles the GEMMs of its one slice over the threads (a lone big slice),
  * 0 when it runs the stack path (single-threaded GEMMs, slices in parallel). */
 int dm_ns_tiled(int n, int rows, int cols, int stack);

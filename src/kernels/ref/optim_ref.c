@@ -88,39 +88,31 @@ static void poly_ref(float *Y, const float *X, const float *A, float *B, int row
 
 const dm_ns_blocks dm_ns_ref_blocks = {gram_ref, poly_ref};
 
-/* one slice: X ping-pongs between out and the slot's first rows*cols floats */
-static void ns_ref_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s,
-                         float *work) {
-    size_t len = (size_t)rows * cols;
-    int m = rows < cols ? rows : cols;
-    float *A = work + len, *B = A + (size_t)m * m, *X = work, *Y = out;
-    double norm = 0;
-    for (size_t i = 0; i < len; i++) norm += (double)G[i] * G[i];
-    norm = sqrt(norm);
-    if (norm == 0.0) { /* polar(0) := 0 */
-        memset(out, 0, len * sizeof(float));
-        return;
-    }
-    double inv = 1.0 / (dm_ns_sched_safety(s) * norm);
-    for (size_t i = 0; i < len; i++) X[i] = (float)((double)G[i] * inv);
-    for (int t = 0; t < dm_ns_sched_steps(s); t++) {
-        double abc[3];
-        dm_ns_sched_coeffs(s, t, abc);
-        gram_ref(A, X, rows, cols, 1);
-        poly_ref(Y, X, A, B, rows, cols, (float)abc[0], (float)abc[1], (float)abc[2], 1);
-        float *tmp = X;
-        X = Y, Y = tmp;
-    }
-    if (X != out) memcpy(out, X, len * sizeof(float));
-}
-
-void dm_ns_ref(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
-               float *work) {
+void dm_ns_ref_step(float *Y, const float *X, int n, int rows, int cols, dm_ns_sched s,
+                    int t, float *x0, float *ab) {
     if (n <= 0 || rows <= 0 || cols <= 0) return;
-    size_t len = (size_t)rows * cols, ws = dm_ns_slice_work(rows, cols);
+    size_t len = (size_t)rows * cols, mm = (size_t)(rows < cols ? rows : cols);
+    mm *= mm;
+    double abc[3];
+    dm_ns_sched_coeffs(s, t, abc);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < n; i++)
-        ns_ref_slice(out + (size_t)i * len, G + (size_t)i * len, rows, cols, s, work + i * ws);
+    for (int i = 0; i < n; i++) {
+        const float *x = X + i * len;
+        float *y = Y + i * len, *A = ab + i * 2 * mm, *B = A + mm;
+        double norm = 0;
+        for (size_t j = 0; j < len; j++) norm += (double)x[j] * x[j];
+        if (norm == 0.0) { /* polar(0) := 0, and zeros stay zeros */
+            memset(y, 0, len * sizeof(float));
+            continue;
+        }
+        if (t == 0) {
+            double inv = 1.0 / (dm_ns_sched_safety(s) * sqrt(norm));
+            for (size_t j = 0; j < len; j++) x0[i * len + j] = (float)((double)x[j] * inv);
+            x = x0 + i * len;
+        }
+        gram_ref(A, x, rows, cols, 1);
+        poly_ref(y, x, A, B, rows, cols, (float)abc[0], (float)abc[1], (float)abc[2], 1);
+    }
 }
 
 void dm_retract_sphere_ref(float *out, const float *W, const float *R, int n, int rows,

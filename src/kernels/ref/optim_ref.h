@@ -21,12 +21,12 @@ double dm_grad_norm2_ref(const float *g, size_t n);
 void dm_grad_add_ref(float *acco, const float *acc, const float *g, size_t n, int first);
 void dm_grad_mean_ref(float *out, const float *acc, size_t n, int A);
 
-/* Newton–Schulz (ns.h's map) with the products in double: X0 = G / (safety ||G||_F), then
- * per step A = X X^T (X^T X when tall), B = a I + b A + c A^2, X <- B X (X B^T when tall),
- * A, B and X rounded to float between the products. Slices in parallel, each on its
- * slot of work (dm_ns_work(n, rows, cols) floats). out == G allowed. */
-void dm_ns_ref(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
-               float *work);
+/* One step of Newton–Schulz (dm_ns_step's contract) with the products in double: at
+ * t = 0, X0 = G / (safety ||G||_F) into x0; then A = X X^T (X^T X when tall),
+ * B = a I + b A + c A^2, Y = B X (X B^T when tall), A and B rounded to float between the
+ * products. A zero slice gives zeros. Slices in parallel. */
+void dm_ns_ref_step(float *Y, const float *X, int n, int rows, int cols, dm_ns_sched s,
+                    int t, float *x0, float *ab);
 /* The Gram matrix and the polynomial step of ns.h's building blocks in double (serial is
  * ignored): the products the reference Stiefel retraction runs (dm_retract_stiefel_run). */
 extern const dm_ns_blocks dm_ns_ref_blocks;
