@@ -153,8 +153,8 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         int r, c;
         const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
         if (!t) continue;
-        dm_op_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i], P + t->offset,
-                        g->slices, r, c);
+        dm_op_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i],
+                           P + t->offset, g->slices, r, c);
     }
     return dm_muon_shard(o, NULL, err, errlen);
 oom:
