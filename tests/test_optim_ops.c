@@ -68,7 +68,7 @@ static dm_model *train_step(dm_config c, int verify, dm_atlas *atlas, dm_optim *
 }
 
 /* the calls each optimizer op makes in one step of this model and optimizer */
-static void expected_calls(const dm_optim *o, const dm_model *m, long *want) {
+static void expected_calls(const dm_optim *o, const dm_model *m, int verify, long *want) {
     int adamw = 0, lone = 0, shapes = 0;
     for (int i = 0; i < dm_model_num_tensors(m); i++)
         adamw += dm_optim_group(o, i)->kind == DM_GROUP_ADAMW;
@@ -90,8 +90,8 @@ static void expected_calls(const dm_optim *o, const dm_model *m, long *want) {
     want[DM_OP_GRAD_NORM] = 1;
     want[DM_OP_ADAMW] = adamw;
     want[DM_OP_MOMENTUM] = o->n_units;
-    /* one call per step of each stacked shape and of each lone unit */
-    want[DM_OP_NS] = (shapes + lone) * dm_op_ns_steps(o->cfg.ns);
+    /* one call per stacked shape and per lone unit; in verify mode one per step of each */
+    want[DM_OP_NS] = (shapes + lone) * (verify ? dm_op_ns_steps(o->cfg.ns) : 1);
     want[DM_OP_MUON_UPDATE] = o->n_units;
     want[DM_OP_RETRACT] = o->cfg.retract == DM_RETRACT_SPHERE ? o->n_units : shapes + lone;
 }
@@ -99,16 +99,17 @@ static void expected_calls(const dm_optim *o, const dm_model *m, long *want) {
 TEST(optim_ops_counted_timed_verified) {
     static const int OPS[] = {DM_OP_GRAD_ADD, DM_OP_GRAD_MEAN, DM_OP_GRAD_NORM, DM_OP_ADAMW,
                               DM_OP_MOMENTUM, DM_OP_NS, DM_OP_MUON_UPDATE, DM_OP_RETRACT};
-    for (int v = 0; v < 2; v++) {
+    for (int w = 0; w < 4; w++) {
+        int v = w / 2, verify = !(w & 1); /* each model with verify mode on, then off */
         dm_config c = small(v ? DM_MIXER_GDN : DM_MIXER_KDA,
                             v ? DM_RETRACT_STIEFEL : DM_RETRACT_SPHERE);
         dm_atlas *atlas = calloc(1, sizeof *atlas);
         dm_optim *o = NULL;
-        dm_model *m = train_step(c, 1, atlas, &o);
+        dm_model *m = train_step(c, verify, atlas, &o);
         if (!m || !o) return;
         const dm_ops *ops = &m->ops;
         long want[DM_OP_COUNT];
-        expected_calls(o, m, want);
+        expected_calls(o, m, verify, want);
         CHECK(o->n_units > 0 && want[DM_OP_ADAMW] > 0);
         for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++) {
             int op = OPS[k];
@@ -118,8 +119,8 @@ TEST(optim_ops_counted_timed_verified) {
             CHECKF(ops->ran[op][DM_FWD][0] == want[op], "%s: %ld by %s", name,
                    ops->ran[op][DM_FWD][0], dm_op_impl_name(op, 0));
             double rel = ops->verify_op[op][DM_FWD];
-            CHECKF(rel >= 0 && rel <= DM_VERIFY_BOUND, "%s: verify %.3g against the reference",
-                   name, rel);
+            CHECKF(verify ? rel >= 0 && rel <= DM_VERIFY_BOUND : rel < 0,
+                   "%s: verify %.3g against the reference", name, rel);
             long timed = 0;
             for (int i = 0; i < atlas->n_ops; i++)
                 if (!strcmp(atlas->op[i].name, name) && atlas->op[i].dir &&
@@ -147,8 +148,9 @@ TEST(optim_ops_counted_timed_verified) {
         fclose(f);
         CHECK(text && strstr(text, "ns.fwd (openblas)") && strstr(text, "adamw.fwd (cpu)") &&
               strstr(text, "grad_norm.fwd (cpu)"));
-        printf("  %s, retract %s: %d units, %d NS steps\n%s", v ? "gdn" : "kda",
-               v ? "stiefel" : "sphere", o->n_units, (int)want[DM_OP_NS], table);
+        printf("  %s, retract %s, verify %s: %d units, %d NS calls\n%s", v ? "gdn" : "kda",
+               v ? "stiefel" : "sphere", verify ? "on" : "off", o->n_units,
+               (int)want[DM_OP_NS], table);
         free(text);
         dm_optim_free(o);
         dm_model_free(m);

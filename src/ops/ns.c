@@ -19,9 +19,9 @@ typedef struct {
     float *out;
     const float *G;
     int n, rows, cols, s, stack;
-    int t;           /* ns: the step */
-    float *x0, *ab;  /* ns: dm_ns_step's scratch */
-    float *work;     /* ns_bf16: dm_ns_work_bf16 floats */
+    int t;           /* ns: the step, or -1: the whole iteration */
+    float *work;     /* dm_ns_work floats (ns_bf16: dm_ns_work_bf16); one step's scratch:
+                        X0 in the first n rows*cols floats, then A and B per slice */
 } ns_args;
 
 static int ns_outputs(void *args, int dir, dm_out *o) {
@@ -31,15 +31,11 @@ static int ns_outputs(void *args, int dir, dm_out *o) {
     return 1;
 }
 
-static double ns_step_flops(const void *args, int dir) {
+static double ns_op_flops(const void *args, int dir) {
     (void)dir;
     const ns_args *a = args;
-    return dm_ns_flops(a->n, a->rows, a->cols, a->s) / dm_ns_sched_steps(a->s);
-}
-static double ns_bf16_flops(const void *args, int dir) {
-    (void)dir;
-    const ns_args *a = args;
-    return dm_ns_flops(a->n, a->rows, a->cols, a->s);
+    double f = dm_ns_flops(a->n, a->rows, a->cols, a->s);
+    return a->t < 0 ? f : f / dm_ns_sched_steps(a->s);
 }
 
 /* the products of `reps` steps of each slice, as the kernel runs them, for the roofline */
@@ -59,18 +55,34 @@ static void ns_openblas(dm_ops *ops, void *args, int dir) {
     (void)dir;
     ns_args *a = args;
     double t0 = ops->atlas ? dm_now() : 0;
-    dm_ns_step(a->out, a->G, a->n, a->rows, a->cols, a->s, a->t, a->x0, a->ab, a->stack);
-    if (ops->atlas) ns_noted(ops, a, 0, 1, dm_now() - t0);
+    size_t len = (size_t)a->n * a->rows * a->cols;
+    if (a->t < 0) dm_ns_run(a->out, a->G, a->n, a->rows, a->cols, a->s, a->work, NULL, a->stack);
+    else dm_ns_step(a->out, a->G, a->n, a->rows, a->cols, a->s, a->t, a->work, a->work + len,
+                    a->stack);
+    if (ops->atlas)
+        ns_noted(ops, a, 0, a->t < 0 ? dm_ns_sched_steps(a->s) : 1, dm_now() - t0);
 }
+/* the whole iteration: the steps in turn, X ping-ponging between out and work (X0's place) */
 static void ns_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     ns_args *a = args;
-    dm_ns_ref_step(a->out, a->G, a->n, a->rows, a->cols, a->s, a->t, a->x0, a->ab);
+    size_t len = (size_t)a->n * a->rows * a->cols;
+    float *x0 = a->work, *ab = a->work + len;
+    if (a->t >= 0) {
+        dm_ns_ref_step(a->out, a->G, a->n, a->rows, a->cols, a->s, a->t, x0, ab);
+        return;
+    }
+    float *buf[2] = {a->out, x0};
+    int steps = dm_ns_sched_steps(a->s);
+    for (int t = 0; t < steps; t++)
+        dm_ns_ref_step(buf[t & 1], t ? buf[(t - 1) & 1] : a->G, a->n, a->rows, a->cols, a->s, t,
+                       x0, ab);
+    if (!(steps & 1) && len) memcpy(a->out, x0, len * sizeof(float));
 }
 static const dm_impl NS[] = {{"openblas", 0, DM_PREC_FP32, NULL, NULL, ns_openblas},
                              {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref}};
 const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, NS, 2, sizeof(ns_args), ns_outputs,
-                             ns_step_flops};
+                             ns_op_flops};
 
 /* the op layer's oneDNN context, made on first use (matmul.c makes it the same way) */
 static dm_onednn *onednn(dm_ops *ops) {
@@ -102,25 +114,28 @@ static void ns_bf16_run(dm_ops *ops, void *args, int dir) {
  * dm_ops_ns_bf16_missing said it can */
 static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_FP32, NULL, NULL, ns_bf16_run}};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NS_BF16, 1, sizeof(ns_args),
-                                  ns_outputs, ns_bf16_flops};
+                                  ns_outputs, ns_op_flops};
 
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack) {
     ns_args a = {.out = x, .G = x, .n = n, .rows = rows, .cols = cols, .s = s, .stack = stack,
-                 .work = work};
+                 .t = -1, .work = work};
     if (bf16 && !ns_bf16_supports(o, &a, DM_FWD)) {
         dm_op_run(o, DM_OP_NS_BF16, DM_FWD, &a);
         return;
     }
-    /* fp32: each step an op of its own, so verify mode checks each from the same X_t (the
-     * whole iteration would amplify the rounding differences of its products). X_{t+1}
-     * goes to x at even t and to T (work's first n rows*cols floats) at odd t: X_1 in
-     * place of G (X0 is formed in T first), the last in x when the step count is odd. */
+    if (!o->verify) { /* the whole iteration in one call */
+        dm_op_run(o, DM_OP_NS, DM_FWD, &a);
+        return;
+    }
+    /* verify mode: each step a call of its own, so each is checked from the same X_t (the
+     * whole iteration amplifies its products' rounding differences toward the bound), the
+     * same bits as the whole. X_{t+1} goes to x at even t, to T (work's first n rows*cols
+     * floats, where step 0 forms X0 first) at odd t: the last in x when the step count is
+     * odd. */
     size_t len = (size_t)(n > 0 ? n : 0) * rows * cols;
     float *buf[2] = {x, work};
     int steps = dm_ns_sched_steps(s);
-    a.x0 = work;
-    a.ab = work + len;
     for (a.t = 0; a.t < steps; a.t++) {
         a.G = a.t == 0 ? x : buf[(a.t - 1) & 1];
         a.out = buf[a.t & 1];
