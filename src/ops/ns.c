@@ -90,13 +90,8 @@ static dm_onednn *onednn(dm_ops *ops) {
     return ops->onednn;
 }
 
-const char *dm_ops_ns_bf16_missing(dm_ops *ops) {
-    const char *why = dm_cpu_bf16_missing();
-    if (why) return why;
-    if (!onednn(ops)) return ops->onednn_why;
-    if (dm_onednn_supports_bf16(ops->onednn, 0, 1, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f))
-        return "oneDNN has no bf16 matmul on this CPU";
-    return NULL;
+const char *dm_ops_ns_bf16_context(dm_ops *ops) {
+    return onednn(ops) ? NULL : (ops->onednn_why ? ops->onednn_why : "no reason given");
 }
 
 static const char *ns_bf16_supports(dm_ops *ops, const void *args, int dir) {
@@ -111,7 +106,7 @@ static void ns_bf16_run(dm_ops *ops, void *args, int dir) {
     if (ops->atlas) ns_noted(ops, a, 1, dm_ns_sched_steps(a->s), dm_now() - t0);
 }
 /* the last implementation takes every call: the optimizer runs ns_bf16 only after
- * dm_ops_ns_bf16_missing said it can */
+ * the precision record chose it and dm_ops_ns_bf16_context made the context */
 static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_FP32, NULL, NULL, ns_bf16_run}};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NS_BF16, 1, sizeof(ns_args),
                                   ns_outputs, ns_op_flops};

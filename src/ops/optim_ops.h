@@ -46,7 +46,7 @@ void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A);
 
 /* Newton–Schulz of the contiguous stack x[n, rows, cols] in place (kernels/cpu/ns.h:
  * dm_ns_run), schedule s (DM_NS_*); stack = 1: the stack path for any n. bf16: the op
- * ns_bf16 (oneDNN's bf16 products; the caller asked dm_ops_ns_bf16_missing first), else ns.
+ * ns_bf16 (oneDNN's bf16 products; the caller asked dm_ops_ns_bf16_context first), else ns.
  * work: dm_op_ns_work(n, rows, cols, bf16) floats. */
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack);
@@ -59,14 +59,15 @@ void dm_op_retract_stiefel(dm_ops *o, float *W, const float *S, int n, int rows,
 
 /* What the optimizer needs to know of these ops to plan them: NS's scratch, FLOPs and
  * iterations, whether a lone slice of a shape tiles its GEMMs over the threads, the
- * Stiefel retraction's scratch, and NULL when bf16 NS can run here (hardware bf16 and
- * oneDNN's bf16 matmul), else why not. */
+ * Stiefel retraction's scratch; and for bf16 NS (which the precision record decides,
+ * ops/precision.h), NULL when the op layer's oneDNN context is made (now, if not yet),
+ * else why not. */
 size_t dm_op_ns_work(int n, int rows, int cols, int bf16);
 double dm_op_ns_flops(int n, int rows, int cols, int s);
 int dm_op_ns_steps(int s);
 int dm_op_ns_threaded(int rows, int cols);
 size_t dm_op_retract_work(int n, int rows, int cols);
-const char *dm_ops_ns_bf16_missing(dm_ops *o);
+const char *dm_ops_ns_bf16_context(dm_ops *o);
 /* The retraction constants of W0[n, rows, cols] at init (not a step's op):
  * R[i] = ||W0_i||_F, s[i] = R[i] / sqrt(min(rows, cols)) (dm_retract_init). */
 void dm_op_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols);

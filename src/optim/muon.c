@@ -40,16 +40,16 @@ static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const
     return t;
 }
 
-/* NS in bf16 when ns_precision asks for it and the op layer can run it (hardware bf16,
- * oneDNN's bf16 matmul): o->ns_bf16 = 1 (0), or an error naming what is missing (1; with
- * auto: fp32, no error) */
+/* NS in bf16 when the model's precision record says so (ops/precision.h: decided at its
+ * creation from ns_precision, the CPU and oneDNN): o->ns_bf16 = 1 and the op layer's
+ * oneDNN context made (0), or 1 with the error when oneDNN, which the record found able,
+ * cannot make one now */
 static int ns_bf16(dm_optim *o, dm_model *m, char *err, size_t errlen) {
-    int p = o->cfg.ns_precision;
-    if (p == DM_PRECISION_FP32) return 0;
-    const char *why = dm_ops_ns_bf16_missing(dm_optim_ops(m));
+    if (!dm_model_precision(m)->ns_bf16) return 0;
+    const char *why = dm_ops_ns_bf16_context(dm_optim_ops(m));
     o->ns_bf16 = !why;
-    if (!why || p == DM_PRECISION_AUTO) return 0;
-    snprintf(err, errlen, "ns_precision=bf16: %s; use ns_precision=auto or fp32", why);
+    if (!why) return 0;
+    snprintf(err, errlen, "ns_precision: oneDNN cannot make a context (%s)", why);
     return 1;
 }
 
