@@ -1,0 +1,203 @@
+/* bench_cuda.c — the CUDA kernels' times at the default model's shapes (d2: 8 x 512
+ * tokens, d_model 256, 4 heads of 64, MLP 768, 256 bytes): each kernel launched R times
+ * back to back between two stream syncs, the per-launch time of `rounds` such runs (median
+ * and spread), and the bytes or FLOPs that make it a bandwidth or a rate. Prints a table
+ * and rows in the columns of benches/history.tsv (what "bench:cuda"; --history FILE
+ * appends them). Needs a CUDA device: without one it says why and exits 1.
+ * Usage: bench_cuda [--rounds N] [--reps R] [--history FILE] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/stats.h"
+#include "check.h" /* t_fill_normal */
+#include "io/history.h"
+#include "kernels/cuda/cuda.h"
+
+#if DM_HAVE_CUDA
+enum { B = 8, T = 512, NT = B * T, C = 256, H = 4, D = 64, MLP = 768, V = 256, CW = 4 };
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+/* a device buffer of normal floats (never timed on zeros or constants); fill < 0: random
+ * normal values, else that byte everywhere */
+static void *dev(size_t bytes, int fill) {
+    void *p = NULL;
+    int e = dm_cuda_malloc(&p, bytes);
+    if (!e && fill >= 0) e = dm_cuda_fill_bytes(p, fill, bytes, NULL);
+    if (!e && fill < 0) {
+        static uint64_t seed = 1;
+        float *h = malloc(bytes);
+        if (!h) exit(1);
+        t_fill_normal(h, bytes / sizeof(float), seed++, 1.0f);
+        e = dm_cuda_upload(p, h, bytes, NULL);
+        if (!e) e = dm_cuda_sync(NULL);
+        free(h);
+    }
+    if (e) {
+        fprintf(stderr, "bench_cuda: %zu bytes: %s\n", bytes, dm_cuda_error(e));
+        exit(1);
+    }
+    return p;
+}
+
+typedef struct {
+    float *x, *y, *z, *dy, *dx, *w, *dw, *r, *big, *big2, *work;
+    float *g, *k, *beta; /* the core's inputs: decays <= 1, unit keys, beta in (0, 1) */
+    uint16_t *xb, *wb;
+    uint8_t *tok;
+    dm_cuda_blas *blas;
+} bufs;
+
+#define NOPS 24
+static const char *op_name[NOPS] = {
+    "rmsnorm_fwd", "rmsnorm_bwd", "gatednorm_fwd", "gatednorm_bwd", "silu_l2norm_fwd",
+    "silu_l2norm_bwd", "conv_fwd", "conv_bwd", "gate_fwd", "gate_bwd", "swiglu_fwd",
+    "swiglu_bwd", "xent_fwd", "xent_bwd", "embed_fwd", "embed_bwd", "add", "bf16_round",
+    "mm_fp32_fwd", "mm_fp32_bwd_data", "mm_fp32_bwd_weight", "mm_bf16_fwd",
+    "mm_bf16_bwd_weight", "delta_serial_fwd"};
+/* bytes each moves at the least (elementwise and norms) or FLOPs (products, the core) */
+static double op_bytes(int op) {
+    const double f = 4.0 * NT * C;
+    const double b[NOPS] = {2 * f, 4 * f, 3 * f, 6 * f, 2 * f, 4 * f, 2 * f, 4 * f, 2 * f, 3 * f,
+                            3 * f, 5 * f, f, 2 * f, 2 * f, 2 * f, 3 * f, 1.5 * f, 0, 0, 0, 0, 0, 0};
+    return b[op];
+}
+static double op_flops(int op) {
+    if (op == 22) return 2.0 * NT * C * C;
+    if (op >= 18 && op <= 21) return 2.0 * NT * C * MLP;
+    if (op == 23) return 6.0 * NT * H * D * D; /* gate, error, update, output: ~3 dk dv MACs */
+    return 0;
+}
+
+static int run(int op, bufs *b) {
+    switch (op) {
+    case 0: return dm_cuda_rmsnorm_fwd(b->y, b->r, b->x, b->w, NT, C, 1e-5f, NULL);
+    case 1: return dm_cuda_rmsnorm_bwd(b->dx, b->dw, b->dy, b->x, b->w, b->r, NT, C, NULL);
+    case 2: return dm_cuda_gatednorm_fwd(b->y, b->r, b->x, b->z, b->w, NT * H, D, 1e-5f, 0, NULL);
+    case 3: return dm_cuda_gatednorm_bwd(b->dx, b->big, b->dw, b->dy, b->x, b->z, b->w, b->r,
+                                         NT * H, D, 0, NULL);
+    case 4: return dm_cuda_silu_l2norm_fwd(b->y, b->r, b->x, NT * H, D, 1e-6f, NULL);
+    case 5: return dm_cuda_silu_l2norm_bwd(b->dx, b->dy, b->y, b->r, b->x, NT * H, D, NULL);
+    case 6: return dm_cuda_conv_fwd(b->y, b->x, b->w, B, T, C, CW, NULL);
+    case 7: return dm_cuda_conv_bwd(b->dx, b->dw, b->dy, b->x, b->w, B, T, C, CW, NULL);
+    case 8: return dm_cuda_gate_fwd(b->y, b->x, b->w, b->w, NT, H, D, 0.0f, NULL);
+    case 9: return dm_cuda_gate_bwd(b->dx, b->dw, b->dw + H, b->dy, b->x, b->w, b->w, NT, H, D,
+                                    0.0f, NULL);
+    case 10: return dm_cuda_swiglu_fwd(b->y, b->x, b->z, (size_t)NT * C, NULL);
+    case 11: return dm_cuda_swiglu_bwd(b->dx, b->big, b->dy, b->x, b->z, (size_t)NT * C, NULL);
+    case 12: return dm_cuda_xent_fwd(b->r, (double *)b->work, b->x, b->tok, NT, V, NULL);
+    case 13: return dm_cuda_xent_bwd(b->dx, b->x, b->tok, NT, V, 1.0f / NT, NULL);
+    case 14: return dm_cuda_embed_fwd(b->y, b->tok, b->w, NT, C, NULL);
+    case 15: return dm_cuda_embed_bwd(b->dw, b->dy, b->tok, NT, C, NULL);
+    case 16: return dm_cuda_add_inplace(b->y, b->x, (size_t)NT * C, NULL);
+    case 17: return dm_cuda_bf16_from_f32(b->xb, b->x, (size_t)NT * C, NULL);
+    case 18: return dm_cuda_matmul_fwd(b->blas, 0, b->big, b->x, b->big2, NULL, NT, C, MLP, NULL);
+    case 19: return dm_cuda_matmul_bwd_data(b->blas, 0, b->dx, b->big, b->big2, NT, C, MLP, 0,
+                                            NULL);
+    case 20: return dm_cuda_matmul_bwd_weight(b->blas, 0, b->big2, NULL, b->big, NULL, b->x, NT,
+                                              C, MLP, NULL);
+    case 21: return dm_cuda_matmul_fwd(b->blas, 1, b->big, b->xb, b->wb, NULL, NT, C, MLP, NULL);
+    case 22: return dm_cuda_matmul_bwd_weight(b->blas, 1, b->big2, NULL, b->xb, NULL, b->xb,
+                                              NT, C, C, NULL);
+    default: {
+        dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
+        return dm_cuda_delta_serial_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,
+                                        NULL);
+    }
+    }
+}
+
+int main(int argc, char **argv) {
+    int rounds = 7, reps = 20;
+    const char *history = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--history") && i + 1 < argc) history = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_cuda [--rounds N] [--reps R] [--history FILE]\n");
+            return 2;
+        }
+    }
+    if (rounds < 1 || rounds > 100 || reps < 1) {
+        fprintf(stderr, "bench_cuda: --rounds 1..100, --reps >= 1\n");
+        return 2;
+    }
+    const char *why = dm_cuda_unavailable(0);
+    if (why) {
+        fprintf(stderr, "bench_cuda: no CUDA device (%s)\n", why);
+        return 1;
+    }
+    char gpu[256];
+    dm_cuda_device_name(0, gpu, sizeof gpu);
+    printf("# %s\n", gpu);
+    const size_t f = (size_t)NT * C * sizeof(float);
+    bufs b = {0};
+    /* inputs random normal (the core's made from them below) */
+    b.x = dev(f, -1), b.y = dev(f, -1), b.z = dev(f, -1), b.dy = dev(f, -1);
+    b.dx = dev(f, -1), b.w = dev(f, -1), b.dw = dev(f, -1), b.r = dev(f, -1);
+    b.big = dev((size_t)NT * MLP * 4, -1), b.big2 = dev((size_t)NT * MLP * 4, -1);
+    b.work = dev(64, 0), b.xb = dev(f, 0), b.wb = dev(f, 0), b.tok = dev(NT, 0x41);
+    int e0 = dm_cuda_bf16_from_f32(b.xb, b.x, (size_t)NT * C, NULL);
+    if (!e0) e0 = dm_cuda_bf16_from_f32(b.wb, b.z, (size_t)NT * C / 2, NULL);
+    /* g = -exp(A) softplus(u) <= 0, k = l2norm(z), beta = sigmoid(r) */
+    b.g = dev(f, 0), b.k = dev(f, 0), b.beta = dev((size_t)NT * H * 4, 0);
+    if (!e0) e0 = dm_cuda_gate_fwd(b.g, b.x, b.w, b.w, NT, H, D, 0.0f, NULL);
+    if (!e0) e0 = dm_cuda_l2norm_fwd(b.k, b.dx, b.z, NT * H, D, 1e-6f, NULL);
+    if (!e0) e0 = dm_cuda_sigmoid_fwd(b.beta, b.r, (size_t)NT * H, NULL);
+    if (!e0) e0 = dm_cuda_sync(NULL);
+    if (e0) {
+        fprintf(stderr, "bench_cuda: setup: %s\n", dm_cuda_error(e0));
+        return 1;
+    }
+    const char *bwhy = NULL;
+    b.blas = dm_cuda_blas_create(&bwhy);
+    if (!b.blas) {
+        fprintf(stderr, "bench_cuda: cuBLASLt: %s\n", bwhy);
+        return 1;
+    }
+    dm_history_row rows[NOPS];
+    static char cfg[NOPS][384];
+    printf("%-20s %10s %9s %10s %10s\n", "kernel", "us", "spread", "GB/s", "TFLOP/s");
+    for (int op = 0; op < NOPS; op++) {
+        int e = 0;
+        for (int i = 0; i < 3 && !e; i++) e = run(op, &b); /* warm up */
+        if (!e) e = dm_cuda_sync(NULL);
+        double t[100];
+        for (int r = 0; r < rounds && !e; r++) {
+            double t0 = now();
+            for (int i = 0; i < reps && !e; i++) e = run(op, &b);
+            if (!e) e = dm_cuda_sync(NULL);
+            t[r] = (now() - t0) / reps * 1e6;
+        }
+        if (e) {
+            fprintf(stderr, "bench_cuda: %s: %s\n", op_name[op], dm_cuda_error(e));
+            return 1;
+        }
+        double sp, us = dm_median(t, rounds, &sp);
+        double gbs = op_bytes(op) / us * 1e-3, tfl = op_flops(op) / us * 1e-6;
+        printf("%-20s %10.2f %9.2f %10.1f %10.2f\n", op_name[op], us, sp, gbs, tfl);
+        snprintf(cfg[op], sizeof cfg[op], "gpu=%s op=%s B=%d T=%d C=%d H=%d D=%d mlp=%d", gpu,
+                 op_name[op], B, T, C, H, D, MLP);
+        rows[op] = (dm_history_row){"bench:cuda", cfg[op], "us_per_launch", us, sp, rounds, NULL};
+    }
+    char err[256];
+    if (dm_history_report(stdout, history, rows, NOPS, err, sizeof err)) {
+        fprintf(stderr, "bench_cuda: %s\n", err);
+        return 1;
+    }
+    dm_cuda_blas_free(b.blas);
+    return 0;
+}
+#else
+int main(void) {
+    fprintf(stderr, "bench_cuda: no CUDA device (%s)\n", dm_cuda_unavailable(0));
+    return 1;
+}
+#endif
