@@ -459,6 +459,30 @@ static void matmul_case(int bf16) {
 static void matmul_fp32_body(void) { matmul_case(0); }
 static void matmul_bf16_body(void) { matmul_case(1); }
 
+/* ---- strided batches (Newton–Schulz's slices): X_i X_i^T of 6 slices [40, 96], fp32
+ * and bf16, against one CPU product per slice ---- */
+static void batched_body(void) {
+    enum { S = 6, R = 40, Cc = 96 };
+    float *x = randn((size_t)S * R * Cc, 39, 1.0f), *ref = t_alloc((size_t)S * R * R);
+    float *d_x = dput(x, (size_t)S * R * Cc);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        const void *op = operand(d_x, (size_t)S * R * Cc, bf16);
+        float *xr = t_alloc((size_t)S * R * Cc), *d_c = dpoison((size_t)S * R * R);
+        memcpy(xr, x, sizeof(float) * S * R * Cc);
+        if (bf16) dm_bf16_round(xr, xr, (size_t)S * R * Cc);
+        for (int i = 0; i < S; i++)
+            dm_gemm(0, 1, R, R, Cc, 1.0f, xr + (size_t)i * R * Cc, Cc, xr + (size_t)i * R * Cc, Cc,
+                    0.0f, ref + (size_t)i * R * R, R);
+        CU(dm_cuda_gemm_batched(blas(), bf16, 0, 1, R, R, Cc, 1.0f, op, Cc, (long long)R * Cc, op,
+                                Cc, (long long)R * Cc, 0.0f, d_c, R, (long long)R * R, S, NULL));
+        close_to(bf16 ? "batched X X^T bf16" : "batched X X^T fp32", d_c, ref, (size_t)S * R * R,
+                 bf16 ? 1e-6 : F32);
+        free(xr);
+    }
+    free(x), free(ref);
+    dfree_all();
+}
+
 /* ---- the token-serial delta core against the reference, KDA and GDN ---- */
 static void delta_case(int scalar_gate) {
     dm_delta_dims d = {.B = 2, .T = 19, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
@@ -507,6 +531,42 @@ static void delta_case(int scalar_gate) {
 }
 static void delta_kda_body(void) { delta_case(0); }
 static void delta_gdn_body(void) { delta_case(1); }
+
+/* ---- the optimizer: the gradient's sum of squares (in double) and AdamW against
+ * optim.c's update computed here in double ---- */
+static void optim_body(void) {
+    enum { n = 100003 };
+    float *g = randn(n, 60, 1.0f), *p = randn(n, 61, 1.0f);
+    double ref = 0.0, *d_out = dalloc(sizeof(double)), sum = NAN;
+    for (size_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
+    CU(dm_cuda_sumsq(d_out, dput(g, n), n, dalloc(DM_CUDA_SUMSQ_BLOCKS * sizeof(double)), NULL));
+    CU(dm_cuda_sync(NULL));
+    CU(dm_cuda_download(&sum, d_out, sizeof sum, NULL));
+    printf("  sum of squares gpu %.17g ref %.17g\n", sum, ref);
+    CHECKF(fabs(sum - ref) <= 1e-12 * ref, "sum of squares %.17g vs %.17g", sum, ref);
+    const float lr = 0.01f, wd = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, gs = 0.5f;
+    double *pd = t_allocd(n), *m1 = t_allocd(n), *m2 = t_allocd(n);
+    t_to_double(pd, p, n);
+    float *d_p = dput(p, n), *d_g = dput(g, n), *d_m1 = dalloc(4 * n), *d_m2 = dalloc(4 * n);
+    CU(dm_cuda_zero(d_m1, 4 * n, NULL));
+    CU(dm_cuda_zero(d_m2, 4 * n, NULL));
+    for (long t = 1; t <= 3; t++) {
+        CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, lr, wd, b1, b2, eps, t, gs, NULL));
+        double k1 = 1.0 / (1.0 - pow(b1, (double)t)), k2 = 1.0 / (1.0 - pow(b2, (double)t));
+        for (size_t i = 0; i < n; i++) {
+            double gi = (double)g[i] * gs;
+            m1[i] = b1 * m1[i] + (1.0 - b1) * gi;
+            m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi;
+            pd[i] = pd[i] * (1.0 - (double)lr * wd) - lr * m1[i] * k1 / (sqrt(m2[i] * k2) + eps);
+        }
+    }
+    float *hp = dget(d_p, n), *hm = dget(d_m1, n);
+    double rp = t_rel_rms(hp, pd, n), rm = t_rel_rms(hm, m1, n);
+    printf("  adamw 3 steps: p rel rms %.3g, m1 %.3g\n", rp, rm);
+    CHECKF(t_all_finite(hp, n) && rp <= F32 && rm <= F32, "adamw: p %.3g m1 %.3g", rp, rm);
+    free(g), free(p), free(pd), free(m1), free(m2), free(hp), free(hm);
+    dfree_all();
+}
 
 /* ---- the same bits when a launch repeats: the ops with reductions ---- */
 static int same_bits(const float *a, const float *b, size_t n) {
@@ -570,6 +630,8 @@ TEST(cuda_gate) { GPU_CASE(gate_body); }
 TEST(cuda_xent) { GPU_CASE(xent_body); }
 TEST(cuda_matmul_fp32) { GPU_CASE(matmul_fp32_body); }
 TEST(cuda_matmul_bf16) { GPU_CASE(matmul_bf16_body); }
+TEST(cuda_gemm_batched) { GPU_CASE(batched_body); }
 TEST(cuda_delta_serial_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_serial_gdn) { GPU_CASE(delta_gdn_body); }
+TEST(cuda_optim_adamw_sumsq) { GPU_CASE(optim_body); }
 TEST(cuda_repeat_bitwise) { GPU_CASE(repeat_body); }

@@ -22,7 +22,8 @@
 #define BLAS_CACHE 256                    /* shapes whose algorithm is kept */
 
 typedef struct {
-    int bf16, ta, tb, M, N, K, lda, ldb, ldc, align;
+    int bf16, ta, tb, M, N, K, lda, ldb, ldc, align, batch;
+    long long sa, sb, sc;
     cublasLtMatmulAlgo_t algo;
 } blas_choice;
 
@@ -77,10 +78,28 @@ static int alignment(const void *A, const void *B, const void *C) {
         }                                                                                \
     } while (0)
 
+/* a layout of `batch` matrices `stride` elements apart */
+static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int batch, long long stride) {
+    if (batch == 1) return CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t st =
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    return cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                            &stride, sizeof stride);
+}
+
 int dm_cuda_gemm(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
                  float alpha, const void *A, int lda, const void *B, int ldb, float beta,
                  float *C, int ldc, dm_cuda_stream s) {
-    if (M <= 0 || N <= 0) return 0;
+    return dm_cuda_gemm_batched(b, bf16, transA, transB, M, N, K, alpha, A, lda, 0, B, ldb, 0,
+                                beta, C, ldc, 0, 1, s);
+}
+
+int dm_cuda_gemm_batched(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
+                         float alpha, const void *A, int lda, long long strideA, const void *B,
+                         int ldb, long long strideB, float beta, float *C, int ldc,
+                         long long strideC, int batch, dm_cuda_stream s) {
+    if (M <= 0 || N <= 0 || batch <= 0) return 0;
     if (K <= 0) return DM_CUDA_EBADSHAPE; /* C = beta C: not a product; callers skip it */
     int err = 0;
     cublasLtMatmulDesc_t desc = NULL;
@@ -98,13 +117,17 @@ int dm_cuda_gemm(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N
     LT(cublasLtMatrixLayoutCreate(&la, in_t, transB ? K : N, transB ? N : K, ldb));
     LT(cublasLtMatrixLayoutCreate(&lb, in_t, transA ? M : K, transA ? K : M, lda));
     LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, M, ldc));
+    LT(set_batch(la, batch, strideB));
+    LT(set_batch(lb, batch, strideA));
+    LT(set_batch(lc, batch, strideC));
 
     int align = alignment(A, B, C);
     blas_choice *ch = NULL;
     for (int i = 0; i < b->n; i++) {
         blas_choice *c = &b->cache[i];
         if (c->bf16 == bf16 && c->ta == transA && c->tb == transB && c->M == M && c->N == N &&
-            c->K == K && c->lda == lda && c->ldb == ldb && c->ldc == ldc && c->align == align) {
+            c->K == K && c->lda == lda && c->ldb == ldb && c->ldc == ldc && c->align == align &&
+            c->batch == batch && c->sa == strideA && c->sb == strideB && c->sc == strideC) {
             ch = c;
             break;
         }
@@ -140,7 +163,7 @@ int dm_cuda_gemm(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N
         algo = res.algo;
         if (b->n < BLAS_CACHE)
             b->cache[b->n++] = (blas_choice){bf16, transA, transB, M, N, K, lda, ldb, ldc,
-                                             align, algo};
+                                             align, batch, strideA, strideB, strideC, algo};
     }
     LT(cublasLtMatmul(b->lt, desc, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &algo, b->ws,
                       BLAS_WORKSPACE, s));

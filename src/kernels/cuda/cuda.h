@@ -156,6 +156,12 @@ void dm_cuda_blas_free(dm_cuda_blas *b);
 int dm_cuda_gemm(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
                  float alpha, const void *A, int lda, const void *B, int ldb, float beta,
                  float *C, int ldc, dm_cuda_stream s);
+/* `batch` such products at once, matrix i of A, B and C at A + i strideA (elements) and so
+ * on: the head-wise slices of Newton–Schulz (cuBLASLt's strided batches) */
+int dm_cuda_gemm_batched(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
+                         float alpha, const void *A, int lda, long long strideA, const void *B,
+                         int ldb, long long strideB, float beta, float *C, int ldc,
+                         long long strideC, int batch, dm_cuda_stream s);
 /* the dense layer of dm_matmul_* ([out, in] weights; in, W, dout f32 or bf16 as `bf16`):
  * out[N,O] = in[N,K] W[O,K]^T (+ bias[O], f32, when bias != NULL) */
 int dm_cuda_matmul_fwd(dm_cuda_blas *b, int bf16, float *out, const void *in, const void *W,
@@ -171,6 +177,18 @@ int dm_cuda_matmul_bwd_weight(dm_cuda_blas *b, int bf16, float *dW, float *dbias
 /* the bias companions (elementwise.cu): out[N,O] += bias;  dbias[O] += sum_n dout[n,:] */
 int dm_cuda_bias_add(float *out, const float *bias, int N, int O, dm_cuda_stream s);
 int dm_cuda_bias_grad(float *dbias, const float *dout, int N, int O, dm_cuda_stream s);
+
+/* ---- the optimizer's elementwise part (elementwise.cu) ----
+ * *out (device double) = sum_i x[i]^2 in double: DM_CUDA_SUMSQ_BLOCKS fixed slices of x
+ * (their bounds set by n alone), each summed by one block in a fixed tree into work
+ * [DM_CUDA_SUMSQ_BLOCKS doubles], then those in a fixed tree: the gradient norm's square */
+#define DM_CUDA_SUMSQ_BLOCKS 256
+int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work, dm_cuda_stream s);
+/* AdamW on one tensor of n floats (optim.c's update): with gi = g gscale,
+ * m1 = b1 m1 + (1-b1) gi;  m2 = b2 m2 + (1-b2) gi^2;
+ * p = p (1 - lr wd) - lr (m1 c1) / (sqrt(m2 c2) + eps),  c1, c2 = 1/(1 - b1^t), 1/(1 - b2^t) */
+int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
+                  float b1, float b2, float eps, long t, float gscale, dm_cuda_stream s);
 
 /* ---- the delta-rule core, token-serial (delta.cu): the GPU's oracle of the core ----
  * The recurrence of kernels/ref/delta_ref.c, one block per (b,h) pair, the state in

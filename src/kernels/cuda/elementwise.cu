@@ -187,3 +187,49 @@ extern "C" int dm_cuda_bias_grad(float *dbias, const float *dout, int N, int O,
                                  dm_cuda_stream s) {
     return dm_colsum<float>(dbias, N, O, read_term{dout, O}, s);
 }
+
+/* ---- the optimizer: the gradient's sum of squares and AdamW ---- */
+static __global__ void k_sumsq_part(double *work, const float *x, size_t n, size_t per) {
+    size_t s = (size_t)blockIdx.x * per, e = s + per < n ? s + per : n;
+    double acc = 0.0;
+    for (size_t i = s + threadIdx.x; i < e; i += DM_BS_THREADS) acc += (double)x[i] * x[i];
+    double total = dm_block_sum<double>(acc);
+    if (threadIdx.x == 0) work[blockIdx.x] = total;
+}
+static __global__ void k_sumsq_total(double *out, const double *work) {
+    double total = dm_block_sum<double>(threadIdx.x < DM_CUDA_SUMSQ_BLOCKS ? work[threadIdx.x] : 0.0);
+    if (threadIdx.x == 0) *out = total;
+}
+extern "C" int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work,
+                             dm_cuda_stream s) {
+    static_assert(DM_CUDA_SUMSQ_BLOCKS == DM_BS_THREADS, "one thread per slice in the total");
+    size_t per = (n + DM_CUDA_SUMSQ_BLOCKS - 1) / DM_CUDA_SUMSQ_BLOCKS;
+    k_sumsq_part<<<DM_CUDA_SUMSQ_BLOCKS, DM_BS_THREADS, 0, s>>>(work, x, n, per);
+    int err = dm_launched();
+    if (err) return err;
+    k_sumsq_total<<<1, DM_BS_THREADS, 0, s>>>(out, work);
+    return dm_launched();
+}
+
+static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, float lr,
+                               float decay, float b1, float b2, float eps, float c1, float c2,
+                               float gscale, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        float gi = g[i] * gscale;
+        float a = b1 * m1[i] + (1.0f - b1) * gi, v = b2 * m2[i] + (1.0f - b2) * gi * gi;
+        m1[i] = a;
+        m2[i] = v;
+        p[i] = p[i] * decay - lr * (a * c1) / (sqrtf(v * c2) + eps);
+    }
+}
+extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr,
+                             float wd, float b1, float b2, float eps, long t, float gscale,
+                             dm_cuda_stream s) {
+    if (n == 0) return 0;
+    /* the bias corrections as the CPU computes them (in double, on the host) */
+    float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
+    float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
+    k_adamw<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(p, g, m1, m2, lr, 1.0f - lr * wd, b1, b2,
+                                                      eps, c1, c2, gscale, n);
+    return dm_launched();
+}
