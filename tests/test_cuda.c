@@ -13,6 +13,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/ref/ref.h"
+#include "optim/ns.h"
 
 /* the probe of device 0: 1 (the case skipped, with the reason) when it cannot run */
 static int no_gpu(void) {
@@ -483,6 +484,39 @@ static void batched_body(void) {
     dfree_all();
 }
 
+/* ---- Newton–Schulz on a stack, wide and tall slices, both schedules, a zero slice,
+ * against optim/ns.c's f32 dm_ns ---- */
+static void ns_body(void) {
+    const int shapes[2][2] = {{32, 80}, {72, 24}};
+    const dm_ns_sched scheds[2] = {DM_NS_QUINTIC5, DM_NS_POLAR5};
+    for (int si = 0; si < 2; si++)
+        for (int k = 0; k < 2; k++) {
+            dm_ns_sched sc = scheds[k];
+            enum { S = 5 };
+            int rows = shapes[si][0], cols = shapes[si][1], steps = dm_ns_sched_steps(sc);
+            size_t len = (size_t)rows * cols;
+            float *G = randn(S * len, 70 + si, 0.02f), *ref = t_alloc(S * len);
+            memset(G + 2 * len, 0, len * sizeof(float)); /* slice 2: zero in, zero out */
+            float *cw = t_alloc(dm_ns_work(S, rows, cols));
+            dm_ns(ref, G, S, rows, cols, sc, cw);
+            float abc[8][3];
+            for (int t = 0; t < steps && t < 8; t++) {
+                double c[3];
+                dm_ns_sched_coeffs(sc, t, c);
+                for (int j = 0; j < 3; j++) abc[t][j] = (float)c[j];
+            }
+            float *d_G = dput(G, S * len), *d_out = dpoison(S * len);
+            float *d_w = dpoison(dm_cuda_ns_work(S, rows, cols));
+            CU(dm_cuda_ns(blas(), d_out, d_G, S, rows, cols, (const float(*)[3])abc, steps,
+                          dm_ns_sched_safety(sc), d_w, NULL));
+            char what[64];
+            snprintf(what, sizeof what, "ns %s [%d,%d] x %d", dm_ns_sched_name(sc), rows, cols, S);
+            close_to(what, d_out, ref, S * len, F32);
+            free(G), free(ref), free(cw);
+            dfree_all();
+        }
+}
+
 /* ---- the token-serial delta core against the reference, KDA and GDN ---- */
 static void delta_case(int scalar_gate) {
     dm_delta_dims d = {.B = 2, .T = 19, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
@@ -498,7 +532,9 @@ static void delta_case(int scalar_gate) {
     t_fill_uniform(g, ng, 46, -1.0f, -0.01f);
     t_fill_uniform(beta, ns, 47, 0.1f, 1.0f);
     /* unit keys, as the mixer gives the core */
-    dm_l2norm_fwd(k, t_alloc(nk / d.dk), k, (int)(nk / d.dk), d.dk, 1e-6f);
+    float *rn = t_alloc(nk / d.dk);
+    dm_l2norm_fwd(k, rn, k, (int)(nk / d.dk), d.dk, 1e-6f);
+    free(rn);
     float *o = t_alloc(nv), *hT = t_alloc(nh);
     dm_delta_ref_fwd(&d, q, k, v, g, beta, h0, o, hT, 1);
     float *d_q = dput(q, nk), *d_k = dput(k, nk), *d_v = dput(v, nv), *d_g = dput(g, ng);
@@ -584,10 +620,10 @@ static void repeat_body(void) {
     dm_cuda_rmsnorm_fwd(dpoison((size_t)N * C), d_r, d_x, d_w, N, C, 1e-5f, NULL);
     for (int i = 0; i < 2; i++) { /* weight gradients of RMSNorm, the gate and a product */
         out[i] = dalloc((size_t)N * C * sizeof(float));
-        dw[i] = dalloc(C * sizeof(float));
+        dw[i] = dalloc((C + H) * sizeof(float)); /* RMSNorm's dw [C]; the gate's dA_log [H] */
         dW[i] = dalloc((size_t)C * C * sizeof(float));
         CU(dm_cuda_zero(out[i], (size_t)N * C * sizeof(float), NULL));
-        CU(dm_cuda_zero(dw[i], C * sizeof(float), NULL));
+        CU(dm_cuda_zero(dw[i], (C + H) * sizeof(float), NULL));
         CU(dm_cuda_zero(dW[i], (size_t)C * C * sizeof(float), NULL));
         CU(dm_cuda_rmsnorm_bwd(out[i], dw[i], d_dy, d_x, d_w, d_r, N, C, NULL));
         CU(dm_cuda_gate_bwd(out[i], dw[i], dw[i] + H, d_dy, d_x, d_w, d_w, N, H, D, 0.0f, NULL));
@@ -596,7 +632,7 @@ static void repeat_body(void) {
                                      d_dy, operand(d_x, (size_t)N * C, 1), N, C, C, NULL));
     }
     CHECKF(same_bits(out[0], out[1], (size_t)N * C), "input gradients differ between runs");
-    CHECKF(same_bits(dw[0], dw[1], C), "RMSNorm/gate parameter gradients differ between runs");
+    CHECKF(same_bits(dw[0], dw[1], C + H), "RMSNorm/gate parameter gradients differ between runs");
     CHECKF(same_bits(dW[0], dW[1], (size_t)C * C), "weight gradients differ between runs");
     /* the delta core's backward twice */
     dm_delta_dims d = {.B = 1, .T = 64, .H = 2, .dk = 64, .dv = 64, .scale = 0.125f};
@@ -605,13 +641,19 @@ static void repeat_body(void) {
     t_fill_uniform(gd, nk, 53, -0.5f, -0.01f);
     t_fill_uniform(bd, ns, 54, 0.1f, 1.0f);
     float *d_g = dput(gd, nk), *d_bt = dput(bd, ns), *dq[2];
+    /* unit keys (the recurrence is stable for |k| = 1, beta in (0, 1]) */
+    float *d_k = dpoison(nk), *d_rn = dpoison(nk / 64);
+    CU(dm_cuda_l2norm_fwd(d_k, d_rn, d_x + nk, (int)(nk / 64), 64, 1e-6f, NULL));
     for (int i = 0; i < 2; i++) {
         float *tmp = dalloc(nk * 4 * sizeof(float) + ns * sizeof(float));
         dq[i] = tmp;
-        CU(dm_cuda_delta_serial_bwd(&d, d_x, d_x + nk, d_x + 2 * nk, d_g, d_bt, NULL, d_dy, NULL,
+        CU(dm_cuda_delta_serial_bwd(&d, d_x, d_k, d_x + 2 * nk, d_g, d_bt, NULL, d_dy, NULL,
                                     tmp, tmp + nk, tmp + 2 * nk, tmp + 3 * nk, tmp + 4 * nk, NULL,
                                     dpoison(dm_cuda_delta_serial_bwd_work(&d)), NULL));
     }
+    float *hq = dget(dq[0], nk * 4 + ns);
+    CHECKF(t_all_finite(hq, nk * 4 + ns), "the delta core's gradients are not finite");
+    free(hq);
     CHECKF(same_bits(dq[0], dq[1], nk * 4 + ns), "the delta core's gradients differ between runs");
     free(x), free(dy), free(w), free(gd), free(bd);
     dfree_all();
@@ -631,6 +673,7 @@ TEST(cuda_xent) { GPU_CASE(xent_body); }
 TEST(cuda_matmul_fp32) { GPU_CASE(matmul_fp32_body); }
 TEST(cuda_matmul_bf16) { GPU_CASE(matmul_bf16_body); }
 TEST(cuda_gemm_batched) { GPU_CASE(batched_body); }
+TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
 TEST(cuda_delta_serial_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_serial_gdn) { GPU_CASE(delta_gdn_body); }
 TEST(cuda_optim_adamw_sumsq) { GPU_CASE(optim_body); }

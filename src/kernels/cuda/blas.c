@@ -145,14 +145,11 @@ int dm_cuda_gemm_batched(dm_cuda_blas *b, int bf16, int transA, int transB, int 
                                                 &ws, sizeof ws));
         LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                 &schemes, sizeof schemes));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                &al, sizeof al));
+        const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4; i++)
+            LT(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &al, sizeof al));
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
         LT(cublasLtMatmulAlgoGetHeuristic(b->lt, desc, la, lb, lc, lc, pref, 1, &res, &found));
@@ -198,5 +195,43 @@ int dm_cuda_matmul_bwd_weight(dm_cuda_blas *b, int bf16, float *dW, float *dbias
     if (N <= 0) return 0;
     int err = dm_cuda_gemm(b, bf16, 1, 0, O, K, N, 1.0f, dout, O, in, K, 1.0f, dW, K, s);
     if (!err && dbias) err = dm_cuda_bias_grad(dbias, dout_f32, N, O, s);
+    return err;
+}
+
+/* Newton–Schulz: work = [X ping-pong: n len][A: n m m][B: n m m][norms: n doubles] */
+size_t dm_cuda_ns_work(int n, int rows, int cols) {
+    size_t len = (size_t)rows * cols, m = (size_t)(rows < cols ? rows : cols);
+    return (size_t)n * (len + 2 * m * m + 2);
+}
+
+int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
+               const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return 0;
+    const int wide = rows <= cols, m = wide ? rows : cols;
+    const long long len = (long long)rows * cols, mm = (long long)m * m;
+    float *A = work + (size_t)n * len, *B = A + (size_t)n * mm;
+    double *norms = (double *)(B + (size_t)n * mm);
+    /* ping-pong between out and work so that the last step lands in out (X0 into work
+     * when the step count is odd; safe when out == G: the scaling is elementwise) */
+    float *buf[2] = {out, work};
+    int cur = steps & 1;
+    int err = dm_cuda_ns_scale(buf[cur], norms, G, n, (size_t)len, safety, s);
+    for (int t = 0; t < steps && !err; t++) {
+        const float *X = buf[cur];
+        float *Y = buf[cur ^ 1];
+        err = dm_cuda_gemm_batched(b, 0, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols,
+                                   len, X, cols, len, 0.0f, A, m, mm, n, s);
+        if (!err) err = dm_cuda_ns_linear(B, A, n, m, abc[t][0], abc[t][1], s);
+        if (!err)
+            err = dm_cuda_gemm_batched(b, 0, 0, 0, m, m, m, abc[t][2], A, m, mm, A, m, mm, 1.0f, B,
+                                       m, mm, n, s);
+        if (!err && wide)
+            err = dm_cuda_gemm_batched(b, 0, 0, 0, rows, cols, m, 1.0f, B, m, mm, X, cols, len,
+                                       0.0f, Y, cols, len, n, s);
+        else if (!err)
+            err = dm_cuda_gemm_batched(b, 0, 0, 1, rows, cols, m, 1.0f, X, cols, len, B, m, mm,
+                                       0.0f, Y, cols, len, n, s);
+        cur ^= 1;
+    }
     return err;
 }

@@ -190,6 +190,23 @@ int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work, dm_cuda_s
 int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
                   float b1, float b2, float eps, long t, float gscale, dm_cuda_stream s);
 
+/* ---- Newton–Schulz on a stack of slices (blas.c; docs/muon.md, optim/ns.h) ----
+ * out[n,rows,cols] = NS(G[n,rows,cols]) slice by slice, optim/ns.c's f32 algorithm with
+ * every product one strided-batched product over the n slices:
+ *   X0 = G / (safety ||G||_F) (the norm per slice, in double; a zero slice gives zeros);
+ *   for t < steps: A = X X^T (X^T X when tall);  B = b A + a I;  B += c A A;
+ *                  X = B X (X B^T when tall).
+ * abc: the schedule's (a, b, c) per step, host memory (dm_ns_sched_coeffs' values, as
+ * floats). out may equal G. work: dm_cuda_ns_work floats of device memory. */
+size_t dm_cuda_ns_work(int n, int rows, int cols);
+int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
+               const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s);
+/* the elementwise parts (elementwise.cu): per slice, sumsq[i] = ||G_i||^2 (double, a fixed
+ * tree) and X = G / (safety ||G_i||) (0 where the norm is 0); B = b A + a I per slice */
+int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len, double safety,
+                     dm_cuda_stream s);
+int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b, dm_cuda_stream s);
+
 /* ---- the delta-rule core, token-serial (delta.cu): the GPU's oracle of the core ----
  * The recurrence of kernels/ref/delta_ref.c, one block per (b,h) pair, the state in
  * shared memory, every sum in the reference's order. Shapes as dm_delta_dims says (q, k

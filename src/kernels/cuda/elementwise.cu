@@ -233,3 +233,43 @@ extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, siz
                                                       eps, c1, c2, gscale, n);
     return dm_launched();
 }
+
+/* ---- Newton–Schulz's elementwise parts ---- */
+static __global__ void k_slice_sumsq(double *sumsq, const float *G, size_t len) {
+    const float *g = G + (size_t)blockIdx.x * len;
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < len; i += DM_BS_THREADS) acc += (double)g[i] * g[i];
+    double total = dm_block_sum<double>(acc);
+    if (threadIdx.x == 0) sumsq[blockIdx.x] = total;
+}
+static __global__ void k_slice_scale(float *X, const double *sumsq, const float *G, size_t len,
+                                     double safety, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        double norm = sqrt(sumsq[i / len]);
+        double inv = norm == 0.0 ? 0.0 : 1.0 / (safety * norm); /* polar(0) := 0 */
+        X[i] = (float)((double)G[i] * inv);
+    }
+}
+extern "C" int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len,
+                                double safety, dm_cuda_stream s) {
+    if (n <= 0 || len == 0) return 0;
+    k_slice_sumsq<<<n, DM_BS_THREADS, 0, s>>>(sumsq, G, len);
+    int err = dm_launched();
+    if (err) return err;
+    size_t total = (size_t)n * len;
+    k_slice_scale<<<dm_ew_blocks(total), DM_EW_THREADS, 0, s>>>(X, sumsq, G, len, safety, total);
+    return dm_launched();
+}
+/* B = b A, then + a on the diagonal: two roundings, as the CPU's (no fused multiply-add) */
+static __global__ void k_ns_linear(float *B, const float *A, int m, float a, float b, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        size_t e = i % ((size_t)m * m);
+        float v = __fmul_rn(b, A[i]);
+        B[i] = e / m == e % m ? v + a : v;
+    }
+}
+extern "C" int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b,
+                                 dm_cuda_stream s) {
+    size_t total = (size_t)n * m * m;
+    EW_LAUNCH(k_ns_linear, total, B, A, m, a, b);
+}
