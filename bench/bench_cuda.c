@@ -15,6 +15,7 @@
 #include "check.h" /* t_fill_normal */
 #include "io/history.h"
 #include "kernels/cuda/cuda.h"
+#include "optim/ns.h" /* the schedule's coefficients */
 
 #if DM_HAVE_CUDA
 enum { B = 8, T = 512, NT = B * T, C = 256, H = 4, D = 64, MLP = 768, V = 256, CW = 4 };
@@ -54,24 +55,29 @@ typedef struct {
     dm_cuda_blas *blas;
 } bufs;
 
-#define NOPS 24
+#define NOPS 27
 static const char *op_name[NOPS] = {
     "rmsnorm_fwd", "rmsnorm_bwd", "gatednorm_fwd", "gatednorm_bwd", "silu_l2norm_fwd",
     "silu_l2norm_bwd", "conv_fwd", "conv_bwd", "gate_fwd", "gate_bwd", "swiglu_fwd",
     "swiglu_bwd", "xent_fwd", "xent_bwd", "embed_fwd", "embed_bwd", "add", "bf16_round",
     "mm_fp32_fwd", "mm_fp32_bwd_data", "mm_fp32_bwd_weight", "mm_bf16_fwd",
-    "mm_bf16_bwd_weight", "delta_serial_fwd"};
+    "mm_bf16_bwd_weight", "delta_serial_fwd", "adamw", "ns_4x64x256", "ns_1x256x768"};
 /* bytes each moves at the least (elementwise and norms) or FLOPs (products, the core) */
 static double op_bytes(int op) {
     const double f = 4.0 * NT * C;
     const double b[NOPS] = {2 * f, 4 * f, 3 * f, 6 * f, 2 * f, 4 * f, 2 * f, 4 * f, 2 * f, 3 * f,
-                            3 * f, 5 * f, f, 2 * f, 2 * f, 2 * f, 3 * f, 1.5 * f, 0, 0, 0, 0, 0, 0};
+                            3 * f, 5 * f, f, 2 * f, 2 * f, 2 * f, 3 * f, 1.5 * f, 0, 0, 0, 0, 0, 0,
+                            7 * f, 0, 0};
     return b[op];
 }
 static double op_flops(int op) {
     if (op == 22) return 2.0 * NT * C * C;
     if (op >= 18 && op <= 21) return 2.0 * NT * C * MLP;
     if (op == 23) return 6.0 * NT * H * D * D; /* gate, error, update, output: ~3 dk dv MACs */
+    if (op == 25 || op == 26) { /* per step: 2 m^2 k (gram) + 2 m^3 (A^2) + 2 m^2 k (B X) */
+        double n = op == 25 ? 4 : 1, m = op == 25 ? 64 : 256, k = op == 25 ? 256 : 768;
+        return 5 * n * (4 * m * m * k + 2 * m * m * m);
+    }
     return 0;
 }
 
@@ -105,6 +111,21 @@ static int run(int op, bufs *b) {
     case 21: return dm_cuda_matmul_fwd(b->blas, 1, b->big, b->xb, b->wb, NULL, NT, C, MLP, NULL);
     case 22: return dm_cuda_matmul_bwd_weight(b->blas, 1, b->big2, NULL, b->xb, NULL, b->xb,
                                               NT, C, C, NULL);
+    case 24: /* the moments in big and big2: NT C floats each (a d2-sized AdamW share) */
+        return dm_cuda_adamw(b->y, b->dy, b->big, b->big2, (size_t)NT * C, 1e-3f, 0.1f, 0.9f,
+                             0.95f, 1e-8f, 10, 1.0f, NULL);
+    case 25:
+    case 26: {
+        float abc[5][3];
+        for (int t = 0; t < 5; t++) {
+            double c[3];
+            dm_ns_sched_coeffs(DM_NS_QUINTIC5, t, c);
+            for (int j = 0; j < 3; j++) abc[t][j] = (float)c[j];
+        }
+        int n = op == 25 ? 4 : 1, rows = op == 25 ? 64 : 256, cols = op == 25 ? 256 : 768;
+        return dm_cuda_ns(b->blas, b->dx, b->x, n, rows, cols, (const float(*)[3])abc, 5, 1.0,
+                          b->big, NULL);
+    }
     default: {
         dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
         return dm_cuda_delta_serial_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,

@@ -65,6 +65,25 @@ int dm_cuda_sync(dm_cuda_stream s); /* waits for the stream; its first error */
 int dm_cuda_stream_create(dm_cuda_stream *s);
 int dm_cuda_stream_destroy(dm_cuda_stream s);
 
+/* ---- events and graphs (runtime.c) ----
+ * An event pair times the work a stream ran between two records (the atlas' per-op
+ * times): dm_cuda_timer_ms waits for the second and gives the milliseconds between. */
+typedef struct dm_cuda_timer dm_cuda_timer;
+int dm_cuda_timer_create(dm_cuda_timer **t);
+void dm_cuda_timer_free(dm_cuda_timer *t);
+int dm_cuda_timer_start(dm_cuda_timer *t, dm_cuda_stream s);
+int dm_cuda_timer_stop(dm_cuda_timer *t, dm_cuda_stream s);
+int dm_cuda_timer_ms(dm_cuda_timer *t, float *ms);
+/* A captured sequence of launches replayed as one graph (small models are launch-bound):
+ * dm_cuda_capture_begin(s) ... the launches on s (a created stream, not NULL) ...
+ * dm_cuda_capture_end(s, &g) instantiates them; dm_cuda_graph_launch(g, s) replays them
+ * with the same pointers and shapes. Kernels here allocate nothing, as capture needs. */
+typedef struct dm_cuda_graph dm_cuda_graph;
+int dm_cuda_capture_begin(dm_cuda_stream s);
+int dm_cuda_capture_end(dm_cuda_stream s, dm_cuda_graph **g);
+int dm_cuda_graph_launch(dm_cuda_graph *g, dm_cuda_stream s);
+void dm_cuda_graph_free(dm_cuda_graph *g);
+
 /* ---- bf16 (elementwise.cu) ----
  * dst[n] = bf16(src): dm_bf16_from_f32's bits (round to nearest even, NaN stays NaN) */
 int dm_cuda_bf16_from_f32(uint16_t *dst, const float *src, size_t n, dm_cuda_stream s);

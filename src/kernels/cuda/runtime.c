@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kernels/cuda/cuda.h"
 
@@ -110,3 +111,77 @@ int dm_cuda_stream_create(dm_cuda_stream *s) {
 }
 
 int dm_cuda_stream_destroy(dm_cuda_stream s) { return s ? (int)cudaStreamDestroy(s) : 0; }
+
+struct dm_cuda_timer {
+    cudaEvent_t a, b;
+};
+
+int dm_cuda_timer_create(dm_cuda_timer **t) {
+    *t = calloc(1, sizeof **t);
+    if (!*t) return (int)cudaErrorMemoryAllocation;
+    cudaError_t e = cudaEventCreate(&(*t)->a);
+    if (e == cudaSuccess) e = cudaEventCreate(&(*t)->b);
+    if (e != cudaSuccess) {
+        dm_cuda_timer_free(*t);
+        *t = NULL;
+    }
+    return (int)e;
+}
+
+void dm_cuda_timer_free(dm_cuda_timer *t) {
+    if (!t) return;
+    if (t->a) cudaEventDestroy(t->a);
+    if (t->b) cudaEventDestroy(t->b);
+    free(t);
+}
+
+int dm_cuda_timer_start(dm_cuda_timer *t, dm_cuda_stream s) { return (int)cudaEventRecord(t->a, s); }
+int dm_cuda_timer_stop(dm_cuda_timer *t, dm_cuda_stream s) { return (int)cudaEventRecord(t->b, s); }
+
+int dm_cuda_timer_ms(dm_cuda_timer *t, float *ms) {
+    cudaError_t e = cudaEventSynchronize(t->b);
+    return (int)(e != cudaSuccess ? e : cudaEventElapsedTime(ms, t->a, t->b));
+}
+
+struct dm_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+int dm_cuda_capture_begin(dm_cuda_stream s) {
+    /* ThreadLocal: this thread's unsafe calls (a synchronous copy, say) fail the capture;
+     * other threads' do not */
+    return (int)cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+}
+
+int dm_cuda_capture_end(dm_cuda_stream s, dm_cuda_graph **g) {
+    *g = NULL;
+    dm_cuda_graph *r = calloc(1, sizeof *r);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    if (!r) {
+        if (graph) cudaGraphDestroy(graph);
+        return (int)cudaErrorMemoryAllocation;
+    }
+    if (e == cudaSuccess) {
+        r->graph = graph;
+        e = cudaGraphInstantiate(&r->exec, graph, 0);
+    }
+    if (e != cudaSuccess) {
+        dm_cuda_graph_free(r);
+        return (int)e;
+    }
+    *g = r;
+    return 0;
+}
+
+int dm_cuda_graph_launch(dm_cuda_graph *g, dm_cuda_stream s) {
+    return (int)cudaGraphLaunch(g->exec, s);
+}
+
+void dm_cuda_graph_free(dm_cuda_graph *g) {
+    if (!g) return;
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    if (g->graph) cudaGraphDestroy(g->graph);
+    free(g);
+}
