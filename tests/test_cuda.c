@@ -568,8 +568,9 @@ static void delta_case(int scalar_gate) {
 static void delta_kda_body(void) { delta_case(0); }
 static void delta_gdn_body(void) { delta_case(1); }
 
-/* ---- the optimizer: the gradient's sum of squares (in double) and AdamW against
- * optim.c's update computed here in double ---- */
+/* ---- the optimizer: the gradient's sum of squares (in double), AdamW and Muon's
+ * momentum and weight step against optim.c's and muon.c's updates computed here in
+ * double ---- */
 static void optim_body(void) {
     enum { n = 100003 };
     float *g = randn(n, 60, 1.0f), *p = randn(n, 61, 1.0f);
@@ -600,7 +601,30 @@ static void optim_body(void) {
     double rp = t_rel_rms(hp, pd, n), rm = t_rel_rms(hm, m1, n);
     printf("  adamw 3 steps: p rel rms %.3g, m1 %.3g\n", rp, rm);
     CHECKF(t_all_finite(hp, n) && rp <= F32 && rm <= F32, "adamw: p %.3g m1 %.3g", rp, rm);
-    free(g), free(p), free(pd), free(m1), free(m2), free(hp), free(hm);
+    free(hp), free(hm);
+    /* Muon's momentum (Nesterov) twice, then a weight step with the update u, against the
+     * same in double (m1 reused as the momentum, m2 as u, pd as the weights) */
+    const float beta = 0.95f, decay = 0.999f, step = 0.02f;
+    float *d_mom = dalloc(4 * n), *d_u = dpoison(n);
+    CU(dm_cuda_zero(d_mom, 4 * n, NULL));
+    t_to_double(pd, p, n);
+    for (size_t i = 0; i < n; i++) m1[i] = 0.0;
+    for (int it = 0; it < 2; it++) {
+        CU(dm_cuda_muon_momentum(d_mom, d_g, d_u, n, beta, gs, NULL));
+        for (size_t i = 0; i < n; i++) {
+            double gi = (double)g[i] * gs;
+            m1[i] = beta * m1[i] + (1.0 - beta) * gi;
+            m2[i] = (1.0 - beta) * gi + beta * m1[i];
+        }
+    }
+    float *d_w = dput(p, n);
+    CU(dm_cuda_muon_update(d_w, d_u, n, decay, step, NULL));
+    for (size_t i = 0; i < n; i++) pd[i] = pd[i] * decay - step * m2[i];
+    float *hu = dget(d_u, n), *hw = dget(d_w, n);
+    double ru = t_rel_rms(hu, m2, n), rw = t_rel_rms(hw, pd, n);
+    printf("  muon momentum: u rel rms %.3g; weight step %.3g\n", ru, rw);
+    CHECKF(ru <= F32 && rw <= F32, "muon: u %.3g w %.3g", ru, rw);
+    free(g), free(p), free(pd), free(m1), free(m2), free(hu), free(hw);
     dfree_all();
 }
 
@@ -728,6 +752,6 @@ TEST(cuda_gemm_batched) { GPU_CASE(batched_body); }
 TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
 TEST(cuda_delta_serial_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_serial_gdn) { GPU_CASE(delta_gdn_body); }
-TEST(cuda_optim_adamw_sumsq) { GPU_CASE(optim_body); }
+TEST(cuda_optim_adamw_muon_sumsq) { GPU_CASE(optim_body); }
 TEST(cuda_graph_replay) { GPU_CASE(graph_body); }
 TEST(cuda_repeat_bitwise) { GPU_CASE(repeat_body); }

@@ -209,6 +209,15 @@ int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work, dm_cuda_s
 int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
                   float b1, float b2, float eps, long t, float gscale, dm_cuda_stream s);
 
+/* Muon's elementwise parts (muon.c): the momentum, mom = beta mom + (1-beta) g gscale,
+ * and, when u != NULL, the Nesterov update u = (1-beta) g gscale + beta mom (of the new
+ * mom); the step on a unit's weights, w = w decay - step_scale x (x: its orthogonalized
+ * update; decay = 1 - lr wd, step_scale = lr sqrt(max(1, rows/cols)), from the host) */
+int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
+                          float gscale, dm_cuda_stream s);
+int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float step_scale,
+                        dm_cuda_stream s);
+
 /* ---- Newton–Schulz on a stack of slices (blas.c; docs/muon.md, optim/ns.h) ----
  * out[n,rows,cols] = NS(G[n,rows,cols]) slice by slice, optim/ns.c's f32 algorithm with
  * every product one strided-batched product over the n slices:

@@ -273,3 +273,25 @@ extern "C" int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a
     size_t total = (size_t)n * m * m;
     EW_LAUNCH(k_ns_linear, total, B, A, m, a, b);
 }
+
+/* ---- Muon's momentum and weight step ---- */
+static __global__ void k_momentum(float *mom, const float *g, float *u, float beta,
+                                  float gscale, size_t n) {
+    DM_GRID_STRIDE(j, n) {
+        float gj = g[j] * gscale, mj = beta * mom[j] + (1.0f - beta) * gj;
+        mom[j] = mj;
+        if (u) u[j] = (1.0f - beta) * gj + beta * mj;
+    }
+}
+extern "C" int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
+                                     float gscale, dm_cuda_stream s) {
+    EW_LAUNCH(k_momentum, n, mom, g, u, beta, gscale);
+}
+static __global__ void k_muon_update(float *w, const float *x, float decay, float step_scale,
+                                     size_t n) {
+    DM_GRID_STRIDE(j, n) w[j] = w[j] * decay - step_scale * x[j];
+}
+extern "C" int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay,
+                                   float step_scale, dm_cuda_stream s) {
+    EW_LAUNCH(k_muon_update, n, w, x, decay, step_scale);
+}
