@@ -119,6 +119,10 @@ static void memory_body(void) {
     int zero = 1;
     for (int i = 0; i < n; i++) zero &= h[i] == 0.0f;
     CHECK(zero);
+    size_t fr = 0, tot = 0;
+    CU(dm_cuda_mem_info(&fr, &tot));
+    printf("  device memory: %.1f of %.1f GiB free\n", fr / 1073741824.0, tot / 1073741824.0);
+    CHECK(tot > 0 && fr <= tot);
     dm_cuda_stream s = NULL;
     CU(dm_cuda_stream_create(&s));
     CU(dm_cuda_upload(b, x, n * sizeof(float), s));

@@ -54,6 +54,8 @@ const char *dm_cuda_error(int err);
 /* "NVIDIA H200, cc 9.0, 132 SMs, 139.8 GiB" into buf (the probe's reason when unusable) */
 void dm_cuda_device_name(int device, char *buf, size_t n);
 int dm_cuda_set_device(int device);
+/* the current device's free and total memory in bytes (the memory report's device side) */
+int dm_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 int dm_cuda_malloc(void **p, size_t bytes);                   /* *p = NULL on failure */
 int dm_cuda_free(void *p);                                    /* NULL: nothing */
 int dm_cuda_upload(void *dst, const void *host_src, size_t bytes, dm_cuda_stream s);

@@ -68,6 +68,10 @@ void dm_cuda_device_name(int device, char *buf, size_t n) {
 
 int dm_cuda_set_device(int device) { return (int)cudaSetDevice(device); }
 
+int dm_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    return (int)cudaMemGetInfo(free_bytes, total_bytes);
+}
+
 int dm_cuda_malloc(void **p, size_t bytes) {
     *p = NULL;
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
