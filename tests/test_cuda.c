@@ -536,9 +536,7 @@ static void delta_case(int scalar_gate) {
     t_fill_uniform(g, ng, 46, -1.0f, -0.01f);
     t_fill_uniform(beta, ns, 47, 0.1f, 1.0f);
     /* unit keys, as the mixer gives the core */
-    float *rn = t_alloc(nk / d.dk);
-    dm_l2norm_fwd(k, rn, k, (int)(nk / d.dk), d.dk, 1e-6f);
-    free(rn);
+    t_l2norm_rows(k, nk / d.dk, d.dk);
     float *o = t_alloc(nv), *hT = t_alloc(nh);
     dm_delta_ref_fwd(&d, q, k, v, g, beta, h0, o, hT, 1);
     float *d_q = dput(q, nk), *d_k = dput(k, nk), *d_v = dput(v, nv), *d_g = dput(g, ng);
