@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda.h"
 #include "kernels/ref/ref.h"
 #include "optim/ns.h"
+#include "optim/retract.h"
 
 /* the probe of device 0: 1 (the case skipped, with the reason) when it cannot run */
 static int no_gpu(void) {
@@ -521,6 +522,21 @@ static void ns_body(void) {
         }
 }
 
+/* ---- the sphere retraction: 4 slices, one with R = 0 (skipped), one zero (stays zero),
+ * against dm_retract_sphere ---- */
+static void sphere_body(void) {
+    enum { S = 4, R = 24, Cc = 40 };
+    const size_t len = (size_t)R * Cc;
+    float *W = randn(S * len, 90, 0.1f), rad[S] = {1.5f, 0.0f, 2.0f, 0.7f};
+    memset(W + 2 * len, 0, len * sizeof(float));
+    float *d_W = dput(W, S * len), *d_R = dput(rad, S);
+    dm_retract_sphere(W, rad, S, R, Cc);
+    CU(dm_cuda_retract_sphere(d_W, d_R, S, len, dalloc(S * sizeof(double)), NULL));
+    close_to("sphere retraction", d_W, W, S * len, F32);
+    free(W);
+    dfree_all();
+}
+
 /* ---- the token-serial delta core against the reference, KDA and GDN ---- */
 static void delta_case(int scalar_gate) {
     dm_delta_dims d = {.B = 2, .T = 19, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
@@ -752,6 +768,7 @@ TEST(cuda_matmul_fp32) { GPU_CASE(matmul_fp32_body); }
 TEST(cuda_matmul_bf16) { GPU_CASE(matmul_bf16_body); }
 TEST(cuda_gemm_batched) { GPU_CASE(batched_body); }
 TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
+TEST(cuda_retract_sphere) { GPU_CASE(sphere_body); }
 TEST(cuda_delta_serial_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_serial_gdn) { GPU_CASE(delta_gdn_body); }
 TEST(cuda_optim_adamw_muon_sumsq) { GPU_CASE(optim_body); }

@@ -236,6 +236,11 @@ int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int
 int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len, double safety,
                      dm_cuda_stream s);
 int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b, dm_cuda_stream s);
+/* the sphere retraction (optim/retract.h): W[n, len] <- R_i W_i / ||W_i||_F in place, the
+ * norm per slice in double; slices with R_i <= 0 or a zero norm left as they are.
+ * sumsq: n device doubles of scratch */
+int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t len, double *sumsq,
+                           dm_cuda_stream s);
 
 /* ---- the delta-rule core, token-serial (delta.cu): the GPU's oracle of the core ----
  * The recurrence of kernels/ref/delta_ref.c, one block per (b,h) pair, the state in

@@ -295,3 +295,23 @@ extern "C" int dm_cuda_muon_update(float *w, const float *x, size_t n, float dec
                                    float step_scale, dm_cuda_stream s) {
     EW_LAUNCH(k_muon_update, n, w, x, decay, step_scale);
 }
+
+/* ---- the sphere retraction ---- */
+static __global__ void k_sphere(float *W, const float *R, const double *sumsq, size_t len,
+                                size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        size_t sl = i / len;
+        double norm = sqrt(sumsq[sl]);
+        if (R[sl] > 0 && norm != 0.0) W[i] = (float)((double)W[i] * ((double)R[sl] / norm));
+    }
+}
+extern "C" int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t len, double *sumsq,
+                                      dm_cuda_stream s) {
+    if (n <= 0 || len == 0) return 0;
+    k_slice_sumsq<<<n, DM_BS_THREADS, 0, s>>>(sumsq, W, len);
+    int err = dm_launched();
+    if (err) return err;
+    size_t total = (size_t)n * len;
+    k_sphere<<<dm_ew_blocks(total), DM_EW_THREADS, 0, s>>>(W, R, sumsq, len, total);
+    return dm_launched();
+}
