@@ -59,20 +59,20 @@ typedef struct {
     dm_cuda_blas *blas;
 } bufs;
 
-#define NOPS 30
+#define NOPS 31
 static const char *op_name[NOPS] = {
     "rmsnorm_fwd", "rmsnorm_bwd", "gatednorm_fwd", "gatednorm_bwd", "silu_l2norm_fwd",
     "silu_l2norm_bwd", "conv_fwd", "conv_bwd", "gate_fwd", "gate_bwd", "swiglu_fwd",
     "swiglu_bwd", "xent_fwd", "xent_bwd", "embed_fwd", "embed_bwd", "add", "bf16_round",
     "mm_fp32_fwd", "mm_fp32_bwd_data", "mm_fp32_bwd_weight", "mm_bf16_fwd",
     "mm_bf16_bwd_weight", "delta_serial_fwd", "adamw", "ns_4x64x256", "ns_1x256x768",
-    "delta_serial_bwd", "chain12_launches", "chain12_graph"};
+    "delta_serial_bwd", "chain12_launches", "chain12_graph", "delta_chunk_fwd"};
 /* bytes each moves at the least (elementwise and norms) or FLOPs (products, the core) */
 static double op_bytes(int op) {
     const double f = 4.0 * NT * C;
     const double b[NOPS] = {2 * f, 4 * f, 3 * f, 6 * f, 2 * f, 4 * f, 2 * f, 4 * f, 2 * f, 3 * f,
                             3 * f, 5 * f, f, 2 * f, 2 * f, 2 * f, 3 * f, 1.5 * f, 0, 0, 0, 0, 0, 0,
-                            7 * f, 0, 0, 0, 0, 0};
+                            7 * f, 0, 0, 0, 0, 0, 0};
     return b[op];
 }
 static double op_flops(int op) {
@@ -80,6 +80,7 @@ static double op_flops(int op) {
     if (op >= 18 && op <= 21) return 2.0 * NT * C * MLP;
     if (op == 23) return 6.0 * NT * H * D * D; /* gate, error, update, output: ~3 dk dv MACs */
     if (op == 27) return 16.0 * NT * H * D * D; /* recompute, then ~5 dk dv MACs a token */
+    if (op == 30) return 6.0 * NT * H * D * D;  /* the same function as the serial forward */
     if (op == 25 || op == 26) { /* per step: 2 m^2 k (gram) + 2 m^3 (A^2) + 2 m^2 k (B X) */
         double n = op == 25 ? 4 : 1, m = op == 25 ? 64 : 256, k = op == 25 ? 256 : 768;
         return 5 * n * (4 * m * m * k + 2 * m * m * m);
@@ -159,6 +160,11 @@ static int run(int op, bufs *b) {
     }
     case 28: return chain(b, b->s);
     case 29: return dm_cuda_graph_launch(b->graph, b->s);
+    case 30: {
+        dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
+        return dm_cuda_delta_chunk_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,
+                                       b->s);
+    }
     default: {
         dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
         return dm_cuda_delta_serial_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,

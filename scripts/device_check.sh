@@ -85,12 +85,12 @@ if (( built && gpu_ok )) && has sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     t=$(date +%s) bad=()
     for c in cuda_activations cuda_rmsnorm cuda_gatednorm cuda_l2norm cuda_conv cuda_gate \
-             cuda_xent cuda_embed cuda_matmul_bf16 cuda_delta_serial_kda cuda_delta_serial_gdn; do
+             cuda_xent cuda_embed cuda_matmul_bf16 cuda_delta_kda cuda_delta_gdn; do
       timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/test_cuda" "$c" \
         >> "$out/sanitizer.log" 2>&1 || bad+=("memcheck:$c")
     done
     timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 "$build/test_cuda" \
-      cuda_delta_serial_gdn >> "$out/sanitizer.log" 2>&1 || bad+=("racecheck:delta")
+      cuda_delta_gdn >> "$out/sanitizer.log" 2>&1 || bad+=("racecheck:delta")
     row sanitizer "${#bad[@]} failing (${bad[*]:-none}; $(secs "$t"))"
   else
     row sanitizer "not run: compute-sanitizer not on PATH"

@@ -537,9 +537,11 @@ static void sphere_body(void) {
     dfree_all();
 }
 
-/* ---- the token-serial delta core against the reference, KDA and GDN ---- */
+/* ---- the delta core against the reference, KDA and GDN: the token-serial forward and
+ * backward, the chunked forward ---- */
 static void delta_case(int scalar_gate) {
-    dm_delta_dims d = {.B = 2, .T = 19, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
+    /* T = 77: the chunked forward's chunks of 32 end in a partial one */
+    dm_delta_dims d = {.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
     d.scale = 1.0f / sqrtf((float)d.dk);
     const size_t nk = (size_t)d.B * d.T * d.H * d.dk, nv = (size_t)d.B * d.T * d.H * d.dv;
     const size_t ns = (size_t)d.B * d.T * d.H, nh = (size_t)d.B * d.H * d.dk * d.dv;
@@ -562,6 +564,12 @@ static void delta_case(int scalar_gate) {
     close_to(what, d_o, o, nv, F32);
     snprintf(what, sizeof what, "delta %s fwd hT", mn);
     close_to(what, d_hT, hT, nh, F32);
+    float *d_oc = dpoison(nv), *d_hTc = dpoison(nh);
+    CU(dm_cuda_delta_chunk_fwd(&d, d_q, d_k, d_v, d_g, d_b, d_h0, d_oc, d_hTc, NULL));
+    snprintf(what, sizeof what, "delta %s chunked fwd o", mn);
+    close_to(what, d_oc, o, nv, F32);
+    snprintf(what, sizeof what, "delta %s chunked fwd hT", mn);
+    close_to(what, d_hTc, hT, nh, F32);
 
     float *dq = t_alloc(nk), *dk = t_alloc(nk), *dv = t_alloc(nv), *dg = t_alloc(ng);
     float *db = t_alloc(ns), *dh0 = t_alloc(nh);
@@ -769,8 +777,8 @@ TEST(cuda_matmul_bf16) { GPU_CASE(matmul_bf16_body); }
 TEST(cuda_gemm_batched) { GPU_CASE(batched_body); }
 TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
 TEST(cuda_retract_sphere) { GPU_CASE(sphere_body); }
-TEST(cuda_delta_serial_kda) { GPU_CASE(delta_kda_body); }
-TEST(cuda_delta_serial_gdn) { GPU_CASE(delta_gdn_body); }
+TEST(cuda_delta_kda) { GPU_CASE(delta_kda_body); }
+TEST(cuda_delta_gdn) { GPU_CASE(delta_gdn_body); }
 TEST(cuda_optim_adamw_muon_sumsq) { GPU_CASE(optim_body); }
 TEST(cuda_graph_replay) { GPU_CASE(graph_body); }
 TEST(cuda_repeat_bitwise) { GPU_CASE(repeat_body); }

@@ -260,6 +260,15 @@ int dm_cuda_delta_serial_bwd(const dm_delta_dims *d, const float *q, const float
                              float *dg, float *dbeta, float *dh0, float *work,
                              dm_cuda_stream s);
 
+/* ---- the delta-rule core, chunked fp32 forward (delta.cu) ----
+ * The same function as dm_cuda_delta_serial_fwd, in chunks of 32 tokens (a triangular
+ * solve per chunk; every decay the exp of a difference of cumulative log gates, <= 1,
+ * so finite whatever the gate). Shapes and limits as the serial core's (its state and a
+ * chunk's [32, dk] tiles in shared memory). The backward is the serial core's for now. */
+int dm_cuda_delta_chunk_fwd(const dm_delta_dims *d, const float *q, const float *k,
+                            const float *v, const float *g, const float *beta, const float *h0,
+                            float *o, float *hT, dm_cuda_stream s);
+
 #ifdef __cplusplus
 }
 #endif

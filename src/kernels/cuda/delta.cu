@@ -237,3 +237,115 @@ extern "C" int dm_cuda_delta_serial_bwd(const dm_delta_dims *d, const float *q, 
                                                    dv, dg, dbeta, dh0, work);
     return dm_launched();
 }
+
+/* ---- the chunked forward (fp32): chunks of CH tokens, every decay as the exp of a
+ * difference of cumulative log gates, never above 1 (finite whatever the gate) ----
+ * In a chunk with start state S0 and Gam_t = sum_{i<=t} g_i (per key channel; GDN's g
+ * broadcast), u_t = beta_t (v_t - (Diag(a_t) S_{t-1})^T k_t) solves (I + A) U = diag(beta) V
+ * - W0 S0 with, for s < t,
+ *   A_ts = beta_t sum_i k_ti k_si exp(Gam_ti - Gam_si),   W0_t = beta_t (k_t . exp(Gam_t));
+ * then o_t = scale (S0^T (q_t . exp(Gam_t)) + sum_{s<=t} P_ts u_s),
+ *   P_ts = sum_i q_ti k_si exp(Gam_ti - Gam_si),
+ * and the next state S = Diag(exp(Gam_last)) S0 + sum_s (k_s . exp(Gam_last - Gam_s)) u_s^T
+ * (docs/cuda.md). One block per (b,h); each sum runs serially in index order on one
+ * thread; the triangular solve runs forward in t, one thread per column. */
+#define CH 32
+static size_t chunk_smem(const dm_delta_dims *d) {
+    size_t dk = (size_t)d->dk, dv = (size_t)d->dv;
+    return (dk * dv + 4 * CH * dk + CH * dv + 2 * CH * CH + CH) * sizeof(float);
+}
+static __global__ void k_delta_chunk_fwd(dm_delta_dims d, const float *q, const float *k,
+                                         const float *v, const float *g, const float *beta,
+                                         const float *h0, float *o, float *hT) {
+    extern __shared__ float sm[];
+    const int dk = d.dk, dv = d.dv, b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const size_t soff = (size_t)blockIdx.x * dk * dv;
+    float *S = sm, *K = S + (size_t)dk * dv, *Q = K + CH * dk, *Gm = Q + CH * dk;
+    float *U = Gm + CH * dk, *W = U + CH * dv, *A = W + CH * dk, *P = A + CH * CH;
+    float *bt = P + CH * CH;
+    for (int e = tid; e < dk * dv; e += nt) S[e] = h0 ? h0[soff + e] : 0.0f;
+    for (int t0 = 0; t0 < d.T; t0 += CH) {
+        const int L = d.T - t0 < CH ? d.T - t0 : CH;
+        __syncthreads(); /* the last chunk's readers of K, U, ... are done */
+        for (int e = tid; e < L * dk; e += nt) {
+            int t = e / dk, i = e % dk;
+            K[e] = k[ik(d, b, t0 + t, h) + i];
+            Q[e] = q[ik(d, b, t0 + t, h) + i];
+            Gm[e] = d.scalar_gate ? g[is(d, b, t0 + t, h)] : g[ik(d, b, t0 + t, h) + i];
+        }
+        for (int e = tid; e < L * dv; e += nt) {
+            int t = e / dv, j = e % dv;
+            U[e] = v[iv(d, b, t0 + t, h) + j];
+        }
+        for (int t = tid; t < L; t += nt) bt[t] = beta[is(d, b, t0 + t, h)];
+        __syncthreads();
+        for (int i = tid; i < dk; i += nt) /* cumulative log gates, in order */
+            for (int t = 1; t < L; t++) Gm[t * dk + i] += Gm[(t - 1) * dk + i];
+        __syncthreads();
+        for (int e = tid; e < L * L; e += nt) {
+            int t = e / L, s = e % L;
+            float a = 0.0f, p = 0.0f;
+            if (s <= t)
+                for (int i = 0; i < dk; i++) {
+                    float dec = expf(Gm[t * dk + i] - Gm[s * dk + i]) * K[s * dk + i];
+                    a += K[t * dk + i] * dec;
+                    p += Q[t * dk + i] * dec;
+                }
+            A[e] = s < t ? bt[t] * a : 0.0f;
+            P[e] = p;
+        }
+        for (int e = tid; e < L * dk; e += nt) {
+            int t = e / dk;
+            W[e] = bt[t] * (K[e] * expf(Gm[e]));
+        }
+        for (int e = tid; e < L * dv; e += nt) U[e] *= bt[e / dv];
+        __syncthreads();
+        /* (I + A) X = RHS, forward in t, one thread per column of [U | W] */
+        for (int c = tid; c < dv + dk; c += nt) {
+            float *X = c < dv ? U + c : W + (c - dv);
+            const int ld = c < dv ? dv : dk;
+            for (int t = 1; t < L; t++) {
+                float x = X[t * ld];
+                for (int s = 0; s < t; s++) x -= A[t * L + s] * X[s * ld];
+                X[t * ld] = x;
+            }
+        }
+        __syncthreads();
+        for (int e = tid; e < L * dv; e += nt) { /* U -= W S0 */
+            int t = e / dv, j = e % dv;
+            float x = U[e];
+            for (int i = 0; i < dk; i++) x -= W[t * dk + i] * S[i * dv + j];
+            U[e] = x;
+        }
+        __syncthreads();
+        for (int e = tid; e < L * dv; e += nt) {
+            int t = e / dv, j = e % dv;
+            float acc = 0.0f;
+            for (int i = 0; i < dk; i++) acc += Q[t * dk + i] * expf(Gm[t * dk + i]) * S[i * dv + j];
+            for (int s = 0; s <= t; s++) acc += P[t * L + s] * U[s * dv + j];
+            o[iv(d, b, t0 + t, h) + j] = d.scale * acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < dk * dv; e += nt) { /* the next chunk's start state */
+            int i = e / dv, j = e % dv;
+            float last = Gm[(L - 1) * dk + i];
+            float x = expf(last) * S[e];
+            for (int s = 0; s < L; s++) x += K[s * dk + i] * expf(last - Gm[s * dk + i]) * U[s * dv + j];
+            S[e] = x;
+        }
+    }
+    __syncthreads();
+    if (hT)
+        for (int e = tid; e < dk * dv; e += nt) hT[soff + e] = S[e];
+}
+
+extern "C" int dm_cuda_delta_chunk_fwd(const dm_delta_dims *d, const float *q, const float *k,
+                                       const float *v, const float *g, const float *beta,
+                                       const float *h0, float *o, float *hT, dm_cuda_stream s) {
+    if (!dims_ok(d)) return DM_CUDA_EBADSHAPE;
+    size_t smem = chunk_smem(d);
+    if (!smem_ok((const void *)k_delta_chunk_fwd, smem)) return DM_CUDA_EBADSHAPE;
+    k_delta_chunk_fwd<<<d->B * d->H, 256, smem, s>>>(*d, q, k, v, g, beta, h0, o, hT);
+    return dm_launched();
+}
