@@ -13,8 +13,8 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/ref/ref.h"
-#include "optim/ns.h"
-#include "optim/retract.h"
+#include "kernels/cpu/ns.h"
+#include "kernels/cpu/retract.h"
 
 /* the probe of device 0: 1 (the case skipped, with the reason) when it cannot run */
 static int no_gpu(void) {
@@ -490,7 +490,7 @@ static void batched_body(void) {
 }
 
 /* ---- Newton–Schulz on a stack, wide and tall slices, both schedules, a zero slice,
- * against optim/ns.c's f32 dm_ns ---- */
+ * against kernels/cpu/ns.c's f32 dm_ns ---- */
 static void ns_body(void) {
     const int shapes[2][2] = {{32, 80}, {72, 24}};
     const dm_ns_sched scheds[2] = {DM_NS_QUINTIC5, DM_NS_POLAR5};

@@ -220,8 +220,8 @@ int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float 
 int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float step_scale,
                         dm_cuda_stream s);
 
-/* ---- Newton–Schulz on a stack of slices (blas.c; docs/muon.md, optim/ns.h) ----
- * out[n,rows,cols] = NS(G[n,rows,cols]) slice by slice, optim/ns.c's f32 algorithm with
+/* ---- Newton–Schulz on a stack of slices (blas.c; docs/muon.md, kernels/cpu/ns.h) ----
+ * out[n,rows,cols] = NS(G[n,rows,cols]) slice by slice, kernels/cpu/ns.c's f32 algorithm with
  * every product one strided-batched product over the n slices:
  *   X0 = G / (safety ||G||_F) (the norm per slice, in double; a zero slice gives zeros);
  *   for t < steps: A = X X^T (X^T X when tall);  B = b A + a I;  B += c A A;
@@ -236,7 +236,7 @@ int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int
 int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len, double safety,
                      dm_cuda_stream s);
 int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b, dm_cuda_stream s);
-/* the sphere retraction (optim/retract.h): W[n, len] <- R_i W_i / ||W_i||_F in place, the
+/* the sphere retraction (kernels/cpu/retract.h): W[n, len] <- R_i W_i / ||W_i||_F in place, the
  * norm per slice in double; slices with R_i <= 0 or a zero norm left as they are.
  * sumsq: n device doubles of scratch */
 int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t len, double *sumsq,
