@@ -38,6 +38,8 @@ enum {
     DM_EV_TEXT, /* text[0..len): bytes as they come (generated text; any byte, no lines) */
     DM_EV_STEP, /* a training step; with text = a label, a step of a labelled run (a sweep
                    cell), only step and steps set: a transient progress line */
+    DM_EV_PROGRESS, /* text[0..len): a progress line without its newline (prepare): on a
+                       terminal redrawn in place, elsewhere written as a line */
 };
 
 typedef struct {

@@ -24,6 +24,8 @@ typedef struct {
                                  rank calls dm_train with the same arguments */
     int locked;               /* the caller holds the lock of `out` (an A/B cell, locked by its
                                  sweep); else the job takes it (io/rundir.h) */
+    int verify_data;          /* a prepared data directory: read its .bin files and check
+                                 their CRC-32s against meta.json before training */
 } dm_train_args;
 
 /* Train. The config: cfg (or the defaults; on resume the run's config.json), then
