@@ -129,6 +129,7 @@ typedef struct {
     const dm_prepare_args *a;
     const dm_job_io *io;
     dm_status *st;
+    char out[4096];         /* --out without trailing slashes */
     char tmp[4200];
     int made_tmp;
     char **train_paths, **val_paths;
@@ -438,14 +439,16 @@ static int run(prep_ctx *P) {
     const dm_prepare_args *a = P->a;
     struct stat st;
     if (a->n_srcs < 1) return dm_fail(P->st, DM_JOB_BAD_INPUT, "prepare: no sources given");
-    if (stat(a->out, &st) == 0)
+    snprintf(P->out, sizeof P->out, "%s", a->out);
+    for (size_t l = strlen(P->out); l > 1 && P->out[l - 1] == '/';) P->out[--l] = 0;
+    if (stat(P->out, &st) == 0)
         return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s exists; remove it or choose another --out",
-                       a->out);
+                       P->out);
     if (list_sources(P, a->srcs, a->n_srcs, &P->train_paths, &P->n_train) ||
         (a->val && list_sources(P, &a->val, 1, &P->val_paths, &P->n_val)))
         return P->st->code;
     if (a->shuffle) shuffle(P->train_paths, P->n_train, a->shuffle_seed);
-    snprintf(P->tmp, sizeof P->tmp, "%s.partial-%ld", a->out, (long)getpid());
+    snprintf(P->tmp, sizeof P->tmp, "%s.partial-%ld", P->out, (long)getpid());
     char made[4200], mark[4300];
     if (dm_mkdir_made(P->tmp, made, sizeof made) != 0)
         return dm_fail(P->st, DM_JOB_FAILED, "cannot create %s: %s", P->tmp, strerror(errno));
@@ -472,10 +475,10 @@ static int run(prep_ctx *P) {
         return dm_fail(P->st, DM_JOB_INTERRUPTED, "interrupted: %s was not created", a->out);
     if (write_meta(P)) return P->st->code;
     char parent[4200];
-    snprintf(parent, sizeof parent, "%s", a->out);
+    snprintf(parent, sizeof parent, "%s", P->out);
     /* the mark goes, the directory is synced, then it takes its name */
-    if (unlink(mark) != 0 || dm_fsync_dir(P->tmp) || rename(P->tmp, a->out) != 0)
-        return dm_fail(P->st, DM_JOB_FAILED, "cannot finish %s: %s", a->out, strerror(errno));
+    if (unlink(mark) != 0 || dm_fsync_dir(P->tmp) || rename(P->tmp, P->out) != 0)
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot finish %s: %s", P->out, strerror(errno));
     P->made_tmp = 0;
     dm_fsync_dir(dirname(parent));
     progress(P, P->done_in, 1);
