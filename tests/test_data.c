@@ -382,6 +382,16 @@ TEST(data_eval_windows_fixed) {
     CHECK(l && strstr(l, "5120 bytes scored"));
     CHECK(cli(d, "eval r --set eval_windows=5", out, sizeof out) == 0);
     CHECK(strstr(out, "val_bpb ") && !strncmp(first, strstr(out, "val_bpb "), 16));
+    /* a validation corpus of its own (--val): all of it is the set, in train and in eval */
+    sh_in(d, "zcat " T_CORPUS " | tail -c 20000 > v.txt");
+    CHECK(cli(d, "train --data " T_CORPUS " --val v.txt --out rv " T_TINY " --set steps=2 "
+              "--set eval_windows=4", out, sizeof out) == 0);
+    char *s = strstr(out, "bits per byte | val ");
+    double tv = s ? atof(s + 20) : -1;
+    CHECK(cli(d, "eval rv", out, sizeof out) == 0);
+    l = strstr(out, "val_bpb ");
+    CHECKF(l && fabs(atof(l + 8) - tv) < 1e-4 && strstr(l, "4096 bytes scored"),
+           "train's val %.6f, eval's %s", tv, l ? l : "none");
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --data " T_CORPUS " --out r2 " T_TINY
              " --set eval_windows=3", d);

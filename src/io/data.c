@@ -227,7 +227,7 @@ void dm_corpus_free(dm_corpus *c) {
 
 int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size_t errlen) {
     if (c->mapped) {
-        if (dm_corpus_split_eval(c, eval_window, err, errlen)) return 1;
+        if (dm_corpus_split_eval(c, eval_window, 0, err, errlen)) return 1;
         if (c->train_n < (size_t)seq_len + 1) {
             snprintf(err, errlen, "train.bin has %zu bytes, fewer than one training sequence "
                      "(seq_len+1=%d)", c->train_n, seq_len + 1);
@@ -249,7 +249,7 @@ int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size
     return 0;
 }
 
-int dm_corpus_split_eval(dm_corpus *c, long eval_window, char *err, size_t errlen) {
+int dm_corpus_split_eval(dm_corpus *c, long eval_window, int whole, char *err, size_t errlen) {
     size_t w = (size_t)eval_window, have = c->mapped ? c->val_n : c->n;
     if (eval_window < 2 || have < w) {
         snprintf(err, errlen, "%s has %zu bytes, fewer than eval_window=%zu; pass --set "
@@ -258,8 +258,8 @@ int dm_corpus_split_eval(dm_corpus *c, long eval_window, char *err, size_t errle
         return 1;
     }
     if (!c->mapped) {
-        c->val = c->bytes + (c->n - w);
-        c->val_n = w;
+        c->val_n = whole ? c->n : w;
+        c->val = c->bytes + (c->n - c->val_n);
     }
     return 0;
 }

@@ -59,9 +59,10 @@ int dm_corpus_verify(const dm_corpus *c, char *err, size_t errlen);
  * training sequence of seq_len+1 bytes. A mapped corpus keeps its split (val.bin must
  * hold eval_window bytes, train.bin one sequence). 0 ok, else a clear error. */
 int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size_t errlen);
-/* Only the validation set, for eval: a corpus in memory its last eval_window bytes, a
- * mapped one val.bin (which must hold them). 0 ok, else err. */
-int dm_corpus_split_eval(dm_corpus *c, long eval_window, char *err, size_t errlen);
+/* Only the validation set, for eval: a corpus in memory its last eval_window bytes (whole:
+ * all of it, a validation corpus of --val, as train takes one), a mapped one val.bin;
+ * either must hold eval_window bytes. 0 ok, else err. */
+int dm_corpus_split_eval(dm_corpus *c, long eval_window, int whole, char *err, size_t errlen);
 
 /* Validation from a separate corpus (--val): every byte of c trains and val, taken over
  * whole (val is left empty), is the validation set: its last eval_window bytes are the

@@ -117,8 +117,8 @@ void dm_eval_what(const dm_config *cfg, size_t scored, char *buf, size_t n) {
     else if (cfg->eval_windows == 0)
         snprintf(buf, n, "all %zu bytes (eval_windows=all)", scored);
     else
-        snprintf(buf, n, "%ld fixed windows of %ld bytes (eval_windows=%ld: %zu bytes)",
-                 cfg->eval_windows, cfg->eval_window, cfg->eval_windows, scored);
+        snprintf(buf, n, "%ld fixed windows of %ld bytes (eval_windows=%ld)", cfg->eval_windows,
+                 cfg->eval_window, cfg->eval_windows);
 }
 
 dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
@@ -131,12 +131,14 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     dm_config_default(&cfg);
     long step = 0;
     char model[4096], run[4096], path[4200], data[4096] = "", from[4400] = "";
+    int whole = 0; /* a validation corpus: all of it is the validation set (as in train) */
     /* every rank loads the checkpoint and the corpus; they agree before sharing the work */
     dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "eval", DM_EVAL_KEYS, &cfg, &step,
                                 model, io, &st);
     /* the corpus: the flags, else the run's own, else the bundled one */
     if (!m) {
     } else if (a->val || a->data) {
+        whole = a->val != NULL;
         snprintf(data, sizeof data, "%s", a->val ? a->val : a->data);
         snprintf(from, sizeof from, "%s", a->val ? "--val" : "--data");
     } else if (dm_load_run_dir(model, run, sizeof run) == 0) {
@@ -145,6 +147,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         for (int i = 0; i < 2 && !found; i++) {
             snprintf(path, sizeof path, "%s/%s", run, names[i]);
             found = dm_read_line(path, data, sizeof data) == 0;
+            whole = found && i == 0; /* the run's --val: all of it validates */
             snprintf(from, sizeof from, "the run's %s, %s", i ? "corpus" : "validation corpus",
                      path);
         }
@@ -168,7 +171,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     if (m && !st.code && a->verify_data && dm_corpus_verify(&c, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
     /* as train does: never a smaller window than asked for */
-    if (m && !st.code && dm_corpus_split_eval(&c, cfg.eval_window, err, sizeof err))
+    if (m && !st.code && dm_corpus_split_eval(&c, cfg.eval_window, whole, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
     if (m && !st.code && dm_eval_check(&c, cfg.eval_window, cfg.eval_windows, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
@@ -187,9 +190,9 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_eval_what(&cfg, scored, what, sizeof what);
         if (dm_comm_error(a->comm)[0]) dm_fail(&st, DM_JOB_FAILED, "%s", dm_comm_error(a->comm));
         else if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
-        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; checkpoint step %ld; %zu bytes "
-                         "scored)\n", bpb, what, data, c.mapped ? "/val.bin" : "", from, step,
-                         scored);
+        else dm_job_note(io, "val_bpb %.6f on %s of %s%s, %zu bytes scored (%s; checkpoint "
+                         "step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "", scored, from,
+                         step);
     }
     dm_corpus_free(&c);
     dm_model_free(m);

@@ -35,7 +35,7 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
  * one-line err. */
 int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t errlen);
 /* What dm_eval_val scored, for a note: "the last 81920 bytes", "all 1048576 bytes
- * (eval_windows=all)", "8 fixed windows of 81920 bytes (...)". */
+ * (eval_windows=all)", "8 fixed windows of 81920 bytes (eval_windows=8)". */
 void dm_eval_what(const dm_config *cfg, size_t scored, char *buf, size_t n);
 
 typedef struct {
@@ -51,11 +51,13 @@ typedef struct {
     int verify_data;           /* a prepared data directory: check its .bin files' CRC-32s */
 } dm_eval_args;
 
-/* The BPB of the checkpoint on the last eval_window bytes of a corpus: --val or --data;
+/* The BPB of the checkpoint on the validation set of a corpus (as eval_windows asks, by
+ * default its last eval_window bytes; of --val, all of it): --val or --data;
  * else the run's own (the checkpoint's run directory: its val_path when it trained with
  * --val, else its data_path), so `dormouse eval RUN` repeats the run's validation; else
  * (a model file outside a run) the bundled corpus. Reported as the note "val_bpb X on the
- * last N bytes of DATA (WHERE FROM; checkpoint step S)". Bad input: checkpoint, overrides,
+ * last N bytes of DATA, N bytes scored (WHERE FROM; checkpoint step S)" (eval_windows:
+ * what dm_eval_what says; a data directory: DATA/val.bin). Bad input: checkpoint, overrides,
  * both --data and --val, a corpus that is gone or shorter than eval_window (a window it
  * cannot fill; `--set eval_window=N` scores less); failed: a NaN. */
 dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io);
