@@ -190,8 +190,8 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_eval_what(&cfg, scored, what, sizeof what);
         if (dm_comm_error(a->comm)[0]) dm_fail(&st, DM_JOB_FAILED, "%s", dm_comm_error(a->comm));
         else if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
-        else dm_job_note(io, "val_bpb %.6f on %s of %s%s, %zu bytes scored (%s; checkpoint "
-                         "step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "", scored, from,
+        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; checkpoint "
+                         "step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "", from, scored,
                          step);
     }
     dm_corpus_free(&c);

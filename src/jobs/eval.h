@@ -56,7 +56,7 @@ typedef struct {
  * else the run's own (the checkpoint's run directory: its val_path when it trained with
  * --val, else its data_path), so `dormouse eval RUN` repeats the run's validation; else
  * (a model file outside a run) the bundled corpus. Reported as the note "val_bpb X on the
- * last N bytes of DATA, N bytes scored (WHERE FROM; checkpoint step S)" (eval_windows:
+ * last N bytes of DATA (WHERE FROM; N bytes scored; checkpoint step S)" (eval_windows:
  * what dm_eval_what says; a data directory: DATA/val.bin). Bad input: checkpoint, overrides,
  * both --data and --val, a corpus that is gone or shorter than eval_window (a window it
  * cannot fill; `--set eval_window=N` scores less); failed: a NaN. */
