@@ -1,5 +1,6 @@
 /* data.h — the corpus: bytes from a file, a directory or a prepared data directory, the
- * train / validation split, seeded batches, and the validation windows (docs/data.md).
+ * train / validation split, seeded batches, and the validation windows (docs/data.md,
+ * docs/architecture.md section 6).
  *
  * A file (plain or gzip) or a directory of files is read whole into memory; a data
  * directory of `dormouse prepare` (io/dataset.h) is memory-mapped instead: train.bin
