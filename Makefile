@@ -4,6 +4,8 @@
 #   make test   install missing Debian packages, build, run every test (CTest)
 # Also: make build | make asan (tests under ASan+UBSan) | make clean
 #       make bench (every benchmark; rows appended to benches/history.tsv)
+#       make bench-data (a generated 16 GiB corpus: prepare vs dd, the first step, RSS and
+#         step time against the bundled corpus; scripts/bench_data.sh; I/O heavy, ~40 GB)
 #       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
 #         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
 #       make uninstall (what the last install wrote)
@@ -17,7 +19,7 @@ CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 CRASHTEST_KILLS ?= 270
 
-.PHONY: all deps deps-test build run test asan bench fuzz crashtest clean install uninstall
+.PHONY: all deps deps-test build run test asan bench bench-data fuzz crashtest clean install uninstall
 all: build
 
 deps:
@@ -53,6 +55,9 @@ uninstall:
 
 bench: build
 	@bash scripts/bench_all.sh $(BUILD)
+
+bench-data: build
+	@bash scripts/bench_data.sh $(BUILD)
 
 fuzz: deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh

@@ -82,6 +82,8 @@ typedef struct dm_config {
     float grad_clip;        /* global-norm clip; 0 = off                         */
     int eval_every;         /* steps between evaluations; 0 = only at the end    */
     long eval_window;       /* validation bytes at the end of the corpus (81920) */
+    long eval_windows;      /* validation windows of eval_window bytes: 1 the last
+                               ones, N >= 2 fixed windows, 0 ("all") all of it (1) */
     int log_every;
     int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
     long ckpt_time;         /* seconds of wall clock between checkpoints; 0 = off (300) */

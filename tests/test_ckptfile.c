@@ -40,7 +40,9 @@ static int st_read(const char *path, stf *f) {
 /* Write f to path with the header length written as the true one + hl_delta. */
 static void st_write(const char *path, const stf *f, long hl_delta) {
     char *js = cJSON_PrintUnformatted(f->hdr);
-    size_t jl = strlen(js), hl = (jl + 7) & ~(size_t)7;
+    /* padded to 8 bytes with at least one space, so that a header length one short cuts
+     * padding, not JSON, whatever the length of the config in the metadata */
+    size_t jl = strlen(js), hl = (jl + 8) & ~(size_t)7;
     size_t n = 8 + hl + f->dn;
     unsigned char *b = malloc(n);
     uint64_t w = (uint64_t)((long)hl + hl_delta);

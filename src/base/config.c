@@ -14,7 +14,7 @@
 #include "base/text.h"
 #include "dormouse.h"
 
-enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM, K_SECONDS };
+enum { K_INT, K_LONG, K_U64, K_FLOAT, K_BOOL, K_ENUM, K_SECONDS, K_WINDOWS };
 
 typedef struct {
     const char *name;
@@ -84,6 +84,9 @@ static const key_t_ KEYS[] = {
      "steps between evaluations; 0 = only at the end"},
     {"eval_window", DM_KEY_TRAINING, K_LONG, F(eval_window), 2, 1e15, NULL,
      "validation bytes: the last bytes of the corpus"},
+    {"eval_windows", DM_KEY_TRAINING, K_WINDOWS, F(eval_windows), 0, 1e9, NULL,
+     "validation windows of eval_window bytes: 1 = the last ones; N = N fixed windows drawn "
+     "from the validation set (the same every run); all = all of it (docs/data.md)"},
     {"log_every", DM_KEY_TRAINING, K_INT, F(log_every), 1, 1 << 30, NULL,
      "steps between metrics lines"},
     {"ckpt_every", DM_KEY_TRAINING, K_INT, F(ckpt_every), 0, 1 << 30, NULL,
@@ -156,6 +159,7 @@ void dm_config_default(dm_config *c) {
     c->grad_clip = 1.0f;
     c->eval_every = 250;
     c->eval_window = 81920;
+    c->eval_windows = 1;
     c->log_every = 10;
     c->ckpt_every = 0;
     /* a kill loses at most 5 minutes; a d2 checkpoint costs well under 1% of that */
@@ -246,6 +250,7 @@ static void accepts(const key_t_ *k, char *buf, size_t n) {
     case K_U64: snprintf(buf, n, "an integer in [0, %.0f]", k->hi); break;
     case K_FLOAT: snprintf(buf, n, "a decimal number in [%g, %g]", k->lo, k->hi); break;
     case K_SECONDS: snprintf(buf, n, "a duration up to %.0f s: seconds, or e.g. 90s, 5m, 1h30m", k->hi); break;
+    case K_WINDOWS: snprintf(buf, n, "all or an integer in [1, %.0f]", k->hi); break;
     default: snprintf(buf, n, "an integer in [%.0f, %.0f]", k->lo, k->hi); break;
     }
 }
@@ -300,7 +305,8 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     }
     default: {
         long long v;
-        if (dm_parse_int(value, (long long)k->lo, (long long)k->hi, &v)) goto bad;
+        if (k->type == K_WINDOWS && !strcmp(value, "all")) v = 0;
+        else if (dm_parse_int(value, (long long)k->lo, (long long)k->hi, &v)) goto bad;
         if (k->type == K_INT) *(int *)p = (int)v;
         else *(long *)p = (long)v;
         return 0;
@@ -331,6 +337,10 @@ int dm_config_get(const dm_config *c, const char *key, char *buf, size_t buflen)
     }
     case K_LONG:
     case K_SECONDS: snprintf(buf, buflen, "%ld", *(const long *)p); break;
+    case K_WINDOWS:
+        if (*(const long *)p == 0) snprintf(buf, buflen, "all");
+        else snprintf(buf, buflen, "%ld", *(const long *)p);
+        break;
     default: snprintf(buf, buflen, "%d", *(const int *)p); break;
     }
     return 0;
@@ -347,6 +357,7 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         case K_U64: v = (double)*(const uint64_t *)p; break;
         case K_FLOAT: v = *(const float *)p; break;
         case K_LONG:
+        case K_WINDOWS:
         case K_SECONDS: v = (double)*(const long *)p; break;
         case K_ENUM: {
             int n = 1;
@@ -412,7 +423,8 @@ char *dm_config_to_json(const dm_config *c) {
         dm_config_get(c, k->name, buf, sizeof buf);
         /* numbers as JSON numbers: integers (the seed too, kept within 2^53 so that every
          * JSON reader reads it exactly), floats in their shortest exact form */
-        if (k->type == K_ENUM) cJSON_AddStringToObject(o, k->name, buf);
+        if (k->type == K_ENUM || (k->type == K_WINDOWS && !strcmp(buf, "all")))
+            cJSON_AddStringToObject(o, k->name, buf);
         else if (k->type == K_BOOL) cJSON_AddBoolToObject(o, k->name, *(const int *)((const char *)c + k->off));
         else cJSON_AddRawToObject(o, k->name, buf);
     }

@@ -59,5 +59,6 @@ int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
 int dm_cmd_plot(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_plan(int argc, char **argv, const dm_job_io *io);
+int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io);
 
 #endif

@@ -41,7 +41,10 @@ static const char *HELP =
     "\n"
     "options:\n"
     "  --dir AB_DIR        the sweep directory (AB_DIR/ab.json describes the sweep)\n"
-    "  --data PATH         corpus (default: the bundled one, as for `dormouse train`)\n"
+    "  --data PATH         corpus (default: the bundled one, as for `dormouse train`); a\n"
+    "                      finished cell is reused when it trained on the same bytes (size\n"
+    "                      and CRC-32), wherever the corpus now lies\n"
+    "  --verify-data       a data directory of `dormouse prepare`: check its CRC-32s first\n"
     "  --config FILE       JSON object of config keys for the control\n"
     "  --set key=value     one control config key (repeatable; after --config); the\n"
     "                      variants start from it\n"
@@ -76,7 +79,7 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
                                              "--variant", "--seeds", "--steps", "--warmup",
                                              "--history", "--x", NULL};
     static const char *const flags[] = {"--help", "-h", "--report", "--no-history", "--plot",
-                                        NULL};
+                                        "--verify-data", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256], *variants[256];
     dm_ab_args ab = {0};
@@ -108,6 +111,7 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
         } else {
             run_opts = 1; /* everything else describes a sweep to run */
             if (!strcmp(a.name, "--data")) ab.data = a.value;
+            else if (!strcmp(a.name, "--verify-data")) ab.verify_data = 1;
             else if (!strcmp(a.name, "--config")) ab.config_file = a.value;
             else if (!strcmp(a.name, "--seeds")) ab.seeds = a.value;
             else if (!strcmp(a.name, "--history")) ab.history = a.value;

@@ -7,7 +7,7 @@
 
 static const char *HELP =
     "usage: dormouse bench [--data PATH] [--set key=value]... [--baseline key=value]...\n"
-    "                      [--reps N] [--memory] [--history FILE]\n"
+    "                      [--reps N] [--memory] [--history FILE] [--verify-data]\n"
     "\n"
     "Time the training step of a config (default: the d2 model, batch 8 x 512) on one batch\n"
     "of the corpus: forward, forward+backward, and the full step (forward, backward,\n"
@@ -30,9 +30,10 @@ static const char *HELP =
     "not starting with '#') can be appended to the history as they are.\n"
     "\n"
     "options:\n"
-    "  --data PATH       corpus: a file (plain or .gz) or a directory (default: the\n"
-    "                    bundled one, as for `dormouse train`); the batch is training\n"
-    "                    step 0's\n"
+    "  --data PATH       corpus: a file (plain or .gz), a directory or a data directory\n"
+    "                    of `dormouse prepare` (mapped; default: the bundled one, as for\n"
+    "                    `dormouse train`); the batch is training step 0's\n"
+    "  --verify-data     a data directory: check its .bin files' CRC-32s first\n"
     "  --set key=value   one config key (repeatable; `dormouse train --help` lists them).\n"
     "                    Keys only the training loop reads (steps, eval_every, log_every,\n"
     "                    ckpt_every, verify_fused, atlas) change nothing here\n"
@@ -64,10 +65,10 @@ static const char *HELP =
 int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--set", "--baseline", "--reps",
                                              "--history", NULL};
-    static const char *const flags[] = {"--help", "-h", "--memory", NULL};
+    static const char *const flags[] = {"--help", "-h", "--memory", "--verify-data", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256], *baseline[256];
-    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0, comm};
+    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0, 0, comm};
     int r;
     while ((r = dm_args_next(&a, "bench")) > 0) {
         long v;
@@ -80,6 +81,7 @@ int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
             return EXIT_OK;
         }
         if (!strcmp(a.name, "--memory")) ba.memory = 1;
+        else if (!strcmp(a.name, "--verify-data")) ba.verify_data = 1;
         else if (!strcmp(a.name, "--data")) ba.data = a.value;
         else if (!strcmp(a.name, "--history")) ba.history = a.value;
         else if (!strcmp(a.name, "--reps")) {

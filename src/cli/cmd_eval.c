@@ -26,7 +26,7 @@ static void print_keys(FILE *f, const char *const *keys) {
 }
 
 static const char *EVAL_HELP =
-    "usage: dormouse eval CKPT [--data PATH | --val PATH] [--set key=value]...\n"
+    "usage: dormouse eval CKPT [--data PATH | --val PATH] [--set key=value]... [--verify-data]\n"
     "\n"
     "Bits per byte of a checkpoint on the last eval_window bytes of a corpus: the mean\n"
     "cross-entropy, in bits, of predicting every byte of the window from the bytes before\n"
@@ -35,15 +35,19 @@ static const char *EVAL_HELP =
     "one is skipped, with a note on stderr), a checkpoint directory or a model.safetensors\n"
     "file (exactly that one).\n"
     "\n"
-    "The corpus: --val PATH or --data PATH (a file, plain or .gz, or a directory); else the\n"
+    "The corpus: --val PATH or --data PATH (a file, plain or .gz, a directory, or a data\n"
+    "directory of `dormouse prepare`, whose val.bin is scored); else the\n"
     "run's own, as recorded in its run directory (the --val it trained with, else its\n"
     "corpus), so `dormouse eval RUN_DIR` repeats the run's validation; else (a model file\n"
     "outside a run) the bundled corpus. A corpus shorter than eval_window is refused, as\n"
-    "train refuses it; --set eval_window=N scores a smaller window.\n"
+    "train refuses it; --set eval_window=N scores a smaller window. eval_windows=N scores N\n"
+    "fixed windows of the validation set, eval_windows=all all of it (docs/data.md); the\n"
+    "note gives the bytes scored.\n"
     "\n"
     "options:\n"
     "  --data PATH        score the last eval_window bytes of PATH\n"
     "  --val PATH         the same, for a validation file or directory\n"
+    "  --verify-data      a data directory: check its .bin files' CRC-32s first\n"
     "  --set key=value    a config key eval reads (repeatable):\n";
 static const char *EVAL_HELP2 =
     "\n"
@@ -52,10 +56,10 @@ static const char *EVAL_HELP2 =
 
 int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--set", NULL};
-    static const char *const flags[] = {"--help", "-h", NULL};
+    static const char *const flags[] = {"--help", "-h", "--verify-data", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256];
-    dm_eval_args ea = {NULL, NULL, NULL, sets, 0, NULL};
+    dm_eval_args ea = {NULL, NULL, NULL, sets, 0, NULL, 0};
     int r;
     while ((r = dm_args_next(&a, "eval")) > 0) {
         if (!a.name) {
@@ -71,6 +75,7 @@ int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
             return EXIT_OK;
         } else if (!strcmp(a.name, "--data")) ea.data = a.value;
         else if (!strcmp(a.name, "--val")) ea.val = a.value;
+        else if (!strcmp(a.name, "--verify-data")) ea.verify_data = 1;
         else if (ea.n_sets < 256) sets[ea.n_sets++] = a.value;
         else {
             fprintf(stderr, "error: too many --set options\n");

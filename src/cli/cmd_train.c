@@ -10,6 +10,7 @@
 static const char *HELP =
     "usage: dormouse train [--data PATH] [--val PATH] [--out RUN_DIR] [--config FILE.json]\n"
     "                      [--time-budget DURATION] [--steps N] [--set key=value]...\n"
+    "                      [--verify-data]\n"
     "       dormouse train --resume RUN_DIR [--set key=value]... [--until N]\n"
     "\n"
     "Train a model. Defaults: the d2 model (1,976,712 parameters) on the bundled corpus\n"
@@ -19,7 +20,11 @@ static const char *HELP =
     "mean cross-entropy in nats per byte; val_bpb is in bits per byte (nats / ln 2).\n"
     "\n"
     "options:\n"
-    "  --data PATH        corpus: a file (plain or .gz) or a directory (its files, sorted)\n"
+    "  --data PATH        corpus: a file (plain or .gz), a directory (its files, sorted),\n"
+    "                     or a data directory of `dormouse prepare` (train.bin trains,\n"
+    "                     val.bin validates; mapped, not read: docs/data.md)\n"
+    "  --verify-data      a data directory: read its .bin files and check their CRC-32s\n"
+    "                     against meta.json before training (a damaged one: exit 2)\n"
     "  --val PATH         validation corpus of its own (file or directory): the last\n"
     "                     eval_window bytes of PATH are the validation window, and all of\n"
     "                     --data trains; recorded in the run (resume and eval use it)\n"
@@ -70,7 +75,7 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--out", "--config", "--set",
                                              "--resume", "--until", "--time-budget",
                                              "--steps", NULL};
-    static const char *const flags[] = {"--help", "-h", NULL};
+    static const char *const flags[] = {"--help", "-h", "--verify-data", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *out = NULL, *resume = NULL, *sets[256];
     char budget[256], steps[256];
@@ -87,6 +92,7 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
             return EXIT_OK;
         }
         if (!strcmp(a.name, "--data")) ta.data = a.value;
+        else if (!strcmp(a.name, "--verify-data")) ta.verify_data = 1;
         else if (!strcmp(a.name, "--val")) ta.val = a.value;
         else if (!strcmp(a.name, "--out")) out = a.value;
         else if (!strcmp(a.name, "--config")) ta.config_file = a.value;

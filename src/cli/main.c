@@ -47,6 +47,7 @@ static const char *USAGE =
     "Train and study byte-level gated delta-rule (KDA / GDN) language models.\n"
     "\n"
     "commands:\n"
+    "  prepare  stream a corpus of any size into a data directory that training maps\n"
     "  train    train a model (default: the d2 model on the bundled KJV corpus)\n"
     "  eval     bits per byte of a checkpoint on a corpus window\n"
     "  sample   generate text from a checkpoint\n"
@@ -67,7 +68,8 @@ static int run(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     if (!strcmp(cmd, "train")) return dm_cmd_train(argc - 1, argv + 1, io, comm);
     if (!strcmp(cmd, "eval")) return dm_cmd_eval(argc - 1, argv + 1, io, comm);
     if (!strcmp(cmd, "bench")) return dm_cmd_bench(argc - 1, argv + 1, io, comm);
-    static const char *const solo[] = {"sample", "ab", "plot", "metrics", "plan", NULL};
+    static const char *const solo[] = {"sample", "ab", "plot", "metrics", "plan", "prepare",
+                                       NULL};
     for (int i = 0; solo[i]; i++)
         if (!strcmp(cmd, solo[i]) && dm_comm_size(comm) > 1) {
             if (dm_comm_rank(comm) == 0)
@@ -80,8 +82,9 @@ static int run(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     if (!strcmp(cmd, "plot")) return dm_cmd_plot(argc - 1, argv + 1, io);
     if (!strcmp(cmd, "metrics")) return dm_cmd_metrics(argc - 1, argv + 1, io);
     if (!strcmp(cmd, "plan")) return dm_cmd_plan(argc - 1, argv + 1, io);
+    if (!strcmp(cmd, "prepare")) return dm_cmd_prepare(argc - 1, argv + 1, io);
     static const char *const all[] = {"train", "eval", "sample", "ab", "bench", "plot",
-                                      "metrics", "plan", "help"};
+                                      "metrics", "plan", "prepare", "help"};
     char pc[64];
     const char *near = dm_nearest(cmd, all, (int)(sizeof all / sizeof all[0]));
     dm_printable(cmd, pc, sizeof pc);

@@ -26,6 +26,13 @@ void dm_cli_progress(void *user, const dm_event *ev) {
         p->transient = ev->text != NULL;
         return;
     }
+    if (ev->kind == DM_EV_PROGRESS && p->tty) { /* kept when the line is closed */
+        printf("\r\033[K%.*s", (int)ev->len, ev->text);
+        fflush(stdout);
+        p->open = 1;
+        p->transient = 0;
+        return;
+    }
     if (ev->kind != DM_EV_STEP) close_line(p);
     dm_event_write(stdout, stderr, ev);
 }

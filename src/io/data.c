@@ -1,177 +1,191 @@
-/* data.c — corpus loading, split and batches. */
+/* data.c — corpus loading (in memory or mapped), split and batches. */
+#define _DEFAULT_SOURCE /* madvise(MADV_DONTNEED): posix_madvise's DONTNEED does nothing */
 #include "io/data.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/rng.h"
 #include "io/files.h"
+#include "io/source.h"
 
-/* Room for at least `more` bytes after c->n in c->bytes. 0 ok. */
-static int reserve(dm_corpus *c, size_t *cap, size_t more) {
-    if (*cap - c->n >= more) return 0;
-    size_t ncap = *cap ? *cap : (8u << 20);
-    while (ncap - c->n < more) ncap *= 2;
-    uint8_t *nb = realloc(c->bytes, ncap);
-    if (!nb) return 1;
-    c->bytes = nb;
-    *cap = ncap;
+/* ---- in memory ---------------------------------------------------------------------- */
+
+typedef struct {
+    dm_corpus *c;
+    size_t cap;
+} mem_sink;
+
+/* append p[0, n) to the corpus bytes (1: out of memory) */
+static int mem_append(void *ctx, const uint8_t *p, size_t n) {
+    mem_sink *s = ctx;
+    dm_corpus *c = s->c;
+    if (s->cap - c->n < n) {
+        size_t ncap = s->cap ? s->cap : (8u << 20);
+        while (ncap - c->n < n) ncap *= 2;
+        uint8_t *nb = realloc(c->bytes, ncap);
+        if (!nb) return 2;
+        c->bytes = nb;
+        s->cap = ncap;
+    }
+    memcpy(c->bytes + c->n, p, n);
+    c->n += n;
     return 0;
 }
 
-/* Append the file at path to c->bytes: plain bytes, or, when it starts with the gzip
- * magic (1f 8b), every gzip member decompressed, each one's trailer checked by zlib (the
- * CRC-32 and the length of its data); a stream that ends early, a bad trailer and bytes
- * after the last member that are not another member are errors. */
-static int append_file(dm_corpus *c, size_t *cap, const char *path, char *err, size_t errlen) {
-    int fd = dm_open_regular(path, "corpus file", err, errlen);
-    if (fd < 0) return 1;
-    enum { IN = 1 << 20 };
-    unsigned char *in = malloc(IN);
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    int rc = 1, gz = -1, zinit = 0, member_done = 0;
-    size_t have = 0; /* unread bytes at in[0..have) */
-    if (!in) {
-        snprintf(err, errlen, "out of memory reading %s", path);
-        goto out;
-    }
-    for (int eof = 0;;) {
-        if (!eof && have < IN) { /* top up the input */
-            ssize_t got = read(fd, in + have, IN - have);
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) {
-                snprintf(err, errlen, "cannot read corpus file %s: %s", path, strerror(errno));
-                goto out;
-            }
-            eof = got == 0;
-            have += (size_t)got;
-            if (!eof && have < 2) continue;
-        }
-        if (gz < 0) gz = have >= 2 && in[0] == 0x1f && in[1] == 0x8b;
-        if (!gz) { /* plain: copy */
-            if (reserve(c, cap, have ? have : 1)) goto oom;
-            memcpy(c->bytes + c->n, in, have);
-            c->n += have;
-            have = 0;
-            if (eof) break;
-            continue;
-        }
-        if (member_done) { /* after a member: the end of the file, or another member */
-            if (have == 0 && eof) break;
-            if (have < 2 && !eof) continue;
-            if (have < 2 || in[0] != 0x1f || in[1] != 0x8b) {
-                snprintf(err, errlen, "corpus file %s is damaged: bytes after the end of its "
-                         "gzip data", path);
-                goto out;
-            }
-            inflateReset(&zs);
-            member_done = 0;
-        }
-        if (!zinit) {
-            if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) goto oom;
-            zinit = 1;
-        }
-        zs.next_in = in;
-        zs.avail_in = (uInt)have;
-        int zr;
-        do {
-            if (reserve(c, cap, 1u << 20)) goto oom;
-            size_t room = *cap - c->n;
-            zs.next_out = c->bytes + c->n;
-            zs.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
-            uInt before = zs.avail_out;
-            zr = inflate(&zs, Z_NO_FLUSH);
-            c->n += before - zs.avail_out;
-        } while (zr == Z_OK && zs.avail_out == 0);
-        if (zr == Z_MEM_ERROR) goto oom;
-        if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && zs.avail_in == 0)) {
-            snprintf(err, errlen, "corpus file %s is damaged: gzip data error (%s)", path,
-                     zs.msg ? zs.msg : "corrupt stream");
-            goto out;
-        }
-        memmove(in, zs.next_in, zs.avail_in); /* keep what inflate has not used */
-        have = zs.avail_in;
-        if (zr == Z_STREAM_END) {
-            member_done = 1;
-            continue;
-        }
-        if (eof && (have == 0 || zr == Z_BUF_ERROR)) {
-            snprintf(err, errlen, "corpus file %s is truncated: its gzip data ends early (no "
-                     "end of stream, CRC or length)", path);
-            goto out;
-        }
-    }
-    c->n_files++;
-    rc = 0;
-    goto out;
-oom:
-    snprintf(err, errlen, "out of memory reading %s", path);
-out:
-    if (zinit) inflateEnd(&zs);
-    free(in);
-    close(fd);
-    return rc;
+/* Append the file at path (io/source.h: plain or gzip, read to its end); a binary one is
+ * kept, with a note. */
+static int append_file(mem_sink *s, const char *path, char *err, size_t errlen) {
+    size_t before = s->c->n;
+    int rc = dm_source_read(path, mem_append, s, NULL, err, errlen);
+    if (rc == 2) snprintf(err, errlen, "out of memory reading %s", path);
+    if (rc) return 1;
+    if (dm_is_binary(s->c->bytes + before, s->c->n - before))
+        dm_text_append(&s->c->notes, "note: %s looks binary (a NUL byte in its first %d bytes); "
+                       "it is trained on as it is", path, DM_BINARY_PROBE);
+    s->c->n_files++;
+    return 0;
 }
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* a directory's regular files, sorted by name, concatenated (not recursive) */
+static int load_dir(mem_sink *s, const char *path, char *err, size_t errlen) {
+    DIR *d = opendir(path);
+    if (!d) {
+        snprintf(err, errlen, "cannot open corpus directory %s: %s", path, strerror(errno));
+        return 1;
+    }
+    char **names = NULL;
+    size_t nn = 0, ncap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        size_t len = strlen(path) + strlen(e->d_name) + 2;
+        char *full = malloc(len);
+        if (!full) break;
+        snprintf(full, len, "%s/%s", path, e->d_name);
+        struct stat fs;
+        if (stat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) {
+            dm_text_append(&s->c->notes, "note: %s skipped: %s", full, stat(full, &fs) != 0 ?
+                           "cannot stat it" : S_ISDIR(fs.st_mode) ? "a directory (a corpus "
+                           "directory is not read recursively; `dormouse prepare` is)"
+                           : "not a regular file");
+            free(full);
+            continue;
+        }
+        if (nn == ncap) {
+            ncap = ncap ? 2 * ncap : 64;
+            char **nb = realloc(names, ncap * sizeof *names);
+            if (!nb) { free(full); break; }
+            names = nb;
+        }
+        names[nn++] = full;
+    }
+    closedir(d);
+    if (nn > 1) qsort(names, nn, sizeof *names, cmp_str);
+    int rc = 0;
+    for (size_t i = 0; i < nn; i++) {
+        if (!rc) rc = append_file(s, names[i], err, errlen);
+        free(names[i]);
+    }
+    free(names);
+    if (!rc && nn == 0) {
+        snprintf(err, errlen, "corpus directory %s has no regular files", path);
+        rc = 1;
+    }
+    return rc;
+}
+
+/* ---- mapped ------------------------------------------------------------------------- */
+
+/* Map DATA_DIR's .bin files; one whose mtime is not the recorded one has its CRC-32
+ * checked now. */
+static int load_mapped(dm_corpus *c, const char *dir, char *err, size_t errlen) {
+    c->mapped = 1;
+    for (int i = 0; i < 2; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, DM_PART_NAME(i));
+        int fd = dm_open_regular(p, "data file", err, errlen);
+        if (fd < 0) return 1;
+        struct stat st;
+        size_t n = (size_t)c->ds.part[i].bytes;
+        int ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size == c->ds.part[i].bytes;
+        void *m = ok && n ? mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+        close(fd);
+        if (!ok || m == MAP_FAILED) {
+            snprintf(err, errlen, "cannot map %s: %s", p, ok ? strerror(errno) : "its size "
+                     "changed while it was opened");
+            return 1;
+        }
+        c->map[i] = m;
+        c->map_n[i] = n;
+        long long mt = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+        if (mt != c->ds.part[i].mtime_ns) {
+            uint32_t crc = dm_crc32(0, m, n);
+            if (crc != c->ds.part[i].crc) {
+                snprintf(err, errlen, "%s is damaged: its CRC-32 is %08x, meta.json records "
+                         "%08x (changed after prepare); prepare the data again", p,
+                         (unsigned)crc, (unsigned)c->ds.part[i].crc);
+                return 1;
+            }
+            dm_text_append(&c->notes, "note: %s is not the file prepare wrote (its mtime "
+                           "differs: a copy?); its CRC-32 was checked: it matches meta.json",
+                           p);
+        }
+    }
+    c->train = c->map[0];
+    c->train_n = c->map_n[0];
+    c->val = c->map[1];
+    c->val_n = c->map_n[1];
+    c->n = c->train_n + c->val_n;
+    c->n_files = 2;
+    return 0;
+}
+
+int dm_corpus_verify(const dm_corpus *c, char *err, size_t errlen) {
+    for (int i = 0; c->mapped && i < 2; i++) {
+        uint32_t crc = dm_crc32(0, c->map[i], c->map_n[i]);
+        dm_corpus_release(c, c->map[i], c->map_n[i]);
+        if (crc != c->ds.part[i].crc) {
+            snprintf(err, errlen, "--verify-data: %s is damaged: its CRC-32 is %08x, meta.json "
+                     "records %08x; prepare the data again", DM_PART_NAME(i), (unsigned)crc,
+                     (unsigned)c->ds.part[i].crc);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- loading ------------------------------------------------------------------------ */
+
 int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    size_t cap = 0;
+    mem_sink s = {c, 0};
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(err, errlen, "corpus not found: %s (%s)", path, strerror(errno));
         return 1;
     }
     if (S_ISREG(st.st_mode)) {
-        if (append_file(c, &cap, path, err, errlen)) goto fail;
+        if (append_file(&s, path, err, errlen)) goto fail;
     } else if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (!d) {
-            snprintf(err, errlen, "cannot open corpus directory %s: %s", path, strerror(errno));
-            return 1;
+        int ds = dm_dataset_open(path, &c->ds, err, errlen);
+        if (ds == DM_DS_BAD) goto fail;
+        if (ds == DM_DS_OK) {
+            if (load_mapped(c, path, err, errlen)) goto fail;
+            return 0;
         }
-        char **names = NULL;
-        size_t nn = 0, ncap = 0;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            size_t len = strlen(path) + strlen(e->d_name) + 2;
-            char *full = malloc(len);
-            if (!full) break;
-            snprintf(full, len, "%s/%s", path, e->d_name);
-            struct stat fs;
-            if (stat(full, &fs) != 0 || !S_ISREG(fs.st_mode)) { free(full); continue; }
-            if (nn == ncap) {
-                ncap = ncap ? 2 * ncap : 64;
-                char **nb = realloc(names, ncap * sizeof *names);
-                if (!nb) { free(full); break; }
-                names = nb;
-            }
-            names[nn++] = full;
-        }
-        closedir(d);
-        if (nn > 1) qsort(names, nn, sizeof *names, cmp_str);
-        int rc = 0;
-        for (size_t i = 0; i < nn; i++) {
-            if (!rc) rc = append_file(c, &cap, names[i], err, errlen);
-            free(names[i]);
-        }
-        free(names);
-        if (rc) goto fail;
-        if (nn == 0) {
-            snprintf(err, errlen, "corpus directory %s has no regular files", path);
-            goto fail;
-        }
+        if (load_dir(&s, path, err, errlen)) goto fail;
     } else {
         snprintf(err, errlen, "corpus %s is neither a regular file nor a directory", path);
         return 1;
@@ -180,6 +194,11 @@ int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "corpus %s is empty", path);
         goto fail;
     }
+    if (c->n > DM_CORPUS_HINT_BYTES)
+        dm_text_append(&c->notes, "note: %s is %.1f GiB, read into memory at every start; "
+                       "`dormouse prepare %s --out DATA_DIR` once, then --data DATA_DIR maps "
+                       "it (docs/data.md)", path, c->n / 1073741824.0, path);
+    c->train = c->bytes;
     c->train_n = c->n;
     return 0;
 fail:
@@ -188,21 +207,34 @@ fail:
 }
 
 uint32_t dm_corpus_crc32(const dm_corpus *c) {
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t off = 0; off < c->n;) {
-        size_t len = c->n - off > (1u << 30) ? (1u << 30) : c->n - off;
-        crc = crc32(crc, c->bytes + off, (uInt)len);
-        off += len;
-    }
-    return (uint32_t)crc;
+    if (c->mapped) return dm_dataset_crc32(&c->ds);
+    if (!c->val_bytes) return dm_crc32(0, c->bytes, c->n);
+    size_t w = c->n - c->train_n; /* --val: the training bytes, then the window */
+    uint32_t a = dm_crc32(0, c->bytes, c->train_n), b = dm_crc32(0, c->val + c->val_n - w, w);
+    return dm_crc32_combine(a, b, w);
 }
 
 void dm_corpus_free(dm_corpus *c) {
+    for (int i = 0; i < 2; i++)
+        if (c->map[i]) munmap(c->map[i], c->map_n[i]);
     free(c->bytes);
+    free(c->val_bytes);
+    free(c->notes);
     memset(c, 0, sizeof *c);
 }
 
+/* ---- the split ---------------------------------------------------------------------- */
+
 int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size_t errlen) {
+    if (c->mapped) {
+        if (dm_corpus_split_eval(c, eval_window, 0, err, errlen)) return 1;
+        if (c->train_n < (size_t)seq_len + 1) {
+            snprintf(err, errlen, "train.bin has %zu bytes, fewer than one training sequence "
+                     "(seq_len+1=%d)", c->train_n, seq_len + 1);
+            return 1;
+        }
+        return 0;
+    }
     size_t need = (size_t)eval_window + (size_t)seq_len + 1;
     if (eval_window < 2 || c->n < need) {
         snprintf(err, errlen,
@@ -212,11 +244,33 @@ int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size
         return 1;
     }
     c->train_n = c->n - (size_t)eval_window;
+    c->val = c->bytes + c->train_n;
+    c->val_n = (size_t)eval_window;
     return 0;
 }
 
-int dm_corpus_split_val(dm_corpus *c, const dm_corpus *val, long eval_window, int seq_len,
+int dm_corpus_split_eval(dm_corpus *c, long eval_window, int whole, char *err, size_t errlen) {
+    size_t w = (size_t)eval_window, have = c->mapped ? c->val_n : c->n;
+    if (eval_window < 2 || have < w) {
+        snprintf(err, errlen, "%s has %zu bytes, fewer than eval_window=%zu; pass --set "
+                 "eval_window=%zu (or less)", c->mapped ? "val.bin" : "the corpus", have, w,
+                 have);
+        return 1;
+    }
+    if (!c->mapped) {
+        c->val_n = whole ? c->n : w;
+        c->val = c->bytes + (c->n - c->val_n);
+    }
+    return 0;
+}
+
+int dm_corpus_split_val(dm_corpus *c, dm_corpus *val, long eval_window, int seq_len,
                         char *err, size_t errlen) {
+    if (c->mapped || val->mapped) {
+        snprintf(err, errlen, "a prepared data directory has its own val.bin: --val is for a "
+                 "corpus file or directory");
+        return 1;
+    }
     if (eval_window < 2 || val->n < (size_t)eval_window) {
         snprintf(err, errlen, "the validation corpus has %zu bytes, fewer than eval_window=%ld; "
                  "pass --set eval_window=%zu or a larger file", val->n, eval_window, val->n);
@@ -227,24 +281,70 @@ int dm_corpus_split_val(dm_corpus *c, const dm_corpus *val, long eval_window, in
                  "(seq_len+1=%d) needs %d", c->n, seq_len + 1, seq_len + 1);
         return 1;
     }
-    uint8_t *b = realloc(c->bytes, c->n + (size_t)eval_window);
-    if (!b) {
-        snprintf(err, errlen, "out of memory: the validation window needs %ld bytes", eval_window);
-        return 1;
-    }
-    memcpy(b + c->n, val->bytes + (val->n - (size_t)eval_window), (size_t)eval_window);
-    c->bytes = b;
+    c->val_bytes = val->bytes;
+    c->val = val->bytes;
+    c->val_n = val->n;
+    val->bytes = NULL;
+    val->n = 0;
     c->train_n = c->n;
     c->n += (size_t)eval_window;
     return 0;
 }
 
+/* ---- batches and windows ------------------------------------------------------------ */
+
+/* The generator of the batch of (seed, step); returns the span of its offsets, 0 ..
+ * train_n-T-1. */
+static uint64_t batch_rng(const dm_corpus *c, uint64_t seed, long step, int T, dm_rng *r) {
+    dm_rng_seed(r, seed, 0xBA7C400000000000ull ^ (uint64_t)step);
+    return (uint64_t)(c->train_n - (size_t)T - 1) + 1;
+}
+
+/* the pages over p[0, n): [*lo, *lo + *len) */
+static void page_range(const uint8_t *p, size_t n, void **lo, size_t *len) {
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p / ps * ps;
+    uintptr_t b = ((uintptr_t)p + n + ps - 1) / ps * ps;
+    *lo = (void *)a;
+    *len = (size_t)(b - a);
+}
+
 void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, uint8_t *out) {
     dm_rng r;
-    dm_rng_seed(&r, seed, 0xBA7C400000000000ull ^ (uint64_t)step);
-    uint64_t span = (uint64_t)(c->train_n - (size_t)T - 1) + 1; /* offsets 0..train_n-T-1 */
+    uint64_t span = batch_rng(c, seed, step, T, &r);
     for (int b = 0; b < B; b++) {
         size_t off = (size_t)dm_rng_below(&r, span);
-        memcpy(out + (size_t)b * (T + 1), c->bytes + off, (size_t)T + 1);
+        memcpy(out + (size_t)b * (T + 1), c->train + off, (size_t)T + 1);
+        dm_corpus_release(c, c->train + off, (size_t)T + 1);
     }
+}
+
+void dm_corpus_prefetch(const dm_corpus *c, uint64_t seed, long step, int B, int T) {
+    if (!c->mapped) return;
+    dm_rng r;
+    uint64_t span = batch_rng(c, seed, step, T, &r);
+    for (int b = 0; b < B; b++) {
+        void *lo;
+        size_t len;
+        page_range(c->train + (size_t)dm_rng_below(&r, span), (size_t)T + 1, &lo, &len);
+        posix_madvise(lo, len, POSIX_MADV_WILLNEED);
+    }
+}
+
+void dm_corpus_release(const dm_corpus *c, const uint8_t *p, size_t n) {
+    if (!c->mapped || !n) return;
+    void *lo;
+    size_t len;
+    page_range(p, n, &lo, &len);
+    madvise(lo, len, MADV_DONTNEED); /* a shared read-only mapping: the page cache keeps them */
+}
+
+int dm_corpus_eval_offsets(size_t val_n, size_t w, long N, uint64_t seed, size_t *off) {
+    if (N < 1 || val_n / (size_t)N < w) return 1;
+    dm_rng r;
+    dm_rng_seed(&r, seed, 0xE7A1000000000000ull);
+    for (long k = 0; k < N; k++) {
+        size_t lo = (size_t)k * (val_n / (size_t)N), room = val_n / (size_t)N - w;
+        off[k] = lo + (size_t)dm_rng_below(&r, (uint64_t)room + 1);
+    }
+    return 0;
 }

@@ -24,7 +24,8 @@
  *     train.log             the run's output
  *     cell.json             the timing probe of the cell (wall, CPU, contention flags)
  * A cell is done when summary.json exists and its config.json and data_path match what
- * the sweep asks for; done cells are never rerun, so a cancelled sweep resumes, and a
+ * the sweep asks for (the corpus by its bytes: the size and CRC-32 data_path records, so a
+ * corpus that moved, e.g. an installed copy, still matches); done cells are never rerun, so a cancelled sweep resumes, and a
  * variant can be added to a finished sweep by running it again with one more --variant.
  * Cells run interleaved by seed (seed 1 of every arm, then seed 2, ...), so a sweep
  * stopped early still holds comparable cells. */
@@ -105,6 +106,10 @@ typedef struct {
 typedef struct {
     char dir[4096];        /* AB_DIR */
     char data[4096];       /* corpus path, absolute */
+    int has_id;            /* the corpus' identity is known: a cell is done on the same
+                              bytes (its data_path's size and CRC-32), at any path */
+    uint64_t data_bytes;   /* ... the size and CRC-32 a run records (io/data.h) */
+    uint32_t data_crc;
     int steps;
     int warmup;            /* steps left out of the ms/step median */
     int n_arms;            /* arms[0] is the control */
@@ -187,6 +192,7 @@ typedef struct {
     const char *history;      /* append the rows here (--history FILE); NULL: nothing */
     int plot;                 /* draw AB_DIR/plot.png after the table (dm_plot_ab) */
     int plot_x;               /* its x axis: DM_PLOT_X_* (jobs/plot.h) */
+    int verify_data;          /* a prepared data directory: check its CRC-32s first */
 } dm_ab_args;
 
 /* The spec of a sweep from its arguments (the control: defaults, config_file, sets with

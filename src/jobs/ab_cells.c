@@ -90,16 +90,25 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
         c->status = DM_CELL_STALE;
         return;
     }
-    snprintf(path, sizeof path, "%s/data_path", dir);
-    char *dp = read_text(path);
-    if (dp) dp[strcspn(dp, "\n")] = 0;
-    if (!dp || strcmp(dp, s->data) != 0) {
-        snprintf(c->why, sizeof c->why, "another corpus (%.60s)", dp ? dp : "unknown");
+    /* the corpus: the same bytes (size and CRC-32); by its path only when the sweep or the
+     * cell has no identity recorded (an older dormouse) */
+    char dp[4096], e3[512];
+    size_t bytes;
+    uint32_t crc;
+    int has_id, same;
+    if (dm_rundir_read_data(dir, dp, sizeof dp, &bytes, &crc, &has_id, e3, sizeof e3)) {
+        snprintf(dp, sizeof dp, "unknown");
+        same = 0;
+    } else if (has_id && s->has_id) {
+        same = bytes == s->data_bytes && crc == s->data_crc;
+    } else {
+        same = !strcmp(dp, s->data);
+    }
+    if (!same) {
+        snprintf(c->why, sizeof c->why, "another corpus (%.60s)", dp);
         c->status = DM_CELL_STALE;
-        free(dp);
         return;
     }
-    free(dp);
 
     c->status = DM_CELL_DONE;
     c->bpb = bpb;

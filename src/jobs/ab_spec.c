@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "io/files.h"
+#include "io/data.h"
 #include "jobs/ab.h"
 
 int dm_ab_default_warmup(int steps) {
@@ -51,7 +52,8 @@ const char *dm_ab_fixed_key(const char *key, int variant) {
     if (!strcmp(key, "log_every")) return "A/B cells log every step";
     if (!variant) return NULL;
     if (!strcmp(key, "steps")) return "every arm runs the sweep's steps (--steps)";
-    if (!strcmp(key, "eval_window")) return "every arm is scored on the same window";
+    if (!strcmp(key, "eval_window") || !strcmp(key, "eval_windows"))
+        return "every arm is scored on the same windows";
     return NULL;
 }
 
@@ -165,6 +167,12 @@ int dm_ab_save_spec(const dm_ab_spec *s, char *err, size_t errlen) {
     cJSON *o = cJSON_CreateObject(), *arms = cJSON_CreateArray();
     cJSON_AddNumberToObject(o, "version", 1);
     cJSON_AddStringToObject(o, "data", s->data);
+    if (s->has_id) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)s->data_crc);
+        cJSON_AddNumberToObject(o, "data_bytes", (double)s->data_bytes);
+        cJSON_AddStringToObject(o, "data_crc32", crc);
+    }
     cJSON_AddNumberToObject(o, "steps", s->steps);
     cJSON_AddNumberToObject(o, "warmup", s->warmup);
     cJSON_AddStringToObject(o, "seeds", seeds);
@@ -216,6 +224,13 @@ int dm_ab_load_spec(const char *dir, dm_ab_spec *s, char *err, size_t errlen) {
         goto done;
     }
     snprintf(s->data, sizeof s->data, "%s", data->valuestring);
+    cJSON *db = cJSON_GetObjectItemCaseSensitive(o, "data_bytes"),
+          *dc = cJSON_GetObjectItemCaseSensitive(o, "data_crc32");
+    if (cJSON_IsNumber(db) && cJSON_IsString(dc)) { /* a sweep of an older dormouse: none */
+        s->has_id = 1;
+        s->data_bytes = (uint64_t)db->valuedouble;
+        s->data_crc = (uint32_t)strtoul(dc->valuestring, NULL, 16);
+    }
     s->steps = steps->valueint;
     s->warmup = warm->valueint;
     if (dm_ab_parse_seeds(seeds->valuestring, s->seeds, DM_AB_MAX_SEEDS, &s->n_seeds, err, errlen))
@@ -286,6 +301,16 @@ int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st) {
     if (!abs) return dm_fail(st, DM_JOB_BAD_INPUT, "corpus %s not found", corpus);
     snprintf(s->data, sizeof s->data, "%s", abs);
     free(abs);
+    dm_corpus c; /* its identity, as a cell's run records it */
+    if (dm_corpus_load(&c, s->data, err, sizeof err) ||
+        (a->verify_data && dm_corpus_verify(&c, err, sizeof err))) {
+        dm_corpus_free(&c);
+        return dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+    }
+    s->has_id = 1;
+    s->data_bytes = c.n;
+    s->data_crc = dm_corpus_crc32(&c);
+    dm_corpus_free(&c);
     if (s->warmup >= s->steps)
         return dm_fail(st, DM_JOB_BAD_INPUT, "--warmup %d leaves no step of %d to time",
                        s->warmup, s->steps);

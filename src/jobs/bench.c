@@ -410,6 +410,9 @@ dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
                                                                       &st)};
     if (b.data && !bench_configs(&b) && dm_corpus_load(&b.corpus, b.data, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s", err);
+    if (!st.code && b.corpus.notes) dm_job_note(io, "%s", b.corpus.notes);
+    if (!st.code && a->verify_data && dm_corpus_verify(&b.corpus, err, sizeof err))
+        dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", b.data, err);
     if (!st.code && !arm_init(&b, &b.arms[0])) arm_init(&b, &b.arms[1]);
     /* the ranks agree on the set-up before their steps exchange anything */
     int code = st.code, stop = 0;

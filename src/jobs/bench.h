@@ -30,6 +30,7 @@ typedef struct {
     const char *const *baseline;    /* the baseline: the arm with these "key=value" */
     int n_baseline;                 /* 0: kda_impl=reference (the reference core) */
     int memory;                     /* also each arm's memory (dm_memory_line) and rows */
+    int verify_data;                /* a prepared data directory: check its CRC-32s first */
     dm_comm *comm;                  /* under mpirun every rank runs both arms' steps, data-
                                        parallel (jobs/step.h); rank 0 reports; NULL: one
                                        process */

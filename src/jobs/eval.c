@@ -11,7 +11,10 @@
 #include "jobs/load.h"
 #include "jobs/step.h" /* dm_step_threads */
 
-double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm_comm *comm) {
+/* The summed cross-entropy in nats of the n-1 predictions of bytes[0, n) (dm_eval_bpb's
+ * cut into sequences and forwards); NAN on a failure. */
+static double window_nats(dm_model *m, const uint8_t *bytes, size_t n, int B, int T,
+                          dm_comm *comm) {
     if (n < 2 || B < 1 || T < 1) return NAN;
     size_t preds = n - 1, full = preds / (size_t)T, rest = preds % (size_t)T;
     /* forward i: sequences [i B, i B + b) of the full ones, then the remainder */
@@ -47,12 +50,75 @@ double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm
     if (nats && off && !dm_comm_allgather(comm, nats, off, sizeof(double))) {
         total = 0;
         for (size_t i = 0; i < nf; i++) total += nats[off[i % (size_t)N] + i / (size_t)N];
-        total = total / (double)preds / log(2.0);
     }
     free(buf);
     free(nats);
     free(off);
     return total;
+}
+
+double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm_comm *comm) {
+    if (n < 2 || B < 1 || T < 1) return NAN;
+    return window_nats(m, bytes, n, B, T, comm) / (double)(n - 1) / log(2.0);
+}
+
+int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t errlen) {
+    if (windows < 2 || (c->val_n / (size_t)windows) >= (size_t)w) return 0;
+    snprintf(err, errlen, "eval_windows=%ld: %ld windows of eval_window=%ld bytes need a "
+             "validation set of at least %ld bytes; it has %zu%s (eval_windows=all scores all "
+             "of it)", windows, windows, w, windows * w, c->val_n, c->mapped || c->val_bytes ? ""
+             : " (the last eval_window bytes of the corpus: prepare a data directory with "
+             "`dormouse prepare`, or pass --val)");
+    return 1;
+}
+
+double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
+                   dm_comm *comm, size_t *scored) {
+    size_t W = (size_t)w;
+    *scored = 0;
+    if (windows == 1) { /* the fixed window: the last eval_window bytes */
+        *scored = W;
+        double bpb = dm_eval_bpb(m, c->val + (c->val_n - W), W, B, T, comm);
+        dm_corpus_release(c, c->val + (c->val_n - W), W);
+        return bpb;
+    }
+    double nats = 0;
+    size_t preds = 0;
+    if (windows == 0) { /* all: windows of W bytes, each sharing its first byte with the
+                           last of the one before, so every byte but the first is predicted */
+        for (size_t s = 0; s + 1 < c->val_n && !isnan(nats);) {
+            size_t len = c->val_n - s < W ? c->val_n - s : W;
+            nats += window_nats(m, c->val + s, len, B, T, comm);
+            dm_corpus_release(c, c->val + s, len);
+            preds += len - 1;
+            s += len - 1;
+        }
+        *scored = c->val_n;
+    } else {
+        size_t *off = malloc(sizeof *off * (size_t)windows);
+        if (!off || dm_corpus_eval_offsets(c->val_n, W, windows, DM_EVAL_WINDOW_SEED, off)) {
+            free(off);
+            return NAN;
+        }
+        for (long k = 0; k < windows && !isnan(nats); k++) {
+            nats += window_nats(m, c->val + off[k], W, B, T, comm);
+            dm_corpus_release(c, c->val + off[k], W);
+            preds += W - 1;
+        }
+        free(off);
+        *scored = W * (size_t)windows;
+    }
+    return preds ? nats / (double)preds / log(2.0) : NAN;
+}
+
+void dm_eval_what(const dm_config *cfg, size_t scored, char *buf, size_t n) {
+    if (cfg->eval_windows == 1)
+        snprintf(buf, n, "the last %ld bytes", cfg->eval_window);
+    else if (cfg->eval_windows == 0)
+        snprintf(buf, n, "all %zu bytes (eval_windows=all)", scored);
+    else
+        snprintf(buf, n, "%ld fixed windows of %ld bytes (eval_windows=%ld)", cfg->eval_windows,
+                 cfg->eval_window, cfg->eval_windows);
 }
 
 dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
@@ -65,12 +131,14 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     dm_config_default(&cfg);
     long step = 0;
     char model[4096], run[4096], path[4200], data[4096] = "", from[4400] = "";
+    int whole = 0; /* a validation corpus: all of it is the validation set (as in train) */
     /* every rank loads the checkpoint and the corpus; they agree before sharing the work */
     dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "eval", DM_EVAL_KEYS, &cfg, &step,
                                 model, io, &st);
     /* the corpus: the flags, else the run's own, else the bundled one */
     if (!m) {
     } else if (a->val || a->data) {
+        whole = a->val != NULL;
         snprintf(data, sizeof data, "%s", a->val ? a->val : a->data);
         snprintf(from, sizeof from, "%s", a->val ? "--val" : "--data");
     } else if (dm_load_run_dir(model, run, sizeof run) == 0) {
@@ -79,6 +147,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         for (int i = 0; i < 2 && !found; i++) {
             snprintf(path, sizeof path, "%s/%s", run, names[i]);
             found = dm_read_line(path, data, sizeof data) == 0;
+            whole = found && i == 0; /* the run's --val: all of it validates */
             snprintf(from, sizeof from, "the run's %s, %s", i ? "corpus" : "validation corpus",
                      path);
         }
@@ -98,10 +167,14 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     char err[8192];
     if (m && !st.code && dm_corpus_load(&c, data, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s", err);
-    size_t w = (size_t)cfg.eval_window;
-    if (m && !st.code && c.n < w) /* as train does: never a smaller window than asked for */
-        dm_fail(&st, DM_JOB_BAD_INPUT, "%s has %zu bytes, fewer than eval_window=%zu; pass "
-                "--set eval_window=%zu (or less) to score all of it", data, c.n, w, c.n);
+    if (m && !st.code && c.notes) dm_job_note(io, "%s", c.notes);
+    if (m && !st.code && a->verify_data && dm_corpus_verify(&c, err, sizeof err))
+        dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
+    /* as train does: never a smaller window than asked for */
+    if (m && !st.code && dm_corpus_split_eval(&c, cfg.eval_window, whole, err, sizeof err))
+        dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
+    if (m && !st.code && dm_eval_check(&c, cfg.eval_window, cfg.eval_windows, err, sizeof err))
+        dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
     int code = st.code, stop = dm_job_stopped(io) ? (int)*io->stop : 0;
     dm_comm_agree(a->comm, &code, st.msg, sizeof st.msg, &stop);
     st.code = code;
@@ -110,11 +183,16 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {
         dm_step_threads(&cfg, a->comm);
-        double bpb = dm_eval_bpb(m, c.bytes + (c.n - w), w, cfg.batch_size, cfg.seq_len, a->comm);
+        size_t scored;
+        char what[256];
+        double bpb = dm_eval_val(m, &c, cfg.eval_window, cfg.eval_windows, cfg.batch_size,
+                                 cfg.seq_len, a->comm, &scored);
+        dm_eval_what(&cfg, scored, what, sizeof what);
         if (dm_comm_error(a->comm)[0]) dm_fail(&st, DM_JOB_FAILED, "%s", dm_comm_error(a->comm));
         else if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
-        else dm_job_note(io, "val_bpb %.6f on the last %zu bytes of %s (%s; checkpoint step "
-                         "%ld)\n", bpb, w, data, from, step);
+        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; checkpoint "
+                         "step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "", from, scored,
+                         step);
     }
     dm_corpus_free(&c);
     dm_model_free(m);

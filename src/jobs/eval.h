@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/comm.h"
+#include "io/data.h"
 #include "dormouse.h"
 #include "jobs/job.h"
 
@@ -19,6 +20,24 @@
  * fails (dm_comm_error). */
 double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm_comm *comm);
 
+/* The validation BPB of a split corpus (io/data.h) as eval_windows asks (docs/data.md):
+ *   1    the fixed window: the last w bytes of the validation set (dm_eval_bpb of them)
+ *   N    N windows of w bytes at the offsets of dm_corpus_eval_offsets with the fixed
+ *        DM_EVAL_WINDOW_SEED: the same windows in every run and every eval of the data
+ *   0    all of it ("all"): consecutive windows of w bytes, each starting at the last
+ *        byte of the one before (the last one shorter), so every byte but the first is
+ *        predicted once
+ * several windows combined by their predictions: the summed nats over the summed
+ * predictions, in bits. *scored: the bytes scored. NAN as dm_eval_bpb. */
+double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
+                   dm_comm *comm, size_t *scored);
+/* 0 when the validation set holds `windows` windows of w bytes (see dm_eval_val), else a
+ * one-line err. */
+int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t errlen);
+/* What dm_eval_val scored, for a note: "the last 81920 bytes", "all 1048576 bytes
+ * (eval_windows=all)", "8 fixed windows of 81920 bytes (eval_windows=8)". */
+void dm_eval_what(const dm_config *cfg, size_t scored, char *buf, size_t n);
+
 typedef struct {
     const char *ckpt;          /* a run directory, a checkpoint directory or a model file */
     const char *data;          /* corpus whose last eval_window bytes are scored; NULL: see
@@ -29,13 +48,16 @@ typedef struct {
     int n_sets;
     dm_comm *comm;             /* under mpirun the ranks share the forwards (NULL: one
                                   process); each reads the checkpoint and the corpus */
+    int verify_data;           /* a prepared data directory: check its .bin files' CRC-32s */
 } dm_eval_args;
 
-/* The BPB of the checkpoint on the last eval_window bytes of a corpus: --val or --data;
+/* The BPB of the checkpoint on the validation set of a corpus (as eval_windows asks, by
+ * default its last eval_window bytes; of --val, all of it): --val or --data;
  * else the run's own (the checkpoint's run directory: its val_path when it trained with
  * --val, else its data_path), so `dormouse eval RUN` repeats the run's validation; else
  * (a model file outside a run) the bundled corpus. Reported as the note "val_bpb X on the
- * last N bytes of DATA (WHERE FROM; checkpoint step S)". Bad input: checkpoint, overrides,
+ * last N bytes of DATA (WHERE FROM; N bytes scored; checkpoint step S)" (eval_windows:
+ * what dm_eval_what says; a data directory: DATA/val.bin). Bad input: checkpoint, overrides,
  * both --data and --val, a corpus that is gone or shorter than eval_window (a window it
  * cannot fill; `--set eval_window=N` scores less); failed: a NaN. */
 dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io);

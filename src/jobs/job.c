@@ -149,6 +149,7 @@ void dm_event_write(FILE *out, FILE *err, const dm_event *ev) {
         dm_step_text(ev, line, sizeof line);
         fprintf(out, "%s\n", line);
         break;
+    case DM_EV_PROGRESS: fprintf(out, "%.*s\n", (int)ev->len, ev->text); break;
     case DM_EV_WARN:
         fflush(out);
         fwrite(ev->text, 1, ev->len, err);

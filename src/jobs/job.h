@@ -41,6 +41,8 @@ enum {
     DM_EV_DETAIL, /* text: complete lines of detail (tables a job also keeps in its files,
                      rows a benchmark appends with --history): the command prints them
                      only when asked (-v), a log always */
+    DM_EV_PROGRESS, /* text[0..len): a progress line without its newline (prepare): on a
+                       terminal redrawn in place, elsewhere written as a line */
 };
 
 typedef struct {

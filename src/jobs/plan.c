@@ -163,6 +163,7 @@ static int timed(plan_ctx *p) {
     char err[DM_ERRLEN];
     size_t nt = (size_t)A * B * (T + 1);
     p->corpus = (dm_corpus){.bytes = malloc(nt), .n = nt, .train_n = nt, .n_files = 1};
+    p->corpus.train = p->corpus.bytes;
     p->t = calloc((size_t)reps, sizeof *p->t);
     if (!p->corpus.bytes || !p->t)
         return dm_fail(p->st, DM_JOB_FAILED, "out of memory for the batch");

@@ -86,6 +86,7 @@ int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long b
     size_t seq = (size_t)s->T + 1;
     double t0 = dm_now();
     dm_corpus_batch(corpus, seed, batch_step, s->A * s->B, s->T, s->batch);
+    dm_corpus_prefetch(corpus, seed, batch_step + 1, s->A * s->B, s->T); /* a mapped corpus */
     out->t_data = dm_now() - t0;
     out->t_fwd = out->t_bwd = 0;
     float *mine = s->losses + s->loss_off[s->rank];

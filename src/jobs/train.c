@@ -147,19 +147,38 @@ static const char *kept(const train_ctx *t, char *buf, size_t n) {
     return buf;
 }
 
+/* The corpus as the user knows it, with its files' real sizes: "the corpus PATH (N
+ * bytes)", with --val "... and the validation corpus VAL (M bytes)". */
+static void corpus_text(const train_ctx *t, char *buf, size_t n) {
+    const dm_corpus *c = &t->corpus;
+    if (c->val_bytes)
+        snprintf(buf, n, "the corpus %s (%zu bytes) with the validation corpus %s (%zu bytes)",
+                 t->data, c->train_n, t->val, c->val_n);
+    else
+        snprintf(buf, n, "the corpus %s (%zu bytes)", t->data, c->n);
+}
+
 /* The corpus must be the one the run trained on: same size, same CRC-32 (a run of an
- * older dormouse, without them, gets them recorded now). */
+ * older dormouse, without them, gets them recorded now). The identity covers the
+ * training bytes and the validation window; the message gives the files' own sizes. */
 static int check_run_corpus(train_ctx *t) {
-    char err[8192], path[4096];
+    char err[8192], path[4096], now[8400], was[256];
     size_t n;
     uint32_t crc, have = dm_corpus_crc32(&t->corpus);
     int has_id;
     if (dm_rundir_read_data(t->a->out, path, sizeof path, &n, &crc, &has_id, err, sizeof err))
         has_id = 0;
-    if (has_id && (n != t->corpus.n || crc != have))
-        return dm_fail(t->st, DM_JOB_BAD_INPUT, "the corpus %s (%zu bytes, crc32 %08x) is not "
-                       "the one %s trained on (%zu bytes, crc32 %08x); resume with that corpus",
-                       t->data, t->corpus.n, (unsigned)have, t->a->out, n, (unsigned)crc);
+    if (has_id && (n != t->corpus.n || crc != have)) {
+        corpus_text(t, now, sizeof now);
+        long w = t->cfg.eval_window;
+        if (t->val[0] && n > (size_t)w)
+            snprintf(was, sizeof was, "%zu bytes of corpus and a %ld-byte validation window, "
+                     "crc32 %08x", n - (size_t)w, w, (unsigned)crc);
+        else
+            snprintf(was, sizeof was, "%zu bytes, crc32 %08x", n, (unsigned)crc);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is not the one %s trained on (%s); resume "
+                       "with that corpus", now, t->a->out, was);
+    }
     if (!has_id)
         dm_job_note(t->io, "note: %s/data_path had no corpus size and CRC (a run of an older "
                     "dormouse); recording those of %s\n", t->a->out, t->data);
@@ -389,16 +408,22 @@ static int set_up(train_ctx *t) {
     t->nthreads = dm_step_threads(c, t->comm);
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
-    if (t->val[0]) { /* the validation window from a corpus of its own */
+    if (t->corpus.notes) dm_job_note(t->io, "%s", t->corpus.notes);
+    if (t->a->verify_data && dm_corpus_verify(&t->corpus, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s: %s", t->data, err);
+    if (t->val[0]) { /* the validation set from a corpus of its own */
         dm_corpus v;
         if (dm_corpus_load(&v, t->val, err, sizeof err))
             return dm_fail(t->st, DM_JOB_BAD_INPUT, "--val: %s", err);
+        if (v.notes) dm_job_note(t->io, "%s", v.notes);
         int rc = dm_corpus_split_val(&t->corpus, &v, c->eval_window, c->seq_len, err, sizeof err);
         dm_corpus_free(&v);
         if (rc) return dm_fail(t->st, DM_JOB_BAD_INPUT, "--val %s: %s", t->val, err);
     } else if (dm_corpus_split(&t->corpus, c->eval_window, c->seq_len, err, sizeof err)) {
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     }
+    if (dm_eval_check(&t->corpus, c->eval_window, c->eval_windows, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->m = dm_model_create(c, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
@@ -455,6 +480,12 @@ static int from_rank0(train_ctx *t, long *v) {
     return t->nranks > 1 && dm_comm_bcast(t->comm, v, 1, sizeof *v, 0) ? comm_failed(t) : 0;
 }
 
+/* the bytes an evaluation scores (eval_windows: 0 = all of the validation set) */
+static long val_bytes(const train_ctx *t) {
+    const dm_config *c = &t->cfg;
+    return c->eval_windows == 0 ? (long)t->corpus.val_n : c->eval_window * c->eval_windows;
+}
+
 /* the mean of x[from..to) */
 static double mean_of(const double *x, long from, long to) {
     double sum = 0;
@@ -470,7 +501,7 @@ static int fit_now(train_ctx *t, long done, double now) {
     long early = 0;
     double step_s = mean_of(t->fit_dt, 1, done);
     double need = (now - t->t_job) + (double)(t->fit_at - done + 1) * step_s +
-                  2 * dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+                  2 * dm_budget_eval_guess(step_s, val_bytes(t), c->batch_size, c->seq_len);
     if (t->rank == 0) early = need > (1.0 - DM_BUDGET_RESERVE) * (double)c->time_budget;
     if (from_rank0(t, &early)) return -1;
     return (int)early;
@@ -485,11 +516,12 @@ static int fit_budget(train_ctx *t, long done, int early) {
     /* the first step warms the caches up: left out when there are more */
     double step_s = mean_of(t->fit_dt, done > 1, done), now = clock_of(t);
     if (early) {
-        t->eval_s = dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+        t->eval_s = dm_budget_eval_guess(step_s, val_bytes(t), c->batch_size, c->seq_len);
     } else {
         double te = now;
-        dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
-                    c->batch_size, c->seq_len, t->comm);
+        size_t scored;
+        dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows, c->batch_size,
+                    c->seq_len, t->comm, &scored);
         now = clock_of(t);
         t->eval_s = now - te;
         t->excluded += t->eval_s;
@@ -586,16 +618,26 @@ static void start(train_ctx *t) {
                 "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
                 c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s",
                 c->head_dim, dm_model_num_params(t->m));
-    if (t->val[0])
-        dm_job_note(t->io, "corpus %s: %zu bytes, all train; validation: the last %ld bytes of "
-                    "%s; batch %d x %d%s; %s; %d thread%s\n", t->data, t->corpus.train_n,
-                    c->eval_window, t->val, c->batch_size, c->seq_len, acc, steps,
+    char what[256], vw[300];
+    size_t vscored = c->eval_windows == 0 ? t->corpus.val_n
+                   : (size_t)c->eval_window * (size_t)c->eval_windows;
+    dm_eval_what(c, vscored, what, sizeof what);
+    if (t->corpus.mapped)
+        dm_job_note(t->io, "data %s (prepared, mapped): train.bin %zu bytes, val.bin %zu bytes, "
+                    "validation: %s of val.bin; batch %d x %d%s; %s; %d thread%s\n", t->data,
+                    t->corpus.train_n, t->corpus.val_n, what, c->batch_size, c->seq_len, acc,
+                    steps, t->nthreads, t->nthreads == 1 ? "" : "s");
+    else if (t->val[0])
+        dm_job_note(t->io, "corpus %s: %zu bytes, all train; validation: %s of %s (%zu bytes); "
+                    "batch %d x %d%s; %s; %d thread%s\n", t->data, t->corpus.train_n, what,
+                    t->val, t->corpus.val_n, c->batch_size, c->seq_len, acc, steps,
                     t->nthreads, t->nthreads == 1 ? "" : "s");
-    else
-        dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, the last %ld validation); batch %d "
-                    "x %d%s; %s; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
-                    c->eval_window, c->batch_size, c->seq_len, acc, steps, t->nthreads,
-                    t->nthreads == 1 ? "" : "s");
+    else {
+        snprintf(vw, sizeof vw, "the last %ld validation", c->eval_window);
+        dm_job_note(t->io, "corpus %s: %zu bytes (%zu train, %s); batch %d x %d%s; %s; %d "
+                    "thread%s\n", t->data, t->corpus.n, t->corpus.train_n, vw, c->batch_size,
+                    c->seq_len, acc, steps, t->nthreads, t->nthreads == 1 ? "" : "s");
+    }
     char over[256];
     if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
@@ -697,9 +739,9 @@ static int log_eval(train_ctx *t, long done) {
     if (do_eval) {
         double te = dm_now(), tc = clock_of(t);
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
-        t->last_bpb = dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n,
-                                  t->corpus.n - t->corpus.train_n, c->batch_size, c->seq_len,
-                                  t->comm);
+        size_t scored;
+        t->last_bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                  c->batch_size, c->seq_len, t->comm, &scored);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
         t->eval_s = clock_of(t) - tc;

@@ -27,6 +27,8 @@ typedef struct {
     double (*clock)(void *);  /* the wall clock, seconds, of the time budget and of ckpt_time
                                  (NULL: the monotonic clock); a test gives one of its own */
     void *clock_ctx;          /* its argument */
+    int verify_data;          /* a prepared data directory: read its .bin files and check
+                                 their CRC-32s against meta.json before training */
 } dm_train_args;
 
 /* Train. The config: cfg (or the defaults; on resume the run's config.json), then

@@ -1,0 +1,115 @@
+/* cmd_prepare.c — `dormouse prepare`: its flags (the job is src/jobs/prepare.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/num.h"
+#include "cli/cli.h"
+#include "jobs/prepare.h"
+
+static const char *HELP =
+    "usage: dormouse prepare SRC... --out DATA_DIR [--val PATH | --val-bytes N |\n"
+    "                        --val-fraction F] [--shuffle-files SEED] [--include GLOB]...\n"
+    "                        [--exclude GLOB]... [--binary skip|ok]\n"
+    "\n"
+    "Prepare a corpus of any size once: the sources are read as a stream (never the whole\n"
+    "corpus in memory) and written to DATA_DIR as train.bin and val.bin (raw bytes) and\n"
+    "meta.json (every source with its size and CRC-32, the split rule, the totals, the\n"
+    "size, CRC-32 and mtime of each .bin, the dormouse version). Then\n"
+    "  dormouse train --data DATA_DIR     (also eval, bench, ab, and under mpirun)\n"
+    "memory-maps the .bin files: nothing is read at start-up, resident memory does not grow\n"
+    "with the corpus, and the training windows are drawn from train.bin exactly as from a\n"
+    "corpus in memory (a prepared copy of a corpus with the same split trains to the same\n"
+    "losses, bit for bit). docs/data.md describes the format.\n"
+    "\n"
+    "SRC is a file (plain, or gzip: every member inflated and checked) or a directory (its\n"
+    "files, recursively, sorted by path; names starting with '.' are left out, so are FIFOs\n"
+    "and devices, with a note). The sources are concatenated in the order given.\n"
+    "\n"
+    "options:\n"
+    "  --out DATA_DIR     the data directory to create (it must not exist); it appears only\n"
+    "                     when complete: the data is written into DATA_DIR.partial-PID,\n"
+    "                     synced, and renamed at the end, so a prepare that is killed or\n"
+    "                     fails leaves no DATA_DIR (a failed one removes its partial\n"
+    "                     directory; a killed one leaves it, marked PREPARING, refused as\n"
+    "                     data)\n"
+    "  --val PATH         val.bin is PATH (a file or a directory), train.bin all of SRC\n"
+    "  --val-bytes N      val.bin is the last N bytes of the sources (default 81920, the\n"
+    "                     default eval_window: train --data DATA_DIR then trains as train\n"
+    "                     --data SRC does)\n"
+    "  --val-fraction F   val.bin is the last round(F x total) bytes (0 < F < 1)\n"
+    "  --shuffle-files SEED  shuffle the order of the files (after sorting) with SEED\n"
+    "  --include GLOB     take only the files of directories that match a GLOB\n"
+    "                     (repeatable); a GLOB with a '/' is matched against the path under\n"
+    "                     the directory, one without against the file name\n"
+    "  --exclude GLOB     leave out the files of directories that match (repeatable)\n"
+    "  --binary skip|ok   skip (default) binary files, a NUL byte among their first 8,000\n"
+    "                     bytes, with a note naming each; ok keeps them\n"
+    "\n"
+    "Progress: a line with the bytes read, bytes/s and the ETA (about once a second).\n"
+    "Ctrl-C or SIGTERM stops it; nothing is left. Exit codes: 0 done, 1 I/O failure, 2 bad\n"
+    "usage or input (a source missing, DATA_DIR exists, a damaged gzip, a split that leaves\n"
+    "fewer than 2 bytes on a side), 130 / 143 interrupted.\n";
+
+int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
+    static const char *const with_value[] = {"--out", "--val", "--val-bytes", "--val-fraction",
+                                             "--shuffle-files", "--include", "--exclude",
+                                             "--binary", NULL};
+    static const char *const flags[] = {"--help", "-h", NULL};
+    dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
+    const char *srcs[1024], *incl[256], *excl[256];
+    dm_prepare_args pa = {.srcs = srcs, .incl = incl, .excl = excl};
+    int r, splits = 0;
+    while ((r = dm_args_next(&a, "prepare")) > 0) {
+        if (!a.name) {
+            if (pa.n_srcs == 1024) {
+                fprintf(stderr, "error: at most 1024 SRC arguments (give directories)\n");
+                return EXIT_USAGE;
+            }
+            srcs[pa.n_srcs++] = a.value;
+        } else if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) {
+            fputs(HELP, stdout);
+            return EXIT_OK;
+        } else if (!strcmp(a.name, "--out")) pa.out = a.value;
+        else if (!strcmp(a.name, "--val")) pa.val = a.value, splits++;
+        else if (!strcmp(a.name, "--val-bytes")) {
+            long v;
+            if (dm_cli_long("--val-bytes", a.value, 2, 1L << 62, &v)) return EXIT_USAGE;
+            pa.val_bytes = v;
+            splits++;
+        } else if (!strcmp(a.name, "--val-fraction")) {
+            if (dm_cli_double("--val-fraction", a.value, 1e-12, 1 - 1e-12, &pa.val_fraction))
+                return EXIT_USAGE;
+            splits++;
+        } else if (!strcmp(a.name, "--shuffle-files")) {
+            if (dm_parse_u64(a.value, &pa.shuffle_seed)) {
+                fprintf(stderr, "error: --shuffle-files expects a seed (an integer), got '%s'\n",
+                        a.value);
+                return EXIT_USAGE;
+            }
+            pa.shuffle = 1;
+        } else if (!strcmp(a.name, "--binary")) {
+            if (strcmp(a.value, "ok") && strcmp(a.value, "skip")) {
+                fprintf(stderr, "error: --binary expects skip or ok, got '%s'\n", a.value);
+                return EXIT_USAGE;
+            }
+            pa.binary_ok = !strcmp(a.value, "ok");
+        } else if ((!strcmp(a.name, "--include") ? pa.n_incl : pa.n_excl) == 256) {
+            fprintf(stderr, "error: too many %s options\n", a.name);
+            return EXIT_USAGE;
+        } else if (!strcmp(a.name, "--include")) incl[pa.n_incl++] = a.value;
+        else excl[pa.n_excl++] = a.value;
+    }
+    if (r < 0) return EXIT_USAGE;
+    if (!pa.n_srcs || !pa.out) {
+        fprintf(stderr, "dormouse prepare: %s (try `dormouse prepare --help`)\n",
+                pa.n_srcs ? "missing --out DATA_DIR" : "missing SRC (a file or directory)");
+        return EXIT_USAGE;
+    }
+    if (splits > 1) {
+        fprintf(stderr, "error: give one of --val, --val-bytes and --val-fraction\n");
+        return EXIT_USAGE;
+    }
+    if (!splits) pa.val_bytes = DM_PREPARE_VAL_BYTES;
+    dm_status st = dm_prepare(&pa, io);
+    return dm_cli_exit(io, &st);
+}

@@ -1,0 +1,509 @@
+/* prepare.c — `dormouse prepare`: the sources streamed into DATA_DIR.partial-PID, split,
+ * synced, described in meta.json, then renamed to DATA_DIR (see prepare.h). */
+#include "jobs/prepare.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/rng.h"
+#include "io/dataset.h"
+#include "io/files.h"
+#include "io/source.h"
+#include "ops/atlas.h" /* dm_now */
+
+#ifndef DM_VERSION
+#define DM_VERSION "unknown"
+#endif
+
+enum { WBUF = 8 << 20 };                            /* the write piece */
+enum { SINK_BINARY = 3, SINK_IOERR = 4, SINK_STOP = 5 }; /* dm_source_read's sink codes */
+
+/* (bytes, CRC-32) of a .bin's prefix, kept at every write: the CRC of train.bin cut at
+ * any point is then a read of at most one piece away */
+typedef struct {
+    uint64_t off;
+    uint32_t crc;
+} crc_mark;
+
+/* A .bin being written: its bytes so far and their CRC-32, combined from the finished
+ * sources' (base) and the current one's, so every byte is summed once. */
+typedef struct {
+    int fd;
+    char path[4300];
+    uint8_t *buf;
+    size_t used;
+    uint64_t bytes, base_bytes, src_bytes;
+    uint32_t base_crc, src_crc;
+    crc_mark *marks;
+    size_t n_marks, cap_marks;
+} writer;
+
+static uint32_t w_crc(const writer *w) {
+    return dm_crc32_combine(w->base_crc, w->src_crc, w->src_bytes);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int w_mark(writer *w) {
+    if (w->n_marks == w->cap_marks) {
+        w->cap_marks = w->cap_marks ? 2 * w->cap_marks : 1024;
+        crc_mark *nm = realloc(w->marks, w->cap_marks * sizeof *nm);
+        if (!nm) return 1;
+        w->marks = nm;
+    }
+    w->marks[w->n_marks++] = (crc_mark){w->bytes, w_crc(w)};
+    return 0;
+}
+
+static int w_flush(writer *w) {
+    if (w->used && write_all(w->fd, w->buf, w->used)) return 1;
+    w->used = 0;
+    return w_mark(w);
+}
+
+static int w_put(writer *w, const uint8_t *p, size_t n) {
+    w->src_crc = dm_crc32(w->src_crc, p, n);
+    w->src_bytes += n;
+    w->bytes += n;
+    if (w->used + n > WBUF && w_flush(w)) return 1;
+    if (n >= WBUF) return write_all(w->fd, p, n) || w_mark(w);
+    memcpy(w->buf + w->used, p, n);
+    w->used += n;
+    return 0;
+}
+
+/* the current source is done: its CRC joins the base */
+static void w_source_end(writer *w) {
+    w->base_crc = w_crc(w);
+    w->base_bytes += w->src_bytes;
+    w->src_crc = 0;
+    w->src_bytes = 0;
+}
+
+static int w_open(writer *w, const char *dir, const char *name) {
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s/%s", dir, name);
+    w->fd = open(w->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    w->buf = malloc(WBUF);
+    return w->fd < 0 || !w->buf || w_mark(w);
+}
+
+static void w_close(writer *w) {
+    if (w->fd >= 0) close(w->fd);
+    free(w->buf);
+    free(w->marks);
+    w->fd = -1;
+    w->buf = NULL;
+    w->marks = NULL;
+}
+
+/* ---- the job ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *path;
+    int part;               /* DM_PART_* it was streamed into */
+    uint64_t file_bytes, bytes, offset;
+    uint32_t crc;
+    int gz;
+} source;
+
+typedef struct {
+    const dm_prepare_args *a;
+    const dm_job_io *io;
+    dm_status *st;
+    char out[4096];         /* --out without trailing slashes */
+    char tmp[4200];
+    int made_tmp;
+    char **train_paths, **val_paths;
+    size_t n_train, n_val;
+    source *src;            /* the sources read, in order */
+    size_t n_src;
+    cJSON *skipped;         /* [{path, why}] */
+    int n_skipped;
+    uint64_t total_in, done_in; /* the sources' bytes on disk; read by finished sources */
+    double t0, last_tick;
+    writer w[2];
+    char err[4600];
+} prep_ctx;
+
+typedef struct {
+    prep_ctx *P;
+    writer *w;
+    const dm_source_info *info;
+    uint8_t probe[DM_BINARY_PROBE];
+    size_t np;
+    int decided;
+} src_sink;
+
+static void progress(prep_ctx *P, uint64_t in_now, int last) {
+    double now = dm_now(), el = now - P->t0;
+    if (!last && now - P->last_tick < 1.0) return;
+    P->last_tick = now;
+    double rate = el > 0 ? (double)in_now / el : 0;
+    char eta[32], line[256];
+    dm_fmt_duration(eta, sizeof eta, rate > 0 ? (double)(P->total_in - in_now) / rate : -1);
+    int len = snprintf(line, sizeof line, "prepare: %.2f of %.2f GiB read (%.0f%%) | %.1f MB/s "
+                       "| %s %s", in_now / 1073741824.0, P->total_in / 1073741824.0,
+                       P->total_in ? 100.0 * (double)in_now / (double)P->total_in : 100.0,
+                       rate / 1e6, last ? "done in" : "ETA", last ? "" : eta);
+    if (last) {
+        char d[32];
+        dm_fmt_duration(d, sizeof d, el);
+        len = snprintf(line, sizeof line, "prepare: %.2f GiB read in %s | %.1f MB/s",
+                       in_now / 1073741824.0, d, rate / 1e6);
+    }
+    dm_event ev = {.kind = DM_EV_PROGRESS, .text = line, .len = (size_t)len};
+    dm_job_emit(P->io, &ev);
+}
+
+/* the probe's bytes decide whether the file is binary; then they are written */
+static int decide(src_sink *s) {
+    s->decided = 1;
+    if (!s->P->a->binary_ok && dm_is_binary(s->probe, s->np)) return SINK_BINARY;
+    return s->np && w_put(s->w, s->probe, s->np) ? SINK_IOERR : 0;
+}
+
+static int sink(void *ctx, const uint8_t *p, size_t n) {
+    src_sink *s = ctx;
+    if (dm_job_stopped(s->P->io)) return SINK_STOP;
+    progress(s->P, s->P->done_in + s->info->read_bytes, 0);
+    if (!s->decided) {
+        size_t take = n < sizeof s->probe - s->np ? n : sizeof s->probe - s->np;
+        memcpy(s->probe + s->np, p, take);
+        s->np += take;
+        p += take;
+        n -= take;
+        if (s->np < sizeof s->probe) return 0;
+        int rc = decide(s);
+        if (rc) return rc;
+    }
+    return n && w_put(s->w, p, n) ? SINK_IOERR : 0;
+}
+
+static void skip(prep_ctx *P, const char *path, const char *why) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddStringToObject(o, "why", why);
+    cJSON_AddItemToArray(P->skipped, o);
+    P->n_skipped++;
+}
+
+/* Stream one file into w (a binary one skipped with a note, unless binary_ok). */
+static int stream_file(prep_ctx *P, const char *path, int part) {
+    writer *w = &P->w[part];
+    dm_source_info info = {0};
+    src_sink s = {.P = P, .w = w, .info = &info};
+    uint64_t start = w->bytes;
+    int rc = dm_source_read(path, sink, &s, &info, P->err, sizeof P->err);
+    if (rc == 0 && !s.decided) rc = decide(&s);
+    P->done_in += info.file_bytes;
+    if (rc == SINK_BINARY) { /* nothing of it was written */
+        dm_job_note(P->io, "note: %s skipped: binary (a NUL byte in its first %d bytes; "
+                    "--binary ok keeps such files)\n", path, DM_BINARY_PROBE);
+        skip(P, path, "binary");
+        return 0;
+    }
+    if (rc == SINK_STOP)
+        return dm_fail(P->st, DM_JOB_INTERRUPTED, "interrupted: %s was not created",
+                       P->a->out);
+    if (rc == SINK_IOERR)
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot write %s: %s", w->path, strerror(errno));
+    if (rc) return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", P->err);
+    source *ns = realloc(P->src, (P->n_src + 1) * sizeof *ns);
+    if (!ns) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
+    P->src = ns;
+    P->src[P->n_src++] = (source){path, part, info.file_bytes, w->bytes - start, start,
+                                  w->src_crc, info.gz};
+    w_source_end(w);
+    return 0;
+}
+
+/* The files of the sources (a directory: its tree, filtered by the globs), in order. */
+static int list_sources(prep_ctx *P, const char *const *srcs, int n, char ***out,
+                        size_t *nout) {
+    const dm_prepare_args *a = P->a;
+    *out = NULL;
+    *nout = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        char **paths = NULL, *skipped = NULL;
+        size_t np = 0;
+        if (stat(srcs[i], &st) != 0)
+            return dm_fail(P->st, DM_JOB_BAD_INPUT, "source not found: %s (%s)", srcs[i],
+                           strerror(errno));
+        if (S_ISDIR(st.st_mode)) {
+            if (dm_list_tree(srcs[i], a->incl, a->n_incl, a->excl, a->n_excl, &paths, &np,
+                             &skipped, P->err, sizeof P->err))
+                return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", P->err);
+            for (char *l = skipped; l && *l;) {
+                char *nl = strchr(l, '\n');
+                *nl = 0;
+                dm_job_note(P->io, "note: %s skipped: not a regular file\n", l);
+                *strrchr(l, ':') = 0;
+                skip(P, l, "not a regular file");
+                l = nl + 1;
+            }
+            free(skipped);
+        } else if (S_ISREG(st.st_mode)) {
+            paths = malloc(sizeof *paths);
+            if (paths) paths[np++] = strdup(srcs[i]);
+        } else {
+            return dm_fail(P->st, DM_JOB_BAD_INPUT, "source %s is neither a regular file nor "
+                           "a directory", srcs[i]);
+        }
+        char **nb = realloc(*out, (*nout + np + 1) * sizeof *nb);
+        if (!nb || !paths) {
+            dm_free_paths(paths, np);
+            return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
+        }
+        *out = nb;
+        memcpy(*out + *nout, paths, np * sizeof *paths);
+        *nout += np;
+        free(paths);
+    }
+    for (size_t i = 0; i < *nout; i++) {
+        struct stat st;
+        if (stat((*out)[i], &st) == 0) P->total_in += (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
+/* The last V bytes of train.bin into val.bin; train.bin cut there, its CRC-32 from the
+ * mark before the cut and the bytes after it. */
+static int split_tail(prep_ctx *P) {
+    writer *t = &P->w[DM_PART_TRAIN], *v = &P->w[DM_PART_VAL];
+    const dm_prepare_args *a = P->a;
+    uint64_t T = t->bytes;
+    uint64_t V = a->val_fraction > 0 ? (uint64_t)llround(a->val_fraction * (double)T)
+                                     : (uint64_t)a->val_bytes;
+    if (V < 2 || V + 2 > T)
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "the split leaves %llu validation and %llu "
+                       "training bytes of %llu; each needs at least 2 (--val-bytes, "
+                       "--val-fraction)", (unsigned long long)V,
+                       (unsigned long long)(T > V ? T - V : 0), (unsigned long long)T);
+    uint64_t S = T - V;
+    uint8_t *buf = malloc(WBUF);
+    if (!buf) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
+    int rc = 0;
+    for (uint64_t off = S; off < T && !rc;) {
+        size_t n = T - off < WBUF ? (size_t)(T - off) : WBUF;
+        rc = dm_pread_all(t->fd, buf, n, (long long)off) || w_put(v, buf, n);
+        off += n;
+    }
+    w_source_end(v);
+    rc = rc || w_flush(v);
+    size_t m = t->n_marks; /* the last mark at or before S */
+    while (m > 1 && t->marks[m - 1].off > S) m--;
+    uint32_t crc = t->marks[m - 1].crc;
+    for (uint64_t off = t->marks[m - 1].off; off < S && !rc;) {
+        size_t n = S - off < WBUF ? (size_t)(S - off) : WBUF;
+        rc = dm_pread_all(t->fd, buf, n, (long long)off);
+        crc = dm_crc32(crc, buf, n);
+        off += n;
+    }
+    free(buf);
+    if (rc || ftruncate(t->fd, (off_t)S) != 0)
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot split %s: %s", t->path, strerror(errno));
+    t->bytes = S;
+    t->base_crc = crc;
+    t->base_bytes = S;
+    return 0;
+}
+
+static const char *hex(uint32_t crc, char *buf) {
+    snprintf(buf, 9, "%08x", (unsigned)crc);
+    return buf;
+}
+
+/* meta.json of the finished .bin files (synced, their mtimes taken after the last write) */
+static int write_meta(prep_ctx *P) {
+    const dm_prepare_args *a = P->a;
+    cJSON *o = cJSON_CreateObject(), *srcs = cJSON_CreateArray(), *split = cJSON_CreateObject();
+    char h[16], num[32], tbuf[32];
+    cJSON_AddStringToObject(o, "format", DM_DATASET_FORMAT);
+    cJSON_AddNumberToObject(o, "format_version", DM_DATASET_VERSION);
+    cJSON_AddStringToObject(o, "dormouse_version", DM_VERSION);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(o, "created", tbuf);
+    for (int i = 0; i < 2; i++) {
+        writer *w = &P->w[i];
+        struct stat st;
+        if (fsync(w->fd) != 0 || fstat(w->fd, &st) != 0) {
+            cJSON_Delete(o);
+            cJSON_Delete(srcs);
+            cJSON_Delete(split);
+            return dm_fail(P->st, DM_JOB_FAILED, "cannot sync %s: %s", w->path, strerror(errno));
+        }
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "file", DM_PART_NAME(i));
+        cJSON_AddNumberToObject(e, "bytes", (double)w->bytes);
+        cJSON_AddStringToObject(e, "crc32", hex(w->base_crc, h));
+        snprintf(num, sizeof num, "%lld",
+                 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+        cJSON_AddStringToObject(e, "mtime_ns", num);
+        cJSON_AddItemToObject(o, i ? "val" : "train", e);
+    }
+    cJSON_AddNumberToObject(o, "total_bytes", (double)(P->w[0].bytes + P->w[1].bytes));
+    if (a->val) {
+        cJSON_AddStringToObject(split, "rule", "val-path");
+        cJSON_AddStringToObject(split, "val", a->val);
+    } else if (a->val_fraction > 0) {
+        cJSON_AddStringToObject(split, "rule", "val-fraction");
+        cJSON_AddNumberToObject(split, "val_fraction", a->val_fraction);
+    } else {
+        cJSON_AddStringToObject(split, "rule", "val-bytes");
+        cJSON_AddNumberToObject(split, "val_bytes", (double)a->val_bytes);
+    }
+    cJSON_AddStringToObject(split, "about", a->val ? "train.bin: the sources; val.bin: the "
+                            "files of val" : "the sources concatenated in order; val.bin is "
+                            "their last bytes, train.bin the rest");
+    cJSON_AddItemToObject(o, "split", split);
+    if (a->shuffle) cJSON_AddNumberToObject(o, "shuffle_files_seed", (double)a->shuffle_seed);
+    else cJSON_AddNullToObject(o, "shuffle_files_seed");
+    cJSON_AddStringToObject(o, "binary", a->binary_ok ? "ok" : "skip");
+    cJSON *inc = cJSON_CreateArray(), *exc = cJSON_CreateArray();
+    for (int i = 0; i < a->n_incl; i++) cJSON_AddItemToArray(inc, cJSON_CreateString(a->incl[i]));
+    for (int i = 0; i < a->n_excl; i++) cJSON_AddItemToArray(exc, cJSON_CreateString(a->excl[i]));
+    cJSON_AddItemToObject(o, "include", inc);
+    cJSON_AddItemToObject(o, "exclude", exc);
+    uint64_t cut = P->w[0].bytes; /* split from the tail: where val.bin begins */
+    for (size_t i = 0; i < P->n_src; i++) {
+        const source *s = &P->src[i];
+        cJSON *e = cJSON_CreateObject();
+        char *abs = realpath(s->path, NULL);
+        cJSON_AddStringToObject(e, "path", abs ? abs : s->path);
+        free(abs);
+        const char *part = s->part ? "val"
+                         : a->val || s->offset + s->bytes <= cut ? "train"
+                         : s->offset >= cut ? "val" : "train+val";
+        cJSON_AddStringToObject(e, "part", part);
+        cJSON_AddNumberToObject(e, "offset", (double)s->offset);
+        cJSON_AddNumberToObject(e, "bytes", (double)s->bytes);
+        cJSON_AddStringToObject(e, "crc32", hex(s->crc, h));
+        cJSON_AddNumberToObject(e, "file_bytes", (double)s->file_bytes);
+        cJSON_AddBoolToObject(e, "gzip", s->gz);
+        cJSON_AddItemToArray(srcs, e);
+    }
+    cJSON_AddItemToObject(o, "sources", srcs);
+    cJSON_AddItemToObject(o, "skipped", P->skipped);
+    P->skipped = NULL;
+    char *text = cJSON_Print(o), path[4300];
+    cJSON_Delete(o);
+    snprintf(path, sizeof path, "%s/meta.json", P->tmp);
+    size_t len = text ? strlen(text) : 0;
+    char *nl = text ? malloc(len + 2) : NULL;
+    if (nl) {
+        memcpy(nl, text, len);
+        memcpy(nl + len, "\n", 2);
+    }
+    int rc = !nl || dm_write_file_atomic(path, nl, P->err, sizeof P->err);
+    free(nl);
+    free(text);
+    return rc ? dm_fail(P->st, DM_JOB_FAILED, "%s", nl ? P->err : "out of memory") : 0;
+}
+
+/* The shuffle of --shuffle-files: Fisher-Yates with the seeded generator. */
+static void shuffle(char **p, size_t n, uint64_t seed) {
+    dm_rng r;
+    dm_rng_seed(&r, seed, 0x5F1E5000000000ull);
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)dm_rng_below(&r, i);
+        char *t = p[i - 1];
+        p[i - 1] = p[j];
+        p[j] = t;
+    }
+}
+
+static int run(prep_ctx *P) {
+    const dm_prepare_args *a = P->a;
+    struct stat st;
+    if (a->n_srcs < 1) return dm_fail(P->st, DM_JOB_BAD_INPUT, "prepare: no sources given");
+    snprintf(P->out, sizeof P->out, "%s", a->out);
+    for (size_t l = strlen(P->out); l > 1 && P->out[l - 1] == '/';) P->out[--l] = 0;
+    if (stat(P->out, &st) == 0)
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s exists; remove it or choose another --out",
+                       P->out);
+    if (list_sources(P, a->srcs, a->n_srcs, &P->train_paths, &P->n_train) ||
+        (a->val && list_sources(P, &a->val, 1, &P->val_paths, &P->n_val)))
+        return P->st->code;
+    if (a->shuffle) shuffle(P->train_paths, P->n_train, a->shuffle_seed);
+    snprintf(P->tmp, sizeof P->tmp, "%s.partial-%ld", P->out, (long)getpid());
+    char made[4200], mark[4300];
+    if (dm_mkdir_made(P->tmp, made, sizeof made) != 0)
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot create %s: %s", P->tmp, strerror(errno));
+    P->made_tmp = 1;
+    snprintf(mark, sizeof mark, "%s/%s", P->tmp, DM_DATASET_MARK);
+    if (dm_write_file_atomic(mark, "a dormouse prepare is writing this directory\n", P->err,
+                             sizeof P->err) ||
+        w_open(&P->w[0], P->tmp, "train.bin") || w_open(&P->w[1], P->tmp, "val.bin"))
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot write in %s: %s", P->tmp, strerror(errno));
+    for (size_t i = 0; i < P->n_train; i++)
+        if (stream_file(P, P->train_paths[i], DM_PART_TRAIN)) return P->st->code;
+    for (size_t i = 0; i < P->n_val; i++)
+        if (stream_file(P, P->val_paths[i], DM_PART_VAL)) return P->st->code;
+    for (int i = 0; i < 2; i++)
+        if (w_flush(&P->w[i]))
+            return dm_fail(P->st, DM_JOB_FAILED, "cannot write %s: %s", P->w[i].path,
+                           strerror(errno));
+    if (!a->val && split_tail(P)) return P->st->code;
+    if (a->val && (P->w[0].bytes < 2 || P->w[1].bytes < 2))
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "train.bin would have %llu bytes and val.bin "
+                       "%llu; each needs at least 2", (unsigned long long)P->w[0].bytes,
+                       (unsigned long long)P->w[1].bytes);
+    if (dm_job_stopped(P->io))
+        return dm_fail(P->st, DM_JOB_INTERRUPTED, "interrupted: %s was not created", a->out);
+    if (write_meta(P)) return P->st->code;
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", P->out);
+    /* the mark goes, the directory is synced, then it takes its name */
+    if (unlink(mark) != 0 || dm_fsync_dir(P->tmp) || rename(P->tmp, P->out) != 0)
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot finish %s: %s", P->out, strerror(errno));
+    P->made_tmp = 0;
+    dm_fsync_dir(dirname(parent));
+    progress(P, P->done_in, 1);
+    char q[4300], prog[512];
+    dm_shell_quote(a->out, q, sizeof q);
+    dm_job_prog(P->io, prog, sizeof prog);
+    dm_job_note(P->io, "prepared %s: train.bin %llu bytes (crc32 %08x), val.bin %llu bytes "
+                "(crc32 %08x), from %zu file%s (%d skipped); next: %s train --data %s\n",
+                a->out, (unsigned long long)P->w[0].bytes, (unsigned)P->w[0].base_crc,
+                (unsigned long long)P->w[1].bytes, (unsigned)P->w[1].base_crc, P->n_src,
+                P->n_src == 1 ? "" : "s", P->n_skipped, prog, q);
+    return 0;
+}
+
+dm_status dm_prepare(const dm_prepare_args *a, const dm_job_io *io) {
+    dm_status st = {DM_JOB_OK, ""};
+    prep_ctx P = {.a = a, .io = io, .st = &st, .skipped = cJSON_CreateArray(),
+                  .t0 = dm_now(), .w = {{.fd = -1}, {.fd = -1}}};
+    P.last_tick = P.t0;
+    run(&P);
+    for (int i = 0; i < 2; i++) w_close(&P.w[i]);
+    if (P.made_tmp) dm_rmtree(P.tmp); /* a failed prepare leaves nothing */
+    dm_free_paths(P.train_paths, P.n_train);
+    dm_free_paths(P.val_paths, P.n_val);
+    free(P.src);
+    cJSON_Delete(P.skipped);
+    return st;
+}
