@@ -1,12 +1,16 @@
 /* gradsum.c — the step's gradient over micro-batches and ranks, in one order (gradsum.h). */
 #include "optim/gradsum.h"
 
+#include "model/host.h"
+#include "ops/backend.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct dm_gradsum {
     dm_model *m;
+    struct dm_backend *be; /* the model's: acc and recv are its memory */
     dm_comm *comm;
     int A, N, rank;
     size_t n;          /* parameters */
@@ -40,6 +44,7 @@ dm_gradsum *dm_gradsum_create(dm_model *m, int grad_accum, dm_comm *comm, char *
     dm_gradsum *g = calloc(1, sizeof *g);
     if (!g) goto oom;
     g->m = m;
+    g->be = dm_model_backend(m);
     g->comm = comm;
     g->A = grad_accum;
     g->N = N;
@@ -50,11 +55,11 @@ dm_gradsum *dm_gradsum_create(dm_model *m, int grad_accum, dm_comm *comm, char *
     dm_shard_offsets(g->n, N, g->off);
     size_t mine = g->off[g->rank + 1] - g->off[g->rank];
     if (N > 1 || g->A > 1) {
-        g->acc = malloc((mine ? mine : 1) * sizeof(float));
+        g->acc = dm_backend_alloc(g->be, (mine ? mine : 1) * sizeof(float));
         if (!g->acc) goto oom;
     }
     if (N > 1) {
-        g->recv = malloc((mine ? mine : 1) * (size_t)N * sizeof(float));
+        g->recv = dm_backend_alloc(g->be, (mine ? mine : 1) * (size_t)N * sizeof(float));
         if (!g->recv) goto oom;
     }
     return g;
@@ -68,8 +73,8 @@ oom:
 void dm_gradsum_free(dm_gradsum *g) {
     if (!g) return;
     free(g->off);
-    free(g->acc);
-    free(g->recv);
+    dm_backend_release(g->be, g->acc);
+    dm_backend_release(g->be, g->recv);
     free(g);
 }
 
@@ -91,7 +96,7 @@ static void mean(float *out, const float *acc, size_t n, int A) {
 }
 
 int dm_gradsum_add(dm_gradsum *g, int j) {
-    float *grads = dm_model_grads(g->m);
+    float *grads = dm_model_grad_mem(g->m);
     if (g->N == 1) {
         if (g->A > 1) fold(g->acc, grads, g->n, j == 0);
         return 0;
@@ -103,7 +108,7 @@ int dm_gradsum_add(dm_gradsum *g, int j) {
 }
 
 int dm_gradsum_finish(dm_gradsum *g) {
-    float *grads = dm_model_grads(g->m);
+    float *grads = dm_model_grad_mem(g->m);
     if (g->N == 1) {
         if (g->A > 1) mean(grads, g->acc, g->n, g->A);
         return 0;

@@ -4,7 +4,9 @@
 #define DM_OPTIM_INTERNAL_H
 
 #include "base/comm.h"
+#include "model/host.h"
 #include "ops/atlas.h"
+#include "ops/backend.h"
 #include "optim/optim.h"
 
 /* A unit of Muon's work: one matrix Newton-Schulz orthogonalizes (a head slice of W_q /
@@ -24,6 +26,7 @@ typedef struct {
 
 struct dm_optim {
     dm_config cfg;
+    dm_backend *be;    /* the model's: the state and scratch below are its memory */
     int n_tensors;
     dm_group *groups;
     size_t n;          /* parameters */

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# fenced_backend.sh DORMOUSE SOURCE_DIR [MPIEXEC] — the fenced backend (docs/backends.md)
+# computes what the cpu backend computes, through every path that needs host data.
+#
+# backend=fenced runs the CPU kernels on memory that is PROT_NONE outside the backend's
+# own calls: any code that still reads or writes model memory directly (parameters,
+# gradients, activations, optimizer state) dies of SIGSEGV here. The tiny model trains
+# (checkpoints every 4 steps), resumes, evaluates, samples, runs an `ab` sweep and trains
+# under `mpirun -np 2` on backend=fenced and on backend=cpu, and every logged loss, grad
+# norm and val_bpb, every checkpoint tensor (model and optimizer), the eval and the
+# samples must be the same, bit for bit. Exit 0 when all match, 1 naming each difference.
+set -uo pipefail
+bin=${1:?usage: fenced_backend.sh DORMOUSE SOURCE_DIR [MPIEXEC]}
+src=${2:?usage: fenced_backend.sh DORMOUSE SOURCE_DIR [MPIEXEC]}
+mpiexec=${3:-}
+corpus=$src/data/kjv.txt.gz
+work=$(mktemp -d /tmp/fenced_backend.XXXXXX)
+
+tiny=(d_model=64 n_layer=2 n_head=2 head_dim=32 gate_rank=16 batch_size=2 seq_len=64
+      steps=8 warmup_steps=2 eval_every=4 log_every=1 eval_window=2048 ckpt_every=4
+      threads=1)
+sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
+
+fail=0
+bad() { echo "DIFFER $*"; fail=1; }
+
+# same DIR_A DIR_B: metrics.jsonl values and every checkpoint tensor
+same() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, os, struct, sys
+a, b = sys.argv[1], sys.argv[2]
+bad = []
+def metrics(d):
+    with open(os.path.join(d, "metrics.jsonl")) as f:
+        return [{k: o[k] for k in ("step", "loss", "grad_norm", "val_bpb") if k in o}
+                for o in map(json.loads, f)]
+if metrics(a) != metrics(b):
+    bad.append("metrics differ")
+def tensors(p):
+    with open(p, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    head.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in head.items()}
+ca = sorted(x for x in os.listdir(a) if x.startswith("ckpt-"))
+cb = sorted(x for x in os.listdir(b) if x.startswith("ckpt-"))
+if not ca or ca != cb:
+    bad.append(f"checkpoints {ca} against {cb}")
+for c in sorted(set(ca) & set(cb)):
+    for fn in ("model.safetensors", "optim.safetensors"):
+        ta = tensors(os.path.join(a, c, fn))
+        tb = tensors(os.path.join(b, c, fn))
+        if ta != tb:
+            bad.append(f"{c}/{fn} differs")
+for x in bad:
+    print("    " + x)
+sys.exit(1 if bad else 0)
+PY
+}
+
+# train NAME BACKEND [EXTRA...]: a tiny run into $work/NAME.BACKEND
+train() {
+    local name=$1 be=$2; shift 2
+    # shellcheck disable=SC2046
+    "$bin" train --out "$work/$name.$be" --data "$corpus" $(sets backend="$be" "$@") \
+        >"$work/$name.$be.log" 2>&1 ||
+        { echo "FAILED train $name on $be (exit $?): $(tail -n 2 "$work/$name.$be.log")"; fail=1; }
+}
+
+for be in cpu fenced; do train run "$be"; done
+same "$work/run.cpu" "$work/run.fenced" && echo "same   train" || bad train
+
+# GDN with full checkpointing and two micro-batches: other host paths (the gradient sum)
+for be in cpu fenced; do train gdn "$be" mixer=gdn checkpointing=full grad_accum=2; done
+same "$work/gdn.cpu" "$work/gdn.fenced" && echo "same   gdn full grad_accum=2" || bad gdn
+
+# resume on fenced: to step 4, then on to 8, against the straight cpu run
+# shellcheck disable=SC2046
+"$bin" train --out "$work/resume" --data "$corpus" $(sets backend=fenced) --until 4 \
+    >"$work/resume.log" 2>&1 &&
+    "$bin" train --resume "$work/resume" --set backend=fenced >>"$work/resume.log" 2>&1 ||
+    { echo "FAILED resume on fenced: $(tail -n 2 "$work/resume.log")"; fail=1; }
+same "$work/run.cpu" "$work/resume" && echo "same   resume" || bad resume
+
+# eval and sample of the cpu run's checkpoint on each backend
+ea=$("$bin" eval "$work/run.cpu" --set backend=cpu 2>&1 | grep -o 'bpb [0-9.]*' | head -n 1)
+eb=$("$bin" eval "$work/run.cpu" --set backend=fenced 2>&1 | grep -o 'bpb [0-9.]*' | head -n 1)
+[[ -n $ea && $ea == "$eb" ]] && echo "same   eval ($ea)" || bad "eval: '$ea' against '$eb'"
+sa=$("$bin" sample "$work/run.cpu" --len 40 --seed 3 --set backend=cpu 2>/dev/null)
+sb=$("$bin" sample "$work/run.cpu" --len 40 --seed 3 --set backend=fenced 2>/dev/null)
+[[ -n $sa && $sa == "$sb" ]] && echo "same   sample" || bad "sample: '$sa' against '$sb'"
+
+# an ab sweep: a control and one variant, one seed, on each backend
+abkeys=()
+for k in "${tiny[@]}"; do [[ $k == log_every=* ]] || abkeys+=(--set "$k"); done
+for be in cpu fenced; do
+    "$bin" ab --dir "$work/ab.$be" --data "$corpus" "${abkeys[@]}" --set backend="$be" --seeds 1 \
+        --variant "lr2: lr=0.006" >"$work/ab.$be.log" 2>&1 ||
+        { echo "FAILED ab on $be: $(tail -n 2 "$work/ab.$be.log")"; fail=1; }
+done
+for cell in control/seed1 lr2/seed1; do
+    same "$work/ab.cpu/$cell" "$work/ab.fenced/$cell" && echo "same   ab $cell" || bad "ab $cell"
+done
+
+# data parallel: mpirun -np 2 on each backend (the exchange reads host data)
+if [[ -n $mpiexec ]]; then
+    for be in cpu fenced; do
+        # shellcheck disable=SC2046
+        $mpiexec --allow-run-as-root --oversubscribe --mca mca_base_component_disable_dlclose 1 \
+            -np 2 "$bin" train --out "$work/mpi.$be" --data "$corpus" \
+            $(sets backend="$be" grad_accum=2) >"$work/mpi.$be.log" 2>&1 ||
+            { echo "FAILED mpirun -np 2 on $be: $(tail -n 2 "$work/mpi.$be.log")"; fail=1; }
+    done
+    same "$work/mpi.cpu" "$work/mpi.fenced" && echo "same   mpirun -np 2" || bad "mpirun -np 2"
+else
+    echo "SKIP   mpirun -np 2: this build has no MPI"
+fi
+
+if (( fail )); then
+    echo "fenced_backend: FAILED (logs were in $work)"
+    exit 1
+fi
+rm -rf "$work"
+echo "fenced_backend: every run on backend=fenced matched backend=cpu bit for bit"
