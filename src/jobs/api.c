@@ -8,6 +8,7 @@
 #include "dormouse.h"
 #include "io/ckpt.h"
 #include "io/data.h"
+#include "io/files.h"
 #include "jobs/eval.h"
 #include "jobs/step.h"
 #include "optim/optim.h"
@@ -76,8 +77,18 @@ int dm_trainer_load(dm_trainer *t, const char *path, char *err, size_t errlen) {
     return rc != DM_CKPT_OK;
 }
 
+/* dir/ckpt-<step>/ of m (and opt), dir made when it is not there */
+static int save(const char *dir, dm_model *m, const dm_optim *opt, long step, char *err,
+                size_t errlen) {
+    if (!dir || dm_mkdir_p(dir)) {
+        if (err) snprintf(err, errlen, "cannot create the directory %s", dir ? dir : "(null)");
+        return 1;
+    }
+    return dm_ckpt_save(dir, m, opt, step, err, errlen);
+}
+
 int dm_trainer_save(dm_trainer *t, const char *dir, char *err, size_t errlen) {
-    return dm_ckpt_save(dir, t->m, t->opt, t->step, err, errlen);
+    return save(dir, t->m, t->opt, t->step, err, errlen);
 }
 
 int dm_trainer_step(dm_trainer *t, const uint8_t *tokens, float *loss, double *grad_norm,
@@ -107,7 +118,7 @@ int dm_model_load(dm_model *m, const char *path, char *err, size_t errlen) {
 }
 
 int dm_model_save(dm_model *m, const char *dir, long step, char *err, size_t errlen) {
-    return dm_ckpt_save(dir, m, NULL, step, err, errlen);
+    return save(dir, m, NULL, step, err, errlen);
 }
 
 int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, char *err,
