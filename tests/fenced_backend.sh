@@ -85,12 +85,18 @@ same "$work/gdn.cpu" "$work/gdn.fenced" && echo "same   gdn full grad_accum=2" |
 same "$work/run.cpu" "$work/resume" && echo "same   resume" || bad resume
 
 # eval and sample of the cpu run's checkpoint on each backend
-ea=$("$bin" eval "$work/run.cpu" --set backend=cpu 2>&1 | grep -o 'bpb [0-9.]*' | head -n 1)
-eb=$("$bin" eval "$work/run.cpu" --set backend=fenced 2>&1 | grep -o 'bpb [0-9.]*' | head -n 1)
+for be in cpu fenced; do
+    "$bin" eval "$work/run.cpu" --set backend="$be" >"$work/eval.$be" 2>&1 ||
+        { echo "FAILED eval on $be (exit $?): $(tail -n 1 "$work/eval.$be")"; fail=1; }
+    "$bin" sample "$work/run.cpu" --len 40 --seed 3 --set backend="$be" >"$work/sample.$be" \
+        2>"$work/sample.$be.log" ||
+        { echo "FAILED sample on $be (exit $?): $(tail -n 1 "$work/sample.$be.log")"; fail=1; }
+done
+ea=$(grep -o 'bpb [0-9.]*' "$work/eval.cpu" | head -n 1)
+eb=$(grep -o 'bpb [0-9.]*' "$work/eval.fenced" | head -n 1)
 [[ -n $ea && $ea == "$eb" ]] && echo "same   eval ($ea)" || bad "eval: '$ea' against '$eb'"
-sa=$("$bin" sample "$work/run.cpu" --len 40 --seed 3 --set backend=cpu 2>/dev/null)
-sb=$("$bin" sample "$work/run.cpu" --len 40 --seed 3 --set backend=fenced 2>/dev/null)
-[[ -n $sa && $sa == "$sb" ]] && echo "same   sample" || bad "sample: '$sa' against '$sb'"
+[[ -s $work/sample.cpu ]] && cmp -s "$work/sample.cpu" "$work/sample.fenced" &&
+    echo "same   sample ($(wc -c <"$work/sample.cpu") bytes)" || bad "sample"
 
 # an ab sweep: a control and one variant, one seed, on each backend
 abkeys=()
