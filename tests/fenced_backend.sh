@@ -24,41 +24,8 @@ sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; don
 fail=0
 bad() { echo "DIFFER $*"; fail=1; }
 
-# same DIR_A DIR_B: metrics.jsonl values and every checkpoint tensor
-same() {
-    /usr/bin/python3 - "$1" "$2" <<'PY'
-import json, os, struct, sys
-a, b = sys.argv[1], sys.argv[2]
-bad = []
-def metrics(d):
-    with open(os.path.join(d, "metrics.jsonl")) as f:
-        return [{k: o[k] for k in ("step", "loss", "grad_norm", "val_bpb") if k in o}
-                for o in map(json.loads, f)]
-if metrics(a) != metrics(b):
-    bad.append("metrics differ")
-def tensors(p):
-    with open(p, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    head.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in head.items()}
-ca = sorted(x for x in os.listdir(a) if x.startswith("ckpt-"))
-cb = sorted(x for x in os.listdir(b) if x.startswith("ckpt-"))
-if not ca or ca != cb:
-    bad.append(f"checkpoints {ca} against {cb}")
-for c in sorted(set(ca) & set(cb)):
-    for fn in ("model.safetensors", "optim.safetensors"):
-        ta = tensors(os.path.join(a, c, fn))
-        tb = tensors(os.path.join(b, c, fn))
-        if ta != tb:
-            bad.append(f"{c}/{fn} differs")
-for x in bad:
-    print("    " + x)
-sys.exit(1 if bad else 0)
-PY
-}
+# same RUN_A RUN_B: metrics.jsonl values and every checkpoint tensor
+same() { /usr/bin/python3 "$src/tests/same_run.py" "$1" "$2"; }
 
 # train NAME BACKEND [EXTRA...]: a tiny run into $work/NAME.BACKEND
 train() {
