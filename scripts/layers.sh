@@ -8,7 +8,8 @@
 #   kernels 1 (kernels/cpu, kernels/ref, kernels/common.h)   ops 2   model 3   optim 4
 #   io 5   jobs 6   cli 7
 # include/dormouse.h is the public API: any file may include it. System headers (<...>)
-# are not checked.
+# are not checked. A quoted include is resolved as the compiler does: beside the file
+# first, then from src/, then from include/.
 #
 # Across the op layer (docs/backends.md), three more arrows are forbidden:
 #   - ops -> a backend's kernels (kernels/cpu, and kernels/<backend> alike) from outside
@@ -17,8 +18,7 @@
 #   - a layer above ops (model, optim, io, jobs, cli) -> kernels/: it reaches the kernels
 #     through the op layer;
 #   - a layer above ops -> the op layer's internals: anything in ops but its interface,
-#     ops/ops.h, ops/atlas.h and ops/backend.h (ops/op.h, the backends' folders). A quoted include is resolved as the compiler does: beside the file
-# first, then from src/, then from include/.
+#     ops/ops.h, ops/atlas.h and ops/backend.h (ops/op.h, the backends' folders).
 set -uo pipefail
 src_dir=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$src_dir" || { echo "layers: cannot enter $src_dir" >&2; exit 1; }
@@ -68,18 +68,21 @@ while IFS= read -r f; do
             be=${target#src/kernels/}
             be=${be%%/*}
             if [[ $f != src/ops/$be/* ]]; then
-                echo "layers: $f (ops) includes $target: only the $be backend's own table (src/ops/$be/) calls kernels/$be" >&2
+                echo "layers: $f (ops) includes $target: only the $be backend's own table" \
+                     "(src/ops/$be/) calls kernels/$be" >&2
                 bad=1
             fi
         elif (( rank[$from] > rank[ops] )) && [[ $to == kernels ]]; then
             if [[ -n ${kernels_allowed[$f]+x} ]]; then
                 echo "layers: note: $f ($from) includes $target (allowed for now: not an op yet)"
             else
-                echo "layers: $f ($from, layer ${rank[$from]}) includes $target: above the op layer the kernels are reached through ops" >&2
+                echo "layers: $f ($from, layer ${rank[$from]}) includes $target: above the op" \
+                     "layer the kernels are reached through ops" >&2
                 bad=1
             fi
         elif (( rank[$from] > rank[ops] )) && [[ $to == ops && -z ${ops_public[$target]+x} ]]; then
-            echo "layers: $f ($from, layer ${rank[$from]}) includes $target: an internal of the op layer (its interface: ${!ops_public[*]})" >&2
+            echo "layers: $f ($from, layer ${rank[$from]}) includes $target: an internal of" \
+                 "the op layer (its interface: ${!ops_public[*]})" >&2
             bad=1
         fi
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")

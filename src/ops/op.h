@@ -1,9 +1,10 @@
 /* op.h — how an op is described to the dispatch routine (inside src/ops only).
  *
- * Each op file (src/ops/cpu/: matmul.c, delta.c, norms.c, pointwise.c, seq.c) defines the op's argument
- * struct, its implementations and one dm_op_def; its typed entry points (ops.h) fill the
- * struct and call dm_op_run, which does the choosing, counting, timing and verifying for
- * every op alike.
+ * Each op file (the cpu backend's, src/ops/cpu/: matmul.c, delta.c, norms.c, pointwise.c,
+ * seq.c) defines the op's argument struct, its implementations and one dm_op_def; its
+ * typed entry points (ops.h) fill the struct and call dm_op_run, which does the choosing,
+ * counting, timing and verifying for every op alike (docs/backends.md: where a second
+ * backend's implementations go).
  */
 #ifndef DM_OP_H
 #define DM_OP_H
