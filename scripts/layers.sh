@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# layers.sh [SOURCE_DIR] — the include-layer rule of DESIGN.md section 2: a file under src/
-# includes headers of its own layer or of lower ones, never of a higher one. Exits 1 and
-# names every include that points up (or that names a header it cannot find).
+# layers.sh [SOURCE_DIR] — the include-layer rule of docs/architecture.md section 2: a file
+# under src/ includes headers of its own layer or of lower ones, never of a higher one.
+# Exits 1 and names every include that points up (or that names a header it cannot find).
 #
 # Layers, lowest first (a folder under src/ and its rank):
 #   base 0 (the seeded generator, the config key table, small helpers every layer uses)
@@ -18,14 +18,16 @@
 #   - a layer above ops (model, optim, io, jobs, cli) -> kernels/: it reaches the kernels
 #     through the op layer;
 #   - a layer above ops -> the op layer's internals: anything in ops but its interface,
-#     ops/ops.h, ops/atlas.h and ops/backend.h (ops/op.h, the backends' folders).
+#     ops/ops.h, ops/atlas.h, ops/backend.h and ops/precision.h (ops/op.h, the backends'
+#     folders).
 set -uo pipefail
 src_dir=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$src_dir" || { echo "layers: cannot enter $src_dir" >&2; exit 1; }
 
 declare -A rank=([base]=0 [kernels]=1 [ops]=2 [model]=3 [optim]=4 [io]=5 [jobs]=6 [cli]=7)
 # the op layer's interface to the layers above it
-declare -A ops_public=([src/ops/ops.h]=1 [src/ops/atlas.h]=1 [src/ops/backend.h]=1)
+declare -A ops_public=([src/ops/ops.h]=1 [src/ops/atlas.h]=1 [src/ops/backend.h]=1
+                       [src/ops/precision.h]=1)
 # Includes above ops of kernels/ that still stand: the optimizer's Newton-Schulz and Muon
 # call the GEMM kernels themselves until their products run as ops. Each use is printed.
 declare -A kernels_allowed=([src/optim/muon.c]=1 [src/optim/ns.c]=1)
@@ -93,7 +95,7 @@ if (( files == 0 )); then
     exit 1
 fi
 if (( bad )); then
-    echo "layers: FAILED (DESIGN.md section 2: includes only point down)" >&2
+    echo "layers: FAILED (docs/architecture.md section 2: includes only point down)" >&2
     exit 1
 fi
 echo "layers: $files files, $includes includes, every one points to its own layer or below"

@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/host.h"
 #include "ops/backend.h"
+#include "optim/optim.h"
 
 #define CKPT_FORMAT "dormouse-1"
 #define KEEP 2

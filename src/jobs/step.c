@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "model/host.h"
-#include "ops/atlas.h" /* dm_now */
 #include "ops/backend.h"
 
 int dm_step_threads(const dm_config *c, const dm_comm *comm) {

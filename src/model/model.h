@@ -13,6 +13,7 @@
 #include "model/host.h"
 #include "ops/backend.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 #define DM_NORM_EPS 1e-6f /* RMSNorm and the per-head output norm */
 #define DM_L2_EPS 1e-6f   /* per-head L2 norm of q and k */
@@ -34,9 +35,9 @@ struct dm_model {
     size_t n_params;
     dm_backend *be;            /* where params, grads, the arena and the optimizer's state
                                   live (ops/backend.h); host code copies through it */
-    float *params, *grads;     /* the backend's memory */
-    int bf16_weights;          /* the bf16 products read a bf16 copy of the weights (the op
-                                  layer's, ops.h: made at each forward, once per step) */
+    float *params, *grads;     /* the backend's memory; the bf16 copy of the weights the
+                                  bf16 products read is the op layer's (made at each forward,
+                                  once per step, when the precision record says bf16) */
     size_t embed, norm_f, lm_head; /* offsets; lm_head == embed when tied */
     dm_layer_off *L;
 
@@ -63,11 +64,16 @@ struct dm_model {
     float *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */
+    dm_precision prec;         /* the precision record, made once at creation: every
+                                  reader of "are the bf16 products active" reads it */
 
     /* last forward */
     int B, T;
     int have_forward;
 };
+
+/* The precision record of m (ops/precision.h), made at its creation. */
+static inline const dm_precision *dm_model_precision(const dm_model *m) { return &m->prec; }
 
 /* mixer.c: the mixer unit of layer l, x_mid = x_in + Mixer(RMSNorm(x_in)): one step of
  * its forward (DM_S_NORM1 .. DM_S_MIX_OUT, plan.h), and its backward from dres[N,D] (the

@@ -1,4 +1,4 @@
-/* ops.h — the op layer (DESIGN.md section 2, layer 2): every op a training step runs,
+/* ops.h — the op layer (docs/architecture.md section 4): every op a training step runs,
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
  * An op has implementations keyed by backend and precision, in order of preference, the
@@ -109,9 +109,8 @@ const char *dm_op_dir_name(int dir);
 const char *dm_op_impl_name(int op, int impl);
 
 /* Room for a bf16 copy of n weights (the bf16 products' copy of the model's parameters).
- * 0 ok; 1 out of memory. Bytes held: dm_ops_bf16_weight_bytes. */
+ * 0 ok; 1 out of memory. */
 int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n);
-size_t dm_ops_bf16_weight_bytes(const dm_ops *ops);
 /* The model's weights (n floats) for the bf16 products: rounded into the reserved copy
  * now, and used by every bf16 matmul whose weight lies in w. Call after each change of the
  * weights (the model does at each forward); nothing when no copy is reserved. */

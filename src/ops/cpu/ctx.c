@@ -42,11 +42,6 @@ int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
     return 0;
 }
 
-size_t dm_ops_bf16_weight_bytes(const dm_ops *ops) {
-    const dm_cpu_ctx *c = ops->bctx;
-    return c ? c->wts_cap * sizeof(uint16_t) : 0;
-}
-
 void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n) {
     dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
     if (!c->wts_bf16 || n > c->wts_cap) return;
