@@ -96,12 +96,14 @@ int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_
         int mb = j * s->N + s->rank; /* the global micro-batch */
         double t1 = dm_now();
         mine[j] = dm_model_forward(s->m, batch + (size_t)mb * s->B * seq, s->B, s->T, NULL);
+        dm_backend_sync(be); /* the times below are of work done */
         double t2 = dm_now();
         dm_model_zero_grad(s->m);
         dm_model_backward(s->m);
         dm_backend_enter(be);
         rc |= dm_gradsum_add(s->gs, j);
         dm_backend_leave(be);
+        dm_backend_sync(be);
         out->t_fwd += t2 - t1;
         out->t_bwd += dm_now() - t2;
     }
@@ -118,6 +120,7 @@ int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_
     dm_backend_enter(be);
     out->gnorm = rc ? NAN : dm_optim_step(s->opt, s->m, opt_step);
     dm_backend_leave(be);
+    dm_backend_sync(be);
     out->t_opt = dm_now() - t4;
     return rc || dm_comm_error(s->comm)[0] ? 1 : 0;
 }

@@ -47,7 +47,7 @@ void dm_backend_zero(dm_backend *be, void *p, size_t bytes) {
     if (bytes) be->vt->zero(be, p, bytes);
 }
 void dm_backend_sync(dm_backend *be) {
-    if (be->vt->sync) be->vt->sync(be);
+    if (be && be->vt->sync) be->vt->sync(be);
 }
 void *dm_backend_host_view(dm_backend *be, void *p) {
     return be->vt->host_view ? be->vt->host_view(be, p) : NULL;

@@ -71,7 +71,8 @@ void dm_backend_to_host(dm_backend *be, void *host, const void *src, size_t byte
 void dm_backend_from_host(dm_backend *be, void *dst, const void *host, size_t bytes);
 void dm_backend_copy(dm_backend *be, void *dst, const void *src, size_t bytes);
 void dm_backend_zero(dm_backend *be, void *p, size_t bytes);
-/* Wait for the backend's work (nothing on the CPU: its calls return when done). */
+/* Wait for the backend's work (nothing on the CPU: its calls return when done); before a
+ * clock is read for the atlas or the step's times. NULL: nothing. */
 void dm_backend_sync(dm_backend *be);
 /* A host pointer to the same bytes as p, valid until the next backend call that changes
  * them; NULL when the backend refuses (then copy). */

@@ -88,6 +88,7 @@ static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, i
     }
     double t0 = dm_now();
     im->run(ops, args, dir);
+    dm_backend_sync(ops->be); /* the call's work done, not only queued */
     double t = dm_now() - t0;
     dm_atlas_add(ops->atlas, def->name, DIR[dir], def->n_impl > 1 ? im->name : NULL, t,
                  def->flops ? def->flops(args, dir) : 0);
