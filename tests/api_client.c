@@ -1,8 +1,9 @@
 /* api_client.c — a C program that uses libdormouse as installed (built by
  * tests/installed_api.sh with `pkg-config --cflags --libs dormouse`), knowing nothing of
  * the parameter layout or of where the model's memory lives:
- *   api_client CKPT CORPUS OUT_DIR
- * loads the checkpoint CKPT (model and optimizer), prints the bits per byte of the model
+ *   api_client CKPT CORPUS OUT_DIR [BACKEND]
+ * loads the checkpoint CKPT (into a model on BACKEND, the `backend` key: default the
+ * checkpoint's) (model and optimizer), prints the bits per byte of the model
  * on the last eval_window bytes of CORPUS (a plain file) as `dormouse eval` does, trains
  * two steps on the batches `dormouse train` would draw, printing each step's loss and
  * gradient norm, reads and writes a tensor by name, and saves the checkpoint into the
@@ -19,10 +20,12 @@ static int die(const char *what, const char *err) {
 
 int main(int argc, char **argv) {
     char err[DM_ERRLEN];
-    if (argc != 4) return die("usage", "api_client CKPT CORPUS OUT_DIR");
+    if (argc != 4 && argc != 5) return die("usage", "api_client CKPT CORPUS OUT_DIR [BACKEND]");
     dm_config cfg;
     long step;
     if (dm_checkpoint_config(argv[1], &cfg, &step, err, sizeof err)) return die(argv[1], err);
+    if (argc == 5 && dm_config_set(&cfg, "backend", argv[4], err, sizeof err))
+        return die("backend", err);
     FILE *f = fopen(argv[2], "rb");
     if (!f) return die(argv[2], "cannot open");
     fseek(f, 0, SEEK_END);

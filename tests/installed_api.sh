@@ -4,7 +4,8 @@
 # with `pkg-config --cflags --libs dormouse` alone, and check that the program gets the
 # `dormouse` command's numbers: the BPB `dormouse eval` gives a checkpoint, and after two
 # training steps from it the losses, gradient norms and checkpoint (model and optimizer
-# tensors, bit for bit) of `dormouse train --resume` for those two steps.
+# tensors, bit for bit) of `dormouse train --resume` for those two steps; on the cpu
+# backend and on fenced (the test backend that refuses host views).
 set -uo pipefail
 build=${1:?usage: installed_api.sh BUILD_DIR SOURCE_DIR}
 src=${2:?usage: installed_api.sh BUILD_DIR SOURCE_DIR}
@@ -38,17 +39,9 @@ cp -r "$work/run" "$work/resumed"
 ckpt=$work/run/ckpt-00000004
 want_bpb=$("$dormouse" eval "$ckpt" --data "$work/corpus.txt" 2>&1 | grep -o 'val_bpb [0-9.]*')
 
-"$work/api_client" "$ckpt" "$work/corpus.txt" "$work/client" >"$work/client.log" 2>&1 ||
-    fail "api_client: $(tail -n 1 "$work/client.log")"
-cat "$work/client.log"
-got_bpb=$(grep -o '^bpb [0-9.]*' "$work/client.log")
-[[ -n $want_bpb && "val_$got_bpb" == "$want_bpb" ]] ||
-    fail "BPB: the client's '$got_bpb', dormouse eval's '$want_bpb'"
-echo "same BPB as dormouse eval ($want_bpb)"
-
-/usr/bin/python3 "$src/tests/same_run.py" --ckpt "$work/client/ckpt-00000006" \
-    "$work/resumed/ckpt-00000006" || fail "the step-6 checkpoints differ"
-/usr/bin/python3 - "$work/client.log" "$work/resumed" <<'PY' || fail "the steps differ"
+# same_steps CLIENT_LOG: the client's two steps against dormouse train --resume's
+same_steps() {
+/usr/bin/python3 - "$1" "$work/resumed" <<'PY'
 import json, os, struct, sys
 log, resumed = sys.argv[1:]
 f32 = lambda x: struct.pack("<f", float(x))
@@ -75,4 +68,20 @@ if not bad:
     print("same losses, gradient norms and step-6 checkpoint as dormouse train --resume")
 sys.exit(1 if bad else 0)
 PY
+}
+
+# the client on the cpu backend and on fenced (no host view: every access a copy)
+for be in cpu fenced; do
+    "$work/api_client" "$ckpt" "$work/corpus.txt" "$work/client.$be" "$be" \
+        >"$work/client.$be.log" 2>&1 || fail "api_client on $be: $(tail -n 1 "$work/client.$be.log")"
+    cat "$work/client.$be.log"
+    got_bpb=$(grep -o '^bpb [0-9.]*' "$work/client.$be.log")
+    [[ -n $want_bpb && "val_$got_bpb" == "$want_bpb" ]] ||
+        fail "BPB: the client's '$got_bpb', dormouse eval's '$want_bpb'"
+    echo "same BPB as dormouse eval ($want_bpb)"
+
+    /usr/bin/python3 "$src/tests/same_run.py" --ckpt "$work/client.$be/ckpt-00000006" \
+        "$work/resumed/ckpt-00000006" || fail "the step-6 checkpoints differ on $be"
+    same_steps "$work/client.$be.log" || fail "the steps differ on $be"
+done
 rm -rf "$work"
