@@ -95,6 +95,24 @@ static void mean(float *out, const float *acc, size_t n, int A) {
     for (size_t i = 0; i < n; i++) out[i] = acc[i] * inv;
 }
 
+/* The exchanges between ranks read and write host memory: the backend's buffers mapped
+ * (views on the CPU, copies where the backend refuses one). 0 ok; 1 failed. */
+static int exchange(dm_gradsum *g, float *grads, float *recv, size_t len) {
+    size_t gb = g->n * sizeof(float), rb = (len ? len : 1) * (size_t)g->N * sizeof(float);
+    float *hg = dm_backend_map(g->be, grads, gb, 1), *hr = dm_backend_map(g->be, recv, rb, 0);
+    int rc = !hg || !hr || dm_comm_alltoall_shards(g->comm, hg, hr, g->off);
+    dm_backend_unmap(g->be, grads, hg, gb, 0);
+    dm_backend_unmap(g->be, recv, hr, rb, !rc);
+    return rc;
+}
+static int gather(dm_gradsum *g, float *grads) {
+    size_t gb = g->n * sizeof(float);
+    float *hg = dm_backend_map(g->be, grads, gb, 1);
+    int rc = !hg || dm_comm_allgather(g->comm, hg, g->off, sizeof(float));
+    dm_backend_unmap(g->be, grads, hg, gb, !rc);
+    return rc;
+}
+
 int dm_gradsum_add(dm_gradsum *g, int j) {
     float *grads = dm_model_grad_mem(g->m);
     if (g->N == 1) {
@@ -102,7 +120,7 @@ int dm_gradsum_add(dm_gradsum *g, int j) {
         return 0;
     }
     size_t len = g->off[g->rank + 1] - g->off[g->rank];
-    if (dm_comm_alltoall_shards(g->comm, grads, g->recv, g->off)) return 1;
+    if (exchange(g, grads, g->recv, len)) return 1;
     for (int r = 0; r < g->N; r++) fold(g->acc, g->recv + (size_t)r * len, len, j == 0 && r == 0);
     return 0;
 }
@@ -115,5 +133,5 @@ int dm_gradsum_finish(dm_gradsum *g) {
     }
     size_t s = g->off[g->rank], len = g->off[g->rank + 1] - s;
     mean(grads + s, g->acc, len, g->A);
-    return dm_comm_allgather(g->comm, grads, g->off, sizeof(float));
+    return gather(g, grads);
 }
