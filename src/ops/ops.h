@@ -2,7 +2,9 @@
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
  * An op has implementations keyed by backend and precision, in order of preference, the
- * op's reference last (kernels/ref: the oracle). For each call the routine asks each
+ * op's reference last (kernels/ref: the oracle); those of another backend's memory kind
+ * than dm_ops.be's are never asked, and the call runs inside that backend's window
+ * (ops/backend.h, docs/backends.md). For each call the routine asks each
  * implementation in turn whether it takes the call — first the settings (kda_impl,
  * norm_impl, gemm), then the implementation itself (shapes, chunk size, the CPU) — runs
  * the first that does, and
