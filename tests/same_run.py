@@ -1,7 +1,8 @@
 """same_run.py — do two training runs hold the same bits?
 
-    same_run.py RUN_A RUN_B        every metrics.jsonl value (step, loss, grad_norm, val_bpb)
-                                   and every tensor of every ckpt-* (model and optimizer)
+    same_run.py RUN_A RUN_B        every metrics.jsonl value (step, loss, grad_norm, val_bpb;
+                                   the first differing line named) and every tensor of every
+                                   ckpt-* (model and optimizer; at least one checkpoint)
     same_run.py --ckpt CKPT_A CKPT_B   the tensors of two checkpoint directories
 
 A tensor is its dtype, shape and data bytes (the __metadata__ may differ). Prints each
@@ -25,8 +26,19 @@ def tensors(path):
 def same_ckpt(a, b, name):
     bad = []
     for fn in ("model.safetensors", "optim.safetensors"):
-        if tensors(os.path.join(a, fn)) != tensors(os.path.join(b, fn)):
-            bad.append(f"{name}/{fn} differs")
+        pa, pb = os.path.join(a, fn), os.path.join(b, fn)
+        if os.path.exists(pa) != os.path.exists(pb):
+            bad.append(f"{name}/{fn} in one run only")
+            continue
+        if not os.path.exists(pa):
+            continue
+        ta, tb = tensors(pa), tensors(pb)
+        if ta.keys() != tb.keys():
+            bad.append(f"{name}/{fn}: tensors {sorted(set(ta) ^ set(tb))} in one file only")
+        for k in sorted(set(ta) & set(tb)):
+            if ta[k] != tb[k]:
+                bad.append(f"{name}/{fn}: tensor {k} differs")
+                break
     return bad
 
 
@@ -37,7 +49,15 @@ def metrics(d):
 
 
 def same_run(a, b):
-    bad = [] if metrics(a) == metrics(b) else ["metrics differ"]
+    bad = []
+    ma, mb = metrics(a), metrics(b)
+    if ma != mb:
+        for i, (x, y) in enumerate(zip(ma, mb)):
+            if x != y:
+                bad.append(f"metrics line {i + 1}: {x} != {y}")
+                break
+        else:
+            bad.append(f"metrics: {len(ma)} lines against {len(mb)}")
     ca = sorted(x for x in os.listdir(a) if x.startswith("ckpt-"))
     cb = sorted(x for x in os.listdir(b) if x.startswith("ckpt-"))
     if not ca or ca != cb:
