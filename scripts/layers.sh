@@ -18,8 +18,8 @@
 #   - a layer above ops (model, optim, io, jobs, cli) -> kernels/: it reaches the kernels
 #     through the op layer;
 #   - a layer above ops -> the op layer's internals: anything in ops but its interface,
-#     ops/ops.h, ops/atlas.h, ops/backend.h and ops/precision.h (ops/op.h, the backends'
-#     folders).
+#     ops/ops.h, ops/atlas.h, ops/backend.h, ops/precision.h and ops/optim_ops.h (not
+#     ops/op.h, nor the backends' folders).
 set -uo pipefail
 src_dir=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$src_dir" || { echo "layers: cannot enter $src_dir" >&2; exit 1; }
@@ -27,12 +27,7 @@ cd "$src_dir" || { echo "layers: cannot enter $src_dir" >&2; exit 1; }
 declare -A rank=([base]=0 [kernels]=1 [ops]=2 [model]=3 [optim]=4 [io]=5 [jobs]=6 [cli]=7)
 # the op layer's interface to the layers above it
 declare -A ops_public=([src/ops/ops.h]=1 [src/ops/atlas.h]=1 [src/ops/backend.h]=1
-                       [src/ops/precision.h]=1)
-# Includes above ops of kernels/ that still stand: the optimizer's Newton-Schulz and Muon
-# call the GEMM kernels themselves until their products run as ops. Each use is printed;
-# a file listed here that includes no kernel any more fails the check (remove it here).
-declare -A kernels_allowed=([src/optim/muon.c]=1 [src/optim/ns.c]=1)
-declare -A kernels_used=()
+                       [src/ops/precision.h]=1 [src/ops/optim_ops.h]=1)
 
 # the layer of a path under src/ ("" when it is not under a known layer folder)
 layer_of() {
@@ -77,14 +72,9 @@ while IFS= read -r f; do
                 bad=1
             fi
         elif (( rank[$from] > rank[ops] )) && [[ $to == kernels ]]; then
-            if [[ -n ${kernels_allowed[$f]+x} ]]; then
-                kernels_used[$f]=1
-                echo "layers: note: $f ($from) includes $target (allowed for now: not an op yet)"
-            else
-                echo "layers: $f ($from, layer ${rank[$from]}) includes $target: above the op" \
-                     "layer the kernels are reached through ops" >&2
-                bad=1
-            fi
+            echo "layers: $f ($from, layer ${rank[$from]}) includes $target: above the op" \
+                 "layer the kernels are reached through ops" >&2
+            bad=1
         elif (( rank[$from] > rank[ops] )) && [[ $to == ops && -z ${ops_public[$target]+x} ]]; then
             echo "layers: $f ($from, layer ${rank[$from]}) includes $target: an internal of" \
                  "the op layer (its interface: ${!ops_public[*]})" >&2
@@ -93,13 +83,6 @@ while IFS= read -r f; do
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done < <(find src -type f \( -name '*.c' -o -name '*.h' \) | sort)
 
-for f in "${!kernels_allowed[@]}"; do
-    if [[ -f $f && -z ${kernels_used[$f]+x} ]]; then
-        echo "layers: $f is allowed to include kernels/ but includes none:" \
-             "take it off kernels_allowed" >&2
-        bad=1
-    fi
-done
 if (( files == 0 )); then
     echo "layers: no sources under $src_dir/src" >&2
     exit 1

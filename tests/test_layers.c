@@ -52,9 +52,6 @@ TEST(include_layers_catch_seams) {
          "src/jobs/j.c (jobs, layer 6) includes src/ops/op.h: an internal of the op layer"},
         {"src/ops/x.c", "kernels/cpu/k.h",
          "src/ops/x.c (ops) includes src/kernels/cpu/k.h: only the cpu backend's own table"},
-        /* a file the script still lets include kernels that no longer does */
-        {"src/optim/ns.c", "ops/ops.h",
-         "src/optim/ns.c is allowed to include kernels/ but includes none"},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         char d[256], cmd[4096], out[8192], path[512];

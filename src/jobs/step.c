@@ -89,8 +89,9 @@ int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_
     out->t_fwd = out->t_bwd = 0;
     float *mine = s->losses + s->loss_off[s->rank];
     int rc = 0;
-    /* the gradient sum (with its exchange between ranks) and the optimizer's update are
-     * not ops: they run on the model's memory inside the backend's call window */
+    /* the gradient sum and the optimizer's update read and write the model's memory
+     * outside dispatched ops too (Muon's units, its host-side bookkeeping): they run
+     * inside the backend's call window */
     dm_backend *be = dm_model_backend(s->m);
     for (int j = 0; j < s->local; j++) {
         int mb = j * s->N + s->rank; /* the global micro-batch */
