@@ -66,6 +66,10 @@ typedef struct dm_config {
                                batch_size x grad_accum sequences               (1)   */
     int seq_len;            /* bytes per sequence                              (512) */
     int steps;              /* optimizer steps                                 (1000)*/
+    int schedule_steps;     /* the steps the lr schedule was planned over, when a
+                               time budget ended the run earlier: the schedule of
+                               schedule_steps, then a linear cooldown to
+                               min_lr_frac over the last tenth of steps; 0 = steps */
     long time_budget;       /* seconds of wall clock a fresh run fits (set-up,
                                steps, evaluation): fixes steps from the measured
                                rate; 0 = off                                   (0)   */
@@ -83,6 +87,7 @@ typedef struct dm_config {
     long eval_window;       /* validation bytes at the end of the corpus (81920) */
     int log_every;
     int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
+    long ckpt_time;         /* seconds of wall clock between checkpoints; 0 = off (300) */
     int kda_impl;           /* DM_IMPL_*                                         */
     int gemm;               /* DM_GEMM_*: GEMM backend of the matrix products     */
     int precision;          /* DM_PRECISION_*: of the matrix products (fp32)      */
