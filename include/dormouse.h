@@ -38,6 +38,9 @@ enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
 enum { DM_CKPT_NONE = 0, DM_CKPT_BALANCED = 1, DM_CKPT_FULL = 2 };
 enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
+/* where a model's memory lives and its ops run (docs/backends.md): auto = cpu today;
+ * fenced is test-only (the CPU kernels on memory the host cannot touch between calls) */
+enum { DM_BACKEND_AUTO = 0, DM_BACKEND_CPU = 1, DM_BACKEND_FENCED = 2 };
 
 /* Every field is a config key of the same name (JSON file or --set key=value).
  * dm_config_default() gives the "d2" run. Each key belongs to one group:
@@ -102,6 +105,7 @@ typedef struct dm_config {
     int checkpointing;      /* activation checkpointing: DM_CKPT_NONE | _BALANCED | _FULL */
     int threads;            /* 0 = all cores                                      */
     int atlas;              /* print the step atlas                               */
+    int backend;            /* DM_BACKEND_*: the model's memory and kernels      (auto) */
 } dm_config;
 
 void dm_config_default(dm_config *c);
@@ -178,9 +182,23 @@ size_t dm_model_num_params(const dm_model *m);
 int dm_model_num_tensors(const dm_model *m);
 const dm_tensor *dm_model_tensor(const dm_model *m, int i);
 const dm_tensor *dm_model_find(const dm_model *m, const char *name);
-float *dm_model_params(dm_model *m); /* [num_params], layout = the parameter table */
-float *dm_model_grads(dm_model *m);  /* same layout */
+/* The model's memory lives on its backend (the `backend` key). These give a host view of
+ * it, [num_params] in the parameter table's layout, where the backend allows one (cpu
+ * does), else NULL: then copy (dm_model_get / dm_model_set, the *_to_host calls below). */
+float *dm_model_params(dm_model *m);
+float *dm_model_grads(dm_model *m);
 void dm_model_zero_grad(dm_model *m);
+/* The name of the model's backend ("cpu", "fenced"). */
+const char *dm_model_backend_name(const dm_model *m);
+/* Copies of the whole buffers, [num_params] floats, whatever the backend. */
+void dm_model_params_to_host(const dm_model *m, float *dst);
+void dm_model_params_from_host(dm_model *m, const float *src);
+void dm_model_grads_to_host(const dm_model *m, float *dst);
+/* One tensor by name (dm_model_find), copied: n must be its numel. 0 ok; else err. */
+int dm_model_get(const dm_model *m, const char *name, float *dst, size_t n, char *err,
+                 size_t errlen);
+int dm_model_set(dm_model *m, const char *name, const float *src, size_t n, char *err,
+                 size_t errlen);
 
 /* Size the activation arena for batches of B x T (forward calls this as needed). */
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen);
@@ -238,6 +256,49 @@ double dm_model_verify_take(dm_model *m, char *what, size_t n);
 /* Time every op into atlas (struct dm_atlas, src/atlas.h); NULL turns timing off. */
 struct dm_atlas;
 void dm_model_set_atlas(dm_model *m, struct dm_atlas *atlas);
+
+/* ------------------------------------------------------------------------------------ */
+/* Training, checkpoints and evaluation, without knowing the layout                     */
+/* ------------------------------------------------------------------------------------ */
+
+/* A model with its optimizer (the config's optimizer, schedule and clipping), as the
+ * `dormouse train` command runs one process: one step is grad_accum micro-batches of
+ * batch_size x seq_len, forward, backward, the summed gradient, the update. */
+typedef struct dm_trainer dm_trainer;
+dm_trainer *dm_trainer_create(const dm_config *cfg, char *err, size_t errlen);
+void dm_trainer_free(dm_trainer *t);
+dm_model *dm_trainer_model(dm_trainer *t);
+/* The optimizer's 0-based step the next dm_trainer_step runs (a loaded checkpoint's). */
+long dm_trainer_next_step(const dm_trainer *t);
+/* Load a checkpoint (its directory or model.safetensors) into the model and, when the
+ * checkpoint has it, the optimizer's state: training continues from there. The model
+ * keys must match. 0 ok; else err. */
+int dm_trainer_load(dm_trainer *t, const char *path, char *err, size_t errlen);
+/* Save the model and optimizer state as the checkpoint of the steps done so far into
+ * the run directory dir (dir/ckpt-<step>/, as `dormouse train` writes them). 0 ok. */
+int dm_trainer_save(dm_trainer *t, const char *dir, char *err, size_t errlen);
+/* One optimizer step on tokens [grad_accum * batch_size, seq_len + 1] (each row: seq_len
+ * inputs and the next byte); the step's mean loss in *loss and the gradient norm before
+ * clipping in *grad_norm (either may be NULL). 0 ok; else err. */
+int dm_trainer_step(dm_trainer *t, const uint8_t *tokens, float *loss, double *grad_norm,
+                    char *err, size_t errlen);
+/* Bits per byte of the model on bytes[0..n) as `dormouse eval` computes it (sequences of
+ * seq_len, the rest as one shorter sequence). 0 ok; else err. */
+int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, char *err,
+                      size_t errlen);
+/* The config and step of a checkpoint (a run directory: its newest; a checkpoint
+ * directory; or a model.safetensors), e.g. to create the model or trainer it loads into. */
+int dm_checkpoint_config(const char *path, dm_config *cfg, long *step, char *err,
+                         size_t errlen);
+/* Load the parameters of a checkpoint into a model (the model keys must match). 0 ok. */
+int dm_model_load(dm_model *m, const char *path, char *err, size_t errlen);
+/* Save the model (no optimizer state) as dir/ckpt-<step>/. 0 ok. */
+int dm_model_save(dm_model *m, const char *dir, long step, char *err, size_t errlen);
+/* The training batch of 0-based step `step` as `dormouse train` draws it from a corpus of
+ * bytes[0..n) (its last eval_window bytes are the validation window, never drawn):
+ * tokens [grad_accum * batch_size, seq_len + 1]. 0 ok; else err (the corpus too small). */
+int dm_train_batch(const dm_config *cfg, const uint8_t *bytes, size_t n, long step,
+                   uint8_t *tokens, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------------------ */
 /* The delta-rule core, standalone                                                       */

@@ -10,11 +10,24 @@
 # include/dormouse.h is the public API: any file may include it. System headers (<...>)
 # are not checked. A quoted include is resolved as the compiler does: beside the file
 # first, then from src/, then from include/.
+#
+# Across the op layer (docs/backends.md), three more arrows are forbidden:
+#   - ops -> a backend's kernels (kernels/cpu, and kernels/<backend> alike) from outside
+#     that backend's own table src/ops/<backend>/ (kernels/ref and kernels/common.h are
+#     every backend's);
+#   - a layer above ops (model, optim, io, jobs, cli) -> kernels/: it reaches the kernels
+#     through the op layer;
+#   - a layer above ops -> the op layer's internals: anything in ops but its interface,
+#     ops/ops.h, ops/atlas.h, ops/backend.h, ops/precision.h and ops/optim_ops.h (not
+#     ops/op.h, nor the backends' folders).
 set -uo pipefail
 src_dir=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$src_dir" || { echo "layers: cannot enter $src_dir" >&2; exit 1; }
 
 declare -A rank=([base]=0 [kernels]=1 [ops]=2 [model]=3 [optim]=4 [io]=5 [jobs]=6 [cli]=7)
+# the op layer's interface to the layers above it
+declare -A ops_public=([src/ops/ops.h]=1 [src/ops/atlas.h]=1 [src/ops/backend.h]=1
+                       [src/ops/precision.h]=1 [src/ops/optim_ops.h]=1)
 
 # the layer of a path under src/ ("" when it is not under a known layer folder)
 layer_of() {
@@ -49,6 +62,22 @@ while IFS= read -r f; do
             bad=1
         elif (( rank[$to] > rank[$from] )); then
             echo "layers: $f ($from, layer ${rank[$from]}) includes $target ($to, layer ${rank[$to]}): an include that points up" >&2
+            bad=1
+        elif [[ $from == ops && $target == src/kernels/*/* && $target != src/kernels/ref/* ]]; then
+            be=${target#src/kernels/}
+            be=${be%%/*}
+            if [[ $f != src/ops/$be/* ]]; then
+                echo "layers: $f (ops) includes $target: only the $be backend's own table" \
+                     "(src/ops/$be/) calls kernels/$be" >&2
+                bad=1
+            fi
+        elif (( rank[$from] > rank[ops] )) && [[ $to == kernels ]]; then
+            echo "layers: $f ($from, layer ${rank[$from]}) includes $target: above the op" \
+                 "layer the kernels are reached through ops" >&2
+            bad=1
+        elif (( rank[$from] > rank[ops] )) && [[ $to == ops && -z ${ops_public[$target]+x} ]]; then
+            echo "layers: $f ($from, layer ${rank[$from]}) includes $target: an internal of" \
+                 "the op layer (its interface: ${!ops_public[*]})" >&2
             bad=1
         fi
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")

@@ -27,60 +27,11 @@ tiny=(d_model=64 n_layer=2 n_head=2 head_dim=32 gate_rank=16 batch_size=2 seq_le
 sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
 
 fail=0 runs=0
-# compare NAME DIR_OLD DIR_NEW: metrics and every checkpoint's tensors
+# compare NAME DIR_OLD DIR_NEW: metrics and every checkpoint's tensors (tests/same_run.py)
 compare() {
     local name=$1 a=$2 b=$3
     runs=$((runs + 1))
-    if ! /usr/bin/python3 - "$a" "$b" <<'PY'; then
-import json, os, struct, sys
-a, b = sys.argv[1], sys.argv[2]
-bad = []
-def metrics(d):
-    rows = []
-    with open(os.path.join(d, "metrics.jsonl")) as f:
-        for line in f:
-            o = json.loads(line)
-            rows.append({k: o[k] for k in ("step", "loss", "grad_norm", "val_bpb") if k in o})
-    return rows
-ma, mb = metrics(a), metrics(b)
-if ma != mb:
-    for i, (x, y) in enumerate(zip(ma, mb)):
-        if x != y:
-            bad.append(f"metrics line {i + 1}: {x} != {y}")
-            break
-    else:
-        bad.append(f"metrics: {len(ma)} lines against {len(mb)}")
-def tensors(p):
-    with open(p, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    head.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in head.items()}
-ca = sorted(x for x in os.listdir(a) if x.startswith("ckpt-"))
-cb = sorted(x for x in os.listdir(b) if x.startswith("ckpt-"))
-if ca != cb:
-    bad.append(f"checkpoints {ca} against {cb}")
-for c in sorted(set(ca) & set(cb)):
-    for fn in ("model.safetensors", "optim.safetensors"):
-        pa, pb = os.path.join(a, c, fn), os.path.join(b, c, fn)
-        if os.path.exists(pa) != os.path.exists(pb):
-            bad.append(f"{c}/{fn} in one run only")
-            continue
-        if not os.path.exists(pa):
-            continue
-        ta, tb = tensors(pa), tensors(pb)
-        if ta.keys() != tb.keys():
-            bad.append(f"{c}/{fn}: tensors {sorted(set(ta) ^ set(tb))} in one file only")
-        for k in sorted(set(ta) & set(tb)):
-            if ta[k] != tb[k]:
-                bad.append(f"{c}/{fn}: tensor {k} differs")
-                break
-for x in bad:
-    print("    " + x)
-sys.exit(1 if bad else 0)
-PY
+    if ! /usr/bin/python3 "$root/tests/same_run.py" "$a" "$b"; then
         echo "DIFFER $name"
         fail=1
     else

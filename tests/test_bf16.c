@@ -13,6 +13,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
 #include "model/model.h"
+#include "ops/cpu/ctx.h" /* the bf16 copy of the weights */
 #include "ops/ops.h"
 #include "io/data.h"
 #include "optim/optim.h"
@@ -574,7 +575,7 @@ TEST(precision_record_readers_agree) {
             CHECK(!r->matmul_bf16 && !r->ns_bf16 && r->why && strstr(r->why, "DM_CPU_NO_BF16") &&
                   r->ns_why == r->why);
         CHECK(r->matmul_bf16 == !r->why);
-        CHECK((m->params_bf16 != NULL) == r->matmul_bf16);
+        CHECK((dm_cpu_ctx_of(&m->ops)->wts_bf16 != NULL) == r->matmul_bf16); /* the copy */
         CHECK(m->plan.bf16 == r->matmul_bf16);
         CHECK(dm_ops_bf16_active(&m->ops) == r->matmul_bf16);
         CHECK(dm_model_reserve(m, B, T, err, sizeof err) == 0);

@@ -13,6 +13,7 @@
 #include "kernels/ref/ref.h"
 #include "base/rng.h"
 #include "model/model.h"
+#include "ops/cpu/ctx.h"
 #include "kernels/cpu/ns.h"
 #include "ops/optim_ops.h"
 
@@ -371,7 +372,7 @@ TEST(dispatch_gemm_backends) {
     dm_config c = small(DM_MIXER_KDA);
     char err[256];
     dm_model *m = dm_model_create(&c, err, sizeof err);
-    m->ops.onednn_why = "pretend: no oneDNN";
+    dm_cpu_ctx_of(&m->ops)->onednn_why = "pretend: no oneDNN";
     uint8_t tok[2 * 41];
     tokens(tok, sizeof tok, 5);
     dm_model_forward(m, tok, 2, 40, NULL);

@@ -126,6 +126,9 @@ static const key_t_ KEYS[] = {
     {"threads", DM_KEY_BACKEND, K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
     {"atlas", DM_KEY_BACKEND, K_BOOL, F(atlas), 0, 1, NULL,
      "time every stage and op and print the step atlas"},
+    {"backend", DM_KEY_BACKEND, K_ENUM, F(backend), 0, 0, "auto|cpu|fenced",
+     "where the model's memory lives and its ops run: auto (cpu), cpu, fenced (test only: "
+     "the CPU kernels on memory the host cannot touch outside the backend's calls)"},
 };
 #undef F
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))

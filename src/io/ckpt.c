@@ -13,6 +13,8 @@
 #include "base/text.h"
 #include "io/files.h"
 #include "io/safetensors.h"
+#include "model/host.h"
+#include "ops/backend.h"
 #include "optim/optim.h"
 
 #define CKPT_FORMAT "dormouse-1"
@@ -127,14 +129,25 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     char *cfg = dm_config_to_json(dm_model_config(m));
     int nt = dm_model_num_tensors(m);
     dm_st_tensor *ts = calloc((size_t)nt, sizeof *ts);
-    if (!cfg || !ts) {
+    /* the parameters and the optimizer's state in host memory (views, or copies) */
+    dm_backend *be = dm_model_backend(m);
+    size_t pbytes = dm_model_num_params(m) * sizeof(float);
+    float *P = dm_backend_map(be, dm_model_param_mem(m), pbytes, 1);
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    float *host[DM_OPTIM_MAX_BUFS] = {0};
+    int n = opt ? dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS) : 0, mapped = 1;
+    for (int i = 0; i < n; i++)
+        mapped &= !!(host[i] = dm_backend_map(be, bufs[i].data, bufs[i].n * sizeof(float), 1));
+    if (!cfg || !ts || !P || !mapped) {
+        for (int i = 0; i < n; i++)
+            dm_backend_unmap(be, bufs[i].data, host[i], bufs[i].n * sizeof(float), 0);
+        dm_backend_unmap(be, dm_model_param_mem(m), P, pbytes, 0);
         free(cfg);
         free(ts);
         dm_rmtree(tmp);
         snprintf(err, errlen, "out of memory saving %s", dir);
         return 1;
     }
-    const float *P = dm_model_params(m);
     for (int i = 0; i < nt; i++) {
         const dm_tensor *t = dm_model_tensor(m, i);
         ts[i].name = t->name;
@@ -149,15 +162,16 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
     free(ts);
     free(cfg);
     if (!rc && opt) { /* the optimizer's named flat buffers as 1-D tensors */
-        dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
         dm_st_tensor os[DM_OPTIM_MAX_BUFS];
-        int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS);
-        for (int i = 0; i < n; i++) os[i] = (dm_st_tensor){bufs[i].name, bufs[i].data, 1,
+        for (int i = 0; i < n; i++) os[i] = (dm_st_tensor){bufs[i].name, host[i], 1,
                                                            {(int64_t)bufs[i].n}};
         const char *ometa[] = {"format", CKPT_FORMAT, "step", stepbuf, NULL};
         snprintf(path, sizeof path, "%s/optim.safetensors", tmp);
         rc = dm_st_write(path, os, n, ometa, err, errlen);
     }
+    for (int i = 0; i < n; i++)
+        dm_backend_unmap(be, bufs[i].data, host[i], bufs[i].n * sizeof(float), 0);
+    dm_backend_unmap(be, dm_model_param_mem(m), P, pbytes, 0);
     if (rc) {
         dm_rmtree(tmp);
         return 1;
@@ -351,17 +365,21 @@ static int load_model(const dm_ckpt *c, dm_model *m, char *err, size_t errlen) {
     int rc = same_names(c->model, names, nt, "model's parameters", c->name, err, errlen);
     free(names);
     if (rc) return 1;
-    float *P = dm_model_params(m);
-    for (int i = 0; i < nt; i++) {
+    for (int i = 0; i < nt; i++) { /* every shape first: a refused file changes nothing */
         const dm_tensor *t = dm_model_tensor(m, i);
         int nd;
         int64_t sh[4];
-        const float *src = dm_st_get(c->model, t->name, &nd, sh);
+        dm_st_get(c->model, t->name, &nd, sh);
         if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != t->shape[1])) {
             snprintf(err, errlen, "%s: tensor '%s' has the wrong shape", c->name, t->name);
             return 1;
         }
-        memcpy(P + t->offset, src, t->numel * sizeof(float));
+    }
+    dm_backend *be = dm_model_backend(m);
+    for (int i = 0; i < nt; i++) { /* each tensor to the backend */
+        const dm_tensor *t = dm_model_tensor(m, i);
+        dm_backend_from_host(be, dm_model_param_mem(m) + t->offset,
+                             dm_st_get(c->model, t->name, NULL, NULL), t->numel * sizeof(float));
     }
     return 0;
 }

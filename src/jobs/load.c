@@ -9,12 +9,13 @@
 
 
 /* eval: the window and how it is cut, and how the forward runs */
-const char *const DM_EVAL_KEYS[] = {"eval_window", "seq_len", "batch_size", "kda_impl", "gemm",
-                                    "precision", "chunk_size", "norm_impl", "threads",
-                                    "eval_windows", NULL};
+const char *const DM_EVAL_KEYS[] = {"eval_window", "seq_len",      "batch_size", "kda_impl",
+                                    "gemm",        "precision",    "chunk_size", "norm_impl",
+                                    "threads",     "eval_windows", "backend",    NULL};
 /* sample: recurrent inference reads only how the products run (the delta core is its
  * token-serial recurrence; the seed is --seed) */
-const char *const DM_SAMPLE_KEYS[] = {"gemm", "precision", "norm_impl", "threads", NULL};
+const char *const DM_SAMPLE_KEYS[] = {"gemm", "precision", "norm_impl", "threads", "backend",
+                                      NULL};
 
 /* the group of a config key; -1 when there is no such key */
 static int key_group(const char *key) {

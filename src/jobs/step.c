@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "model/host.h"
+#include "ops/backend.h"
 
 int dm_step_threads(const dm_config *c, const dm_comm *comm) {
     int n = c->threads, local = dm_comm_local_size(comm);
@@ -83,34 +85,54 @@ void dm_stepper_free(dm_stepper *s) {
 
 int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
                    long opt_step, dm_step_out *out) {
-    size_t seq = (size_t)s->T + 1;
     double t0 = dm_now();
     dm_corpus_batch(corpus, seed, batch_step, s->A * s->B, s->T, s->batch);
     dm_corpus_prefetch(corpus, seed, batch_step + 1, s->A * s->B, s->T); /* a mapped corpus */
-    out->t_data = dm_now() - t0;
+    double t_data = dm_now() - t0;
+    int rc = dm_stepper_step(s, s->batch, opt_step, out);
+    out->t_data = t_data;
+    return rc;
+}
+
+int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_out *out) {
+    size_t seq = (size_t)s->T + 1;
+    out->t_data = 0;
     out->t_fwd = out->t_bwd = 0;
     float *mine = s->losses + s->loss_off[s->rank];
     int rc = 0;
+    /* the gradient sum and the optimizer's update read and write the model's memory
+     * outside dispatched ops too (Muon's units, its host-side bookkeeping): they run
+     * inside the backend's call window */
+    dm_backend *be = dm_model_backend(s->m);
     for (int j = 0; j < s->local; j++) {
         int mb = j * s->N + s->rank; /* the global micro-batch */
         double t1 = dm_now();
-        mine[j] = dm_model_forward(s->m, s->batch + (size_t)mb * s->B * seq, s->B, s->T, NULL);
+        mine[j] = dm_model_forward(s->m, batch + (size_t)mb * s->B * seq, s->B, s->T, NULL);
+        dm_backend_sync(be); /* the times below are of work done */
         double t2 = dm_now();
         dm_model_zero_grad(s->m);
         dm_model_backward(s->m);
+        dm_backend_enter(be);
         rc |= dm_gradsum_add(s->gs, j);
+        dm_backend_leave(be);
+        dm_backend_sync(be);
         out->t_fwd += t2 - t1;
         out->t_bwd += dm_now() - t2;
     }
     double t3 = dm_now();
+    dm_backend_enter(be);
     rc |= dm_gradsum_finish(s->gs);
+    dm_backend_leave(be);
     rc |= dm_comm_allgather(s->comm, s->losses, s->loss_off, sizeof(float));
     double sum = 0; /* in micro-batch order: m = j N + r sits at r * local + j */
     for (int mb = 0; mb < s->A; mb++) sum += (double)s->losses[(mb % s->N) * s->local + mb / s->N];
     out->loss = (float)(sum / s->A);
     double t4 = dm_now();
     out->t_bwd += t4 - t3;
+    dm_backend_enter(be);
     out->gnorm = rc ? NAN : dm_optim_step(s->opt, s->m, opt_step);
+    dm_backend_leave(be);
+    dm_backend_sync(be);
     out->t_opt = dm_now() - t4;
     return rc || dm_comm_error(s->comm)[0] ? 1 : 0;
 }

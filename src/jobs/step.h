@@ -57,5 +57,7 @@ void dm_stepper_free(dm_stepper *s);
  * loss or norm is the caller's to judge. */
 int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
                    long opt_step, dm_step_out *out);
+/* The same step on a batch given as [A * B, T + 1] bytes (t_data 0). */
+int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_out *out);
 
 #endif

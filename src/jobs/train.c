@@ -31,8 +31,10 @@
 #include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
 #include "jobs/step.h"
+#include "model/host.h"
 #include "model/model.h"   /* the precision record */
 #include "ops/atlas.h"    /* the atlas */
+#include "ops/backend.h"
 #include "ops/ops.h"    /* DM_VERIFY_BOUND */
 #include "optim/optim.h"
 
@@ -285,13 +287,18 @@ static int share_config(train_ctx *t) {
  * the fresh init every rank also made) to every rank. */
 static int share_state(train_ctx *t) {
     if (t->nranks == 1) return 0;
-    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-    int nb = dm_optim_state(t->opt, bufs, DM_OPTIM_MAX_BUFS);
-    int rc = dm_comm_bcast(t->comm, &t->start, 1, sizeof t->start, 0) ||
-             dm_comm_bcast(t->comm, dm_model_params(t->m), dm_model_num_params(t->m),
-                           sizeof(float), 0);
-    for (int i = 0; i < nb && !rc; i++)
-        rc = dm_comm_bcast(t->comm, bufs[i].data, bufs[i].n, sizeof(float), 0);
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS + 1];
+    int nb = dm_optim_state(t->opt, bufs + 1, DM_OPTIM_MAX_BUFS);
+    bufs[0] = (dm_optim_buf){"params", dm_model_param_mem(t->m), dm_model_num_params(t->m)};
+    int rc = dm_comm_bcast(t->comm, &t->start, 1, sizeof t->start, 0);
+    dm_backend *be = dm_model_backend(t->m);
+    for (int i = 0; i <= nb && !rc; i++) { /* each through host memory */
+        size_t bytes = bufs[i].n * sizeof(float);
+        float *h = dm_backend_map(be, bufs[i].data, bytes, t->rank == 0);
+        if (!h) return dm_fail(t->st, DM_JOB_FAILED, "out of memory sharing the state");
+        rc = dm_comm_bcast(t->comm, h, bufs[i].n, sizeof(float), 0);
+        dm_backend_unmap(be, bufs[i].data, h, bytes, t->rank != 0);
+    }
     return rc ? comm_failed(t) : 0;
 }
 

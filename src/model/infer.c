@@ -13,14 +13,16 @@
 
 struct dm_infer {
     const dm_model *m;
+    dm_backend *be; /* the model's: the state and scratch live there too */
     dm_ops ops;
     float *buf;
+    uint8_t *tok;   /* the byte in */
     /* per layer */
     float **cache; /* [n_layer] [3][W-1][HD] previous q~, k~, v~ */
     float **S;     /* [n_layer] [H, dh, dh] */
     /* one-token scratch */
     float *x, *xn, *y, *win, *cout, *qkv, *qc, *q, *k, *v, *rn, *f1, *f, *g, *beta, *o, *z1, *z, *op,
-        *ha, *hb, *hh, *S2, *rstd, *ns;
+        *ha, *hb, *hh, *S2, *rstd, *ns, *logits;
 };
 
 dm_infer *dm_infer_create(const dm_model *m) {
@@ -33,12 +35,15 @@ dm_infer *dm_infer_create(const dm_model *m) {
     dm_infer *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->m = m;
+    s->be = m->be;
     dm_ops_init(&s->ops, c);
+    dm_ops_bind(&s->ops, s->be);
     s->ops.kda_impl = DM_IMPL_REFERENCE; /* one token: the recurrence itself */
-    s->buf = calloc(L * per_layer + scratch + 64, sizeof(float));
+    s->buf = dm_backend_alloc(s->be, (L * per_layer + scratch + 64 + DM_VOCAB) * sizeof(float));
+    s->tok = dm_backend_alloc(s->be, 1);
     s->cache = calloc(L, sizeof *s->cache);
     s->S = calloc(L, sizeof *s->S);
-    if (!s->buf || !s->cache || !s->S) {
+    if (!s->buf || !s->tok || !s->cache || !s->S) {
         dm_infer_free(s);
         return NULL;
     }
@@ -53,6 +58,7 @@ dm_infer *dm_infer_create(const dm_model *m) {
     TAKE(f, HD); TAKE(g, HD); TAKE(beta, H); TAKE(o, HD); TAKE(z1, R); TAKE(z, HD);
     TAKE(op, HD); TAKE(ha, F); TAKE(hb, F); TAKE(hh, F); TAKE(S2, H * dh * dh);
     TAKE(rstd, H + 1); TAKE(ns, 2 * (D > HD ? D : HD)); /* composed-norm scratch */
+    TAKE(logits, DM_VOCAB);
 #undef TAKE
     return s;
 }
@@ -60,7 +66,8 @@ dm_infer *dm_infer_create(const dm_model *m) {
 void dm_infer_free(dm_infer *s) {
     if (!s) return;
     dm_ops_free(&s->ops);
-    free(s->buf);
+    dm_backend_release(s->be, s->buf);
+    dm_backend_release(s->be, s->tok);
     free(s->cache);
     free(s->S);
     free(s);
@@ -70,8 +77,9 @@ void dm_infer_reset(dm_infer *s) {
     const dm_config *c = &s->m->cfg;
     size_t HD = (size_t)c->n_head * c->head_dim, W = c->conv_size;
     for (int l = 0; l < c->n_layer; l++) {
-        memset(s->cache[l], 0, 3 * (W - 1) * HD * sizeof(float));
-        memset(s->S[l], 0, (size_t)c->n_head * c->head_dim * c->head_dim * sizeof(float));
+        dm_backend_zero(s->be, s->cache[l], 3 * (W - 1) * HD * sizeof(float));
+        dm_backend_zero(s->be, s->S[l],
+                        (size_t)c->n_head * c->head_dim * c->head_dim * sizeof(float));
     }
 }
 
@@ -79,11 +87,12 @@ void dm_infer_reset(dm_infer *s) {
  * whose last output is the current one (cout: [W, C]); then the cache shifts by one */
 static void conv_step(dm_ops *ops, float *y, float *cache, const float *cur, const float *w,
                       float *win, float *cout, int C, int W) {
-    memcpy(win, cache, (size_t)(W - 1) * C * sizeof(float));
-    memcpy(win + (size_t)(W - 1) * C, cur, (size_t)C * sizeof(float));
+    dm_backend *be = ops->be;
+    dm_backend_copy(be, win, cache, (size_t)(W - 1) * C * sizeof(float));
+    dm_backend_copy(be, win + (size_t)(W - 1) * C, cur, (size_t)C * sizeof(float));
     dm_op_conv_fwd(ops, cout, win, w, 1, W, C, W);
-    memcpy(y, cout + (size_t)(W - 1) * C, (size_t)C * sizeof(float));
-    memcpy(cache, win + C, (size_t)(W - 1) * C * sizeof(float));
+    dm_backend_copy(be, y, cout + (size_t)(W - 1) * C, (size_t)C * sizeof(float));
+    dm_backend_copy(be, cache, win + C, (size_t)(W - 1) * C * sizeof(float));
 }
 
 void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
@@ -94,7 +103,8 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
     int R = c->gate_rank, F = dm_config_mlp_hidden(c), kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     dm_ops *ops = &s->ops;
-    dm_op_embed_fwd(ops, s->x, &byte, P + m->embed, 1, D);
+    dm_backend_from_host(s->be, s->tok, &byte, 1);
+    dm_op_embed_fwd(ops, s->x, s->tok, P + m->embed, 1, D);
     for (int l = 0; l < c->n_layer; l++) {
         const dm_layer_off *o = &m->L[l];
         float *rs = s->rstd;
@@ -120,7 +130,7 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
         dm_delta_dims dd = dm_core_dims(c, 1, 1);
         dm_op_delta_fwd(ops, &dd, s->q, s->k, s->v, s->g, s->beta, s->S[l], s->o, s->S2, NULL,
                         NULL, 1);
-        memcpy(s->S[l], s->S2, (size_t)H * dh * dh * sizeof(float));
+        dm_backend_copy(s->be, s->S[l], s->S2, (size_t)H * dh * dh * sizeof(float));
         if (kda) {
             dm_op_matmul_fwd(ops, s->z1, s->xn, P + o->w_g1, NULL, 1, D, R);
             dm_op_matmul_fwd(ops, s->z, s->z1, P + o->w_g2, P + o->b_g2, 1, R, HD);
@@ -139,5 +149,6 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
         dm_op_add(ops, s->x, s->y, D);
     }
     dm_op_rmsnorm_fwd(ops, s->xn, NULL, s->rstd, s->x, P + m->norm_f, 1, D, DM_NORM_EPS, s->ns);
-    dm_op_matmul_fwd(ops, logits, s->xn, P + m->lm_head, NULL, 1, D, DM_VOCAB);
+    dm_op_matmul_fwd(ops, s->logits, s->xn, P + m->lm_head, NULL, 1, D, DM_VOCAB);
+    dm_backend_to_host(s->be, logits, s->logits, DM_VOCAB * sizeof(float));
 }

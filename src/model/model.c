@@ -113,10 +113,10 @@ static int build_table(dm_model *m, table_builder *tb) {
 
 /* Each tensor draws from its own stream (seed, hash(name)): its init does not depend on
  * the other tensors, the thread count or the machine. */
-static void init_params(dm_model *m, const int *kinds) {
+static void init_params(dm_model *m, float *params, const int *kinds) {
     for (int i = 0; i < m->n_tensors; i++) {
         const dm_tensor *t = &m->tensors[i];
-        float *p = m->params + t->offset;
+        float *p = params + t->offset;
         dm_rng r;
         dm_rng_seed(&r, m->cfg.seed, dm_hash_str(t->name));
         for (size_t j = 0; j < t->numel; j++) {
@@ -150,20 +150,25 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     dm_network_forget_ws(m);
     dm_plan_make(&m->plan, cfg);
     dm_ops_init(&m->ops, cfg);
+    if (!(m->be = dm_backend_create(cfg->backend, err, errlen))) goto fail;
+    dm_ops_bind(&m->ops, m->be);
     if (build_table(m, &tb)) {
         if (err) snprintf(err, errlen, "out of memory building the parameter table (%d tensors)",
                           m->n_tensors);
         goto fail;
     }
-    m->params = calloc(m->n_params, sizeof(float));
-    m->grads = calloc(m->n_params, sizeof(float));
-    if (!m->params || !m->grads) {
+    size_t pbytes = m->n_params * sizeof(float);
+    m->params = dm_backend_alloc(m->be, pbytes);
+    m->grads = dm_backend_alloc(m->be, pbytes);
+    float *init = m->params ? dm_backend_map(m->be, m->params, pbytes, 0) : NULL;
+    if (!m->params || !m->grads || !init) {
         if (err)
             snprintf(err, errlen, "out of memory: %zu parameters and their gradients need %.1f MiB",
                      m->n_params, 2.0 * m->n_params * sizeof(float) / (1 << 20));
         goto fail;
     }
-    init_params(m, tb.kinds);
+    init_params(m, init, tb.kinds); /* on the host, then to the backend */
+    dm_backend_unmap(m->be, m->params, init, pbytes, 1);
     if (cfg->kda_impl == DM_IMPL_CHUNKED) {
         dm_delta_dims d = dm_core_dims(cfg, 1, 1);
         const char *why;
@@ -177,8 +182,7 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     if (dm_precision_decide(&m->prec, cfg, m->ops.bf16_why, err, errlen)) goto fail;
     m->plan.bf16 = m->prec.matmul_bf16;
     if (m->prec.matmul_bf16) {
-        m->params_bf16 = malloc(m->n_params * sizeof(uint16_t));
-        if (!m->params_bf16) {
+        if (dm_ops_reserve_bf16_weights(&m->ops, m->n_params)) {
             if (err)
                 snprintf(err, errlen, "out of memory: the bf16 copy of the weights needs %.1f MiB",
                          m->n_params * 2.0 / (1 << 20));
@@ -205,14 +209,16 @@ void dm_model_free(dm_model *m) {
     dm_ops_free(&m->ops);
     free(m->tensors);
     free(m->L);
-    free(m->params);
-    free(m->grads);
-    free(m->params_bf16);
-    free(m->arena);
-    free(m->vroom);
+    if (m->be) {
+        dm_backend_release(m->be, m->params);
+        dm_backend_release(m->be, m->grads);
+        dm_backend_release(m->be, m->arena);
+        dm_backend_release(m->be, m->vroom);
+        dm_backend_release(m->be, m->inp);
+        dm_backend_release(m->be, m->tgt);
+        dm_backend_free(m->be);
+    }
     free(m->act);
-    free(m->inp);
-    free(m->tgt);
     free(m);
 }
 
@@ -227,9 +233,56 @@ const dm_tensor *dm_model_find(const dm_model *m, const char *name) {
         if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
     return NULL;
 }
-float *dm_model_params(dm_model *m) { return m->params; }
-float *dm_model_grads(dm_model *m) { return m->grads; }
-void dm_model_zero_grad(dm_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+dm_backend *dm_model_backend(const dm_model *m) { return m->be; }
+float *dm_model_param_mem(dm_model *m) { return m->params; }
+float *dm_model_grad_mem(dm_model *m) { return m->grads; }
+const char *dm_model_backend_name(const dm_model *m) { return m->be->name; }
+float *dm_model_params(dm_model *m) { return dm_backend_host_view(m->be, m->params); }
+float *dm_model_grads(dm_model *m) { return dm_backend_host_view(m->be, m->grads); }
+void dm_model_zero_grad(dm_model *m) { dm_backend_zero(m->be, m->grads, m->n_params * sizeof(float)); }
+
+void dm_model_params_to_host(const dm_model *m, float *dst) {
+    dm_backend_to_host(m->be, dst, m->params, m->n_params * sizeof(float));
+}
+void dm_model_params_from_host(dm_model *m, const float *src) {
+    dm_backend_from_host(m->be, m->params, src, m->n_params * sizeof(float));
+}
+void dm_model_grads_to_host(const dm_model *m, float *dst) {
+    dm_backend_to_host(m->be, dst, m->grads, m->n_params * sizeof(float));
+}
+
+/* the tensor `name` of numel n, or NULL with err */
+static const dm_tensor *named(const dm_model *m, const char *name, size_t n, char *err,
+                              size_t errlen) {
+    const dm_tensor *t = name ? dm_model_find(m, name) : NULL;
+    if (!t) {
+        if (err) snprintf(err, errlen, "no tensor '%s' in the model", name ? name : "(null)");
+        return NULL;
+    }
+    if (n != t->numel) {
+        if (err)
+            snprintf(err, errlen, "tensor '%s' has %zu values, not %zu", name, t->numel, n);
+        return NULL;
+    }
+    return t;
+}
+
+int dm_model_get(const dm_model *m, const char *name, float *dst, size_t n, char *err,
+                 size_t errlen) {
+    const dm_tensor *t = named(m, name, n, err, errlen);
+    if (!t) return 1;
+    dm_backend_to_host(m->be, dst, m->params + t->offset, n * sizeof(float));
+    return 0;
+}
+
+int dm_model_set(dm_model *m, const char *name, const float *src, size_t n, char *err,
+                 size_t errlen) {
+    const dm_tensor *t = named(m, name, n, err, errlen);
+    if (!t) return 1;
+    dm_backend_from_host(m->be, m->params + t->offset, src, n * sizeof(float));
+    m->have_forward = 0; /* the last forward's activations are of other weights */
+    return 0;
+}
 
 /* ---- the arena ---- */
 
@@ -244,8 +297,8 @@ static int verify_room(dm_model *m) {
     size_t n = dm_plan_verify_room(&m->cfg, m->lay_B, m->lay_T, m->nthreads, &norm_off,
                                    &delta_off);
     if (n > m->vroom_floats) {
-        free(m->vroom);
-        m->vroom = aligned_alloc(64, n * sizeof(float));
+        dm_backend_release(m->be, m->vroom);
+        m->vroom = dm_backend_alloc(m->be, n * sizeof(float));
         m->vroom_floats = m->vroom ? n : 0;
         if (!m->vroom) {
             m->ops.verify = 0;
@@ -285,15 +338,15 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
         size_t n = dm_plan_layout(&m->cfg, &m->plan, B, T, nthreads, NULL, NULL, NULL);
         if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
         if (n > m->arena_floats) {
-            free(m->arena);
-            m->arena = aligned_alloc(64, n * sizeof(float));
+            dm_backend_release(m->be, m->arena);
+            m->arena = dm_backend_alloc(m->be, n * sizeof(float));
             m->arena_floats = m->arena ? n : 0;
         }
         if (BT > m->io_cap) {
-            free(m->inp);
-            free(m->tgt);
-            m->inp = malloc(BT);
-            m->tgt = malloc(BT);
+            dm_backend_release(m->be, m->inp);
+            dm_backend_release(m->be, m->tgt);
+            m->inp = dm_backend_alloc(m->be, BT);
+            m->tgt = dm_backend_alloc(m->be, BT);
             m->io_cap = m->inp && m->tgt ? BT : 0;
         }
         if (!m->arena || !m->act || !m->io_cap) {
@@ -323,17 +376,20 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
 
 float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *logits) {
     if (dm_model_reserve(m, B, T, NULL, 0)) return NAN;
-    for (int b = 0; b < B; b++) {
-        memcpy(m->inp + (size_t)b * T, tokens + (size_t)b * (T + 1), (size_t)T);
-        memcpy(m->tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, (size_t)T);
+    for (int b = 0; b < B; b++) { /* the batch to the backend */
+        dm_backend_from_host(m->be, m->inp + (size_t)b * T, tokens + (size_t)b * (T + 1),
+                             (size_t)T);
+        dm_backend_from_host(m->be, m->tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1,
+                             (size_t)T);
     }
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
-    if (m->params_bf16) /* the weights as the bf16 products read them, once per forward */
-        dm_ops_set_weights(&m->ops, m->params, m->params_bf16, m->n_params);
+    if (m->prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
+        dm_ops_set_weights(&m->ops, m->params, m->n_params);
     m->B = B;
     m->T = T;
     float loss = dm_network_fwd(m);
-    if (logits) memcpy(logits, m->head.logits, (size_t)B * T * DM_VOCAB * sizeof(float));
+    if (logits)
+        dm_backend_to_host(m->be, logits, m->head.logits, (size_t)B * T * DM_VOCAB * sizeof(float));
     m->have_forward = 1;
     return loss;
 }

@@ -10,6 +10,8 @@
 
 #include "dormouse.h"
 #include "model/plan.h"
+#include "model/host.h"
+#include "ops/backend.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 
@@ -31,9 +33,11 @@ struct dm_model {
     int n_tensors;
     dm_tensor *tensors;
     size_t n_params;
-    float *params, *grads;
-    uint16_t *params_bf16;     /* the weights rounded to bf16 for the bf16 products (made at
-                                  each forward: once per step, after the optimizer), or NULL */
+    dm_backend *be;            /* where params, grads, the arena and the optimizer's state
+                                  live (ops/backend.h); host code copies through it */
+    float *params, *grads;     /* the backend's memory; the bf16 copy of the weights the
+                                  bf16 products read is the op layer's (made at each forward,
+                                  once per step, when the precision record says bf16) */
     size_t embed, norm_f, lm_head; /* offsets; lm_head == embed when tied */
     dm_layer_off *L;
 
@@ -45,7 +49,7 @@ struct dm_model {
     size_t arena_floats, io_cap;
     float *arena;
     dm_arena_sizes sizes;      /* the regions of the current layout */
-    uint8_t *inp, *tgt;        /* [N] input and target bytes */
+    uint8_t *inp, *tgt;        /* [N] input and target bytes (the backend's memory) */
     dm_layer_act *act;         /* [n_layer] */
     float *x_final;            /* [N,D] */
     dm_head_act head;

@@ -7,8 +7,6 @@
  * the backward runs, before each unit's own backward, the steps whose outputs the plan
  * did not keep (checkpointing). Every op goes through the op layer (dm_op_*: counted,
  * timed when the atlas is on, checked in verify mode). */
-#include <string.h>
-
 #include "model/model.h"
 
 /* One step of the MLP unit of layer l (DM_S_NORM2 .. DM_S_MLP_OUT). */
@@ -117,7 +115,7 @@ void dm_network_bwd(dm_model *m) {
                    1.0f / (float)N);
     dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, s->dlogits_b, h->xnf,
                      P + m->lm_head, N, D, DM_VOCAB, 0);
-    memset(s->dres, 0, (size_t)N * D * sizeof(float));
+    dm_backend_zero(m->be, s->dres, (size_t)N * D * sizeof(float));
     dm_op_rmsnorm_bwd(ops, s->dres, L ? s->dres_b : NULL, G + m->norm_f, s->dxn, m->x_final,
                       P + m->norm_f, h->rstdf, N, D, s->norm_scratch);
 

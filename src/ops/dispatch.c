@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/onednn.h"
+#include "ops/cpu/ctx.h"
 #include "ops/op.h"
 
 static const dm_op_def *const DEFS[DM_OP_COUNT] = {
@@ -39,23 +38,16 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
     ops->precision = c->precision;
-    ops->bf16_why = dm_cpu_bf16_missing();
+    ops->bf16_why = dm_cpu_bf16_why();
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
 
+void dm_ops_bind(dm_ops *ops, dm_backend *be) { ops->be = be; }
+
 void dm_ops_free(dm_ops *ops) {
-    dm_onednn_free(ops->onednn);
-    ops->onednn = NULL;
-    free(ops->bbuf);
-    ops->bbuf = NULL;
-    ops->bcap = 0;
-    free(ops->dbuf);
-    ops->dbuf = NULL;
-    ops->dcap = 0;
-    free(ops->copies);
-    ops->copies = NULL;
-    ops->n_copies = ops->cap_copies = 0;
+    dm_cpu_ctx_free(ops->bctx);
+    ops->bctx = NULL;
     free(ops->vbuf);
     ops->vbuf = NULL;
     ops->vcap = 0;
@@ -63,17 +55,12 @@ void dm_ops_free(dm_ops *ops) {
 
 /* ---- choosing ---- */
 
-void dm_ops_set_weights(dm_ops *ops, const float *w, uint16_t *w_bf16, size_t n) {
-    if (w && w_bf16) dm_bf16_from_f32(w_bf16, w, n);
-    ops->wts = w;
-    ops->wts_bf16 = w_bf16;
-    ops->n_wts = n;
-}
-
-/* An implementation the precision setting leaves out entirely (not a decline): every
- * bf16 one under fp32; under auto the bf16 reference (auto means the hardware kernel; the
- * reference runs as the oracle in verify mode and where precision=bf16 asks for it). */
-static int out_of_precision(const dm_ops *ops, const dm_impl *im) {
+/* An implementation left out entirely (not a decline): one of another backend's memory
+ * kind; by the precision setting every bf16 one under fp32, and under auto the bf16
+ * reference (auto means the hardware kernel; the reference runs as the oracle in verify
+ * mode and where precision=bf16 asks for it). */
+static int left_out(const dm_ops *ops, const dm_impl *im) {
+    if (im->mem != (ops->be ? ops->be->mem : DM_MEM_HOST)) return 1; /* another backend's */
     if (im->precision != DM_PREC_BF16) return 0;
     return ops->precision == DM_PRECISION_FP32 ||
            (ops->precision == DM_PRECISION_AUTO && im->reference);
@@ -106,6 +93,7 @@ static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, i
     }
     double t0 = dm_now();
     im->run(ops, args, dir);
+    dm_backend_sync(ops->be); /* the call's work done, not only queued */
     double t = dm_now() - t0;
     dm_atlas_add(ops->atlas, def->name, DIR[dir], def->n_impl > 1 ? im->name : NULL, t,
                  def->flops ? def->flops(args, dir) : 0);
@@ -149,14 +137,16 @@ static double rel_rms(const float *a, const float *r, const float *base, size_t 
  * or when that reference is the one chosen, the first other implementation of the same
  * precision able to take the call (whatever the settings say); -1 when there is none. */
 static int second(dm_ops *ops, const dm_op_def *def, int chosen, const void *args, int dir) {
-    int prec = def->impl[chosen].precision;
+    int prec = def->impl[chosen].precision, mem = def->impl[chosen].mem;
     if (!def->impl[chosen].reference) {
         for (int i = 0; i < def->n_impl; i++)
-            if (def->impl[i].reference && def->impl[i].precision == prec) return i;
+            if (def->impl[i].reference && def->impl[i].precision == prec &&
+                def->impl[i].mem == mem)
+                return i;
         return -1;
     }
     for (int i = 0; i < def->n_impl; i++)
-        if (i != chosen && def->impl[i].precision == prec &&
+        if (i != chosen && def->impl[i].precision == prec && def->impl[i].mem == mem &&
             !(def->impl[i].supports && def->impl[i].supports(ops, args, dir)))
             return i;
     return -1;
@@ -226,9 +216,10 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
 
 void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     const dm_op_def *def = DEFS[op];
+    dm_backend_enter(ops->be); /* the backend's memory is the kernels' during the call */
     int chosen = -1;
     for (int i = 0; i < def->n_impl && chosen < 0; i++) {
-        if (out_of_precision(ops, &def->impl[i])) continue;
+        if (left_out(ops, &def->impl[i])) continue;
         const char *why = why_not(ops, &def->impl[i], args, dir);
         if (!why) chosen = i;
         else count_skip(ops, op, dir, i, why);
@@ -239,6 +230,7 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     int other = ops->verify ? second(ops, def, chosen, args, dir) : -1;
     if (other >= 0) run_verified(ops, op, def, chosen, other, args, dir);
     else run_timed(ops, def, chosen, args, dir);
+    dm_backend_leave(ops->be);
 }
 
 double dm_ops_verify_take(dm_ops *ops, char *what, size_t n) {

@@ -1,13 +1,15 @@
 /* op.h — how an op is described to the dispatch routine (inside src/ops only).
  *
- * Each op file (matmul.c, delta.c, norms.c, pointwise.c, seq.c; the optimizer's update.c
- * and ns.c) defines the op's argument struct, its implementations and one dm_op_def; its
- * typed entry points (ops.h, optim_ops.h) fill the struct and call dm_op_run, which does the choosing, counting, timing and verifying for
- * every op alike.
+ * Each op file (the cpu backend's, src/ops/cpu/: matmul.c, delta.c, norms.c, pointwise.c,
+ * seq.c; the optimizer's update.c and ns.c) defines the op's argument struct, its
+ * implementations and one dm_op_def; its typed entry points (ops.h, optim_ops.h) fill the
+ * struct and call dm_op_run, which does the choosing, counting, timing and verifying for
+ * every op alike (docs/backends.md: where a second backend's implementations go).
  */
 #ifndef DM_OP_H
 #define DM_OP_H
 
+#include "ops/backend.h"
 #include "ops/ops.h"
 
 /* One implementation of an op. */
@@ -23,6 +25,8 @@ typedef struct {
      * any call. Verify mode asks only this when it looks for a second implementation. */
     const char *(*supports)(dm_ops *ops, const void *args, int dir);
     void (*run)(dm_ops *ops, void *args, int dir);
+    int mem;           /* DM_MEM_* (ops/backend.h): the memory it takes; only those of the
+                          backend's kind are asked (the CPU's, 0, when not written) */
 } dm_impl;
 
 /* An output of a call, as verify mode needs it: where the args hold its pointer. */

@@ -2,7 +2,9 @@
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
  * An op has implementations keyed by backend and precision, in order of preference, the
- * op's reference last (kernels/ref: the oracle). For each call the routine asks each
+ * op's reference last (kernels/ref: the oracle); those of another backend's memory kind
+ * than dm_ops.be's are never asked, and the call runs inside that backend's window
+ * (ops/backend.h, docs/backends.md). For each call the routine asks each
  * implementation in turn whether it takes the call — first the settings (kda_impl,
  * norm_impl, gemm), then the implementation itself (shapes, chunk size, the CPU) — runs
  * the first that does, and
@@ -76,21 +78,10 @@ typedef struct dm_ops {
                              tests set it to pretend the feature is absent */
     int verify;    /* while set, every call is also run by a second implementation */
     dm_atlas *atlas;
-    /* the model's weights and their bf16 copy (dm_ops_set_weights): a bf16 matmul whose
-     * weight lies in them uses the copy; any other operand is rounded per call */
-    const float *wts;
-    const uint16_t *wts_bf16;
-    size_t n_wts;
-    void *bbuf; /* operand scratch of the bf16 products (grown on demand, kept) */
-    size_t bcap;
-    uint16_t *dbuf; /* the bf16 dout of a matmul's two backward products */
-    size_t dcap;
-    /* bf16 copies of operands rounded once (dm_op_round_bf16), until dm_ops_forget_bf16 */
-    struct dm_bf16_copy { const float *x; const uint16_t *xb; size_t n; } *copies;
-    int n_copies, cap_copies;
-    /* the oneDNN context, made on the first matmul that asks for it (why: its failure) */
-    struct dm_onednn *onednn;
-    const char *onednn_why;
+    /* the backend whose memory the ops are handed (NULL: host memory, the cpu backend's
+     * kind): only implementations of its memory kind run, each call inside its window */
+    struct dm_backend *be;
+    void *bctx; /* the CPU kernels' private state (ops/cpu/ctx.h), made on first use */
     /* counters */
     long calls[DM_OP_COUNT][DM_NDIR];
     long ran[DM_OP_COUNT][DM_NDIR][DM_OP_MAX_IMPL];
@@ -106,7 +97,9 @@ typedef struct dm_ops {
     size_t vcap;
 } dm_ops;
 
+/* The settings of c; no backend (host memory). dm_ops_bind gives it the model's. */
 void dm_ops_init(dm_ops *ops, const dm_config *c);
+void dm_ops_bind(dm_ops *ops, struct dm_backend *be);
 void dm_ops_free(dm_ops *ops);
 /* One line: "fused matmul=84/84 matmul_bwd=78/78 ... declined=0 [why ...]" (fused = calls
  * not run by the reference). */
@@ -122,10 +115,13 @@ const char *dm_op_name(int op);
 const char *dm_op_dir_name(int dir);
 const char *dm_op_impl_name(int op, int impl);
 
-/* The model's weights (n floats) for the bf16 products: rounded into w_bf16 (room for n)
+/* Room for a bf16 copy of n weights (the bf16 products' copy of the model's parameters).
+ * 0 ok; 1 out of memory. */
+int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n);
+/* The model's weights (n floats) for the bf16 products: rounded into the reserved copy
  * now, and used by every bf16 matmul whose weight lies in w. Call after each change of the
- * weights (the model does at each forward); NULL, NULL, 0 forgets them. */
-void dm_ops_set_weights(dm_ops *ops, const float *w, uint16_t *w_bf16, size_t n);
+ * weights (the model does at each forward); nothing when no copy is reserved. */
+void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n);
 
 /* NULL when oneDNN can run an f32 matmul here (a 64 x 64 x 64 product); else why not. */
 const char *dm_ops_onednn_missing(dm_ops *ops);

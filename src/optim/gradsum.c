@@ -10,6 +10,7 @@
 
 struct dm_gradsum {
     dm_model *m;
+    struct dm_backend *be; /* the model's: acc and recv are its memory */
     dm_comm *comm;
     int A, N, rank;
     size_t n;          /* parameters */
@@ -43,6 +44,7 @@ dm_gradsum *dm_gradsum_create(dm_model *m, int grad_accum, dm_comm *comm, char *
     dm_gradsum *g = calloc(1, sizeof *g);
     if (!g) goto oom;
     g->m = m;
+    g->be = dm_model_backend(m);
     g->comm = comm;
     g->A = grad_accum;
     g->N = N;
@@ -53,11 +55,11 @@ dm_gradsum *dm_gradsum_create(dm_model *m, int grad_accum, dm_comm *comm, char *
     dm_shard_offsets(g->n, N, g->off);
     size_t mine = g->off[g->rank + 1] - g->off[g->rank];
     if (N > 1 || g->A > 1) {
-        g->acc = malloc((mine ? mine : 1) * sizeof(float));
+        g->acc = dm_backend_alloc(g->be, (mine ? mine : 1) * sizeof(float));
         if (!g->acc) goto oom;
     }
     if (N > 1) {
-        g->recv = malloc((mine ? mine : 1) * (size_t)N * sizeof(float));
+        g->recv = dm_backend_alloc(g->be, (mine ? mine : 1) * (size_t)N * sizeof(float));
         if (!g->recv) goto oom;
     }
     return g;
@@ -71,27 +73,45 @@ oom:
 void dm_gradsum_free(dm_gradsum *g) {
     if (!g) return;
     free(g->off);
-    free(g->acc);
-    free(g->recv);
+    dm_backend_release(g->be, g->acc);
+    dm_backend_release(g->be, g->recv);
     free(g);
 }
 
+/* The exchanges between ranks read and write host memory: the backend's buffers mapped
+ * (views on the CPU, copies where the backend refuses one). 0 ok; 1 failed. */
+static int exchange(dm_gradsum *g, float *grads, float *recv, size_t len) {
+    size_t gb = g->n * sizeof(float), rb = (len ? len : 1) * (size_t)g->N * sizeof(float);
+    float *hg = dm_backend_map(g->be, grads, gb, 1), *hr = dm_backend_map(g->be, recv, rb, 0);
+    int rc = !hg || !hr || dm_comm_alltoall_shards(g->comm, hg, hr, g->off);
+    dm_backend_unmap(g->be, grads, hg, gb, 0);
+    dm_backend_unmap(g->be, recv, hr, rb, !rc);
+    return rc;
+}
+static int gather(dm_gradsum *g, float *grads) {
+    size_t gb = g->n * sizeof(float);
+    float *hg = dm_backend_map(g->be, grads, gb, 1);
+    int rc = !hg || dm_comm_allgather(g->comm, hg, g->off, sizeof(float));
+    dm_backend_unmap(g->be, grads, hg, gb, !rc);
+    return rc;
+}
+
 int dm_gradsum_add(dm_gradsum *g, int j) {
-    float *grads = dm_model_grads(g->m);
+    float *grads = dm_model_grad_mem(g->m);
     dm_ops *ops = dm_optim_ops(g->m);
     if (g->N == 1) { /* acc = g_0, then acc + g_j: the one addition of the order */
         if (g->A > 1) dm_op_grad_add(ops, g->acc, grads, g->n, j == 0);
         return 0;
     }
     size_t len = g->off[g->rank + 1] - g->off[g->rank];
-    if (dm_comm_alltoall_shards(g->comm, grads, g->recv, g->off)) return 1;
+    if (exchange(g, grads, g->recv, len)) return 1;
     for (int r = 0; r < g->N; r++)
         dm_op_grad_add(ops, g->acc, g->recv + (size_t)r * len, len, j == 0 && r == 0);
     return 0;
 }
 
 int dm_gradsum_finish(dm_gradsum *g) {
-    float *grads = dm_model_grads(g->m);
+    float *grads = dm_model_grad_mem(g->m);
     dm_ops *ops = dm_optim_ops(g->m);
     if (g->N == 1) {
         if (g->A > 1) dm_op_grad_mean(ops, grads, g->acc, g->n, g->A);
@@ -99,5 +119,5 @@ int dm_gradsum_finish(dm_gradsum *g) {
     }
     size_t s = g->off[g->rank], len = g->off[g->rank + 1] - s;
     dm_op_grad_mean(ops, grads + s, g->acc, len, g->A);
-    return dm_comm_allgather(g->comm, grads, g->off, sizeof(float));
+    return gather(g, grads);
 }

@@ -139,15 +139,15 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         o->n_slices += g->slices;
     }
     work = work_floats(o);
-    o->mom = calloc(o->n, sizeof(float));
-    o->ns_work = malloc(work * sizeof(float));
+    o->mom = dm_backend_alloc(o->be, o->n * sizeof(float));
+    o->ns_work = dm_backend_alloc(o->be, work * sizeof(float));
     o->ns_work_n = work;
-    o->radius = calloc((size_t)o->n_slices, sizeof(float));
-    o->scale = calloc((size_t)o->n_slices, sizeof(float));
+    o->radius = dm_backend_alloc(o->be, (size_t)o->n_slices * sizeof(float));
+    o->scale = dm_backend_alloc(o->be, (size_t)o->n_slices * sizeof(float));
     if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
     /* retraction constants from the weights as they are now (init; a resumed run then
      * loads the saved ones over these) */
-    const float *P = dm_model_params(m);
+    const float *P = dm_model_param_mem(m);
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_group *g;
         int r, c;
@@ -164,17 +164,17 @@ oom:
 }
 
 void dm_muon_free(dm_optim *o) {
-    free(o->mom);
-    free(o->upd);
-    free(o->ns_work);
+    dm_backend_release(o->be, o->mom);
+    dm_backend_release(o->be, o->upd);
+    dm_backend_release(o->be, o->ns_work);
     free(o->slice_off);
-    free(o->radius);
-    free(o->scale);
+    dm_backend_release(o->be, o->radius);
+    dm_backend_release(o->be, o->scale);
     free(o->units);
     free(o->consts);
     free(o->pack_off);
     free(o->pack_cur);
-    free(o->pack);
+    dm_backend_release(o->be, o->pack);
 }
 
 int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
@@ -184,7 +184,7 @@ int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
     o->nranks = N;
     free(o->pack_off);
     free(o->pack_cur);
-    free(o->pack);
+    dm_backend_release(o->be, o->pack);
     o->pack = NULL;
     o->pack_off = calloc((size_t)N + 1, sizeof *o->pack_off);
     o->pack_cur = calloc((size_t)N, sizeof *o->pack_cur);
@@ -226,11 +226,12 @@ int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
                 v->uoff = at, at += v->len;
         }
     }
-    free(o->upd);
+    dm_backend_release(o->be, o->upd);
     o->upd_alone = at;
     o->upd_n = at + alone ? at + alone : 1;
-    if (!(o->upd = malloc(o->upd_n * sizeof(float)))) goto oom;
-    if (N > 1 && !(o->pack = malloc((o->pack_off[N] ? o->pack_off[N] : 1) * sizeof(float))))
+    if (!(o->upd = dm_backend_alloc(o->be, o->upd_n * sizeof(float)))) goto oom;
+    if (N > 1 && !(o->pack = dm_backend_alloc(o->be, (o->pack_off[N] ? o->pack_off[N] : 1) *
+                                                         sizeof(float))))
         goto oom;
     free(load);
     free(order);
@@ -346,14 +347,21 @@ static int gather_units(dm_optim *o, float *W) {
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
-        if (u->owner == o->rank) memcpy(o->pack + at[o->rank], W + u->off, u->len * sizeof(float));
+        if (u->owner == o->rank)
+            dm_backend_copy(o->be, o->pack + at[o->rank], W + u->off, u->len * sizeof(float));
         if (u->owner == o->rank) at[o->rank] += u->len;
     }
-    if (dm_comm_allgather(o->comm, o->pack, o->pack_off, sizeof(float))) return 1;
+    /* the exchange through host memory (the pack mapped: a view on the CPU) */
+    size_t pb = o->pack_off[o->nranks] * sizeof(float);
+    float *hp = dm_backend_map(o->be, o->pack, pb, 1);
+    int rc = !hp || dm_comm_allgather(o->comm, hp, o->pack_off, sizeof(float));
+    dm_backend_unmap(o->be, o->pack, hp, pb, !rc);
+    if (rc) return 1;
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
-        if (u->owner != o->rank) memcpy(W + u->off, o->pack + at[u->owner], u->len * sizeof(float));
+        if (u->owner != o->rank)
+            dm_backend_copy(o->be, W + u->off, o->pack + at[u->owner], u->len * sizeof(float));
         at[u->owner] += u->len;
     }
     return 0;
@@ -361,8 +369,8 @@ static int gather_units(dm_optim *o, float *W) {
 
 int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
     const dm_config *c = &o->cfg;
-    float *W = dm_model_params(m);
-    const float *G = dm_model_grads(m);
+    float *W = dm_model_param_mem(m);
+    const float *G = dm_model_grad_mem(m);
     float beta = c->muon_momentum;
     dm_ops *ops = dm_optim_ops(m);
     int retract = c->retract != DM_RETRACT_OFF && step % c->retract_every == 0;

@@ -17,11 +17,12 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
     dm_optim *o = calloc(1, sizeof *o);
     if (!o) goto oom;
     o->cfg = *c;
+    o->be = dm_model_backend(m);
     o->n = dm_model_num_params(m);
     o->n_tensors = dm_model_num_tensors(m);
     o->groups = calloc((size_t)o->n_tensors, sizeof *o->groups);
-    o->m1 = calloc(o->n, sizeof(float));
-    o->m2 = calloc(o->n, sizeof(float));
+    o->m1 = dm_backend_alloc(o->be, o->n * sizeof(float));
+    o->m2 = dm_backend_alloc(o->be, o->n * sizeof(float));
     if (!o->groups || !o->m1 || !o->m2) goto oom;
     int any_muon = 0;
     for (int i = 0; i < o->n_tensors; i++) {
@@ -35,7 +36,12 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
                         ? c->n_head : 1;
         any_muon |= muon;
     }
-    if (any_muon && dm_muon_init(o, m, err, errlen)) {
+    /* Muon's retraction constants read the weights (dm_op_retract_init is not a
+     * dispatched op): inside the backend's call window */
+    dm_backend_enter(o->be);
+    int bad = any_muon && dm_muon_init(o, m, err, errlen);
+    dm_backend_leave(o->be);
+    if (bad) {
         dm_optim_free(o);
         return NULL;
     }
@@ -51,8 +57,8 @@ void dm_optim_free(dm_optim *o) {
     if (!o) return;
     dm_muon_free(o);
     free(o->groups);
-    free(o->m1);
-    free(o->m2);
+    dm_backend_release(o->be, o->m1);
+    dm_backend_release(o->be, o->m2);
     free(o);
 }
 
@@ -101,7 +107,7 @@ float dm_lr_factor(const dm_config *c, long step) {
 
 double dm_grad_norm(const dm_model *m) {
     dm_model *mm = (dm_model *)m; /* the op layer counts the call */
-    return dm_op_grad_norm(dm_optim_ops(mm), dm_model_grads(mm), dm_model_num_params(m));
+    return dm_op_grad_norm(dm_optim_ops(mm), dm_model_grad_mem(mm), dm_model_num_params(m));
 }
 
 void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps) {
@@ -115,8 +121,8 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     float gscale = 1.0f;
     if (c->grad_clip > 0 && norm > c->grad_clip) gscale = (float)(c->grad_clip / norm);
     float f = dm_lr_factor(c, step);
-    float *P = dm_model_params(m);
-    const float *G = dm_model_grads(m);
+    float *P = dm_model_param_mem(m);
+    const float *G = dm_model_grad_mem(m);
     /* AdamW: every rank updates every AdamW tensor (replicated state: a small share of
      * the parameters, elementwise; docs/scaling.md) */
     for (int i = 0; i < o->n_tensors; i++) {
@@ -155,7 +161,7 @@ int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, cha
     for (int i = 0; i < nb; i++) {
         if (strcmp(bufs[i].name, name) != 0) continue;
         if (bufs[i].n != n) break;
-        memcpy(bufs[i].data, src, n * sizeof(float));
+        dm_backend_from_host(o->be, bufs[i].data, src, n * sizeof(float));
         return 0;
     }
     snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape", name);

@@ -4,8 +4,10 @@
 #define DM_OPTIM_INTERNAL_H
 
 #include "base/comm.h"
+#include "model/host.h"
 #include "model/model.h"
 #include "ops/atlas.h"
+#include "ops/backend.h"
 #include "ops/optim_ops.h"
 #include "optim/optim.h"
 
@@ -30,6 +32,7 @@ typedef struct {
 
 struct dm_optim {
     dm_config cfg;
+    dm_backend *be;    /* the model's: the state and scratch below are its memory */
     int n_tensors;
     dm_group *groups;
     size_t n;          /* parameters */

@@ -102,8 +102,8 @@ static double flops(const void *args, int dir) {
 }
 
 static const dm_impl IMPL[] = {
-    {"chunked", 0, DM_PREC_FP32, chunked_selected, chunked_supports, chunked_run},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run},
+    {"chunked", 0, DM_PREC_FP32, chunked_selected, chunked_supports, chunked_run, DM_MEM_HOST},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST},
 };
 const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, IMPL, 2,
                                 sizeof(delta_args), outputs, flops};

@@ -42,12 +42,12 @@ static void silu_ref(dm_ops *o, void *a, int d) { (void)o, unary_run(&SILU_REF, 
 static void sigmoid_cpu(dm_ops *o, void *a, int d) { (void)o, unary_run(&SIGMOID_CPU, a, d); }
 static void sigmoid_ref(dm_ops *o, void *a, int d) { (void)o, unary_run(&SIGMOID_REF, a, d); }
 
-static const dm_impl SILU[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, silu_cpu},
-                               {"reference", 1, DM_PREC_FP32, NULL, NULL, silu_ref}};
+static const dm_impl SILU[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, silu_cpu, DM_MEM_HOST},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, silu_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, SILU, 2, sizeof(unary_args),
                                unary_outputs, NULL};
-static const dm_impl SIGMOID[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, sigmoid_cpu},
-                                  {"reference", 1, DM_PREC_FP32, NULL, NULL, sigmoid_ref}};
+static const dm_impl SIGMOID[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, sigmoid_cpu, DM_MEM_HOST},
+                                  {"reference", 1, DM_PREC_FP32, NULL, NULL, sigmoid_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, SIGMOID, 2,
                                   sizeof(unary_args), unary_outputs, NULL};
 
@@ -113,8 +113,8 @@ static int swiglu_outputs(void *args, int dir, dm_out *o) {
     if (s->dbb) o[k++] = (dm_out){"db bf16", (void **)&s->dbb, s->n, DM_OUT_PRIVATE};
     return k;
 }
-static const dm_impl SWIGLU[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, swiglu_cpu},
-                                 {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref}};
+static const dm_impl SWIGLU[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, swiglu_cpu, DM_MEM_HOST},
+                                 {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, SWIGLU, 2,
                                  sizeof(swiglu_args), swiglu_outputs, NULL};
 
@@ -176,8 +176,8 @@ static int gate_outputs(void *args, int dir, dm_out *o) {
     o[3] = (dm_out){"df bf16", (void **)&a->dfb, n, DM_OUT_PRIVATE};
     return 4;
 }
-static const dm_impl GATE[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, gate_cpu},
-                               {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref}};
+static const dm_impl GATE[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, gate_cpu, DM_MEM_HOST},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, GATE, 2, sizeof(gate_args),
                                gate_outputs, NULL};
 
@@ -215,7 +215,7 @@ static int add_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"y", (void **)&a->y, a->n, DM_OUT_ACC};
     return 1;
 }
-static const dm_impl ADD[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, add_cpu}};
+static const dm_impl ADD[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, add_cpu, DM_MEM_HOST}};
 const dm_op_def dm_def_add = {"add", 1u << DM_FWD, ADD, 1, sizeof(add_args), add_outputs, NULL};
 
 void dm_op_add(dm_ops *o, float *y, const float *x, size_t n) {

@@ -88,8 +88,8 @@ static int rms_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl RMS[] = {
-    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, norm_fused},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref},
+    {"fused", 0, DM_PREC_FP32, fused_selected, NULL, norm_fused, DM_MEM_HOST},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST},
 };
 const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
                                   sizeof(norm_args), rms_outputs, NULL};
@@ -128,8 +128,8 @@ static int l2_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl L2[] = {
-    {"cpu", 0, DM_PREC_FP32, NULL, NULL, l2_cpu},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref},
+    {"cpu", 0, DM_PREC_FP32, NULL, NULL, l2_cpu, DM_MEM_HOST},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref, DM_MEM_HOST},
 };
 const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, L2, 2, sizeof(norm_args),
                                  l2_outputs, NULL};

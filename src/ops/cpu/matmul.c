@@ -10,6 +10,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/ref/ref.h"
+#include "ops/cpu/ctx.h"
 #include "ops/op.h"
 #include "ops/precision.h"
 
@@ -40,11 +41,17 @@ static const char *onednn_selected(const dm_ops *ops, const void *args, int dir)
     return NULL;
 }
 
+/* the op layer's oneDNN context, made on first use (NULL: why, in c->onednn_why) */
+static struct dm_onednn *onednn_of(dm_cpu_ctx *c) {
+    if (!c->onednn && !c->onednn_why) c->onednn = dm_onednn_create(&c->onednn_why);
+    return c->onednn;
+}
+
 static const char *onednn_supports(dm_ops *ops, const void *args, int dir) {
-    if (!ops->onednn && !ops->onednn_why) ops->onednn = dm_onednn_create(&ops->onednn_why);
-    if (!ops->onednn) return ops->onednn_why;
+    dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
+    if (!onednn_of(c)) return c->onednn_why;
     mm_gemm g = product(args, dir);
-    return dm_onednn_supports(ops->onednn, g.ta, g.tb, g.M, g.Nc, g.K, g.lda, g.ldb, g.ldc,
+    return dm_onednn_supports(c->onednn, g.ta, g.tb, g.M, g.Nc, g.K, g.lda, g.ldb, g.ldc,
                               1.0f, g.beta);
 }
 
@@ -60,7 +67,7 @@ static void run_be(const dm_gemm_be *be, mm_args *a, int dir) {
 }
 
 static void onednn_run(dm_ops *ops, void *args, int dir) {
-    dm_gemm_be be = {dm_onednn_gemm, ops->onednn};
+    dm_gemm_be be = {dm_onednn_gemm, dm_cpu_ctx_of(ops)->onednn};
     run_be(&be, args, dir);
 }
 
@@ -72,33 +79,38 @@ int dm_ops_bf16_active(const dm_ops *ops) {
 
 void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
     if (!dm_ops_bf16_active(ops)) return;
-    if (ops->n_copies == ops->cap_copies) {
-        int cap = ops->cap_copies ? 2 * ops->cap_copies : 32;
-        struct dm_bf16_copy *c = realloc(ops->copies, (size_t)cap * sizeof *c);
+    dm_cpu_ctx *cx = dm_cpu_ctx_of(ops);
+    if (cx->n_copies == cx->cap_copies) {
+        int cap = cx->cap_copies ? 2 * cx->cap_copies : 32;
+        struct dm_bf16_copy *c = realloc(cx->copies, (size_t)cap * sizeof *c);
         if (!c) return; /* not registered: the products round x themselves */
-        ops->copies = c;
-        ops->cap_copies = cap;
+        cx->copies = c;
+        cx->cap_copies = cap;
     }
-    ops->copies[ops->n_copies++] = (struct dm_bf16_copy){x, xb, n};
+    cx->copies[cx->n_copies++] = (struct dm_bf16_copy){x, xb, n};
 }
 
 void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
     if (!dm_ops_bf16_active(ops)) return;
     double t0 = ops->atlas ? dm_now() : 0;
+    dm_backend_enter(ops->be);
     dm_bf16_from_f32(xb, x, n);
+    dm_backend_leave(ops->be);
     if (ops->atlas) dm_atlas_add(ops->atlas, "round_bf16", NULL, NULL, dm_now() - t0, 0);
     dm_op_bf16_register(ops, xb, x, n);
 }
 
-void dm_ops_forget_bf16(dm_ops *ops) { ops->n_copies = 0; }
+void dm_ops_forget_bf16(dm_ops *ops) {
+    if (ops->bctx) ((dm_cpu_ctx *)ops->bctx)->n_copies = 0;
+}
 
 /* n bf16 values of x: a copy rounded once (dm_op_round_bf16), the model's bf16 weights
  * when x lies in them, else rounded now into *scratch (advanced past them) */
-static const uint16_t *as_bf16(const dm_ops *ops, const float *x, size_t n, uint16_t **scratch) {
-    for (int i = ops->n_copies - 1; i >= 0; i--)
-        if (ops->copies[i].x == x && ops->copies[i].n == n) return ops->copies[i].xb;
-    if (ops->wts_bf16 && x >= ops->wts && x + n <= ops->wts + ops->n_wts)
-        return ops->wts_bf16 + (x - ops->wts);
+static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
+                               uint16_t **scratch) {
+    for (int i = c->n_copies - 1; i >= 0; i--)
+        if (c->copies[i].x == x && c->copies[i].n == n) return c->copies[i].xb;
+    if (c->wts && x >= c->wts && x + n <= c->wts + c->n_wts) return c->wts_bf16 + (x - c->wts);
     uint16_t *p = *scratch;
     dm_bf16_from_f32(p, x, n);
     *scratch += (n + 31) & ~(size_t)31;
@@ -107,48 +119,49 @@ static const uint16_t *as_bf16(const dm_ops *ops, const float *x, size_t n, uint
 
 /* operand scratch: room for the operands a direction may round, as f32 (the reference
  * bf16 path) or bf16 (half of it) */
-static void *operand_scratch(dm_ops *ops, const mm_args *a, int dir) {
+static void *operand_scratch(dm_cpu_ctx *c, const mm_args *a, int dir) {
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
     size_t need = (dir == DM_FWD ? N * K + O * K : dir == DM_BWD ? N * O + O * K : N * O + N * K);
     need = (need + 128) * sizeof(float);
-    if (need > ops->bcap) {
-        void *p = realloc(ops->bbuf, need);
+    if (need > c->bcap) {
+        void *p = realloc(c->bbuf, need);
         if (!p) return NULL;
-        ops->bbuf = p;
-        ops->bcap = need;
+        c->bbuf = p;
+        c->bcap = need;
     }
-    return ops->bbuf;
+    return c->bbuf;
 }
 
 static const char *bf16_supports(dm_ops *ops, const void *args, int dir) {
     if (ops->bf16_why) return ops->bf16_why;
-    if (!operand_scratch(ops, args, dir)) return "out of memory for bf16 operands";
-    if (!ops->onednn && !ops->onednn_why) ops->onednn = dm_onednn_create(&ops->onednn_why);
-    if (!ops->onednn) return ops->onednn_why;
+    dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
+    if (!operand_scratch(c, args, dir)) return "out of memory for bf16 operands";
+    if (!onednn_of(c)) return c->onednn_why;
     mm_gemm g = product(args, dir);
-    return dm_onednn_supports_bf16(ops->onednn, g.ta, g.tb, g.M, g.Nc, g.K, g.lda, g.ldb, g.ldc,
+    return dm_onednn_supports_bf16(c->onednn, g.ta, g.tb, g.M, g.Nc, g.K, g.lda, g.ldb, g.ldc,
                                    1.0f, g.beta);
 }
 
 static void bf16_run(dm_ops *ops, void *args, int dir) {
     mm_args *a = args;
-    uint16_t *s = ops->bbuf;
+    dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
+    uint16_t *s = c->bbuf;
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
     mm_gemm g = product(a, dir);
     if (dir == DM_FWD) {
         if (a->N > 0 && a->O > 0 && a->K > 0) {
-            const uint16_t *in = as_bf16(ops, a->in, N * K, &s), *W = as_bf16(ops, a->W, O * K, &s);
-            dm_onednn_gemm_bf16(ops->onednn, 0, 1, g.M, g.Nc, g.K, 1.0f, in, g.lda, W, g.ldb,
+            const uint16_t *in = as_bf16(c, a->in, N * K, &s), *W = as_bf16(c, a->W, O * K, &s);
+            dm_onednn_gemm_bf16(c->onednn, 0, 1, g.M, g.Nc, g.K, 1.0f, in, g.lda, W, g.ldb,
                                 g.beta, a->out, g.ldc);
         }
         if (a->N > 0 && a->O > 0) dm_matmul_bias(a->out, a->bias, a->N, a->K, a->O);
     } else if (dir == DM_BWD) {
-        const uint16_t *dout = as_bf16(ops, a->dout, N * O, &s), *W = as_bf16(ops, a->W, O * K, &s);
-        dm_onednn_gemm_bf16(ops->onednn, 0, 0, g.M, g.Nc, g.K, 1.0f, dout, g.lda, W, g.ldb,
+        const uint16_t *dout = as_bf16(c, a->dout, N * O, &s), *W = as_bf16(c, a->W, O * K, &s);
+        dm_onednn_gemm_bf16(c->onednn, 0, 0, g.M, g.Nc, g.K, 1.0f, dout, g.lda, W, g.ldb,
                             g.beta, a->din, g.ldc);
     } else {
-        const uint16_t *dout = as_bf16(ops, a->dout, N * O, &s), *in = as_bf16(ops, a->in, N * K, &s);
-        dm_onednn_gemm_bf16(ops->onednn, 1, 0, g.M, g.Nc, g.K, 1.0f, dout, g.lda, in, g.ldb,
+        const uint16_t *dout = as_bf16(c, a->dout, N * O, &s), *in = as_bf16(c, a->in, N * K, &s);
+        dm_onednn_gemm_bf16(c->onednn, 1, 0, g.M, g.Nc, g.K, 1.0f, dout, g.lda, in, g.ldb,
                             g.beta, a->dW, g.ldc);
         if (a->dbias) dm_matmul_bias_grad(a->dbias, a->dout, a->N, a->O);
     }
@@ -164,12 +177,12 @@ static const float *rounded(const float *x, size_t n, float **scratch) {
 }
 
 static const char *ref_bf16_supports(dm_ops *ops, const void *args, int dir) {
-    return operand_scratch(ops, args, dir) ? NULL : "out of memory for bf16 operands";
+    return operand_scratch(dm_cpu_ctx_of(ops), args, dir) ? NULL : "out of memory for bf16 operands";
 }
 
 static void ref_bf16_run(dm_ops *ops, void *args, int dir) {
     mm_args *a = args;
-    float *s = ops->bbuf;
+    float *s = dm_cpu_ctx_of(ops)->bbuf;
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
     if (dir == DM_FWD) {
         const float *in = rounded(a->in, N * K, &s), *W = rounded(a->W, O * K, &s);
@@ -253,11 +266,11 @@ static double flops(const void *args, int dir) {
 }
 
 static const dm_impl IMPL[] = {
-    {"onednn-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, bf16_noted},
-    {"reference-bf16", 1, DM_PREC_BF16, NULL, ref_bf16_supports, ref_bf16_noted},
-    {"onednn", 0, DM_PREC_FP32, onednn_selected, onednn_supports, onednn_noted},
-    {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_noted},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run},
+    {"onednn-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, bf16_noted, DM_MEM_HOST},
+    {"reference-bf16", 1, DM_PREC_BF16, NULL, ref_bf16_supports, ref_bf16_noted, DM_MEM_HOST},
+    {"onednn", 0, DM_PREC_FP32, onednn_selected, onednn_supports, onednn_noted, DM_MEM_HOST},
+    {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_noted, DM_MEM_HOST},
+    {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST},
 };
 const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, IMPL, 5,
                                  sizeof(mm_args), outputs, flops};
@@ -276,16 +289,17 @@ void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const floa
     /* both products read dout: in bf16, its copy made by its producer, or rounded once
      * here for them */
     size_t nd = (size_t)N * O;
-    int had = o->n_copies;
+    dm_cpu_ctx *c = dm_cpu_ctx_of(o);
+    int had = c->n_copies;
     if (doutb) dm_op_bf16_register(o, doutb, dout, nd);
     int once = !doutb && din && dm_ops_bf16_active(o) && N > 0 && O > 0;
-    if (once && nd > o->dcap) {
-        uint16_t *p = realloc(o->dbuf, nd * sizeof *p);
-        if (p) o->dbuf = p, o->dcap = nd;
+    if (once && nd > c->dcap) {
+        uint16_t *p = realloc(c->dbuf, nd * sizeof *p);
+        if (p) c->dbuf = p, c->dcap = nd;
         else once = 0;
     }
-    if (once) dm_op_round_bf16(o, o->dbuf, dout, nd);
+    if (once) dm_op_round_bf16(o, c->dbuf, dout, nd);
     if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
     dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);
-    o->n_copies = had; /* dout's copy is forgotten */
+    c->n_copies = had; /* dout's copy is forgotten */
 }

@@ -34,8 +34,8 @@ static int embed_outputs(void *args, int dir, dm_out *o) {
                : (dm_out){"dtable", (void **)&a->dtable, (size_t)DM_VOCAB * a->C, DM_OUT_ACC};
     return 1;
 }
-static const dm_impl EMBED[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, embed_cpu},
-                                {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref}};
+static const dm_impl EMBED[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, embed_cpu, DM_MEM_HOST},
+                                {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, EMBED, 2,
                                 sizeof(embed_args), embed_outputs, NULL};
 
@@ -86,8 +86,8 @@ static int conv_outputs(void *args, int dir, dm_out *o) {
     o[2] = (dm_out){"dx bf16", (void **)&a->dxb, n, DM_OUT_PRIVATE};
     return 3;
 }
-static const dm_impl CONV[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, conv_cpu},
-                               {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref}};
+static const dm_impl CONV[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, conv_cpu, DM_MEM_HOST},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, CONV, 2, sizeof(conv_args),
                                conv_outputs, NULL};
 
@@ -142,8 +142,8 @@ static int xent_outputs(void *args, int dir, dm_out *o) {
     if (a->losses) o[n++] = (dm_out){"losses", (void **)&a->losses, (size_t)a->N, DM_OUT_SET};
     return n;
 }
-static const dm_impl XENT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, xent_cpu},
-                               {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref}};
+static const dm_impl XENT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, xent_cpu, DM_MEM_HOST},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, XENT, 2, sizeof(xent_args),
                                xent_outputs, NULL};
 

@@ -1,4 +1,5 @@
-/* precision.c — the precision record (ops/precision.h) */
+/* precision.c — the precision record (ops/precision.h); the cpu backend's (src/ops/cpu/):
+ * it asks the CPU and oneDNN */
 #include "ops/precision.h"
 
 #include <stdio.h>

@@ -10,6 +10,7 @@
 #include "kernels/cpu/onednn.h"
 #include "kernels/cpu/retract.h"
 #include "kernels/ref/optim_ref.h"
+#include "ops/cpu/ctx.h"
 #include "ops/op.h"
 #include "ops/optim_ops.h"
 
@@ -79,35 +80,37 @@ static void ns_ref(dm_ops *ops, void *args, int dir) {
                        x0, ab);
     if (!(steps & 1) && len) memcpy(a->out, x0, len * sizeof(float));
 }
-static const dm_impl NS[] = {{"openblas", 0, DM_PREC_FP32, NULL, NULL, ns_openblas},
-                             {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref}};
+static const dm_impl NS[] = {{"openblas", 0, DM_PREC_FP32, NULL, NULL, ns_openblas, DM_MEM_HOST},
+                             {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, NS, 2, sizeof(ns_args), ns_outputs,
                              ns_op_flops};
 
 /* the op layer's oneDNN context, made on first use (matmul.c makes it the same way) */
 static dm_onednn *onednn(dm_ops *ops) {
-    if (!ops->onednn && !ops->onednn_why) ops->onednn = dm_onednn_create(&ops->onednn_why);
-    return ops->onednn;
+    dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
+    if (!c->onednn && !c->onednn_why) c->onednn = dm_onednn_create(&c->onednn_why);
+    return c->onednn;
 }
 
 const char *dm_ops_ns_bf16_context(dm_ops *ops) {
-    return onednn(ops) ? NULL : (ops->onednn_why ? ops->onednn_why : "no reason given");
+    return onednn(ops) ? NULL : (dm_cpu_ctx_of(ops)->onednn_why ? dm_cpu_ctx_of(ops)->onednn_why
+                                                                   : "no reason given");
 }
 
 static const char *ns_bf16_supports(dm_ops *ops, const void *args, int dir) {
     (void)args, (void)dir;
-    return onednn(ops) ? NULL : ops->onednn_why;
+    return onednn(ops) ? NULL : dm_cpu_ctx_of(ops)->onednn_why;
 }
 static void ns_bf16_run(dm_ops *ops, void *args, int dir) {
     (void)dir;
     ns_args *a = args;
     double t0 = ops->atlas ? dm_now() : 0;
-    dm_ns_run(a->out, a->G, a->n, a->rows, a->cols, a->s, a->work, ops->onednn, a->stack);
+    dm_ns_run(a->out, a->G, a->n, a->rows, a->cols, a->s, a->work, dm_cpu_ctx_of(ops)->onednn, a->stack);
     if (ops->atlas) ns_noted(ops, a, 1, dm_ns_sched_steps(a->s), dm_now() - t0);
 }
 /* the last implementation takes every call: the optimizer runs ns_bf16 only after
  * the precision record chose it and dm_ops_ns_bf16_context made the context */
-static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_FP32, NULL, NULL, ns_bf16_run}};
+static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_FP32, NULL, NULL, ns_bf16_run, DM_MEM_HOST}};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NS_BF16, 1, sizeof(ns_args),
                                   ns_outputs, ns_op_flops};
 
@@ -177,8 +180,8 @@ static int retract_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"W", (void **)&a->out, (size_t)a->n * a->rows * a->cols, DM_OUT_SET};
     return 1;
 }
-static const dm_impl RETRACT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, retract_cpu},
-                                  {"reference", 1, DM_PREC_FP32, NULL, NULL, retract_ref}};
+static const dm_impl RETRACT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, retract_cpu, DM_MEM_HOST},
+                                  {"reference", 1, DM_PREC_FP32, NULL, NULL, retract_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_retract = {"retract", 1u << DM_FWD, RETRACT, 2, sizeof(retract_args),
                                   retract_outputs, NULL};
 

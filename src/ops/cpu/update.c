@@ -38,8 +38,8 @@ static int adamw_outputs(void *args, int dir, dm_out *o) {
     o[2] = (dm_out){"v", (void **)&a->m2o, a->n, DM_OUT_SET};
     return 3;
 }
-static const dm_impl ADAMW[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, adamw_cpu},
-                                {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref}};
+static const dm_impl ADAMW[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, adamw_cpu, DM_MEM_HOST},
+                                {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, ADAMW, 2, sizeof(adamw_args),
                                 adamw_outputs, NULL};
 
@@ -76,8 +76,8 @@ static int mom_outputs(void *args, int dir, dm_out *o) {
     o[1] = (dm_out){"u", (void **)&a->u, a->n, DM_OUT_SET};
     return 2;
 }
-static const dm_impl MOMENTUM[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, mom_cpu},
-                                   {"reference", 1, DM_PREC_FP32, NULL, NULL, mom_ref}};
+static const dm_impl MOMENTUM[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, mom_cpu, DM_MEM_HOST},
+                                   {"reference", 1, DM_PREC_FP32, NULL, NULL, mom_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, MOMENTUM, 2, sizeof(mom_args),
                                    mom_outputs, NULL};
 
@@ -112,8 +112,8 @@ static int apply_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"w", (void **)&a->wo, a->n, DM_OUT_SET};
     return 1;
 }
-static const dm_impl APPLY[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, apply_cpu},
-                                {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref}};
+static const dm_impl APPLY[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, apply_cpu, DM_MEM_HOST},
+                                {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, APPLY, 2,
                                       sizeof(apply_args), apply_outputs, NULL};
 
@@ -146,8 +146,8 @@ static int norm_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"norm", (void **)&a->norm, 1, DM_OUT_F64};
     return 1;
 }
-static const dm_impl NORM[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, norm_cpu},
-                               {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref}};
+static const dm_impl NORM[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, norm_cpu, DM_MEM_HOST},
+                               {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, NORM, 2, sizeof(norm_args),
                                     norm_outputs, NULL};
 
@@ -193,12 +193,12 @@ static int sum_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"sum", (void **)&a->out, a->n, DM_OUT_SET};
     return 1;
 }
-static const dm_impl GRAD_ADD[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, add_cpu},
-                                   {"reference", 1, DM_PREC_FP32, NULL, NULL, add_ref}};
+static const dm_impl GRAD_ADD[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, add_cpu, DM_MEM_HOST},
+                                   {"reference", 1, DM_PREC_FP32, NULL, NULL, add_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, GRAD_ADD, 2, sizeof(sum_args),
                                    sum_outputs, NULL};
-static const dm_impl GRAD_MEAN[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, mean_cpu},
-                                    {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref}};
+static const dm_impl GRAD_MEAN[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, mean_cpu, DM_MEM_HOST},
+                                    {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref, DM_MEM_HOST}};
 const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, GRAD_MEAN, 2, sizeof(sum_args),
                                     sum_outputs, NULL};
 

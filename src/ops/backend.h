@@ -1,0 +1,98 @@
+/* backend.h — a backend: where a model's memory lives and what may touch it
+ * (docs/backends.md).
+ *
+ * A model has one backend, chosen at creation from the `backend` key (dm_backend_create):
+ *   cpu     host memory; the CPU kernels (src/ops/cpu, kernels/cpu) run on it
+ *   fenced  test-only: the CPU kernels, but its memory is mapped PROT_NONE outside the
+ *           backend's own calls (allocation, the copies, zeroing, and every op call, which
+ *           the dispatch routine runs inside dm_backend_enter / dm_backend_leave): host code
+ *           that still reads or writes model memory directly crashes. This is how the host
+ *           side of a device backend is tested on a machine without the device.
+ * The backend allocates and frees the model's memory (parameters, gradients, the
+ * activation arena, the optimizer's state, scratch), copies between host memory and its
+ * own, zeroes, and synchronizes. Code outside the backend reaches that memory only through
+ * these calls: a pointer into it is a handle to pass to ops, to offset, and to copy from or
+ * to, never to dereference — except through a host view (dm_backend_host_view), which a
+ * backend may refuse (fenced does; cpu gives the memory itself).
+ *
+ * The op layer's implementations declare the kind of memory they take (dm_impl.mem,
+ * ops/op.h) and the dispatch routine runs only those of the backend's kind, as it runs
+ * only those of the precision asked for: a kernel is never handed another backend's
+ * memory. The per-op-layer private state of the CPU kernels (oneDNN contexts and
+ * primitives, bf16 operand scratch, the bf16 copies of the weights and of activations)
+ * lives behind dm_ops.bctx (src/ops/cpu/ctx.h), not in the generic dm_ops.
+ */
+#ifndef DM_BACKEND_H
+#define DM_BACKEND_H
+
+#include <stddef.h>
+
+/* the kinds of memory an implementation takes; one per family of kernels */
+enum { DM_MEM_HOST = 0, DM_MEM_KINDS };
+
+typedef struct dm_backend dm_backend;
+
+/* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
+typedef struct {
+    void *(*alloc)(dm_backend *be, size_t bytes); /* zeroed, 64-byte aligned; NULL: OOM */
+    void (*release)(dm_backend *be, void *p);
+    void (*to_host)(dm_backend *be, void *host, const void *src, size_t bytes);
+    void (*from_host)(dm_backend *be, void *dst, const void *host, size_t bytes);
+    void (*copy)(dm_backend *be, void *dst, const void *src, size_t bytes); /* within */
+    void (*zero)(dm_backend *be, void *p, size_t bytes);
+    void (*sync)(dm_backend *be);
+    void *(*host_view)(dm_backend *be, void *p); /* NULL: refused */
+    void (*enter)(dm_backend *be);
+    void (*leave)(dm_backend *be);
+    void (*destroy)(dm_backend *be);
+} dm_backend_vt;
+
+struct dm_backend {
+    const char *name; /* "cpu", "fenced" */
+    int kind;         /* DM_BACKEND_* (dormouse.h) */
+    int mem;          /* DM_MEM_*: the implementations it runs */
+    const dm_backend_vt *vt;
+    void *priv;       /* the backend's own state */
+};
+
+/* The backend of the `backend` key (DM_BACKEND_*: auto is cpu). NULL with the reason in
+ * err when it cannot be made here. */
+dm_backend *dm_backend_create(int kind, char *err, size_t errlen);
+void dm_backend_free(dm_backend *be);
+/* The name of kind ("auto" -> what auto picks on this machine). */
+const char *dm_backend_name(int kind);
+
+/* Memory: zeroed, 64-byte aligned; NULL when out of memory. Release takes NULL. */
+void *dm_backend_alloc(dm_backend *be, size_t bytes);
+void dm_backend_release(dm_backend *be, void *p);
+/* Copies between host memory and the backend's (bytes; either side may be offset into an
+ * allocation), within the backend, and zeroing. */
+void dm_backend_to_host(dm_backend *be, void *host, const void *src, size_t bytes);
+void dm_backend_from_host(dm_backend *be, void *dst, const void *host, size_t bytes);
+void dm_backend_copy(dm_backend *be, void *dst, const void *src, size_t bytes);
+void dm_backend_zero(dm_backend *be, void *p, size_t bytes);
+/* Wait for the backend's work (nothing on the CPU: its calls return when done); before a
+ * clock is read for the atlas or the step's times. NULL: nothing. */
+void dm_backend_sync(dm_backend *be);
+/* A host pointer to the same bytes as p, valid until the next backend call that changes
+ * them; NULL when the backend refuses (then copy). */
+void *dm_backend_host_view(dm_backend *be, void *p);
+/* Host access to bytes of the backend's memory at p: a host view when the backend gives
+ * one, else a malloc'd copy (read from p when `read`). NULL when out of memory.
+ * dm_backend_unmap ends it: a copy is written back to p when `write`, then freed. */
+void *dm_backend_map(dm_backend *be, void *p, size_t bytes, int read);
+void dm_backend_unmap(dm_backend *be, void *p, void *host, size_t bytes, int write);
+/* The backend's own call window: its memory is accessible to the host between enter and
+ * leave (nested calls count). The dispatch routine opens it around every op call. */
+static inline void dm_backend_enter(dm_backend *be) {
+    if (be && be->vt->enter) be->vt->enter(be);
+}
+static inline void dm_backend_leave(dm_backend *be) {
+    if (be && be->vt->leave) be->vt->leave(be);
+}
+
+/* the backends (src/ops/cpu/mem.c): host memory; host memory fenced between calls */
+dm_backend *dm_backend_cpu_create(char *err, size_t errlen);
+dm_backend *dm_backend_fenced_create(char *err, size_t errlen);
+
+#endif
