@@ -136,9 +136,11 @@ int dm_config_mlp_hidden(const dm_config *c);
 /* Threads                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* Use n threads (0 = all cores) for OpenMP regions and for OpenBLAS (one shared pool).
- * Returns the number in use. */
+/* Use n threads (0 = all cores) for OpenMP regions; OpenBLAS keeps one of its own (each
+ * GEMM tile runs on one thread). Returns the number in use. */
 int dm_set_threads(int n);
+/* The cores this process may run on. */
+int dm_num_cores(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* Model                                                                                 */

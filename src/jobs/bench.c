@@ -188,6 +188,7 @@ static int arm_init(bench_ctx *b, arm *a) {
     const dm_config *c = &a->cfg;
     char err[8192];
     a->threads = dm_step_threads(c, b->a->comm);
+    dm_job_threads_note(b->io, a->threads);
     a->processes = dm_comm_size(b->a->comm);
     arm_labels(b, a);
     arm_config(a);

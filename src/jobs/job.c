@@ -88,6 +88,14 @@ void dm_job_warn(const dm_job_io *io, const char *fmt, ...) {
     va_end(ap);
 }
 
+void dm_job_threads_note(const dm_job_io *io, int n) {
+    int cores = dm_num_cores();
+    if (n > cores)
+        dm_job_warn(io, "note: threads=%d is more than the %d core%s this process may use: the "
+                    "threads take turns (slower; the results are the same bits)\n", n, cores,
+                    cores == 1 ? "" : "s");
+}
+
 void dm_job_text(const dm_job_io *io, const char *bytes, size_t n) {
     emit_text(io, DM_EV_TEXT, bytes, n);
 }

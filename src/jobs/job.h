@@ -83,6 +83,9 @@ const char *dm_shell_quote(const char *s, char *buf, size_t n);
 void dm_job_emit(const dm_job_io *io, const dm_event *ev);
 void dm_job_note(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dm_job_warn(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A warning when n threads are more than this machine's cores (allowed: the threads take
+ * turns on the cores, slower, the same bits). */
+void dm_job_threads_note(const dm_job_io *io, int n);
 void dm_job_text(const dm_job_io *io, const char *bytes, size_t n);
 
 /* A note written with stdio by a function that prints to a FILE (the optimizer's groups,

@@ -103,7 +103,7 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
             m = NULL;
         }
         if (!bad && !m) {
-            dm_set_threads(cfg->threads);
+            dm_job_threads_note(io, dm_set_threads(cfg->threads));
             m = dm_model_create(cfg, err, sizeof err);
             if (!m) bad = dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
         }

@@ -483,6 +483,7 @@ static void start(train_ctx *t) {
                     "x %d%s; %s; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
                     c->eval_window, c->batch_size, c->seq_len, acc, steps, t->nthreads,
                     t->nthreads == 1 ? "" : "s");
+    dm_job_threads_note(t->io, t->nthreads);
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
     char line[1024];
