@@ -3,12 +3,15 @@
  * tensor in either file, non-finite values, hostile numbers in the header, and a FIFO
  * in place of a file — each refused with one line on stderr and exit 2, by `eval` for
  * the model file and by `train --resume` for the optimizer file. The files are a real
- * tiny run's checkpoint, rewritten. */
+ * tiny run's checkpoint, rewritten — with its checksums made anew (as a writer of such a
+ * file would), so that each case reaches the check it is about; tests/test_robust.c has
+ * the damage the checksums catch. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "check.h"
 #include "dormouse.h"
@@ -37,8 +40,50 @@ static int st_read(const char *path, stf *f) {
     return f->hdr == NULL;
 }
 
-/* Write f to path with the header length written as the true one + hl_delta. */
-static void st_write(const char *path, const stf *f, long hl_delta) {
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The checksums of f made anew (io/safetensors.h): each tensor's bytes where its offsets
+ * lie within the data, and the other metadata entries, by key. */
+static void resign(stf *f) {
+    cJSON *m = cJSON_GetObjectItem(f->hdr, "__metadata__");
+    char hex[17], key[512];
+    if (!cJSON_IsObject(m)) return;
+    for (cJSON *e = m->child, *next; e; e = next) {
+        next = e->next;
+        if (!strncmp(e->string, "xxh64:", 6)) cJSON_DeleteItemFromObject(m, e->string);
+    }
+    const char *kv[64];
+    int n = 0;
+    for (cJSON *e = m->child; e && n < 32; e = e->next) {
+        if (!cJSON_IsString(e)) continue;
+        kv[2 * n] = e->string;
+        kv[2 * n++ + 1] = e->valuestring;
+    }
+    qsort(kv, (size_t)n, 2 * sizeof *kv, cmp_str);
+    XXH64_state_t *s = XXH64_createState();
+    XXH64_reset(s, 0);
+    for (int i = 0; i < 2 * n; i++) XXH64_update(s, kv[i], strlen(kv[i]) + 1);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64_digest(s));
+    XXH64_freeState(s);
+    cJSON_AddStringToObject(m, "xxh64:__metadata__", hex);
+    for (cJSON *e = f->hdr->child; e; e = e->next) {
+        cJSON *o = cJSON_GetObjectItem(e, "data_offsets");
+        if (!strcmp(e->string, "__metadata__") || cJSON_GetArraySize(o) != 2) continue;
+        double b = cJSON_GetArrayItem(o, 0)->valuedouble, en = cJSON_GetArrayItem(o, 1)->valuedouble;
+        if (!(b >= 0 && b <= en && en <= (double)f->dn)) continue;
+        snprintf(hex, sizeof hex, "%016llx",
+                 (unsigned long long)XXH64(f->data + (size_t)b, (size_t)(en - b), 0));
+        snprintf(key, sizeof key, "xxh64:%s", e->string);
+        cJSON_AddStringToObject(m, key, hex);
+    }
+}
+
+/* Write f to path (its checksums made anew) with the header length written as the true
+ * one + hl_delta. */
+static void st_write(const char *path, stf *f, long hl_delta) {
+    resign(f);
     char *js = cJSON_PrintUnformatted(f->hdr);
     size_t jl = strlen(js), hl = (jl + 7) & ~(size_t)7;
     size_t n = 8 + hl + f->dn;

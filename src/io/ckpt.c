@@ -243,6 +243,11 @@ static int check_meta(const dm_st_file *f, const char *name, long *step, char *e
         return 1;
     }
     *step = (long)s;
+    if (!dm_st_checksummed(f)) { /* the reader checked them when there were any */
+        snprintf(err, errlen, "%s has no checksums of its tensors (a damaged checkpoint, or one "
+                 "written before dormouse kept them)", name);
+        return 1;
+    }
     return 0;
 }
 

@@ -12,7 +12,8 @@
  * skipped); a save prunes before it writes and after, so at most three exist at any
  * moment, also when writers are killed while pruning, one after another.
  *
- * Loading checks everything (io/safetensors.h for the files): the format "dormouse-1",
+ * Loading checks everything (io/safetensors.h for the files): the checksums of every
+ * tensor and of the metadata (both files must carry them), the format "dormouse-1",
  * the step (an integer >= 0, the same in both files and in the directory's name), the
  * config (a valid config JSON), exactly the model's tensors with the model's shapes, and
  * exactly the optimizer's buffers with their sizes (adam_v never negative). */
