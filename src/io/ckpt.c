@@ -92,9 +92,10 @@ static void remove_ckpt_dir(const char *run_dir, const char *dir) {
     dm_rmtree(del);
 }
 
-/* Keep the newest KEEP checkpoints up to step; one beyond it is of a past the run left (a
- * damaged checkpoint a resume skipped). */
-static void prune(const char *run_dir, long step) {
+/* Keep the newest KEEP checkpoints up to step, and the one of step `keep` (>= 0: the
+ * fallback of a resume on probation, jobs/train.c); one beyond step is of a past the run
+ * left (a damaged checkpoint a resume skipped). */
+static void prune(const char *run_dir, long step, long keep) {
     char path[4400];
     int n, kept = 0;
     ckpt_ent *v = list_ckpts(run_dir, &n);
@@ -103,22 +104,28 @@ static void prune(const char *run_dir, long step) {
             kept++;
             continue;
         }
+        if (keep >= 0 && v[i].step == keep) continue;
         snprintf(path, sizeof path, "%s/%s", run_dir, v[i].name);
         remove_ckpt_dir(run_dir, path);
     }
     free(v);
 }
 
-/* The save prunes before it writes (what a writer killed while pruning left) and after
- * the new checkpoint is in: at most KEEP + 1 exist at any moment. */
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,
                  size_t errlen) {
+    return dm_ckpt_save_keeping(run_dir, m, opt, step, -1, err, errlen);
+}
+
+/* The save prunes before it writes (what a writer killed while pruning left) and after
+ * the new checkpoint is in: at most KEEP + 1 exist at any moment (KEEP + 2 with keep). */
+int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, long step,
+                         long keep, char *err, size_t errlen) {
     char dir[4000], tmp[4100], path[4200], stepbuf[32];
     snprintf(dir, sizeof dir, "%s/ckpt-%08ld", run_dir, step);
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
     clear_leftovers(run_dir);
-    prune(run_dir, step);
+    prune(run_dir, step, keep);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return 1;
@@ -170,7 +177,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
         return 1;
     }
     dm_fsync_dir(run_dir);
-    prune(run_dir, step);
+    prune(run_dir, step, keep);
     return 0;
 }
 

@@ -28,6 +28,9 @@
 /* Save model (+ optimizer when opt != NULL) at `step` under run_dir. 0 ok. */
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,
                  size_t errlen);
+/* The same, and the checkpoint of step `keep` (when >= 0) is not pruned. */
+int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, long step,
+                         long keep, char *err, size_t errlen);
 
 /* The k-th checkpoint of a user path, newest first: a run directory's ckpt-* directories
  * (their model files), or the one model file of a checkpoint directory or a model file

@@ -43,6 +43,10 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
         }
         it->k++;
         dm_ckpt *c = dm_ckpt_open(it->model_path, it->with_optim, err, sizeof err);
+        if (c && it->upto > 0 && dm_ckpt_step(c) > it->upto) {
+            dm_ckpt_close(c); /* the caller named it when it asked for a fallback */
+            continue;
+        }
         if (c) return c;
         dm_ckpt_skip(it, err);
     }

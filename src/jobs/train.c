@@ -75,6 +75,16 @@ typedef struct {
     int rd_open;
     long last_ckpt;       /* the step of the newest checkpoint in the run; -1: none */
     int saved;            /* this invocation saved a checkpoint */
+    /* A resume is on probation (docs/robustness.md) from the checkpoint it loaded (step
+     * `start`) until a step after the first checkpoint it saves is finite. Meanwhile the
+     * checkpoint before the loaded one is not pruned, and a non-finite step falls back to
+     * it (one process) or stops with it kept. */
+    int probation;
+    long fallback;        /* the step of the checkpoint before the loaded one; -1: none */
+    long first_saved;     /* the first checkpoint this invocation saved; -1: none yet */
+    long upto;            /* > 0: resume from a checkpoint of at most this step */
+    long *fall_to;        /* set to `fallback` when a step falls back; NULL: none may */
+    int fell_back;        /* this invocation is a fallback's */
 } train_ctx;
 
 /* dir/name <- text, atomically */
@@ -129,6 +139,18 @@ static const char *kept(const train_ctx *t, char *buf, size_t n) {
     else
         snprintf(buf, n, "no checkpoint was saved, so %s is left as it was", t->a->out);
     return buf;
+}
+
+/* The step of the k-th checkpoint of a run directory, newest first; -1 when none. */
+static long ckpt_step_at(const char *dir, int k) {
+    char p[4200], err[256];
+    long step = -1;
+    if (dm_ckpt_candidate(dir, k, p, sizeof p, err, sizeof err)) return -1;
+    char *slash = strrchr(p, '/');
+    if (!slash) return -1;
+    *slash = 0; /* RUN/ckpt-NNNNNNNN */
+    slash = strrchr(p, '/');
+    return sscanf(slash ? slash + 1 : p, "ckpt-%ld", &step) == 1 ? step : -1;
 }
 
 /* The corpus must be the one the run trained on: same size, same CRC-32 (a run of an
@@ -308,7 +330,7 @@ static int open_run(train_ctx *t) {
     if (dm_rundir_remember(&t->rd, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (a->resume) {
-        dm_ckpt_iter it = {.path = a->out, .with_optim = 1};
+        dm_ckpt_iter it = {.path = a->out, .with_optim = 1, .upto = t->upto};
         dm_ckpt *ck;
         int rc = DM_CKPT_DAMAGED;
         while (rc != DM_CKPT_OK && (ck = dm_ckpt_next(&it, t->st))) {
@@ -325,6 +347,8 @@ static int open_run(train_ctx *t) {
         }
         dm_ckpt_loaded(&it, t->io);
         t->last_ckpt = t->start;
+        t->probation = 1;
+        t->fallback = ckpt_step_at(a->out, it.k); /* the candidates after it are older */
         if (t->start >= t->cfg.steps)
             return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is at step %ld, steps=%d: nothing to "
                            "train (raise steps with --set steps=N, N > %ld)", a->out, t->start,
@@ -520,6 +544,36 @@ static void start(train_ctx *t) {
 
 /* ---- one step ----------------------------------------------------------------------- */
 
+/* A non-finite loss or gradient norm at 0-based step: the run stops; on probation the
+ * checkpoint resumed from is named, and the run falls back to the one before it when it
+ * may (the fallback's own run then names a divergence). */
+static int nonfinite(train_ctx *t, long step) {
+    char kb[4400], what[64];
+    if (!isfinite(t->loss)) snprintf(what, sizeof what, "loss is %g", t->loss);
+    else snprintf(what, sizeof what, "gradient norm is %g", t->gnorm);
+    if (!t->probation)
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld; stopping (%s)", what, step + 1,
+                       kept(t, kb, sizeof kb));
+    if (t->fell_back)
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, also after falling back to "
+                       "ckpt-%08ld: the training diverges there (no damaged checkpoint); "
+                       "stopping (%s)", what, step + 1, t->start, kept(t, kb, sizeof kb));
+    long after = step + 1 - t->start;
+    if (t->fall_to && t->fallback >= 0 && t->nranks == 1) {
+        *t->fall_to = t->fallback;
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, %ld step%s after resuming from "
+                       "ckpt-%08ld: taking that checkpoint as damaged, falling back to "
+                       "ckpt-%08ld", what, step + 1, after, after == 1 ? "" : "s", t->start,
+                       t->fallback);
+    }
+    char fb[96] = "";
+    if (t->fallback >= 0)
+        snprintf(fb, sizeof fb, "; ckpt-%08ld before it is kept", t->fallback);
+    return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, %ld step%s after resuming from "
+                   "ckpt-%08ld (which may be damaged%s); stopping (%s)", what, step + 1, after,
+                   after == 1 ? "" : "s", t->start, fb, kept(t, kb, sizeof kb));
+}
+
 /* The step (jobs/step.h: its batch, this rank's micro-batches forward and backward, the
  * gradient sum, the optimizer update) and verify on its cadence, of 0-based step. Every
  * rank reaches its end (the exchanges are all made) before a failure is returned. */
@@ -545,13 +599,8 @@ static int one_step(train_ctx *t, long step) {
         t->atlas->steps++;
     }
     if (rc) return comm_failed(t);
-    char kb[4400];
-    if (!isfinite(t->loss))
-        return dm_fail(t->st, DM_JOB_FAILED, "loss is %g at step %ld; stopping (%s)", t->loss,
-                       step + 1, kept(t, kb, sizeof kb));
-    if (!isfinite(t->gnorm))
-        return dm_fail(t->st, DM_JOB_FAILED, "gradient norm is %g at step %ld; stopping (%s)",
-                       t->gnorm, step + 1, kept(t, kb, sizeof kb));
+    if (!isfinite(t->loss) || !isfinite(t->gnorm)) return nonfinite(t, step);
+    if (t->probation && t->first_saved >= 0 && step + 1 > t->first_saved) t->probation = 0;
     t->vrel = -1;
     if (verify) {
         char what[64];
@@ -653,11 +702,14 @@ static int checkpoint(train_ctx *t, long done) {
     }
     if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
         char kb[4400];
-        if (t->rank == 0 && dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err))
+        long keep = t->probation ? t->fallback : -1;
+        if (t->rank == 0 &&
+            dm_ckpt_save_keeping(t->a->out, t->m, t->opt, done, keep, err, sizeof err))
             dm_fail(t->st, DM_JOB_FAILED, "%s (%s)", err, kept(t, kb, sizeof kb));
         if (agree(t) != DM_JOB_OK) return 1;
         t->saved = 1;
         t->last_ckpt = done;
+        if (t->first_saved < 0) t->first_saved = done;
     }
     char prog[512], out[4200];
     dm_job_prog(t->io, prog, sizeof prog);
@@ -764,11 +816,15 @@ static void finish(train_ctx *t) {
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }
 
-dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
+/* One run of the job: resumed from a checkpoint of at most step upto (> 0), falling
+ * back when it may (fall_to), or a fallback's own run (fell_back). */
+static dm_status train_run(const dm_train_args *a, const dm_job_io *io, long upto,
+                           long *fall_to, int fell_back) {
     dm_status st = {DM_JOB_OK, ""};
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
                    .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
-                   .last_ckpt = -1, .t_job = dm_now()};
+                   .last_ckpt = -1, .t_job = dm_now(), .fallback = -1, .first_saved = -1,
+                   .upto = upto, .fall_to = fall_to, .fell_back = fell_back};
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
      * of them there (and nothing is written before every rank is ready) */
@@ -786,7 +842,8 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
                 log_eval(&t, step + 1) || checkpoint(&t, step + 1))
                 break;
         }
-        if (st.code != DM_JOB_INTERRUPTED || t.saved) finish(&t);
+        int falls = fall_to && *fall_to >= 0;
+        if ((st.code != DM_JOB_INTERRUPTED || t.saved) && !falls) finish(&t);
         if (t.nranks > 1) agree(&t);
     }
     if (t.m) dm_model_set_atlas(t.m, NULL);
@@ -802,4 +859,12 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_model_free(t.m);
     dm_corpus_free(&t.corpus);
     return st;
+}
+
+dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
+    long fall_to = -1;
+    dm_status st = train_run(a, io, 0, &fall_to, 0);
+    if (fall_to < 0) return st;
+    dm_job_warn(io, "note: %s\n", st.msg);
+    return train_run(a, io, fall_to, NULL, 1);
 }
