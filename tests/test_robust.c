@@ -1,0 +1,208 @@
+/* test_robust.c — nothing lost, nothing silent (docs/robustness.md): damaged checkpoint
+ * data and swapped data_offsets refused by their checksums and fallen back from; a resume
+ * that cannot lose the run (the damaged newest checkpoint, a loaded one that diverges
+ * right after); threads beyond the cores under an address-space limit. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+#include "stfile.h"
+
+/* a tiny run of 10 steps with a checkpoint every step */
+#define RUN10 T_TINY " --set steps=10 --set ckpt_every=1 --set eval_every=0"
+
+
+/* `dormouse train` (args after it); exit status, output (stderr and stdout) into out */
+static int train(const char *dir, const char *args, char *out, size_t n) {
+    char cmd[8400], log[600];
+    snprintf(cmd, sizeof cmd, DM_CLI " train %s", args);
+    snprintf(log, sizeof log, "%s/train.log", dir);
+    return t_run_out(cmd, log, out, n);
+}
+
+/* The val_bpb number of `dormouse eval path` (its output in out); NAN when it failed. */
+static double eval_bpb(const char *dir, const char *path, char *out, size_t n) {
+    char cmd[8400], log[600];
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s", path);
+    snprintf(log, sizeof log, "%s/eval.log", dir);
+    if (t_run_out(cmd, log, out, n) != 0) return NAN;
+    const char *p = strstr(out, "val_bpb ");
+    return p ? atof(p + 8) : NAN;
+}
+
+/* Both files of two checkpoints hold the same bytes. */
+static int same_ckpt(const char *a, const char *b) {
+    int same = 1;
+    const char *files[] = {"model.safetensors", "optim.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char pa[800], pb[800];
+        size_t na, nb;
+        snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
+        char *x = t_slurp(pa, &na), *y = t_slurp(pb, &nb);
+        same = same && x && y && na == nb && !memcmp(x, y, na);
+        free(x);
+        free(y);
+    }
+    return same;
+}
+
+/* d/ref: the uninterrupted 10-step run; d/run: the same run stopped at step 6 */
+static void two_runs(char *d, size_t n) {
+    char args[4096], out[16384], ref[300], run[300];
+    t_tmpdir(d, n);
+    snprintf(ref, sizeof ref, "%s/ref", d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(args, sizeof args, "--out %s --data %s " RUN10, ref, T_CORPUS);
+    CHECK(train(d, args, out, sizeof out) == 0);
+    snprintf(args, sizeof args, "--out %s --data %s " RUN10 " --until 6", run, T_CORPUS);
+    CHECK(train(d, args, out, sizeof out) == 0);
+}
+
+/* the byte at offset `at` of the data section of a safetensors file, xor bit */
+static void flip(const char *path, size_t at, unsigned char bit) {
+    size_t n;
+    unsigned char *b = (unsigned char *)t_slurp(path, &n);
+    CHECK(b && n > 8);
+    if (!b) return;
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
+    CHECK(8 + hl + at < n);
+    b[8 + hl + at] ^= bit;
+    CHECK(t_spit(path, b, n) == 0);
+    free(b);
+}
+
+/* A bit flipped in the newest checkpoint's model data: eval passes over it with a note
+ * naming the tensor, and gives the BPB of the checkpoint before it. */
+TEST(robust_ckpt_damaged_data_falls_back) {
+    char d[256], run[300], p[400], out[16384];
+    two_runs(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(p, sizeof p, "%s/ckpt-00000005", run);
+    double before = eval_bpb(d, p, out, sizeof out);
+    snprintf(p, sizeof p, "%s/ckpt-00000006/model.safetensors", run);
+    flip(p, 1000, 0x10);
+    double got = eval_bpb(d, run, out, sizeof out);
+    printf("%s", out);
+    CHECKF(strstr(out, "does not match its checksum") && strstr(out, "tensor '"),
+           "no note naming the damaged tensor");
+    CHECKF(got == before, "eval gave %.6f, the checkpoint before the damaged one %.6f", got,
+           before);
+    CHECK(strstr(out, "checkpoint step 5") != NULL);
+    t_rmtree(d);
+}
+
+/* The data_offsets of two tensors of one shape swapped (a header any reader accepts):
+ * refused by the checksums, the tensor named, fallen back from. */
+TEST(robust_ckpt_swapped_offsets_fall_back) {
+    char d[256], run[300], p[400], out[16384];
+    two_runs(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(p, sizeof p, "%s/ckpt-00000005", run);
+    double before = eval_bpb(d, p, out, sizeof out);
+    snprintf(p, sizeof p, "%s/ckpt-00000006/model.safetensors", run);
+    t_stf f;
+    CHECK(t_st_read(p, &f) == 0);
+    const char *a = NULL, *b = NULL;
+    for (cJSON *x = f.hdr->child; x && !b; x = x->next)
+        for (cJSON *y = x->next; y && !b && strcmp(x->string, "__metadata__"); y = y->next) {
+            cJSON *sx = cJSON_GetObjectItem(x, "shape"), *sy = cJSON_GetObjectItem(y, "shape");
+            char *jx = cJSON_PrintUnformatted(sx), *jy = cJSON_PrintUnformatted(sy);
+            if (sx && sy && !strcmp(jx, jy)) {
+                a = x->string;
+                b = y->string;
+            }
+            free(jx);
+            free(jy);
+        }
+    CHECKF(a && b, "no two tensors of one shape");
+    if (!a || !b) return;
+    printf("  swapping the data_offsets of %s and %s\n", a, b);
+    double ab = t_st_off_at(&f, a, 0), ae = t_st_off_at(&f, a, 1);
+    t_st_set_offsets(&f, a, t_st_off_at(&f, b, 0), t_st_off_at(&f, b, 1));
+    t_st_set_offsets(&f, b, ab, ae);
+    t_st_write(p, &f, 0, 0);
+    t_st_free(&f);
+    double got = eval_bpb(d, run, out, sizeof out);
+    printf("%s", out);
+    CHECKF(strstr(out, "does not match its checksum"), "the swap was not refused");
+    CHECKF(got == before, "eval gave %.6f, the checkpoint before %.6f", got, before);
+    t_rmtree(d);
+}
+
+/* The newest checkpoint's optimizer state damaged (one exponent bit of adam_m): the resume
+ * passes over it, trains from the one before, and ends with the uninterrupted run's bits. */
+TEST(robust_resume_damaged_optim_not_lost) {
+    char d[256], run[300], ref[300], p[400], args[1024], out[16384];
+    two_runs(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(ref, sizeof ref, "%s/ref", d);
+    snprintf(p, sizeof p, "%s/ckpt-00000006/optim.safetensors", run);
+    t_stf f;
+    CHECK(t_st_read(p, &f) == 0);
+    size_t at = (size_t)t_st_off_at(&f, "adam_m", 0) + 4 * 100 + 3;
+    t_st_free(&f);
+    flip(p, at, 0x40);
+    snprintf(args, sizeof args, "--resume %s", run);
+    int rc = train(d, args, out, sizeof out);
+    printf("%s", out);
+    CHECKF(rc == 0, "the resume exited %d", rc);
+    CHECK(strstr(out, "does not match its checksum") != NULL);
+    snprintf(p, sizeof p, "%s/ckpt-00000010", run);
+    snprintf(args, sizeof args, "%s/ckpt-00000010", ref);
+    CHECKF(same_ckpt(p, args), "the resumed run's step 10 differs from the uninterrupted one");
+    t_rmtree(d);
+}
+
+/* A checkpoint that passes every check (its checksums made anew over damaged moments) but
+ * diverges right after the resume: the error names it, the run falls back to the one
+ * before it (kept, not pruned) and ends with the uninterrupted run's bits. */
+TEST(robust_resume_divergence_falls_back) {
+    char d[256], run[300], ref[300], p[400], args[1024], out[16384];
+    two_runs(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(ref, sizeof ref, "%s/ref", d);
+    snprintf(p, sizeof p, "%s/ckpt-00000006/optim.safetensors", run);
+    t_stf f;
+    CHECK(t_st_read(p, &f) == 0);
+    size_t n = (size_t)(t_st_off_at(&f, "adam_m", 1) - t_st_off_at(&f, "adam_m", 0)) / 4;
+    for (size_t i = 0; i < n; i++) t_st_set_float(&f, "adam_m", i, 1e18f);
+    t_st_write(p, &f, 0, 1);
+    t_st_free(&f);
+    snprintf(args, sizeof args, "--resume %s", run);
+    int rc = train(d, args, out, sizeof out);
+    printf("%s", out);
+    CHECKF(rc == 0, "the resume exited %d", rc);
+    CHECKF(strstr(out, "after resuming from ckpt-00000006") &&
+           strstr(out, "falling back to ckpt-00000005"), "no fallback named");
+    snprintf(p, sizeof p, "%s/ckpt-00000010", run);
+    snprintf(args, sizeof args, "%s/ckpt-00000010", ref);
+    CHECKF(same_ckpt(p, args), "the run after the fallback differs from the uninterrupted one");
+    t_rmtree(d);
+}
+
+/* threads=64 under `ulimit -v 4000000` (OpenBLAS once set up a GEMM buffer per thread and
+ * spun in its allocator for ever): the eval ends, with a note when 64 exceed the cores. */
+TEST(robust_threads_beyond_cores_under_ulimit) {
+#if defined(__SANITIZE_ADDRESS__)
+    t_skip("ASan reserves more address space than ulimit -v 4000000 allows");
+    return;
+#else
+    char d[256], args[1024], out[16384], cmd[2048], log[400];
+    t_tmpdir(d, sizeof d);
+    snprintf(args, sizeof args, "--out %s/r --data %s " T_TINY " --set steps=2", d, T_CORPUS);
+    CHECK(train(d, args, out, sizeof out) == 0);
+    snprintf(cmd, sizeof cmd, "ulimit -v 4000000; timeout -s KILL 300 " DM_CLI
+             " eval %s/r --set threads=64", d);
+    snprintf(log, sizeof log, "%s/ulimit.log", d);
+    int rc = t_run_out(cmd, log, out, sizeof out);
+    printf("%s", out);
+    CHECKF(rc == 0, "eval under ulimit -v with threads=64 exited %d", rc);
+    if (dm_num_cores() < 64) CHECK(strstr(out, "is more than the") != NULL);
+    t_rmtree(d);
+#endif
+}
