@@ -206,3 +206,78 @@ TEST(robust_threads_beyond_cores_under_ulimit) {
     t_rmtree(d);
 #endif
 }
+
+/* Config files read by the rules of --set: what a file spelled that the command line
+ * refuses, or that a JSON reader reads past, is refused with a line naming it. */
+TEST(robust_config_file_strict) {
+    static const char *const bad[][2] = {
+        {"{\"steps\": 1e2}", "bad value '1e2' for key 'steps'"},
+        {"{\"batch_size\": 64.0}", "bad value '64.0' for key 'batch_size'"},
+        {"{\"seed\": 9007199254740991.4}", "for key 'seed'"},
+        {"{\"tie_embeddings\": 1}", "expected true or false"},
+        {"{\"atlas\": 0}", "expected true or false"},
+        {"{\"mixer\": 1}", "expected a string"},
+        {"{\"lr\\u0000junk\": 0.1}", "NUL character"},
+        {"{\"mixer\": \"kda\\u0000x\"}", "NUL character"},
+        {"{\"steps\": 2} x", "text after the JSON object"},
+        {"{\"steps\": 2}{}", "text after the JSON object"},
+        {"\xEF\xBB\xBF{\"steps\": 2}", "byte-order mark"},
+        {"{\"adam_eps\": 0}", "for key 'adam_eps'"},
+        {"{\"adam_eps\": -0}", "for key 'adam_eps'"},
+        {"{\"adam_eps\": 1e-400}", "for key 'adam_eps'"},
+        {"{\"steps\": 2,}", "expected a string"},
+        {"{\"steps\": null}", "expected a number, string or boolean"},
+    };
+    dm_config c;
+    char err[DM_ERRLEN];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        dm_config_default(&c);
+        int rc = dm_config_from_json(&c, bad[i][0], err, sizeof err);
+        CHECKF(rc != 0 && strstr(err, bad[i][1]) && !strchr(err, '\n'), "'%s': %s", bad[i][0],
+               rc ? err : "accepted");
+    }
+    /* what --set refuses the same way */
+    const char *eps[] = {"0", "-0", "1e-400", "1e-50"};
+    for (int i = 0; i < 4; i++) {
+        dm_config_default(&c);
+        CHECKF(dm_config_set(&c, "adam_eps", eps[i], err, sizeof err) != 0 &&
+                   strstr(err, "(0, 1]"), "adam_eps=%s: %s", eps[i], err);
+    }
+    dm_config_default(&c);
+    CHECK(dm_config_set(&c, "adam_eps", "1e-30", err, sizeof err) == 0);
+    /* still read: numbers as numbers or strings, escapes, a config.json as written */
+    dm_config_default(&c);
+    CHECK(dm_config_from_json(&c, "{\"seed\": \"7\", \"steps\": 20, \"lr\": 1e-3, \"mixer\": "
+                              "\"g\\u0064n\", \"atlas\": false}", err, sizeof err) == 0);
+    CHECK(c.seed == 7 && c.steps == 20 && c.lr == 1e-3f && c.mixer == DM_MIXER_GDN);
+    char *js = dm_config_to_json(&c);
+    dm_config back;
+    dm_config_default(&back);
+    CHECK(js && dm_config_from_json(&back, js, err, sizeof err) == 0 && back.seed == 7);
+    free(js);
+    /* a file with a NUL byte: the text after it is not ignored */
+    char d[256], path[300], cmd[1024];
+    t_tmpdir(d, sizeof d);
+    snprintf(path, sizeof path, "%s/c.json", d);
+    CHECK(t_spit(path, "{\"steps\": 2}\0{\"lr\": 9}", 23) == 0);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/r --config %s", d, path);
+    t_expect(cmd, 2, "a NUL byte at byte 12", NULL, 0);
+    t_rmtree(d);
+}
+
+/* Out of memory is a runtime failure, exit 1, also when it is met building the model a
+ * config asks for (it was exit 2 there, 1 elsewhere). */
+TEST(robust_out_of_memory_exits_1) {
+#if defined(__SANITIZE_ADDRESS__)
+    t_skip("ASan reserves more address space than ulimit -v allows");
+    return;
+#else
+    char d[256], cmd[2048];
+    t_tmpdir(d, sizeof d);
+    snprintf(cmd, sizeof cmd, "ulimit -v 3000000; " DM_CLI " train --out %s/r --data %s --set "
+             "d_model=16384 --set n_head=256 --set head_dim=64 --set n_layer=1 --set steps=1 "
+             "--set threads=1", d, T_CORPUS);
+    t_expect(cmd, 1, "out of memory", NULL, 0);
+    t_rmtree(d);
+#endif
+}
