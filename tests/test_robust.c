@@ -1,14 +1,19 @@
 /* test_robust.c — nothing lost, nothing silent (docs/robustness.md): damaged checkpoint
  * data and swapped data_offsets refused by their checksums and fallen back from; a resume
  * that cannot lose the run (the damaged newest checkpoint, a loaded one that diverges
- * right after); threads beyond the cores under an address-space limit. */
+ * right after); threads beyond the cores under an address-space limit; config files
+ * read by the rules of --set; out of memory exits 1; metrics.jsonl writes that fail. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "dormouse.h"
+#include "jobs/train.h"
 #include "stfile.h"
 
 /* a tiny run of 10 steps with a checkpoint every step */
@@ -280,4 +285,98 @@ TEST(robust_out_of_memory_exits_1) {
     t_expect(cmd, 1, "out of memory", NULL, 0);
     t_rmtree(d);
 #endif
+}
+
+/* ---- metrics.jsonl: a write that fails -------------------------------------------- */
+
+typedef struct {
+    char path[400];   /* metrics.jsonl */
+    long from, to;    /* writes fail after step `from` until step `to` */
+    int noted, caught;
+} fsize_fault;
+
+/* The step events: after step `from` the file-size limit is set to metrics.jsonl's size
+ * (every later write of it fails with EFBIG, as on a full disk), after step `to` lifted. */
+static void fault_events(void *user, const dm_event *ev) {
+    fsize_fault *f = user;
+    if (ev->kind == DM_EV_WARN && ev->text) {
+        f->noted += strstr(ev->text, "cannot write metrics.jsonl") != NULL;
+        f->caught += strstr(ev->text, "metrics.jsonl written again") != NULL;
+    }
+    if (ev->kind != DM_EV_STEP) return;
+    struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
+    struct stat st;
+    if (ev->step == f->from && stat(f->path, &st) == 0) r.rlim_cur = (rlim_t)st.st_size;
+    if (ev->step == f->from || ev->step == f->to) CHECK(setrlimit(RLIMIT_FSIZE, &r) == 0);
+}
+
+/* The lines of metrics.jsonl are steps 1 .. n, once each, in order. */
+static void check_lines(const char *path, int n) {
+    char *text = t_read_text(path);
+    CHECK(text != NULL);
+    long want = 1;
+    int lines = 0;
+    for (const char *p = text; p && *p; lines++) {
+        long step = -1;
+        sscanf(p, "{\"step\": %ld,", &step);
+        CHECKF(step == want, "line %d is of step %ld, expected %ld", lines + 1, step, want);
+        want++;
+        const char *nl = strchr(p, '\n');
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    CHECKF(lines == n, "metrics.jsonl has %d lines, the run %d steps", lines, n);
+    free(text);
+}
+
+/* train in-process: the tiny run of 12 steps with the faults of f; extra: one more key */
+static dm_status fault_train(const char *run, fsize_fault *f, const char *extra, int resume) {
+    static char sets[16][64];
+    const char *sv[16];
+    const char *keys[] = {"d_model=32", "n_layer=1", "n_head=2", "head_dim=16", "gate_rank=8",
+                          "batch_size=2", "seq_len=32", "eval_window=1024", "warmup_steps=1",
+                          "log_every=1", "threads=1", "steps=12", "eval_every=0", extra};
+    int n = (int)(sizeof keys / sizeof *keys) - !extra;
+    for (int i = 0; i < n; i++) sv[i] = strcpy(sets[i], keys[i]);
+    snprintf(f->path, sizeof f->path, "%s/metrics.jsonl", run);
+    signal(SIGXFSZ, SIG_IGN); /* the write fails with EFBIG instead of ending the process */
+    dm_job_io io = {fault_events, f, NULL, NULL};
+    dm_train_args a = {.data = T_CORPUS, .out = run, .sets = resume ? NULL : sv,
+                       .n_sets = resume ? 0 : n, .resume = resume};
+    return dm_train(&a, &io);
+}
+
+/* Writes of metrics.jsonl fail for five steps (an injected fault: the file-size limit):
+ * the lines are kept and written once the writes work, every step's line once, in order,
+ * with a note when it began and when it caught up. */
+TEST(robust_metrics_write_failure_loses_nothing) {
+    char d[256], run[300];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    fsize_fault f = {.from = 3, .to = 8};
+    dm_status st = fault_train(run, &f, NULL, 0);
+    CHECKF(st.code == DM_JOB_OK, "train: %s", st.msg);
+    check_lines(f.path, 12);
+    CHECKF(f.noted == 1 && f.caught == 1, "notes: failing %d, caught up %d", f.noted, f.caught);
+    t_rmtree(d);
+}
+
+/* Writes that keep failing: the run stops before its next checkpoint with an error naming
+ * metrics.jsonl (the one before is kept), and its resume fills the file in, no gap. */
+TEST(robust_metrics_write_failure_stops_before_checkpoint) {
+    char d[256], run[300];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    fsize_fault f = {.from = 3, .to = -1};
+    dm_status st = fault_train(run, &f, "ckpt_every=2", 0);
+    printf("  %s\n", st.msg);
+    CHECKF(st.code == DM_JOB_FAILED && strstr(st.msg, "metrics.jsonl") &&
+           strstr(st.msg, "before the checkpoint of step 4") &&
+           strstr(st.msg, "the checkpoint of step 2"), "train: %d %s", st.code, st.msg);
+    struct rlimit r = {RLIM_INFINITY, RLIM_INFINITY};
+    CHECK(setrlimit(RLIMIT_FSIZE, &r) == 0);
+    fsize_fault none = {.from = -1, .to = -1};
+    st = fault_train(run, &none, NULL, 1);
+    CHECKF(st.code == DM_JOB_OK, "resume: %s", st.msg);
+    check_lines(f.path, 12);
+    t_rmtree(d);
 }

@@ -24,6 +24,7 @@
 #include "io/data.h"
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
+#include "io/linelog.h"
 #include "io/rundir.h"
 #include "jobs/budget.h"
 #include "jobs/eval.h"
@@ -45,7 +46,9 @@ typedef struct {
     dm_corpus corpus;
     dm_model *m;
     dm_optim *opt;
-    FILE *metrics;        /* metrics.jsonl, appended (rank 0) */
+    dm_linelog metrics;   /* metrics.jsonl, appended (rank 0; fd -1 when not open) */
+    int metrics_behind;   /* lines wait in memory for the disk (noted once) */
+    long metrics_lost;    /* the step whose line could not even be kept; 0: none */
     dm_comm *comm;        /* the ranks of the run (NULL: one process) */
     int rank, nranks;
     dm_stepper stepper;   /* the step over micro-batches and ranks */
@@ -419,8 +422,9 @@ static int open_files(train_ctx *t) {
     if (t->rank != 0 || open_run(t)) return t->st->code;
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", t->a->out);
-    t->metrics = fopen(mpath, "a");
-    if (!t->metrics) return dm_fail(t->st, DM_JOB_FAILED, "cannot open metrics.jsonl");
+    char err[4400];
+    if (dm_linelog_open(&t->metrics, mpath, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     return 0;
 }
 
@@ -619,6 +623,57 @@ static int one_step(train_ctx *t, long step) {
 
 /* ---- log and evaluation ------------------------------------------------------------- */
 
+/* ---- metrics.jsonl: no line lost ---------------------------------------------------- */
+
+#define METRICS_MAX_PENDING (64u << 20) /* bytes kept in memory while the disk refuses */
+
+/* Every line written, waiting up to 5 s for the disk: else the run stops `before` (a
+ * checkpoint, the end), so that a resume from the last checkpoint writes the lines again
+ * and the file never has a gap. Rank 0; 0 ok. */
+static int metrics_catch_up(train_ctx *t, const char *before) {
+    if (t->metrics.fd < 0 || !t->metrics.n) return 0;
+    char kb[4400];
+    if (dm_linelog_flush(&t->metrics, 50, 100))
+        return dm_fail(t->st, DM_JOB_FAILED, "cannot write %s/metrics.jsonl: %s (%zu line%s "
+                       "kept in memory for it); stopping %s (%s)", t->a->out,
+                       strerror(t->metrics.err), t->metrics.lines,
+                       t->metrics.lines == 1 ? "" : "s", before, kept(t, kb, sizeof kb));
+    dm_job_warn(t->io, "note: metrics.jsonl written again: every line is in it\n");
+    t->metrics_behind = 0;
+    return 0;
+}
+
+/* A line lost, or too many waiting: the run stops `where` (rank 0; 0 ok). */
+static int metrics_check(train_ctx *t, const char *where) {
+    char kb[4400];
+    if (t->metrics_lost)
+        return dm_fail(t->st, DM_JOB_FAILED, "out of memory keeping the line of step %ld of "
+                       "metrics.jsonl; stopping %s (%s)", t->metrics_lost, where,
+                       kept(t, kb, sizeof kb));
+    if (t->metrics.n > METRICS_MAX_PENDING) return metrics_catch_up(t, where);
+    return 0;
+}
+
+/* One metrics line: written, or kept in memory and tried again with each later line and
+ * before each checkpoint (a note when the writes start failing and when they catch up). */
+static void metrics_line(train_ctx *t, const char *line, long done) {
+    int rc = dm_linelog_add(&t->metrics, line);
+    if (rc == 1 && !t->metrics_behind) {
+        dm_job_warn(t->io, "note: cannot write metrics.jsonl at step %ld (%s): its lines are "
+                    "kept in memory and written when the disk takes them\n", done,
+                    strerror(t->metrics.err));
+        t->metrics_behind = 1;
+    } else if (rc == 0 && t->metrics_behind) {
+        dm_job_warn(t->io, "note: metrics.jsonl written again at step %ld: every line is in "
+                    "it\n", done);
+        t->metrics_behind = 0;
+    }
+    /* a line that could not be kept, or too many waiting: one process stops here (under
+     * mpirun the next checkpoint, where the ranks agree, stops them) */
+    if (rc < 0 && !t->metrics_lost) t->metrics_lost = done;
+    if (t->nranks == 1) metrics_check(t, "here");
+}
+
 /* After `done` steps: the validation BPB on its cadence, the metrics line, the step event. */
 static int log_eval(train_ctx *t, long done) {
     const dm_config *c = &t->cfg;
@@ -651,17 +706,22 @@ static int log_eval(train_ctx *t, long done) {
     double tps = (double)c->batch_size * c->grad_accum * c->seq_len /
                  (t->interval_t / t->interval_n);
     int logged = done % c->log_every == 0 || last || do_eval;
-    if (logged && t->metrics) {
-        fprintf(t->metrics,
-                "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
-                "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
-                "\"elapsed_s\": %.2f",
-                done, t->loss, t->loss_sum / t->interval_n, t->lr, t->gnorm, ms, tps,
-                dm_now() - t->t_start);
-        if (do_eval) fprintf(t->metrics, ", \"val_bpb\": %.6f", t->last_bpb);
-        if (t->vrel >= 0) fprintf(t->metrics, ", \"verify_max_rel\": %.3g", t->vrel);
-        fprintf(t->metrics, "}\n");
-        fflush(t->metrics);
+    if (logged && t->metrics.fd >= 0) {
+        char line[1024];
+        int k = snprintf(line, sizeof line,
+                         "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
+                         "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
+                         "\"elapsed_s\": %.2f",
+                         done, t->loss, t->loss_sum / t->interval_n, t->lr, t->gnorm, ms, tps,
+                         dm_now() - t->t_start);
+        if (do_eval)
+            k += snprintf(line + k, sizeof line - (size_t)k, ", \"val_bpb\": %.6f", t->last_bpb);
+        if (t->vrel >= 0)
+            k += snprintf(line + k, sizeof line - (size_t)k, ", \"verify_max_rel\": %.3g",
+                          t->vrel);
+        snprintf(line + k, sizeof line - (size_t)k, "}\n");
+        metrics_line(t, line, done);
+        if (t->nranks == 1 && t->st->code) return t->st->code;
     }
     dm_event ev = {0};
     ev.kind = DM_EV_STEP;
@@ -703,7 +763,12 @@ static int checkpoint(train_ctx *t, long done) {
     if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
         char kb[4400];
         long keep = t->probation ? t->fallback : -1;
-        if (t->rank == 0 &&
+        char when[96];
+        snprintf(when, sizeof when, "before the checkpoint of step %ld", done);
+        /* the lines up to this step are in metrics.jsonl before the checkpoint is */
+        int bad = t->rank == 0 && (t->st->code || metrics_check(t, when) ||
+                                   metrics_catch_up(t, when));
+        if (!bad && t->rank == 0 &&
             dm_ckpt_save_keeping(t->a->out, t->m, t->opt, done, keep, err, sizeof err))
             dm_fail(t->st, DM_JOB_FAILED, "%s (%s)", err, kept(t, kb, sizeof kb));
         if (agree(t) != DM_JOB_OK) return 1;
@@ -824,7 +889,8 @@ static dm_status train_run(const dm_train_args *a, const dm_job_io *io, long upt
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
                    .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
                    .last_ckpt = -1, .t_job = dm_now(), .fallback = -1, .first_saved = -1,
-                   .upto = upto, .fall_to = fall_to, .fell_back = fell_back};
+                   .upto = upto, .fall_to = fall_to, .fell_back = fell_back,
+                   .metrics = {.fd = -1}};
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
      * of them there (and nothing is written before every rank is ready) */
@@ -848,8 +914,9 @@ static dm_status train_run(const dm_train_args *a, const dm_job_io *io, long upt
     }
     if (t.m) dm_model_set_atlas(t.m, NULL);
     free(t.atlas);
-    if (t.metrics) fclose(t.metrics);
-    t.metrics = NULL;
+    if (t.metrics.fd >= 0 && dm_linelog_close(&t.metrics) && !st.code)
+        dm_fail(&st, DM_JOB_FAILED, "cannot write %s/metrics.jsonl: its last lines are lost",
+                a->out);
     if (t.rd_open) { /* a failed command leaves the directory as it found it (rank 0) */
         if (st.code != DM_JOB_OK && !t.saved) dm_rundir_abandon(&t.rd);
         dm_rundir_close(&t.rd);
