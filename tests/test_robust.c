@@ -2,7 +2,9 @@
  * data and swapped data_offsets refused by their checksums and fallen back from; a resume
  * that cannot lose the run (the damaged newest checkpoint, a loaded one that diverges
  * right after); threads beyond the cores under an address-space limit; config files
- * read by the rules of --set; out of memory exits 1; metrics.jsonl writes that fail. */
+ * read by the rules of --set; out of memory exits 1; metrics.jsonl writes that fail; an
+ * A/B sweep's training process that dies with it, and the lock's refusal naming who
+ * holds it. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,9 +12,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "dormouse.h"
+#include "io/rundir.h"
 #include "jobs/train.h"
 #include "stfile.h"
 
@@ -378,5 +383,94 @@ TEST(robust_metrics_write_failure_stops_before_checkpoint) {
     st = fault_train(run, &none, NULL, 1);
     CHECKF(st.code == DM_JOB_OK, "resume: %s", st.msg);
     check_lines(f.path, 12);
+    t_rmtree(d);
+}
+
+/* ---- ab: its training child dies with it ------------------------------------------ */
+
+/* the tiny model of an A/B cell (cells log every step: no log_every) */
+#define AB_TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
+                "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set eval_window=1024 " \
+                "--set warmup_steps=1 --set threads=1"
+
+/* The first child of pid (its cell's training process), -1 when none */
+static int child_of(int pid) {
+    char p[128];
+    snprintf(p, sizeof p, "/proc/%d/task/%d/children", pid, pid);
+    char *t = t_read_text(p);
+    int c = t && *t ? atoi(t) : -1;
+    free(t);
+    return c;
+}
+
+static int alive(int pid) {
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/stat", pid);
+    char *t = t_read_text(p);
+    /* a zombie is dead: its state, after "(comm)", is Z */
+    int a = t && strrchr(t, ')') && strrchr(t, ')')[2] != 'Z';
+    free(t);
+    return a;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* kill -9 of `dormouse ab` while a cell trains: the cell's process is gone within a second
+ * or so (it held the sweep's locks: the rerun was refused, naming the dead sweep), and the
+ * rerun finishes the sweep. */
+TEST(robust_ab_child_dies_with_its_parent) {
+    char d[256], cmd[4096], err[400], out[16384], log[400];
+    t_tmpdir(d, sizeof d);
+    snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --data %s " AB_TINY " --steps 100000 "
+             "--seeds 1 --variant 'lr2: lr=0.006'", d, T_CORPUS);
+    snprintf(err, sizeof err, "%s/ab.err", d);
+    int pid = t_spawn(cmd, err), child = -1;
+    for (int i = 0; i < 600 && child < 0; i++, sleep_ms(50)) child = child_of(pid);
+    CHECKF(child > 0, "the sweep started no training process");
+    if (child <= 0) return;
+    sleep_ms(300); /* the cell trains */
+    kill(pid, SIGKILL);
+    t_wait(pid);
+    int ms = 0;
+    while (alive(child) && ms < 20000) sleep_ms(10), ms += 10;
+    printf("  the training process %d %s %d ms after kill -9 of the sweep %d\n", child,
+           alive(child) ? "still runs" : "was gone", ms, pid);
+    CHECKF(!alive(child), "the cell's training process outlived its sweep");
+    if (alive(child)) kill(child, SIGKILL);
+    snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --data %s " AB_TINY " --steps 3 --seeds 1 "
+             "--variant 'lr2: lr=0.006'", d, T_CORPUS);
+    snprintf(log, sizeof log, "%s/rerun.log", d);
+    int rc = t_run_out(cmd, log, out, sizeof out);
+    CHECKF(rc == 0, "the rerun exited %d: %s", rc, out);
+    t_rmtree(d);
+}
+
+/* The in-use refusal names the live processes of the lock file: the taker and those it
+ * shares the lock with (not a dead one). */
+TEST(robust_lock_names_its_holders) {
+    char d[256], err[1024];
+    t_tmpdir(d, sizeof d);
+    int fd;
+    CHECK(dm_lock_dir(d, &fd, err, sizeof err) == DM_RUNDIR_OK);
+    int kid = t_spawn("sleep 30", NULL), dead = t_spawn("true", NULL);
+    t_wait(dead);
+    long pids[3] = {(long)getpid(), (long)kid, (long)dead};
+    CHECK(dm_lock_set_holders(fd, pids, 3) == 0);
+    /* another open file description of the lock: refused */
+    int pid = fork();
+    if (pid == 0) {
+        int fd2;
+        int rc = dm_lock_dir(d, &fd2, err, sizeof err);
+        char want[128];
+        snprintf(want, sizeof want, "in use by process %ld and %d (", (long)getppid(), kid);
+        _exit(rc == DM_RUNDIR_BUSY && strstr(err, want) ? 0 : (printf("  %s\n", err), 1));
+    }
+    CHECKF(t_wait(pid) == 0, "the refusal does not name the live holders");
+    kill(kid, SIGKILL);
+    t_wait(kid);
+    dm_unlock_dir(d, fd);
     t_rmtree(d);
 }
