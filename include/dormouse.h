@@ -95,6 +95,7 @@ typedef struct dm_config {
     int checkpointing;      /* activation checkpointing: DM_CKPT_NONE | _BALANCED | _FULL */
     int threads;            /* 0 = all cores                                      */
     int atlas;              /* print the step atlas                               */
+    long comm_timeout;      /* seconds a collective between ranks may wait; 0 = no limit */
 } dm_config;
 
 void dm_config_default(dm_config *c);

@@ -118,6 +118,9 @@ static const key_t_ KEYS[] = {
     {"threads", DM_KEY_BACKEND, K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
     {"atlas", DM_KEY_BACKEND, K_BOOL, F(atlas), 0, 1, NULL,
      "time every stage and op and print the step atlas"},
+    {"comm_timeout", DM_KEY_BACKEND, K_SECONDS, F(comm_timeout), 0, 1e7, NULL,
+     "under mpirun, how long an exchange between the ranks may wait (e.g. 90s, 10m): past "
+     "it the job stops with an error naming the rank that does not answer; 0 = no limit"},
 };
 #undef F
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
@@ -181,6 +184,9 @@ void dm_config_default(dm_config *c) {
     c->checkpointing = DM_CKPT_NONE;
     c->threads = 0;
     c->atlas = 0;
+    /* minutes: longer than any exchange of a healthy run (a checkpoint of rank 0, a
+     * corpus read, an evaluation all finish inside it), short enough to end a hung job */
+    c->comm_timeout = 600;
 }
 
 int dm_config_mlp_hidden(const dm_config *c) {

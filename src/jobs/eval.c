@@ -109,6 +109,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     if (!st.code && stop) /* asked to stop while loading: do not start the window */
         dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {
+        dm_comm_set_timeout(a->comm, (double)cfg.comm_timeout);
         dm_step_threads(&cfg, a->comm);
         double bpb = dm_eval_bpb(m, c.bytes + (c.n - w), w, cfg.batch_size, cfg.seq_len, a->comm);
         if (dm_comm_error(a->comm)[0]) dm_fail(&st, DM_JOB_FAILED, "%s", dm_comm_error(a->comm));

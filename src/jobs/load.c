@@ -10,7 +10,8 @@
 
 /* eval: the window and how it is cut, and how the forward runs */
 const char *const DM_EVAL_KEYS[] = {"eval_window", "seq_len", "batch_size", "kda_impl", "gemm",
-                                    "precision", "chunk_size", "norm_impl", "threads", NULL};
+                                    "precision", "chunk_size", "norm_impl", "threads",
+                                    "comm_timeout", NULL};
 /* sample: recurrent inference reads only how the products run (the delta core is its
  * token-serial recurrence; the seed is --seed) */
 const char *const DM_SAMPLE_KEYS[] = {"gemm", "precision", "norm_impl", "threads", NULL};

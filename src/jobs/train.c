@@ -266,6 +266,7 @@ static int share_config(train_ctx *t) {
         (!t->a->data && dm_comm_bcast(t->comm, t->data, sizeof t->data, 1, 0)) ||
         (!t->a->val && dm_comm_bcast(t->comm, t->val, sizeof t->val, 1, 0)))
         return comm_failed(t);
+    dm_comm_set_timeout(t->comm, (double)t->cfg.comm_timeout); /* rank 0's, on every rank */
     if (t->a->data) snprintf(t->data, sizeof t->data, "%s", t->a->data);
     if (t->a->val) snprintf(t->val, sizeof t->val, "%s", t->a->val);
     return 0;
