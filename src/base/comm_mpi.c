@@ -3,9 +3,10 @@
  * communicator's handler is MPI_ERRORS_RETURN) and leave the comm failed; the process's
  * end then aborts every rank instead of waiting on a peer that is gone.
  *
- * Every collective is started non-blocking and waited for by polling (wait, below):
- * MPI_Test a while, then with sleeps between tests that double up to a millisecond, so a
- * rank waiting on a slow or stopped peer uses no core. Past the comm's timeout the wait
+ * Every collective is started non-blocking and waited for by polling (await_req, below):
+ * MPI_Test a while, then with sleeps between tests that double up to a quarter of a
+ * millisecond (a transfer moves only inside MPI calls: no longer, or it would slow), so a
+ * rank waiting on a slow or stopped peer uses about 1% of a core, not all of it. Past the comm's timeout the wait
  * gives up: it asks every other rank for an answer on a communicator of its own (a rank
  * that waits in a collective answers while it polls) and names the ranks that give none. */
 #include <limits.h>
@@ -120,7 +121,7 @@ static int await_req(dm_comm *c, MPI_Request *req, const char *call, char *why, 
         if (polls < 2000) continue; /* the usual exchange ends within these */
         answer_pings(c);
         nap(ns);
-        if (ns < 1000000) ns *= 2;
+        if (ns < 256000) ns *= 2; /* at most ~4 polls a millisecond: under 1% of a core */
         double waited = mono() - t0;
         if (c->timeout_s > 0 && waited > c->timeout_s) {
             char who[256];
