@@ -1,5 +1,6 @@
-/* bench_ns.c — head-wise batched Newton–Schulz vs the per-head loop (DESIGN.md section 9:
- * "batched head-wise NS never slower than the per-head loop"), plus whole-matrix NS.
+/* bench_ns.c — head-wise batched Newton–Schulz vs the per-head loop (docs/architecture.md
+ * section 9: "batched head-wise NS never slower than the per-head loop"), plus whole-matrix
+ * NS.
  *
  *   bench_ns [--quick] [--sched quintic5|polar5] [--history FILE]
  *

@@ -3,7 +3,7 @@
 numbers, sample from it.
 
 dormouse (a C11 trainer) writes plain safetensors checkpoints; this module reads them into a
-torch module that computes the same function as the C code (DESIGN.md section 3,
+torch module that computes the same function as the C code (docs/architecture.md section 3,
 docs/kda.md), so the weights can be used, inspected and fine-tuned from Python:
 
     import dormouse

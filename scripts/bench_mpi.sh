@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_mpi.sh [BUILD_DIR] [ROUNDS] [REPS] — data parallel against one process on this
-# machine (issue 13: on 2 cores, `mpirun -np 2` x 1 thread must reach >= 0.9x the tokens/s
+# machine (the target: on 2 cores, `mpirun -np 2` x 1 thread reaches >= 0.9x the tokens/s
 # of one process x 2 threads, same step batch).
 #
 # Each round runs, one after the other (the order alternating by round):

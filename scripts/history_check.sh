@@ -53,14 +53,15 @@ prefix() {
   while IFS= read -r a <&3 || [[ -n $a ]]; do
     if ! IFS= read -r b <&4 && [[ -z ${b:-} ]]; then
       echo "history check: FAILED ($label): $file lost rows from row $row on; it is append-only" \
-           "(DESIGN.md section 7): restore them and add new rows at the end" >&2
+           "(docs/architecture.md section 7): restore them and add new rows at the end" >&2
       return 1
     fi
     if [[ $a != "$b" ]]; then
       echo "history check: FAILED ($label): $file row $row was changed, removed or moved:" >&2
       echo "  was: $a" >&2
       echo "  now: $b" >&2
-      echo "  rows are append-only (DESIGN.md section 7): restore it; add new rows at the end" >&2
+      echo "  rows are append-only (docs/architecture.md section 7): restore it; add new rows" \
+           "at the end" >&2
       return 1
     fi
     row=$((row + 1))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# layers.sh [SOURCE_DIR] — the include-layer rule of DESIGN.md section 2: a file under src/
-# includes headers of its own layer or of lower ones, never of a higher one. Exits 1 and
-# names every include that points up (or that names a header it cannot find).
+# layers.sh [SOURCE_DIR] — the include-layer rule of docs/architecture.md section 2: a file
+# under src/ includes headers of its own layer or of lower ones, never of a higher one.
+# Exits 1 and names every include that points up (or that names a header it cannot find).
 #
 # Layers, lowest first (a folder under src/ and its rank):
 #   base 0 (the seeded generator, the config key table, small helpers every layer uses)
@@ -59,7 +59,7 @@ if (( files == 0 )); then
     exit 1
 fi
 if (( bad )); then
-    echo "layers: FAILED (DESIGN.md section 2: includes only point down)" >&2
+    echo "layers: FAILED (docs/architecture.md section 2: includes only point down)" >&2
     exit 1
 fi
 echo "layers: $files files, $includes includes, every one points to its own layer or below"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_gate.sh [BUILD_DIR] [JOBS] [CTEST_ARGS...] — the test gate (DESIGN.md section 7).
+# test_gate.sh [BUILD_DIR] [JOBS] [CTEST_ARGS...] — the test gate
+# (docs/architecture.md section 7).
 #
 # Runs every CTest case of BUILD_DIR and exits 1 when any fails, 0 only when all pass.
 # What counts as a failure: a failing or crashing test, a timeout, a test not run, no

@@ -267,7 +267,7 @@ TEST(ab_resume_skips_cached_cells) {
     t_rmtree(d);
 }
 
-/* An arm with a time_budget (issue 15): each of its cells fixes its own steps, the table
+/* An arm with a time_budget: each of its cells fixes its own steps, the table
  * lists them, and the finished cells are cached on a rerun (not stale for their steps). */
 TEST(ab_time_budget_arm) {
     char d[256], cmd[4096], outp[512], out[65536], p[512];

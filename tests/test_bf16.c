@@ -1,4 +1,4 @@
-/* test_bf16.c — bf16 mixed precision (issue 11): the rounding to bf16, and the bf16 matmul
+/* test_bf16.c — bf16 mixed precision: the rounding to bf16, and the bf16 matmul
  * through the op layer — oneDNN's bf16 kernel against the reference bf16 path (the same
  * rounded operands through the f32 GEMM) in all three products, and bf16 against f32
  * within the error the rounding of the operands predicts. Cases that need hardware bf16
@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "io/data.h"
 #include "optim/optim.h"
+#include "optim/optim_internal.h" /* the optimizer's oneDNN context */
 
 static float bits_f(uint32_t u) {
     float f;
@@ -544,6 +545,77 @@ TEST(bf16_guard_auto_and_explicit) {
     loss_grads(m, tok, 2, 40);
     CHECK(m->ops.ran[DM_OP_MATMUL][DM_FWD][0] == 25 && m->ops.ran[DM_OP_MATMUL][DM_BWD_W][0] == 25);
     dm_model_free(m);
+}
+
+/* The precision record (ops/precision.h) is decided once, at model creation, and every
+ * reader agrees with it: the model's bf16 weight copy, its plan (the arena's bf16 copies),
+ * the memory report of the model and the plan made without one, the op layer, Muon's
+ * Newton-Schulz context, and the line bench and the run's summary print. precision=auto
+ * and ns_precision=auto on a CPU pretended to lack bf16 (DM_CPU_NO_BF16), then on this CPU
+ * as it is; the refusals of precision=bf16 and ns_precision=bf16 where bf16 is missing are
+ * one text. */
+TEST(precision_record_readers_agree) {
+    char err[256] = "";
+    const int B = 2, T = 32;
+    for (int pretend = 1; pretend >= 0; pretend--) {
+        if (pretend) setenv("DM_CPU_NO_BF16", "1", 1);
+        else unsetenv("DM_CPU_NO_BF16");
+        dm_config c = small_cfg();
+        c.precision = DM_PRECISION_AUTO;
+        c.ns_precision = DM_PRECISION_AUTO;
+        dm_model *m = dm_model_create(&c, err, sizeof err);
+        CHECKF(m != NULL, "%s", err);
+        if (!m) break;
+        const dm_precision rec = *dm_model_precision(m), *r = &rec;
+        printf("  %s: matmuls %s, Newton-Schulz %s (%s)\n", pretend ? "pretended" : "this CPU",
+               r->matmul_bf16 ? "bf16" : "fp32", r->ns_bf16 ? "bf16" : "fp32",
+               r->why ? r->why : r->ns_why ? r->ns_why : "bf16 available");
+        if (pretend)
+            CHECK(!r->matmul_bf16 && !r->ns_bf16 && r->why && strstr(r->why, "DM_CPU_NO_BF16") &&
+                  r->ns_why == r->why);
+        CHECK(r->matmul_bf16 == !r->why);
+        CHECK((m->params_bf16 != NULL) == r->matmul_bf16);
+        CHECK(m->plan.bf16 == r->matmul_bf16);
+        CHECK(dm_ops_bf16_active(&m->ops) == r->matmul_bf16);
+        CHECK(dm_model_reserve(m, B, T, err, sizeof err) == 0);
+        dm_memory mem, plan;
+        CHECK(dm_model_memory(m, &mem) == 0);
+        CHECK((mem.params_bf16 > 0) == r->matmul_bf16);
+        CHECK(dm_memory_plan(&c, B, T, 1, &plan, err, sizeof err) == 0);
+        CHECK(plan.params_bf16 == mem.params_bf16);
+        dm_config f = c;
+        f.precision = DM_PRECISION_FP32;
+        size_t a_auto = dm_model_arena_bytes(&c, B, T, 1);
+        size_t a_fp32 = dm_model_arena_bytes(&f, B, T, 1);
+        CHECKF(r->matmul_bf16 ? a_auto > a_fp32 : a_auto == a_fp32,
+               "arena %zu bytes at auto, %zu at fp32", a_auto, a_fp32);
+        dm_optim *o = dm_optim_create(m, &c, err, sizeof err);
+        CHECKF(o != NULL, "%s", err);
+        if (o) CHECK((o->dnn != NULL) == r->ns_bf16);
+        char line[256]; /* what bench and the run's summary print */
+        dm_precision_describe(r, line, sizeof line);
+        CHECKF(strstr(line, r->matmul_bf16 ? "matmuls bf16" : "matmuls fp32") &&
+               strstr(line, r->ns_bf16 ? "Newton-Schulz bf16" : "Newton-Schulz fp32") &&
+               (!r->why || strstr(line, r->why)), "%s", line);
+        dm_optim_free(o);
+        dm_model_free(m);
+        if (r->why && !pretend) t_skip("the half with hardware bf16: %s", r->why);
+        if (!r->why) continue;
+        /* where bf16 is missing, asking for it is refused at creation, in one text */
+        static const char *KEY[2] = {"precision", "ns_precision"};
+        for (int k = 0; k < 2; k++) {
+            dm_config b = small_cfg();
+            if (k == 0) b.precision = DM_PRECISION_BF16;
+            else b.ns_precision = DM_PRECISION_BF16;
+            char want[256];
+            snprintf(want, sizeof want, "%s=bf16: %s; use %s=auto or fp32", KEY[k], r->why, KEY[k]);
+            err[0] = 0;
+            dm_model *x = dm_model_create(&b, err, sizeof err);
+            CHECKF(x == NULL && strcmp(err, want) == 0, "%s=bf16: got \"%s\"", KEY[k], err);
+            dm_model_free(x);
+        }
+    }
+    unsetenv("DM_CPU_NO_BF16");
 }
 
 /* bf16 gives the same bits on 1, 2, 3 and 8 threads */

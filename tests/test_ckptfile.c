@@ -1,4 +1,4 @@
-/* test_ckptfile.c — checkpoint files that nothing can slip past (issue 10, cases 2-5):
+/* test_ckptfile.c — checkpoint files that nothing can slip past:
  * every layout the safetensors format forbids, bad metadata in either file, an unknown
  * tensor in either file, non-finite values, hostile numbers in the header, and a FIFO
  * in place of a file — each refused with one line on stderr and exit 2, by `eval` for

@@ -167,7 +167,7 @@ TEST(config_grad_accum) {
     CHECK(dm_config_validate(&c, err, sizeof err) == 0);
 }
 
-/* Strict numbers (issue 10, case 9): the whole value is the number, decimal, without
+/* Strict numbers: the whole value is the number, decimal, without
  * spaces, '+', hex, inf or nan; the values that are numbers still read. */
 TEST(config_strict_numbers) {
     const char *bad[][2] = {
@@ -201,7 +201,7 @@ TEST(config_strict_numbers) {
     }
 }
 
-/* Strict JSON config files (case 9): trailing text and a key twice are errors naming
+/* Strict JSON config files: trailing text and a key twice are errors naming
  * what is wrong; the same keys in a clean file read. */
 TEST(config_strict_json) {
     const char *bad[][2] = {
@@ -250,7 +250,7 @@ TEST(config_strict_json) {
     t_rmtree(d);
 }
 
-/* time_budget (issue 15): a duration in whole seconds, as a number or with h/m/s in that
+/* time_budget: a duration in whole seconds, as a number or with h/m/s in that
  * order; everything else is an error naming the key; 0 is off (the default). */
 TEST(config_time_budget) {
     const char *good[][2] = {

@@ -1,4 +1,4 @@
-/* test_corpus.c — corpora read to the end (issue 10, case 6): a gzip corpus is inflated
+/* test_corpus.c — corpora read to the end: a gzip corpus is inflated
  * through every member with its trailer (CRC-32, length) checked, so a truncated file, a
  * bad trailer or bytes after the end are errors; plain files, several members and
  * directories read exactly. */

@@ -1,4 +1,4 @@
-/* test_crash.c — kill -9 at random moments (issue 10): a tiny run with a checkpoint every
+/* test_crash.c — kill -9 at random moments: a tiny run with a checkpoint every
  * step is killed again and again — while it starts, trains, saves or prunes — and
  * continued each time (a fresh start while it has no checkpoint, else --resume). After
  * every kill each directory named ckpt-N is complete and loads (model and optimizer), and

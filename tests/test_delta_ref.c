@@ -42,15 +42,8 @@ static void prob_init(prob *p, int B, int T, int H, int dk, int dv, int scalar, 
     p->g = t_alloc(p->ng); p->beta = t_alloc(p->nb); p->dO = t_alloc(p->nv);
     t_fill_normal(p->q, p->nq, seed + 1, 1.f);
     t_fill_normal(p->k, p->nq, seed + 2, 1.f);
-    for (size_t r = 0; r < p->nb; r++) {
-        float *xs[2] = {p->q + r * dk, p->k + r * dk};
-        for (int c = 0; c < 2; c++) {
-            double s = 0;
-            for (int i = 0; i < dk; i++) s += (double)xs[c][i] * xs[c][i];
-            float rn = (float)(1.0 / sqrt(s + 1e-6));
-            for (int i = 0; i < dk; i++) xs[c][i] *= rn;
-        }
-    }
+    t_l2norm_rows(p->q, p->nb, dk);
+    t_l2norm_rows(p->k, p->nb, dk);
     t_fill_normal(p->v, p->nv, seed + 3, 1.f);
     t_fill_uniform(p->beta, p->nb, seed + 4, 0.05f, 0.95f);
     if (gate == GATE_MILD) t_fill_uniform(p->g, p->ng, seed + 5, -0.1f, -0.01f);

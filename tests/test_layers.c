@@ -1,5 +1,6 @@
-/* test_layers.c — the include-layer rule (DESIGN.md section 2, scripts/layers.sh): the
- * source tree keeps it, and the check catches an include that points up. */
+/* test_layers.c — the include-layer rule (docs/architecture.md section 2,
+ * scripts/layers.sh): the source tree keeps it, and the check catches an include that
+ * points up. */
 #include <stdio.h>
 #include <string.h>
 

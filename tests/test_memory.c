@@ -1,4 +1,4 @@
-/* test_memory.c — activation checkpointing and the memory report (issue 12): none,
+/* test_memory.c — activation checkpointing and the memory report: none,
  * balanced and full give the same losses and gradients to the bit (KDA and GDN, fp32 and
  * bf16, both delta-core paths); the plan and the backward agree (what the plan does not
  * keep is NaN before the backward, and the gradients stay finite and equal); the memory
@@ -354,7 +354,7 @@ TEST(memory_report_counts_optimizer_and_sum) {
 }
 
 /* The d2 model at 8 x 512 and at 1 x 65536: what each mode keeps, from the plan (the
- * issue's numbers: balanced keeps at most half of none's saved activations where the
+ * targets of the plan: balanced keeps at most half of none's saved activations where the
  * products' inputs are kept in bf16 as well, full at most a fifth; full at 65536 bytes
  * plans under 4 GiB in all). */
 TEST(memory_plan_d2) {
@@ -373,7 +373,7 @@ TEST(memory_plan_d2) {
         printf("  d2 8 x 512%s: saved none %.1f MiB, balanced %.1f%%, full %.1f%%\n",
                bf16 ? " with bf16 copies" : ", fp32", mem[0].saved / 1048576.0, 100 * rb,
                100 * rf);
-        CHECK(rf <= 0.2 && rb <= 0.5); /* issue 12: balanced at most half of none's */
+        CHECK(rf <= 0.2 && rb <= 0.5); /* balanced at most half of none's */
     }
     c.checkpointing = DM_CKPT_FULL;
     dm_memory mem;

@@ -36,32 +36,13 @@ static void svd_values(double *sv, const float *X, int rows, int cols) {
     free(a);
 }
 
-/* Q[r, c] (row-major, r >= c) with orthonormal columns: Gaussian, Gram–Schmidt twice */
-static void orthonormal_cols(double *Q, int r, int c, uint64_t seed) {
-    dm_rng g;
-    dm_rng_seed(&g, seed, 77);
-    for (size_t i = 0; i < (size_t)r * c; i++) Q[i] = dm_rng_normal(&g);
-    for (int pass = 0; pass < 2; pass++)
-        for (int j = 0; j < c; j++) {
-            for (int k = 0; k < j; k++) {
-                double d = 0;
-                for (int i = 0; i < r; i++) d += Q[(size_t)i * c + j] * Q[(size_t)i * c + k];
-                for (int i = 0; i < r; i++) Q[(size_t)i * c + j] -= d * Q[(size_t)i * c + k];
-            }
-            double nn = 0;
-            for (int i = 0; i < r; i++) nn += Q[(size_t)i * c + j] * Q[(size_t)i * c + j];
-            nn = sqrt(nn);
-            for (int i = 0; i < r; i++) Q[(size_t)i * c + j] /= nn;
-        }
-}
-
 /* X[rows, cols] = scale * U diag(sig) V^T with random orthonormal U, V; sig: min(rows,cols) */
 static void with_spectrum(float *X, int rows, int cols, const double *sig, double scale,
                           uint64_t seed) {
     int m = rows < cols ? rows : cols;
     double *U = t_allocd((size_t)rows * m), *V = t_allocd((size_t)cols * m);
-    orthonormal_cols(U, rows, m, seed);
-    orthonormal_cols(V, cols, m, seed + 1000);
+    t_orthonormal_cols(U, rows, m, seed, 77);
+    t_orthonormal_cols(V, cols, m, seed + 1000, 77);
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             double s = 0;

@@ -25,32 +25,14 @@ static double stiefel_defect(const float *W, int rows, int cols, double s) {
     return sqrt(sum);
 }
 
-/* Q[r, c] (row-major, r >= c) with orthonormal columns: Gaussian, Gram–Schmidt twice */
-static void orthonormal_cols(double *Q, int r, int c, uint64_t seed) {
-    dm_rng g;
-    dm_rng_seed(&g, seed, 78);
-    for (size_t i = 0; i < (size_t)r * c; i++) Q[i] = dm_rng_normal(&g);
-    for (int pass = 0; pass < 2; pass++)
-        for (int j = 0; j < c; j++) {
-            for (int k = 0; k < j; k++) {
-                double d = 0;
-                for (int i = 0; i < r; i++) d += Q[(size_t)i * c + j] * Q[(size_t)i * c + k];
-                for (int i = 0; i < r; i++) Q[(size_t)i * c + j] -= d * Q[(size_t)i * c + k];
-            }
-            double nn = 0;
-            for (int i = 0; i < r; i++) nn += Q[(size_t)i * c + j] * Q[(size_t)i * c + j];
-            nn = sqrt(nn);
-            for (int i = 0; i < r; i++) Q[(size_t)i * c + j] /= nn;
-        }
-}
 
 /* W = s U diag(sig) V^T and P = s U V^T (the exact retraction target) */
 static void make_perturbed(float *W, float *P, int rows, int cols, double s, double smin,
                            double smax, uint64_t seed) {
     int m = rows < cols ? rows : cols;
     double *U = t_allocd((size_t)rows * m), *V = t_allocd((size_t)cols * m), *sig = t_allocd(m);
-    orthonormal_cols(U, rows, m, seed);
-    orthonormal_cols(V, cols, m, seed + 500);
+    t_orthonormal_cols(U, rows, m, seed, 78);
+    t_orthonormal_cols(V, cols, m, seed + 500, 78);
     dm_rng g;
     dm_rng_seed(&g, seed, 79);
     for (int k = 0; k < m; k++) sig[k] = smin + (smax - smin) * dm_rng_uniform(&g);

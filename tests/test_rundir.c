@@ -1,7 +1,7 @@
-/* test_rundir.c — run directories that nothing can damage (issue 10): one writer at a
- * time (case 1), nothing left by a failed command (7), a resume that cannot run touches
- * nothing and trains only on its own corpus (8), --out naming a file (10), pruning and
- * a killed writer's leftovers (11), falling back to the newest checkpoint that loads (12). */
+/* test_rundir.c — run directories that nothing can damage: one writer at a time, nothing
+ * left by a failed command, a resume that cannot run touches nothing and trains only on
+ * its own corpus, --out naming a file, pruning and a killed writer's leftovers, falling
+ * back to the newest checkpoint that loads. */
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdio.h>

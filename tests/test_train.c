@@ -440,7 +440,7 @@ TEST(train_job_status_and_events) {
     t_rmtree(d2);
 }
 
-/* ---- the time budget (issue 15) ------------------------------------------------------ */
+/* ---- the time budget -------------------------------------------------------------- */
 
 /* dm_budget_steps after `done` steps is the largest S >= done with elapsed + (S - done)
  * step + (ceil(S / every) - floor(done / every)) eval <= (1 - reserve) budget: against a

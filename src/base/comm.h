@@ -1,5 +1,5 @@
-/* comm.h — the processes of one run and what they exchange (DESIGN.md section 8, "many
- * machines"; docs/scaling.md).
+/* comm.h — the processes of one run and what they exchange (docs/architecture.md section
+ * 8, "many machines"; docs/scaling.md).
  *
  * A run is N processes, ranks 0 .. N-1. One process is the usual case: a NULL comm, a
  * build without MPI, or a process not started by an MPI launcher is rank 0 of 1, and

@@ -162,13 +162,13 @@ void dm_config_default(dm_config *c) {
     c->ckpt_every = 0;
     c->kda_impl = DM_IMPL_AUTO;
     c->gemm = DM_GEMM_AUTO;
-    /* auto (bf16 where the CPU has it): at the make-run budget (600 steps, seeds 1-3)
-     * bf16 + bf16 Newton-Schulz reached val 1.5629 BPB against fp32's 1.5588 (control
-     * spread 0.0167: a wash) at 513 ms/step against 814 (better); benches/history.tsv */
+    /* auto (bf16 where the CPU has it): at the make-run budget bf16 products and bf16
+     * Newton-Schulz reach fp32's validation BPB within the controls' spread, in less time
+     * per step (docs/defaults.md) */
     c->precision = DM_PRECISION_AUTO;
-    /* 32, not 64: on the CPU the chunked KDA core's forward+backward is 3.33x the
-     * reference at chunk 32 against 2.46x at 64 (T=512, 2 threads; 3.69x vs 2.88x at
-     * T=8192; bench_delta, benches/history.tsv), equally accurate. 64 suits GPUs. */
+    /* 32, not 64: on the CPU the chunked KDA core is faster at chunk 32 than at 64 at
+     * short and long sequences (bench_delta), equally accurate; 64 suits GPUs
+     * (docs/defaults.md) */
     c->chunk_size = 32;
     c->norm_impl = DM_IMPL_AUTO;
     c->verify_fused = 0;
@@ -176,9 +176,8 @@ void dm_config_default(dm_config *c) {
     c->ns = DM_NS_QUINTIC5;
     c->ns_headwise = DM_HEADWISE_QK;
     c->ns_precision = DM_PRECISION_AUTO;
-    /* retraction off: at the make-run budget (600 steps, seeds 1, 2) Muon gave val BPB
-     * 1.5496/1.5662 without retraction, 1.5935/1.6053 with sphere, 1.6168/1.6239 with
-     * stiefel (AdamW alone 1.6598/1.6523): off wins beyond every spread */
+    /* retraction off: at the make-run budget Muon without retraction beats sphere and
+     * stiefel beyond every spread (docs/defaults.md) */
     c->retract = DM_RETRACT_OFF;
     c->retract_every = 1;
     c->checkpointing = DM_CKPT_NONE;

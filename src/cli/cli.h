@@ -1,4 +1,4 @@
-/* cli.h — the `dormouse` command (layer 7 of DESIGN.md section 2): argument scanning,
+/* cli.h — the `dormouse` command (layer 7 of docs/architecture.md section 2): argument scanning,
  * the printing of the jobs' progress, signals and exit codes. The jobs (src/jobs/) do
  * the work; the process is the command's. */
 #ifndef DM_CLI_H

@@ -13,6 +13,7 @@
 #include "base/text.h"
 #include "io/files.h"
 #include "io/safetensors.h"
+#include "optim/optim.h"
 
 #define CKPT_FORMAT "dormouse-1"
 #define KEEP 2

@@ -1,4 +1,4 @@
-/* ckpt.h — checkpoints of a run (DESIGN.md section 6).
+/* ckpt.h — checkpoints of a run (docs/architecture.md section 6).
  *
  * A checkpoint is a directory RUN_DIR/ckpt-NNNNNNNN (NNNNNNNN = steps done, at least 8
  * digits) holding
@@ -23,7 +23,10 @@
 #include <stddef.h>
 
 #include "dormouse.h"
-#include "optim/optim.h"
+
+/* The optimizer whose state a checkpoint holds (optim/optim.h): a checkpoint only passes
+ * it to the optimizer's own state readers and writers, so its layout stays there. */
+typedef struct dm_optim dm_optim;
 
 /* Save model (+ optimizer when opt != NULL) at `step` under run_dir. 0 ok. */
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,

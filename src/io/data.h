@@ -1,5 +1,5 @@
 /* data.h — the corpus: bytes from a file or a directory, the train / validation split,
- * seeded batches, and the validation windows (DESIGN.md section 6). */
+ * seeded batches, and the validation windows (docs/architecture.md section 6). */
 #ifndef DM_DATA_H
 #define DM_DATA_H
 

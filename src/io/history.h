@@ -1,6 +1,6 @@
-/* history.h — benchmark record keeping (DESIGN.md section 7): benches/history.tsv rows,
- * the machine they were measured on, and a contention probe that says whether the
- * machine was busy while a timing was taken.
+/* history.h — benchmark record keeping (docs/architecture.md section 7):
+ * benches/history.tsv rows, the machine they were measured on, and a contention probe that
+ * says whether the machine was busy while a timing was taken.
  *
  * benches/history.tsv is append-only (never sorted, never rewritten; merged by union,
  * checked by scripts/history_check.sh). Its columns, tab separated, header first:

@@ -1,6 +1,6 @@
-/* metrics.h — a run's metrics.jsonl read back as a table (DESIGN.md section 10): one row
- * per logged step, one column per key, for the plots, `dormouse metrics` (and its CSV) and
- * the A/B timing medians.
+/* metrics.h — a run's metrics.jsonl read back as a table (docs/architecture.md section
+ * 10): one row per logged step, one column per key, for the plots, `dormouse metrics` (and
+ * its CSV) and the A/B timing medians.
  *
  * metrics.jsonl holds one JSON object of numbers per line ("step", "loss", "loss_avg",
  * "lr", "grad_norm", "ms_per_step", "tokens_per_s", "elapsed_s", and "val_bpb" on

@@ -1,5 +1,6 @@
-/* rundir.h — a run directory while a command writes it (DESIGN.md section 6): its lock,
- * what the command must undo when it fails, and the identity of the corpus it trains on.
+/* rundir.h — a run directory while a command writes it (docs/architecture.md section 6):
+ * its lock, what the command must undo when it fails, and the identity of the corpus it
+ * trains on.
  *
  * The lock. Every writer of a run directory (train, train --resume, an A/B sweep and its
  * cells) holds DIR/.lock, an flock(2) lock with the holder's pid written inside, for as

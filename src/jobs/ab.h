@@ -1,4 +1,4 @@
-/* ab.h — seeded A/B sweeps (DESIGN.md section 7): the one header of
+/* ab.h — seeded A/B sweeps (docs/architecture.md section 7): the one header of
  *   ab_stats.c   results and verdicts (pure)
  *   ab_spec.c    the sweep: seeds, variants, the keys that are the sweep's, ab.json
  *   ab_cells.c   cells on disk, and running them in child processes

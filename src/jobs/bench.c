@@ -11,7 +11,8 @@
 #include "io/data.h"
 #include "jobs/plan.h" /* the memory report */
 #include "jobs/step.h"
-#include "ops/atlas.h" /* dm_now */
+#include "model/model.h" /* the precision record */
+#include "base/clock.h"
 #include "optim/optim.h"
 
 /* ---- shared helpers ------------------------------------------------------------------ */
@@ -311,6 +312,8 @@ static int report(bench_ctx *b) {
         char disp[1024];
         dm_model_dispatch_report(A[i].m, disp, sizeof disp);
         dm_job_note(b->io, "# dispatch %s: %s\n", A[i].label, disp);
+        dm_precision_describe(dm_model_precision(A[i].m), disp, sizeof disp);
+        dm_job_note(b->io, "# precision %s: %s\n", A[i].label, disp);
     }
     dm_bench_flags(&b->pr, flags, sizeof flags);
     int nr = 0, w = (int)strlen(b->keys);

@@ -1,4 +1,4 @@
-/* bench.h — the step benchmark (`dormouse bench`, DESIGN.md sections 7 and 9) and the
+/* bench.h — the step benchmark (`dormouse bench`, docs/architecture.md sections 7 and 9) and the
  * small pieces every benchmark program (bench/) shares: the contention flags of a history
  * row and the probe note (medians and spreads: base/stats.h). Results are reported with
  * dm_history_report. */

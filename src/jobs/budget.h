@@ -1,5 +1,5 @@
-/* budget.h — a run that fits a wall-clock budget (`time_budget`, issue 15): how many
- * steps fit, from the measured cost of a step and of an evaluation. */
+/* budget.h — a run that fits a wall-clock budget (`time_budget`): how many steps fit,
+ * from the measured cost of a step and of an evaluation. */
 #ifndef DM_BUDGET_H
 #define DM_BUDGET_H
 

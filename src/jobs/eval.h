@@ -1,5 +1,5 @@
 /* eval.h — bits per byte on a window of bytes, and the eval job (`dormouse eval`,
- * DESIGN.md section 6). */
+ * docs/architecture.md section 6). */
 #ifndef DM_EVAL_H
 #define DM_EVAL_H
 

@@ -1,4 +1,4 @@
-/* job.h — what every job shares (DESIGN.md section 2, layer 6).
+/* job.h — what every job shares (docs/architecture.md section 2, layer 6).
  *
  * A job (train, eval, sample, bench, ab run / report) returns a status and reports its
  * progress through a callback: it never prints to stdout or stderr, never installs a

@@ -1,4 +1,4 @@
-/* plan.h — memory you can see and plan (DESIGN.md section 8): the plan job (`dormouse
+/* plan.h — memory you can see and plan (docs/architecture.md section 8): the plan job (`dormouse
  * plan`: the memory figures of a config and a measured ms/step, without training), and the
  * memory report every job shares (train prints it at the start and writes it, with the
  * peak resident memory, into summary.json). */

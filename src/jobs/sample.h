@@ -1,5 +1,5 @@
 /* sample.h — text generation by recurrent inference: the sample job (`dormouse sample`,
- * DESIGN.md section 6). */
+ * docs/architecture.md section 6). */
 #ifndef DM_SAMPLE_H
 #define DM_SAMPLE_H
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ops/atlas.h" /* dm_now */
+#include "base/clock.h"
 
 int dm_step_threads(const dm_config *c, const dm_comm *comm) {
     int n = c->threads, local = dm_comm_local_size(comm);

@@ -31,7 +31,8 @@
 #include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
 #include "jobs/step.h"
-#include "ops/atlas.h"    /* dm_now, the atlas */
+#include "model/model.h"   /* the precision record */
+#include "ops/atlas.h"    /* the atlas */
 #include "ops/ops.h"    /* DM_VERIFY_BOUND */
 #include "optim/optim.h"
 
@@ -846,6 +847,9 @@ static void finish(train_ctx *t) {
     dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f nats = %.4f "
                 "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %.1f s\n",
                 np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall);
+    char prec[256];
+    dm_precision_describe(dm_model_precision(t->m), prec, sizeof prec);
+    dm_job_note(t->io, "precision: %s\n", prec);
     if (t->nranks > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
                     "exchanges per step (the run's total over its %ld steps)\n", t->nranks,
@@ -871,13 +875,14 @@ static void finish(train_ctx *t) {
              "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
              "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
-             "  \"dispatch\": \"%s\",\n  \"verify_max_rel\": %s,\n  \"memory\": {%s},\n"
+             "  \"dispatch\": \"%s\",\n  \"precision\": \"%s\",\n  \"verify_max_rel\": %s,\n"
+             "  \"memory\": {%s},\n"
              "  \"peak_rss_bytes\": %zu\n}\n",
              np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
              jnum(jb, sizeof jb, "%.6f", bits, 0), jnum(jv, sizeof jv, "%.6f", t->last_bpb, 0),
              t->val_step, tps, wall, t->nthreads, t->nranks, c->grad_accum,
              1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words, pr.flags, pr.load_max, disp,
-             jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
+             prec, jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }

@@ -1,4 +1,4 @@
-/* train.h — the training job (`dormouse train`, DESIGN.md section 6). */
+/* train.h — the training job (`dormouse train`, docs/architecture.md section 6). */
 #ifndef DM_TRAIN_H
 #define DM_TRAIN_H
 

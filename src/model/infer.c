@@ -117,7 +117,7 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
         dm_op_gate_fwd(ops, s->g, s->f, P + o->a_log, P + o->dt_bias, 1, H, Cg, c->gate_lower_bound);
         dm_op_matmul_fwd(ops, s->o, s->xn, P + o->w_b, NULL, 1, D, H);
         dm_op_sigmoid_fwd(ops, s->beta, s->o, H);
-        dm_delta_dims dd = {1, 1, H, dh, dh, !kda, 1.0f / sqrtf((float)dh)};
+        dm_delta_dims dd = dm_core_dims(c, 1, 1);
         dm_op_delta_fwd(ops, &dd, s->q, s->k, s->v, s->g, s->beta, s->S[l], s->o, s->S2, NULL,
                         NULL, 1);
         memcpy(s->S[l], s->S2, (size_t)H * dh * dh * sizeof(float));

@@ -1,4 +1,4 @@
-/* mixer.c — the KDA / GDN token mixer (DESIGN.md section 3), forward and backward.
+/* mixer.c — the KDA / GDN token mixer (docs/architecture.md section 3), forward and backward.
  *
  *   q~,k~,v~ = W_q x, W_k x, W_v x                    x = RMSNorm(residual) = xn1
  *   q,k,v    = silu(conv(q~)), silu(conv(k~)), silu(conv(v~))
@@ -14,12 +14,6 @@
 #include <math.h>
 
 #include "model/model.h"
-
-static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
-    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim,
-                       c->mixer == DM_MIXER_GDN, 1.0f / sqrtf((float)c->head_dim)};
-    return d;
-}
 
 /* One step of the mixer unit's forward (plan.h: DM_S_NORM1 .. DM_S_MIX_OUT); each writes
  * exactly the tensors plan.c lists for it, from tensors of earlier steps. */
@@ -78,7 +72,7 @@ void dm_mixer_step(dm_model *m, int l, int step) {
         break;
     /* the delta-rule core */
     case DM_S_CORE: {
-        dm_delta_dims dd = core_dims(c, B, T);
+        dm_delta_dims dd = dm_core_dims(c, B, T);
         dm_op_delta_fwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved,
                         m->s.delta_work, m->nthreads);
         break;
@@ -136,7 +130,7 @@ void dm_mixer_bwd(dm_model *m, int l) {
     }
 
     /* the delta-rule core */
-    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_dims dd = dm_core_dims(c, B, T);
     dm_op_delta_bwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->saved, s->do_, NULL,
                     s->dq, s->dk, s->dv, s->dg, s->dbeta, NULL, s->delta_work, m->nthreads);
 

@@ -165,8 +165,7 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     }
     init_params(m, tb.kinds);
     if (cfg->kda_impl == DM_IMPL_CHUNKED) {
-        dm_delta_dims d = {1, 1, cfg->n_head, cfg->head_dim, cfg->head_dim,
-                           cfg->mixer == DM_MIXER_GDN, 1.0f};
+        dm_delta_dims d = dm_core_dims(cfg, 1, 1);
         const char *why;
         if (!dm_ops_delta_chunked(&m->ops, &d, &why)) {
             if (err)
@@ -175,14 +174,9 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
             goto fail;
         }
     }
-    if (cfg->precision == DM_PRECISION_BF16 && m->ops.bf16_why) {
-        if (err)
-            snprintf(err, errlen, "precision=bf16: %s; use precision=auto or fp32",
-                     m->ops.bf16_why);
-        goto fail;
-    }
-    if (cfg->precision == DM_PRECISION_BF16 ||
-        (cfg->precision == DM_PRECISION_AUTO && !m->ops.bf16_why)) {
+    if (dm_precision_decide(&m->prec, cfg, m->ops.bf16_why, err, errlen)) goto fail;
+    m->plan.bf16 = m->prec.matmul_bf16;
+    if (m->prec.matmul_bf16) {
         m->params_bf16 = malloc(m->n_params * sizeof(uint16_t));
         if (!m->params_bf16) {
             if (err)
@@ -353,13 +347,11 @@ void dm_model_backward(dm_model *m) {
 /* ---- memory ---- */
 
 /* the figures of a layout into mem */
-static void memory_of(const dm_config *c, size_t n_params, const dm_arena_sizes *sz, int B,
+static void memory_of(const dm_plan *p, size_t n_params, const dm_arena_sizes *sz, int B,
                       int T, dm_memory *mem) {
     memset(mem, 0, sizeof *mem);
-    dm_ops ops;
-    dm_ops_init(&ops, c);
     mem->params = n_params * sizeof(float);
-    mem->params_bf16 = c->precision != DM_PRECISION_FP32 && !ops.bf16_why ? n_params * 2 : 0;
+    mem->params_bf16 = p->bf16 ? n_params * 2 : 0;
     mem->grads = n_params * sizeof(float);
     mem->saved = sz->saved * sizeof(float);
     mem->recompute = sz->recompute * sizeof(float);
@@ -386,7 +378,7 @@ int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *me
         dm_arena_sizes sz;
         dm_plan_make(&p, c);
         dm_plan_layout(c, &p, B, T, nthreads < 1 ? 1 : nthreads, NULL, NULL, &sz);
-        memory_of(c, m->n_params, &sz, B, T, mem);
+        memory_of(&p, m->n_params, &sz, B, T, mem);
     }
     free(tb.kinds);
     dm_model_free(m);
@@ -395,8 +387,7 @@ int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *me
 
 int dm_model_memory(const dm_model *m, dm_memory *mem) {
     if (!m->arena) return 1;
-    memory_of(&m->cfg, m->n_params, &m->sizes, m->lay_B, m->lay_T, mem);
-    mem->params_bf16 = m->params_bf16 ? m->n_params * 2 : 0;
+    memory_of(&m->plan, m->n_params, &m->sizes, m->lay_B, m->lay_T, mem);
     if (m->vroom_floats * sizeof(float) > mem->verify) mem->verify = m->vroom_floats * sizeof(float);
     return 0;
 }

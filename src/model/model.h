@@ -11,6 +11,7 @@
 #include "dormouse.h"
 #include "model/plan.h"
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 #define DM_NORM_EPS 1e-6f /* RMSNorm and the per-head output norm */
 #define DM_L2_EPS 1e-6f   /* per-head L2 norm of q and k */
@@ -59,11 +60,16 @@ struct dm_model {
     float *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */
+    dm_precision prec;         /* the precision record, made once at creation: every
+                                  reader of "are the bf16 products active" reads it */
 
     /* last forward */
     int B, T;
     int have_forward;
 };
+
+/* The precision record of m (ops/precision.h), made at its creation. */
+static inline const dm_precision *dm_model_precision(const dm_model *m) { return &m->prec; }
 
 /* mixer.c: the mixer unit of layer l, x_mid = x_in + Mixer(RMSNorm(x_in)): one step of
  * its forward (DM_S_NORM1 .. DM_S_MIX_OUT, plan.h), and its backward from dres[N,D] (the

@@ -1,4 +1,4 @@
-/* network.c — forward and backward of the whole network (DESIGN.md section 3):
+/* network.c — forward and backward of the whole network (docs/architecture.md section 3):
  *   x = embed[token]
  *   repeat n_layer:  x = x + Mixer(RMSNorm(x));  x = x + MLP(RMSNorm(x))
  *   logits = lm_head(RMSNorm(x));  loss = mean cross-entropy

@@ -3,10 +3,12 @@
  * each checkpointing mode, and the arena layout that follows from it. */
 #include "model/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 const dm_step_def dm_step_defs[DM_NSTEPS] = {
     [DM_S_NORM1] = {"norm1", DM_UNIT_MIXER, DM_SC_MEMORY},
@@ -105,6 +107,9 @@ static const tensor_def TENSORS[] = {
 void dm_plan_make(dm_plan *p, const dm_config *c) {
     memset(p, 0, sizeof *p);
     p->mode = c->checkpointing;
+    dm_ops ops; /* the settings only: the CPU's bf16 */
+    dm_ops_init(&ops, c);
+    p->bf16 = dm_precision_matmul(c->precision, ops.bf16_why);
     for (int s = 0; s < DM_NSTEPS; s++) {
         int cls = dm_step_defs[s].cls;
         /* GDN's gate and output gate read the normed input itself (W_a x, W_z x) */
@@ -162,16 +167,9 @@ static float *take(bump *b, size_t n) {
     return p;
 }
 
-/* the products run on hardware bf16: the arena keeps bf16 copies of their inputs */
-static int bf16_arena(const dm_config *c) {
-    dm_ops ops; /* the settings only */
-    dm_ops_init(&ops, c);
-    return dm_ops_bf16_active(&ops);
-}
-
-static dm_delta_dims core_dims(const dm_config *c, int B, int T) {
-    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim, c->mixer == DM_MIXER_GDN,
-                       1.0f};
+dm_delta_dims dm_core_dims(const dm_config *c, int B, int T) {
+    dm_delta_dims d = {B, T, c->n_head, c->head_dim, c->head_dim,
+                       c->mixer == DM_MIXER_GDN, 1.0f / sqrtf((float)c->head_dim)};
     return d;
 }
 
@@ -204,7 +202,7 @@ static char *unit_struct(dm_arena_ptrs *out, int u, int L) {
 
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nthreads,
                       float *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
-    int L = c->n_layer, bf16 = bf16_arena(c), kda = c->mixer == DM_MIXER_KDA;
+    int L = c->n_layer, bf16 = p->bf16, kda = c->mixer == DM_MIXER_KDA;
     size_t N = (size_t)B * T, D = c->d_model, H = c->n_head, HD = H * c->head_dim;
     size_t R = c->gate_rank, F = dm_config_mlp_hidden(c), G = kda ? HD : H;
     if (!base) out = NULL;
@@ -216,7 +214,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     bump b = {base, 0};
     dm_ops ops; /* the settings only: which path of the delta core runs */
     dm_ops_init(&ops, c);
-    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_dims dd = dm_core_dims(c, B, T);
     size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 0, &saved);
 
     /* the residual stream: every unit's input */
@@ -316,7 +314,7 @@ size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_
     size_t N = (size_t)B * T, D = c->d_model, HD = (size_t)c->n_head * c->head_dim;
     dm_ops ops;
     dm_ops_init(&ops, c);
-    dm_delta_dims dd = core_dims(c, B, T);
+    dm_delta_dims dd = dm_core_dims(c, B, T);
     size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 1, &saved);
     bump b = {NULL, 0};
     if (norm_off) *norm_off = b.used;

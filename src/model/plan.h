@@ -1,5 +1,6 @@
-/* plan.h — the activation plan (DESIGN.md sections 2 and 8): what a forward keeps for the
- * backward, where every activation lives in the arena, and what the backward recomputes.
+/* plan.h — the activation plan (docs/architecture.md sections 2 and 8): what a forward
+ * keeps for the backward, where every activation lives in the arena, and what the backward
+ * recomputes.
  * ONE table (plan.c) names every step of a unit's forward and the tensors each step
  * writes; the `checkpointing` key picks which steps' outputs are kept (dm_plan_make), and
  * from that one choice come both the arena layout (dm_plan_layout) and the recompute
@@ -74,9 +75,17 @@ typedef struct {
     int cls[DM_NSTEPS];               /* each step's class for this config */
     unsigned char keep[DM_NSTEPS];    /* its outputs are kept from the forward to the backward */
     unsigned char rerun[DM_NSTEPS];   /* it runs again before its unit's backward */
+    int bf16;                         /* the products run on bf16: the arena keeps bf16
+                                         copies of their inputs (the precision record's
+                                         matmul_bf16, ops/precision.h) */
 } dm_plan;
 
-/* The plan of c (its checkpointing key and mixer). */
+/* The delta core's dimensions for a batch of B sequences of T tokens of model c: value dim
+ * = key dim = head_dim, the GDN flag from the mixer, the query scale 1/sqrt(head_dim). */
+dm_delta_dims dm_core_dims(const dm_config *c, int B, int T);
+
+/* The plan of c (its checkpointing key and mixer; bf16 by the precision rule on this CPU,
+ * which a model overwrites with its record). */
 void dm_plan_make(dm_plan *p, const dm_config *c);
 /* Units of a model with L layers: 2L + 1. Unit u's kind: */
 static inline int dm_unit_kind(int u, int n_layer) {

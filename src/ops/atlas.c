@@ -6,16 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
-
-double dm_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void dm_atlas_reset(dm_atlas *a) { memset(a, 0, sizeof *a); }
 

@@ -1,11 +1,13 @@
-/* atlas.h — the step atlas (DESIGN.md section 7): where a training step's time goes, by
- * stage (data, forward, backward, optimizer, eval) and by op (calls, time, share, GFLOP/s
- * where the FLOPs are known). Off unless asked for (`atlas=1`): a NULL atlas costs one
+/* atlas.h — the step atlas (docs/architecture.md section 7): where a training step's time
+ * goes, by stage (data, forward, backward, optimizer, eval) and by op (calls, time, share,
+ * GFLOP/s where the FLOPs are known). Off unless asked for (`atlas=1`): a NULL atlas costs one
  * branch per op call. */
 #ifndef DM_ATLAS_H
 #define DM_ATLAS_H
 
 #include <stdio.h>
+
+#include "base/clock.h" /* dm_now, for DM_TIMED */
 
 enum { DM_ST_DATA, DM_ST_FORWARD, DM_ST_BACKWARD, DM_ST_OPTIMIZER, DM_ST_EVAL, DM_ST_COUNT };
 #define DM_ATLAS_MAX_OPS 96
@@ -53,9 +55,6 @@ typedef struct dm_atlas {
     const char *roof_why;  /* why not (-1) */
     int roof_threads;
 } dm_atlas;
-
-/* Seconds on a monotonic clock. */
-double dm_now(void);
 
 void dm_atlas_reset(dm_atlas *a);
 /* One call of op (with its direction and implementation, or NULL: "ns", "adamw") taking

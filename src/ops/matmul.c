@@ -11,6 +11,7 @@
 #include "kernels/cpu/onednn.h"
 #include "kernels/ref/ref.h"
 #include "ops/op.h"
+#include "ops/precision.h"
 
 typedef struct {
     float *out;              /* fwd:   [N,O] */
@@ -66,7 +67,7 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
 /* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
 
 int dm_ops_bf16_active(const dm_ops *ops) {
-    return ops->precision != DM_PRECISION_FP32 && !ops->bf16_why;
+    return dm_precision_matmul(ops->precision, ops->bf16_why);
 }
 
 void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {

@@ -1,4 +1,4 @@
-/* ops.h — the op layer (DESIGN.md section 2, layer 2): every op a training step runs,
+/* ops.h — the op layer (docs/architecture.md section 4): every op a training step runs,
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
  * An op has implementations keyed by backend and precision, in order of preference, the

@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
+#include "model/model.h"
 #include "optim/ns.h"
 #include "optim/retract.h"
 #include "optim/optim_internal.h"
@@ -41,22 +42,16 @@ static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const
     return t;
 }
 
-/* NS in bf16 when ns_precision asks for it and the CPU has hardware bf16: a oneDNN context
- * (0), or an error naming what is missing (1; with auto: fp32, no error) */
-static int ns_bf16(dm_optim *o, char *err, size_t errlen) {
-    int p = o->cfg.ns_precision;
-    if (p == DM_PRECISION_FP32) return 0;
-    const char *why = dm_cpu_bf16_missing();
-    if (!why) {
-        o->dnn = dm_onednn_create(&why);
-        if (o->dnn && dm_onednn_supports_bf16(o->dnn, 0, 1, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f)) {
-            why = "oneDNN has no bf16 matmul on this CPU";
-            dm_onednn_free(o->dnn);
-            o->dnn = NULL;
-        }
-    }
-    if (!why || p == DM_PRECISION_AUTO) return 0;
-    snprintf(err, errlen, "ns_precision=bf16: %s; use ns_precision=auto or fp32", why);
+/* NS in bf16 when the model's precision record says so (ops/precision.h: decided at its
+ * creation from ns_precision, the CPU and oneDNN): a oneDNN context (0), or 1 with the
+ * error when oneDNN, which the record found able, cannot make one now */
+static int ns_bf16(dm_optim *o, const dm_model *m, char *err, size_t errlen) {
+    if (!dm_model_precision(m)->ns_bf16) return 0;
+    const char *why = NULL;
+    o->dnn = dm_onednn_create(&why);
+    if (o->dnn) return 0;
+    snprintf(err, errlen, "ns_precision: oneDNN cannot make a context (%s)",
+             why ? why : "no reason given");
     return 1;
 }
 
@@ -136,7 +131,7 @@ static size_t work_floats(const dm_optim *o) {
 
 int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     size_t work = 0;
-    if (ns_bf16(o, err, errlen)) return 1;
+    if (ns_bf16(o, m, err, errlen)) return 1;
     o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
     if (!o->slice_off || make_units(o, m)) goto oom;
     for (int i = 0; i < o->n_tensors; i++) {

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "base/minmax.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
 #include "ops/atlas.h"
@@ -52,9 +53,6 @@ void dm_ns_sched_coeffs(dm_ns_sched s, int step, double abc[3]) {
 /* elements from which a lone big slice's elementwise steps run over the threads (its
  * GEMMs do; the steps are elementwise, so the bits do not change) */
 #define NS_PAR_MIN 65536
-
-static int imin(int a, int b) { return a < b ? a : b; }
-static int imax(int a, int b) { return a > b ? a : b; }
 
 size_t dm_ns_slice_work(int rows, int cols) {
     size_t m = (size_t)imin(rows, cols);

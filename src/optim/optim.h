@@ -1,6 +1,6 @@
 /* optim.h — the optimizer of a run: parameter groups (which tensor gets AdamW or Muon,
  * at which lr and weight decay), the lr schedule, global-norm clipping, the update, and
- * its state for checkpoints (DESIGN.md section 5). */
+ * its state for checkpoints (docs/architecture.md section 5). */
 #ifndef DM_OPTIM_H
 #define DM_OPTIM_H
 

@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "base/minmax.h"
 #include "optim/ns.h"
 
 /* Polar Express paper list (arXiv 2505.16932, Algorithm 1), 8 steps, with the 1.01 safety
@@ -22,8 +23,6 @@ static const double pe8[8][3] = {
 #define PE_SAFETY 1.01
 #define QUINTIC_MAX 6 /* from delta <= 0.5, 3 steps reach 7e-11 in exact arithmetic */
 #define PE_ROUNDS 3   /* each multiplies a tiny singular value by ~3e3 */
-
-static int imin(int a, int b) { return a < b ? a : b; }
 
 void dm_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols) {
     size_t len = (size_t)rows * cols;

@@ -13,6 +13,34 @@ void t_fill_normal(float *x, size_t n, uint64_t seed, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = (float)(dm_rng_normal(&r) * scale);
 }
 
+void t_l2norm_rows(float *x, size_t rows, int d) {
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * (size_t)d;
+        double s = 0;
+        for (int i = 0; i < d; i++) s += (double)xr[i] * xr[i];
+        float rn = (float)(1.0 / sqrt(s + 1e-6));
+        for (int i = 0; i < d; i++) xr[i] *= rn;
+    }
+}
+
+void t_orthonormal_cols(double *Q, int r, int c, uint64_t seed, uint64_t stream) {
+    dm_rng g;
+    dm_rng_seed(&g, seed, stream);
+    for (size_t i = 0; i < (size_t)r * c; i++) Q[i] = dm_rng_normal(&g);
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < c; j++) {
+            for (int k = 0; k < j; k++) {
+                double d = 0;
+                for (int i = 0; i < r; i++) d += Q[(size_t)i * c + j] * Q[(size_t)i * c + k];
+                for (int i = 0; i < r; i++) Q[(size_t)i * c + j] -= d * Q[(size_t)i * c + k];
+            }
+            double nn = 0;
+            for (int i = 0; i < r; i++) nn += Q[(size_t)i * c + j] * Q[(size_t)i * c + j];
+            nn = sqrt(nn);
+            for (int i = 0; i < r; i++) Q[(size_t)i * c + j] /= nn;
+        }
+}
+
 void t_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     dm_rng r;
     dm_rng_seed(&r, seed, 0x7e58);

@@ -33,6 +33,12 @@ void t_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ---- data ---- */
 void t_fill_normal(float *x, size_t n, uint64_t seed, float scale);
 void t_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+/* each of the rows [rows, d] of x scaled to unit L2 norm (x / sqrt(sum x^2 + 1e-6), the
+ * sum in double): the delta core's normalized q and k */
+void t_l2norm_rows(float *x, size_t rows, int d);
+/* Q[r, c] (row-major, r >= c) with orthonormal columns: Gaussian from the generator seeded
+ * (seed, stream), Gram-Schmidt twice */
+void t_orthonormal_cols(double *Q, int r, int c, uint64_t seed, uint64_t stream);
 void t_to_double(double *dst, const float *src, size_t n);
 float *t_alloc(size_t n);   /* zeroed floats; aborts on OOM */
 double *t_allocd(size_t n); /* zeroed doubles */

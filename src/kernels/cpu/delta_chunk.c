@@ -1,7 +1,7 @@
 /* delta_chunk.c — the chunked (fused) delta-rule core, KDA and GDN, forward and backward.
- * docs/chunked.md sections 2-9; DESIGN.md section 4; declarations in kernels/cpu/delta_chunk.h
- * (the reference's in kernels/ref/ref.h). Same semantics and layout as the reference
- * (delta_ref.c):
+ * docs/chunked.md sections 2-9; docs/architecture.md section 4; declarations in
+ * kernels/cpu/delta_chunk.h (the reference's in kernels/ref/ref.h). Same semantics and
+ * layout as the reference (delta_ref.c):
  *   q,k [B,T,H,dk]  v,o,dO [B,T,H,dv]  g [B,T,H,dk] (KDA) or [B,T,H] (GDN)  beta [B,T,H]
  *   h0,hT,dhT,dh0 [B,H,dk,dv]   saved (optional, see saved_pair): per pair the chunk-start
  *   states [nc,dk,dv], the rows of Dl [T,dv] and, for KDA, A and Lr [nc,C,C]; nc = ceil(T/C)
@@ -46,180 +46,10 @@
 #include <string.h>
 
 #include "kernels/cpu/delta_chunk.h"
-
-#ifdef __FMA__
-#define FMA(a, b, c) fmaf(a, b, c)
-#else
-#define FMA(a, b, c) ((a) * (b) + (c))
-#endif
+#include "kernels/cpu/vmath.h"
 
 #define CH_MAX_D 256 /* dk, dv limit (dm_delta_chunk_supports) */
 #define HG_MAX 4     /* heads of one batch row run in lockstep (fwd_group, bwd_group) */
-
-/* Explicit SIMD for the pairwise backward (GCC/Clang vector extensions): VL lanes of the
- * widest vector the build targets; arrays the pairwise loops touch have rows padded to a
- * multiple of VL (dkp) and zero in the padding, so no loop has a tail. */
-#if defined(__AVX512F__)
-#define VL 16
-#elif defined(__AVX__)
-#define VL 8
-#else
-#define VL 4
-#endif
-/* lane indices that complete a shuffle of VL lanes (their values do not matter) */
-#if VL == 16
-#define VL_REST4 , 8, 9, 10, 11, 12, 13, 14, 15
-#define VL_REST2 , 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-#define VL_REST1 , 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-#elif VL == 8
-#define VL_REST4
-#define VL_REST2 , 4, 5, 6, 7
-#define VL_REST1 , 2, 3, 4, 5, 6, 7
-#else
-#define VL_REST4
-#define VL_REST2
-#define VL_REST1 , 2, 3
-#endif
-#if defined(__x86_64__) && (defined(__AVX512F__) || defined(__FMA__))
-#include <immintrin.h>
-#endif
-typedef float vf __attribute__((vector_size(VL * sizeof(float))));
-static inline vf vld(const float *p) {
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void vst(float *p, vf v) { memcpy(p, &v, sizeof v); }
-static inline vf vfma(vf a, vf b, vf c) { /* a*b + c, fused where the target has FMA */
-#if VL == 16
-    return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif VL == 8 && defined(__FMA__)
-    return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
-#else
-    return a * b + c;
-#endif
-}
-
-/* exp for float x, written so GCC vectorizes loops over it (no libm call, no branches).
- * Cody-Waite reduction to r in [-ln2/2, ln2/2], degree-6 polynomial, 2^n from the
- * exponent bits. Max error 1.3 ulp on [-88, 88]; 0 below -87.3 (the true value is
- * < 1.2e-38); +inf above 88.72; NaN stays NaN. */
-static inline float dc_exp(float x) {
-    const float shifter = 0x1.8p23f;
-    float xc = x < -87.5f ? -87.5f : x;
-    xc = xc > 88.5f ? 88.5f : xc;
-    float t = FMA(xc, 0x1.715476p+0f, shifter);
-    float n = t - shifter;
-    float r = FMA(n, -0x1.62e43p-1f, xc);
-    r = FMA(n, 0x1.05c61p-29f, r);
-    float p = 0x1.6850e4p-10f;
-    p = FMA(p, r, 0x1.123bccp-7f);
-    p = FMA(p, r, 0x1.555b98p-5f);
-    p = FMA(p, r, 0x1.55548ep-3f);
-    p = FMA(p, r, 0x1.fffff8p-2f);
-    p = FMA(p, r, 1.0f);
-    p = FMA(p, r, 1.0f);
-    int32_t ti;
-    memcpy(&ti, &t, sizeof ti);
-    int32_t si = (int32_t)((uint32_t)ti << 23) + 0x3f800000;
-    float s;
-    memcpy(&s, &si, sizeof s);
-    float y = p * s;
-    y = x < -87.3f ? 0.f : y;
-    y = x > 88.72f ? INFINITY : y;
-    return y;
-}
-
-typedef int32_t vi __attribute__((vector_size(VL * sizeof(float))));
-static inline vf vsplat(float x) { return (vf){0} + x; }
-static inline vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
-#if VL == 16
-/* exp on 16 lanes with AVX-512: n = round(x log2 e), r = x - n ln2 (two steps), the same
- * degree-6 polynomial as dc_exp, then p * 2^n by vscalefps, which underflows gradually
- * to 0 and overflows to +inf by itself (no clamps). Within 1.3 ulp of exp on the normal
- * range (measured against libm over [-200, 100]); NaN stays NaN, exp(-inf) = 0. */
-static inline vf vexp(vf x) {
-    const __m512 xx = (__m512)x;
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xx, _mm512_set1_ps(0x1.715476p+0f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0x1.62e43p-1f), xx);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(0x1.05c61p-29f), r);
-    __m512 p = _mm512_set1_ps(0x1.6850e4p-10f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.123bccp-7f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.555b98p-5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.55548ep-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.fffff8p-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return (vf)_mm512_scalef_ps(p, n);
-}
-#else
-/* dc_exp on VL lanes: the same operations in the same order, so the same bits. */
-static inline vf vexp(vf x) {
-    const vf shifter = vsplat(0x1.8p23f);
-    vf xc = vsel(x < -87.5f, vsplat(-87.5f), x);
-    xc = vsel(xc > 88.5f, vsplat(88.5f), xc);
-    const vf t = vfma(xc, vsplat(0x1.715476p+0f), shifter);
-    const vf n = t - shifter;
-    vf r = vfma(n, vsplat(-0x1.62e43p-1f), xc);
-    r = vfma(n, vsplat(0x1.05c61p-29f), r);
-    vf p = vsplat(0x1.6850e4p-10f);
-    p = vfma(p, r, vsplat(0x1.123bccp-7f));
-    p = vfma(p, r, vsplat(0x1.555b98p-5f));
-    p = vfma(p, r, vsplat(0x1.55548ep-3f));
-    p = vfma(p, r, vsplat(0x1.fffff8p-2f));
-    p = vfma(p, r, vsplat(1.0f));
-    p = vfma(p, r, vsplat(1.0f));
-    const vi si = ((vi)t << 23) + 0x3f800000;
-    vf y = p * (vf)si;
-    y = vsel(x < -87.3f, vsplat(0.f), y);
-    y = vsel(x > 88.72f, vsplat(INFINITY), y);
-    return y;
-}
-#endif
-/* sum of the lanes, as a fixed halving tree */
-static inline float hsum(vf v) {
-#if VL == 16
-    v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-#endif
-#if VL >= 8
-    v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3 VL_REST4);
-#endif
-    v += __builtin_shufflevector(v, v, 2, 3, 0, 1 VL_REST2);
-    v += __builtin_shufflevector(v, v, 1, 0 VL_REST1);
-    return v[0];
-}
-
-/* out[i] = sum of the lanes of v[i], i < 8: a transposing tree (24 shuffles and adds for
- * all eight, instead of 8 each) */
-static inline void hsum8(const vf v[8], float out[8]) {
-#if VL == 16
-    vf w4[4], z[2];
-    for (int p = 0; p < 4; p++)
-        w4[p] = __builtin_shufflevector(v[2 * p], v[2 * p + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
-                                        18, 19, 20, 21, 22, 23) +
-                __builtin_shufflevector(v[2 * p], v[2 * p + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24,
-                                        25, 26, 27, 28, 29, 30, 31);
-    for (int q = 0; q < 2; q++)
-        z[q] = __builtin_shufflevector(w4[2 * q], w4[2 * q + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17,
-                                       18, 19, 24, 25, 26, 27) +
-               __builtin_shufflevector(w4[2 * q], w4[2 * q + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20,
-                                       21, 22, 23, 28, 29, 30, 31);
-    const vf u = __builtin_shufflevector(z[0], z[1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24,
-                                         25, 28, 29) +
-                 __builtin_shufflevector(z[0], z[1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26,
-                                         27, 30, 31);
-    const vf f = __builtin_shufflevector(u, u, 0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12,
-                                         14) +
-                 __builtin_shufflevector(u, u, 1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13,
-                                         15);
-    float t[16];
-    vst(t, f);
-    memcpy(out, t, 8 * sizeof(float));
-#else
-    for (int i = 0; i < 8; i++) out[i] = hsum(v[i]);
-#endif
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* small matrix products                                                                  */
@@ -377,7 +207,7 @@ static void mm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
             for (int j = jt; j < je; j++) {
                 float acc = 0.f;
                 for (int k = k0; k < k1; k++)
-                    acc = FMA(A[(size_t)i * sai + (size_t)k * sak], B[(size_t)k * ldb + j], acc);
+                    acc = VFMA(A[(size_t)i * sai + (size_t)k * sak], B[(size_t)k * ldb + j], acc);
                 float *c = C + (size_t)i * ldc + j;
                 *c = bet ? alpha * acc + *c : alpha * acc;
             }
@@ -578,10 +408,10 @@ static void chunk_gates(const in_t *in, int b, int h, int t0, int n, ws_t *w) {
             w->Gd[r] = acc;
         }
         const double Ge = w->Gd[n - 1];
-        const float ee = dc_exp((float)Ge);
+        const float ee = exp_cw((float)Ge);
         for (int c = 0; c < dk; c++) w->eGend[c] = ee;
         for (int r = 0; r < n; r++) {
-            const float er = dc_exp((float)w->Gd[r]), ek = dc_exp((float)(Ge - w->Gd[r]));
+            const float er = exp_cw((float)w->Gd[r]), ek = exp_cw((float)(Ge - w->Gd[r]));
             float *eG = w->eG + (size_t)r * dk, *eGk = w->eGk + (size_t)r * dk;
             for (int c = 0; c < dk; c++) {
                 eG[c] = er;
@@ -747,7 +577,7 @@ static void chunk_intra(const in_t *in, int n, int C, ws_t *w) {
             float *gm = w->Gm + (size_t)r * C, *a = w->A + (size_t)r * C,
                   *l = w->Lr + (size_t)r * C;
             const float *qk = w->QK + (size_t)r * C, *kk = w->KK + (size_t)r * C;
-            for (int j = 0; j <= r; j++) gm[j] = dc_exp((float)(Gr - w->Gd[j]));
+            for (int j = 0; j <= r; j++) gm[j] = exp_cw((float)(Gr - w->Gd[j]));
             for (int j = 0; j <= r; j++) a[j] = scale * qk[j] * gm[j];
             for (int j = 0; j < r; j++) l[j] = kk[j] * gm[j];
         }
@@ -853,7 +683,7 @@ static inline void axpy_rows(float *yr, const float *Y, int dv, const float *cf,
     }
     for (; x < dv; x++) {
         float acc = yr[x];
-        for (int j = j0; j != j1; j += step) acc = FMA(cf[j], Y[(size_t)j * dv + x], acc);
+        for (int j = j0; j != j1; j += step) acc = VFMA(cf[j], Y[(size_t)j * dv + x], acc);
         yr[x] = acc;
     }
 }
@@ -1025,7 +855,7 @@ static void intra_bwd_kda(const in_t *in, int b, int h, int t0, int n, int C, ws
             const float dl = dL[(size_t)r * C + j];
             ac[j] = scale * dA[(size_t)r * C + j];
             lc[j] = br * dl;
-            dbr = FMA(dl, Lr[(size_t)r * C + j], dbr);
+            dbr = VFMA(dl, Lr[(size_t)r * C + j], dbr);
         }
         w->dba[r] += dbr;
         const float ad = scale * dA[(size_t)r * C + r];
@@ -1073,7 +903,7 @@ static void intra_bwd_gdn(const in_t *in, int b, int h, int t0, int n, int C, ws
         const float *gm = w->Gm + (size_t)r * C, *qk = w->QK + (size_t)r * C,
                     *kk = w->KK + (size_t)r * C, *lr = w->Lr + (size_t)r * C;
         float dbr = 0.f;
-        for (int j = 0; j < r; j++) dbr = FMA(el[j], lr[j], dbr);
+        for (int j = 0; j < r; j++) dbr = VFMA(el[j], lr[j], dbr);
         w->dba[r] += dbr;
         for (int j = 0; j <= r; j++) ea[j] = scale * ea[j] * gm[j];
         for (int j = 0; j < r; j++) el[j] = br * el[j] * gm[j];
@@ -1081,7 +911,7 @@ static void intra_bwd_gdn(const in_t *in, int b, int h, int t0, int n, int C, ws
         for (int j = r; j < n; j++) el[j] = 0.f;
         float acc = 0.f;
         for (int j = 0; j < r; j++) {
-            acc += FMA(ea[j], qk[j], el[j] * kk[j]);
+            acc += VFMA(ea[j], qk[j], el[j] * kk[j]);
             w->dgs[j + 1] += acc;
         }
     }
@@ -1127,7 +957,7 @@ static void bwd_chunk(const in_t *in, int C, int b, int h, int t0, int n, const 
         float *ds = dS + (size_t)c * dv;
         float acc = 0.f;
     #pragma omp simd reduction(+ : acc)
-        for (int j = 0; j < dv; j++) acc = FMA(s[j], ds[j], acc);
+        for (int j = 0; j < dv; j++) acc = VFMA(s[j], ds[j], acc);
         const float e = w->eGend[c];
         w->eGH[c] = e * acc;
         for (int j = 0; j < dv; j++) ds[j] *= e;
@@ -1158,7 +988,7 @@ static void bwd_chunk(const in_t *in, int C, int b, int h, int t0, int n, const 
             dka[c] = dkbi + dkgi;
             dGa[c] = qr[c] * dqi + kr[c] * dkbi;
             dkg[c] = kr[c] * dkgi;
-            db = FMA(kr[c], ekb, db);
+            db = VFMA(kr[c], ekb, db);
         }
         const float *ybr = Yb + (size_t)r * dv;
         float *dvr = gr->dv + rowv(d, b, t0 + r, h);
@@ -1166,7 +996,7 @@ static void bwd_chunk(const in_t *in, int C, int b, int h, int t0, int n, const 
     #pragma omp simd reduction(+ : dbv)
         for (int j = 0; j < dv; j++) {
             dvr[j] = -br * ybr[j];
-            dbv = FMA(vr[j], ybr[j], dbv);
+            dbv = VFMA(vr[j], ybr[j], dbv);
         }
         w->dba[r] = db - dbv;
     }

@@ -38,9 +38,8 @@ void dm_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, con
  * rows' dw terms in row order into its own partial, and the partials are added in chunk
  * order, so the result does not depend on the thread count. (Two passes — rows, then
  * column blocks of 16 walking rows 256 bytes apart, with sigmoid(z) parked in dz between
- * them — took 3.7-4.2 ns per element at [16384, 64] on one thread where this takes
- * 1.2-1.4.) D above GN_MAXD (wider than any head the chunked core takes) sums dw in one
- * chunk, straight into dw. */
+ * them — took about three times as long: docs/kernels.md.) D above GN_MAXD (wider than
+ * any head the chunked core takes) sums dw in one chunk, straight into dw. */
 #define GN_CHUNKS 16
 #define GN_MAXD 256
 void dm_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,

@@ -31,8 +31,8 @@ void dm_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N
  * One pass over the rows in RMS_CHUNKS fixed chunks (in parallel), each summing its rows'
  * dw terms in row order into its own partial; the partials are added in chunk order, so
  * the result does not depend on the thread count. (A second pass over column blocks read
- * dy and x again, 16 floats of every row: 1.1 ms at [4096, 256] on one thread where this
- * takes 0.8.) C above RMS_MAXC sums dw in one chunk, straight into dw. */
+ * dy and x again, 16 floats of every row, and was slower: docs/kernels.md.) C above
+ * RMS_MAXC sums dw in one chunk, straight into dw. */
 #define RMS_CHUNKS 16
 #define RMS_MAXC 1024
 void dm_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,

@@ -4,9 +4,9 @@
  * vectorize; the order within each sum stays the index order. */
 #include "kernels/ref/ref.h"
 
-#define REF_B 64 /* outputs summed side by side */
+#include "base/minmax.h"
 
-static int imin(int a, int b) { return a < b ? a : b; }
+#define REF_B 64 /* outputs summed side by side */
 
 /* acc[j] += sum_r a[r*sa] B[r*ldb + j] for j < nb, r in order: the sums of a block of
  * outputs side by side */
