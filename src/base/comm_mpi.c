@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/comm_xport.h"
 
 #define TAG_ASK 1
@@ -35,11 +36,6 @@ static MPI_Comm ping_comm(const dm_comm *c) { return MPI_Comm_f2c((MPI_Fint)c->p
 
 static const int ONE = 1; /* what is sent in a ping and in its answer */
 
-static double mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void nap(long ns) {
     struct timespec ts = {0, ns};
@@ -82,7 +78,7 @@ static void silent_ranks(dm_comm *c, char *out, size_t n) {
             MPI_Request_free(&s);
         MPI_Irecv(&got[r], 1, MPI_INT, r, TAG_ANSWER, pc, &rq[r]);
     }
-    for (double t0 = mono(); mono() - t0 < 3.0;) {
+    for (double t0 = dm_now(); dm_now() - t0 < 3.0;) {
         int all = 1;
         for (int r = 0; r < N; r++) {
             int done = 1;
@@ -112,7 +108,7 @@ static void silent_ranks(dm_comm *c, char *out, size_t n) {
 
 /* Wait for a started collective: 0 done; 1 with why (its error, or the timeout). */
 static int await_req(dm_comm *c, MPI_Request *req, const char *call, char *why, size_t n) {
-    double t0 = mono();
+    double t0 = dm_now();
     long ns = 1000;
     for (long polls = 0;; polls++) {
         int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -122,7 +118,7 @@ static int await_req(dm_comm *c, MPI_Request *req, const char *call, char *why, 
         answer_pings(c);
         nap(ns);
         if (ns < 256000) ns *= 2; /* at most ~4 polls a millisecond: under 1% of a core */
-        double waited = mono() - t0;
+        double waited = dm_now() - t0;
         if (c->timeout_s > 0 && waited > c->timeout_s) {
             char who[256];
             silent_ranks(c, who, sizeof who);
