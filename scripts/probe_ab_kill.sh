@@ -6,11 +6,8 @@
 #   scripts/probe_ab_kill.sh [BUILD=build] [TRIALS=50] [STEPS=300]
 set -uo pipefail
 BUILD=$(cd "${1:-build}" && pwd); TRIALS=${2:-50}; STEPS=${3:-300}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-D=$(mktemp -d /tmp/dm-abkill.XXXXXX)
-trap 'rm -rf "$D"' EXIT
-SETS="--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 --set gate_rank=8 \
---set batch_size=2 --set seq_len=32 --set eval_window=1024 --set warmup_steps=1 --set threads=1"
+source "$(dirname "$0")/probe_common.sh"
+SETS="$TINY --set batch_size=2 --set warmup_steps=1"
 orphans=0; failed=0; killed_in_cell=0
 for t in $(seq "$TRIALS"); do
   dir="$D/ab$t"

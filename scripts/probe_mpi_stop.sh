@@ -7,12 +7,9 @@
 #   scripts/probe_mpi_stop.sh [BUILD=build] [TRIALS=5] [TIMEOUT=10]
 set -uo pipefail
 BUILD=$(cd "${1:-build}" && pwd); TRIALS=${2:-5}; TO=${3:-10}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-D=$(mktemp -d /tmp/dm-mpistop.XXXXXX)
-trap 'rm -rf "$D"' EXIT
-SETS="--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 --set gate_rank=8 \
---set batch_size=1 --set grad_accum=2 --set seq_len=32 --set eval_window=1024 --set warmup_steps=2 \
---set threads=1 --set steps=1000000 --set ckpt_every=5 --set eval_every=0 --set comm_timeout=$TO"
+source "$(dirname "$0")/probe_common.sh"
+SETS="$TINY --set batch_size=1 --set grad_accum=2 --set warmup_steps=2 --set steps=1000000 \
+--set ckpt_every=5 --set eval_every=0 --set comm_timeout=$TO"
 ok=0
 for t in $(seq "$TRIALS"); do
   run="$D/run$t"

@@ -12,12 +12,9 @@
 #   scripts/probe_mutate.sh [BUILD=build] [MODEL=700] [OPTIM=300] [SEED=1]
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd); NM=${2:-700}; NO=${3:-300}; SEED=${4:-1}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-D=$(mktemp -d /tmp/dm-mutate.XXXXXX)
-trap 'rm -rf "$D"' EXIT
-SETS="--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 --set gate_rank=8 \
---set batch_size=2 --set seq_len=32 --set eval_window=1024 --set warmup_steps=1 --set log_every=1 \
---set threads=1 --set steps=10 --set ckpt_every=1 --set eval_every=0"
+source "$(dirname "$0")/probe_common.sh"
+SETS="$TINY --set batch_size=2 --set warmup_steps=1 --set log_every=1 --set steps=10 \
+--set ckpt_every=1 --set eval_every=0"
 DM="$BUILD/dormouse"
 $DM train --out "$D/ref" --data "$ROOT/data/kjv.txt.gz" $SETS >/dev/null 2>&1
 $DM train --out "$D/run" --data "$ROOT/data/kjv.txt.gz" $SETS --until 6 >/dev/null 2>&1

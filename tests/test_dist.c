@@ -296,6 +296,16 @@ static void signal_rank(const char *d, const char *run, int sig, const char *ext
     printf("%s\n  exit %d, %d ms after signal %d to rank 1\n", out, *rc, *ms, sig);
 }
 
+/* After a rank was `what` (killed, stopped): the job exited non-zero (rc) within limit_ms
+ * (ms after the signal), and the last checkpoint of run loads and resumes in one process */
+static void job_ended(const char *run, int rc, int ms, int limit_ms, const char *what) {
+    CHECKF(rc > 0, "the job exited %d after a rank was %s", rc, what);
+    CHECKF(ms >= 0 && ms < limit_ms, "the job took %d ms to end after a rank was %s", ms, what);
+    long step = loads_at(run);
+    CHECKF(step >= 10 && step % 5 == 0, "the last checkpoint (step %ld) does not load", step);
+    CHECK(step < 0 || solo_train(run, NULL, 1, step + 2) == DM_JOB_OK);
+}
+
 /* One rank killed (SIGKILL): the job exits non-zero within 30 s, and the last checkpoint
  * loads and resumes in one process */
 TEST(dist_rank_killed_stops_the_job) {
@@ -305,11 +315,7 @@ TEST(dist_rank_killed_stops_the_job) {
     t_tmpdir(d, sizeof d);
     snprintf(run, sizeof run, "%s/run", d);
     signal_rank(d, run, 9, NULL, &rc, &ms, out, sizeof out);
-    CHECKF(rc > 0, "the job exited %d after a rank was killed", rc);
-    CHECKF(ms >= 0 && ms < 30000, "the job took %d ms to end after a rank was killed", ms);
-    long step = loads_at(run);
-    CHECKF(step >= 10 && step % 5 == 0, "the last checkpoint (step %ld) does not load", step);
-    CHECK(step < 0 || solo_train(run, NULL, 1, step + 2) == DM_JOB_OK);
+    job_ended(run, rc, ms, 30000, "killed");
     t_rmtree(d);
 }
 
@@ -323,16 +329,12 @@ TEST(dist_stopped_rank_times_out) {
     t_tmpdir(d, sizeof d);
     snprintf(run, sizeof run, "%s/run", d);
     signal_rank(d, run, 19, "comm_timeout=3", &rc, &ms, out, sizeof out);
-    CHECKF(rc > 0, "the job exited %d after a rank was stopped", rc);
-    CHECKF(ms >= 0 && ms < 60000, "the job took %d ms to end after a rank was stopped", ms);
-    CHECKF(strstr(out, "comm_timeout") && strstr(out, "rank 1 does not answer"),
-           "no error naming the stopped rank");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "kill -9 $(cat %s/pid.1) 2>/dev/null", d);
     t_run(cmd, NULL, 0);
-    long step = loads_at(run);
-    CHECKF(step >= 10 && step % 5 == 0, "the last checkpoint (step %ld) does not load", step);
-    CHECK(step < 0 || solo_train(run, NULL, 1, step + 2) == DM_JOB_OK);
+    CHECKF(strstr(out, "comm_timeout") && strstr(out, "rank 1 does not answer"),
+           "no error naming the stopped rank");
+    job_ended(run, rc, ms, 60000, "stopped");
     t_rmtree(d);
 }
 
