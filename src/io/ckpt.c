@@ -118,7 +118,9 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
 }
 
 /* The save prunes before it writes (what a writer killed while pruning left) and after
- * the new checkpoint is in: at most KEEP + 1 exist at any moment (KEEP + 2 with keep). */
+ * the new checkpoint is in: at most KEEP + 1 exist at any moment (also with keep: a resume
+ * keeps the checkpoint before the one it loaded only until its first save is proven, so
+ * it is one of those three). */
 int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, long step,
                          long keep, char *err, size_t errlen) {
     char dir[4000], tmp[4100], path[4200], stepbuf[32];

@@ -8,7 +8,8 @@
  * pruned by renaming them to ckpt-NNNNNNNN.del before deleting them. So a directory
  * named ckpt-NNNNNNNN is complete or absent at every moment, even under kill -9; the
  * .tmp and .del leftovers of a killed writer are never read and are removed by the next
- * save. The two newest are kept, and none beyond the step saved (a damaged one a resume
+ * save. The two newest are kept (and, on request, the one a resume may fall back to:
+ * dm_ckpt_save_keeping), and none beyond the step saved (a damaged one a resume
  * skipped); a save prunes before it writes and after, so at most three exist at any
  * moment, also when writers are killed while pruning, one after another.
  *
