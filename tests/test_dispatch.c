@@ -13,7 +13,8 @@
 #include "kernels/ref/ref.h"
 #include "base/rng.h"
 #include "model/model.h"
-#include "optim/ns.h"
+#include "kernels/cpu/ns.h"
+#include "ops/optim_ops.h"
 
 static dm_config small(int mixer) {
     dm_config c;
@@ -253,8 +254,9 @@ TEST(dispatch_every_op_counted_timed_verified) {
                 CHECKF(v >= 0 && v <= DM_VERIFY_BOUND, "%s.%s: verify %.3g", dm_op_name(op),
                        dm_op_dir_name(d), v);
             }
-        /* matmul 3 directions, add 1, the 11 others 2 each */
-        CHECKF(counted == 3 + 1 + 2 * (DM_OP_COUNT - 2), "%d (op, direction) pairs ran", counted);
+        /* the model's ops (the optimizer's come after them, tests/test_optim_ops.c): matmul
+         * 3 directions, add 1, the 11 others 2 each */
+        CHECKF(counted == 3 + 1 + 2 * (DM_OP_GRAD_ADD - 2), "%d (op, direction) pairs ran", counted);
         char table[8192];
         dm_model_dispatch_table(m, table, sizeof table);
         printf("  %s: %d op directions counted, %d in the atlas, %d of %d verified\n%s",
@@ -298,11 +300,17 @@ TEST(atlas_roofline_times_every_gemm) {
         }
         CHECKF(set_calls == mm_calls, "%ld products recorded, %ld matmul calls", set_calls, mm_calls);
         CHECKF(fabs(set_flops - op_flops) <= 1e-9 * op_flops, "%.6g vs %.6g", set_flops, op_flops);
-        /* Newton-Schulz: a stack and a lone slice, wide and tall */
+        /* Newton-Schulz through its op (verify off: the whole iteration per call): a stack
+         * and a lone slice, wide and tall */
         int sets = a->n_gemm;
-        dm_ns_atlas(a, 4, 16, 64, DM_NS_QUINTIC5, v == 2, 1, 1e-3);
-        dm_ns_atlas(a, 1, 96, 64, DM_NS_QUINTIC5, v == 2, 0, 1e-3);
-        dm_ns_atlas(a, 1, 96, 64, DM_NS_QUINTIC5, v == 2, 0, 1e-3);
+        m->ops.verify = 0;
+        float *x = t_alloc(96 * 64), *work = t_alloc(dm_op_ns_work(4, 96, 64, v == 2));
+        t_fill_normal(x, 96 * 64, 5, 1.0f);
+        dm_op_ns(&m->ops, x, 4, 16, 64, DM_NS_QUINTIC5, work, v == 2, 1);
+        dm_op_ns(&m->ops, x, 1, 96, 64, DM_NS_QUINTIC5, work, v == 2, 0);
+        dm_op_ns(&m->ops, x, 1, 96, 64, DM_NS_QUINTIC5, work, v == 2, 0);
+        free(x);
+        free(work);
         CHECK(a->n_gemm == sets + 2 && a->gemm[sets + 1].calls == 2);
         CHECK(fabs(a->gemm[sets].flops - dm_ns_flops(4, 16, 64, DM_NS_QUINTIC5)) <=
               1e-9 * a->gemm[sets].flops);

@@ -1,4 +1,4 @@
-/* test_ns.c — batched Newton–Schulz (src/optim/ns.h): head-wise batching, per-slice
+/* test_ns.c — batched Newton–Schulz (src/kernels/cpu/ns.h): head-wise batching, per-slice
  * normalization, singular-value bands (docs/muon.md sections 4-5), zero slices. */
 #include <math.h>
 #include <omp.h>
@@ -8,7 +8,7 @@
 #include "check.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
-#include "optim/ns.h"
+#include "kernels/cpu/ns.h"
 #include "base/rng.h"
 
 /* LAPACK from libopenblas (Fortran symbol; LAPACKE headers may be absent). The trailing

@@ -17,6 +17,11 @@ static const dm_op_def *const DEFS[DM_OP_COUNT] = {
     [DM_OP_SIGMOID] = &dm_def_sigmoid, [DM_OP_SWIGLU] = &dm_def_swiglu,
     [DM_OP_XENT] = &dm_def_xent,     [DM_OP_DELTA] = &dm_def_delta,
     [DM_OP_ADD] = &dm_def_add,
+    [DM_OP_GRAD_ADD] = &dm_def_grad_add, [DM_OP_GRAD_MEAN] = &dm_def_grad_mean,
+    [DM_OP_GRAD_NORM] = &dm_def_grad_norm, [DM_OP_ADAMW] = &dm_def_adamw,
+    [DM_OP_MOMENTUM] = &dm_def_momentum, [DM_OP_NS] = &dm_def_ns,
+    [DM_OP_NS_BF16] = &dm_def_ns_bf16, [DM_OP_MUON_UPDATE] = &dm_def_muon_update,
+    [DM_OP_RETRACT] = &dm_def_retract,
 };
 static const char *const DIR[DM_NDIR] = {"fwd", "bwd", "bwd_w"};
 

@@ -1,8 +1,8 @@
 /* op.h — how an op is described to the dispatch routine (inside src/ops only).
  *
- * Each op file (matmul.c, delta.c, norms.c, pointwise.c, seq.c) defines the op's argument
- * struct, its implementations and one dm_op_def; its typed entry points (ops.h) fill the
- * struct and call dm_op_run, which does the choosing, counting, timing and verifying for
+ * Each op file (matmul.c, delta.c, norms.c, pointwise.c, seq.c; the optimizer's update.c
+ * and ns.c) defines the op's argument struct, its implementations and one dm_op_def; its
+ * typed entry points (ops.h, optim_ops.h) fill the struct and call dm_op_run, which does the choosing, counting, timing and verifying for
  * every op alike.
  */
 #ifndef DM_OP_H
@@ -59,6 +59,8 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args);
 /* the ops, indexed by DM_OP_* in dispatch.c */
 extern const dm_op_def dm_def_matmul, dm_def_embed, dm_def_rmsnorm, dm_def_gatednorm,
     dm_def_conv, dm_def_silu, dm_def_l2norm, dm_def_gate, dm_def_sigmoid, dm_def_swiglu,
-    dm_def_xent, dm_def_delta, dm_def_add;
+    dm_def_xent, dm_def_delta, dm_def_add, dm_def_grad_add, dm_def_grad_mean, dm_def_grad_norm,
+    dm_def_adamw, dm_def_momentum, dm_def_ns, dm_def_ns_bf16, dm_def_muon_update,
+    dm_def_retract;
 
 #endif

@@ -27,6 +27,8 @@
  *   gatednorm  fused (gatednorm.c), reference (norm_ref.c, composed)
  *   embed conv silu sigmoid swiglu l2norm gate xent    cpu, reference
  *   add        cpu (y += x; nothing to check it against)
+ *   the optimizer's: grad_add grad_mean grad_norm adamw momentum ns ns_bf16 muon_update
+ *   retract (ops/optim_ops.h)
  */
 #ifndef DM_OPS_H
 #define DM_OPS_H
@@ -42,6 +44,9 @@ enum { DM_FWD = 0, DM_BWD = 1, DM_BWD_W = 2, DM_NDIR = 3 };
 enum {
     DM_OP_MATMUL, DM_OP_EMBED, DM_OP_RMSNORM, DM_OP_GATEDNORM, DM_OP_CONV, DM_OP_SILU,
     DM_OP_L2NORM, DM_OP_GATE, DM_OP_SIGMOID, DM_OP_SWIGLU, DM_OP_XENT, DM_OP_DELTA, DM_OP_ADD,
+    /* the optimizer's (ops/optim_ops.h) */
+    DM_OP_GRAD_ADD, DM_OP_GRAD_MEAN, DM_OP_GRAD_NORM, DM_OP_ADAMW, DM_OP_MOMENTUM, DM_OP_NS,
+    DM_OP_NS_BF16, DM_OP_MUON_UPDATE, DM_OP_RETRACT,
     DM_OP_COUNT
 };
 #define DM_OP_MAX_IMPL 6

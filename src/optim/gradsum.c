@@ -1,9 +1,12 @@
-/* gradsum.c — the step's gradient over micro-batches and ranks, in one order (gradsum.h). */
+/* gradsum.c — the step's gradient over micro-batches and ranks, in one order (gradsum.h);
+ * the additions and the mean run through the op layer (grad_add, grad_mean). */
 #include "optim/gradsum.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "optim/optim_internal.h"
 
 struct dm_gradsum {
     dm_model *m;
@@ -73,42 +76,28 @@ void dm_gradsum_free(dm_gradsum *g) {
     free(g);
 }
 
-/* acc[0..n) = g (first) or acc + g: the one addition of the order, element by element */
-static void fold(float *acc, const float *g, size_t n, int first) {
-    if (first) {
-        memcpy(acc, g, n * sizeof(float));
-        return;
-    }
-#pragma omp parallel for schedule(static) if (n > 1 << 16)
-    for (size_t i = 0; i < n; i++) acc[i] = acc[i] + g[i];
-}
-
-/* out[0..n) = acc * (1/A) */
-static void mean(float *out, const float *acc, size_t n, int A) {
-    float inv = 1.0f / (float)A;
-#pragma omp parallel for schedule(static) if (n > 1 << 16)
-    for (size_t i = 0; i < n; i++) out[i] = acc[i] * inv;
-}
-
 int dm_gradsum_add(dm_gradsum *g, int j) {
     float *grads = dm_model_grads(g->m);
-    if (g->N == 1) {
-        if (g->A > 1) fold(g->acc, grads, g->n, j == 0);
+    dm_ops *ops = dm_optim_ops(g->m);
+    if (g->N == 1) { /* acc = g_0, then acc + g_j: the one addition of the order */
+        if (g->A > 1) dm_op_grad_add(ops, g->acc, grads, g->n, j == 0);
         return 0;
     }
     size_t len = g->off[g->rank + 1] - g->off[g->rank];
     if (dm_comm_alltoall_shards(g->comm, grads, g->recv, g->off)) return 1;
-    for (int r = 0; r < g->N; r++) fold(g->acc, g->recv + (size_t)r * len, len, j == 0 && r == 0);
+    for (int r = 0; r < g->N; r++)
+        dm_op_grad_add(ops, g->acc, g->recv + (size_t)r * len, len, j == 0 && r == 0);
     return 0;
 }
 
 int dm_gradsum_finish(dm_gradsum *g) {
     float *grads = dm_model_grads(g->m);
+    dm_ops *ops = dm_optim_ops(g->m);
     if (g->N == 1) {
-        if (g->A > 1) mean(grads, g->acc, g->n, g->A);
+        if (g->A > 1) dm_op_grad_mean(ops, grads, g->acc, g->n, g->A);
         return 0;
     }
     size_t s = g->off[g->rank], len = g->off[g->rank + 1] - s;
-    mean(grads + s, g->acc, len, g->A);
+    dm_op_grad_mean(ops, grads + s, g->acc, len, g->A);
     return dm_comm_allgather(g->comm, grads, g->off, sizeof(float));
 }

@@ -15,16 +15,14 @@
  * others: small matrices and head slices always take NS's stack path (single-threaded
  * GEMMs; ns.h: bitwise the same in any batch), so a rank batches its share of them by
  * shape into one parallel call; a big whole matrix runs alone with its GEMMs tiled over
- * the threads, exactly as in one process. */
+ * the threads, exactly as in one process.
+ *
+ * What this file computes runs through the op layer (ops/optim_ops.h: momentum, ns or
+ * ns_bf16, muon_update, retract); it decides the units, their order and their owners. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/onednn.h"
-#include "model/model.h"
-#include "optim/ns.h"
-#include "optim/retract.h"
 #include "optim/optim_internal.h"
 
 static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *cols) {
@@ -43,15 +41,15 @@ static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const
 }
 
 /* NS in bf16 when the model's precision record says so (ops/precision.h: decided at its
- * creation from ns_precision, the CPU and oneDNN): a oneDNN context (0), or 1 with the
- * error when oneDNN, which the record found able, cannot make one now */
-static int ns_bf16(dm_optim *o, const dm_model *m, char *err, size_t errlen) {
+ * creation from ns_precision, the CPU and oneDNN): o->ns_bf16 = 1 and the op layer's
+ * oneDNN context made (0), or 1 with the error when oneDNN, which the record found able,
+ * cannot make one now */
+static int ns_bf16(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     if (!dm_model_precision(m)->ns_bf16) return 0;
-    const char *why = NULL;
-    o->dnn = dm_onednn_create(&why);
-    if (o->dnn) return 0;
-    snprintf(err, errlen, "ns_precision: oneDNN cannot make a context (%s)",
-             why ? why : "no reason given");
+    const char *why = dm_ops_ns_bf16_context(dm_optim_ops(m));
+    o->ns_bf16 = !why;
+    if (!why) return 0;
+    snprintf(err, errlen, "ns_precision: oneDNN cannot make a context (%s)", why);
     return 1;
 }
 
@@ -79,7 +77,7 @@ static int make_units(dm_optim *o, dm_model *m) {
                 u->cols = c;
                 u->len = (size_t)r * c;
                 u->off = t->offset + (size_t)s * u->len;
-                u->cost = dm_ns_flops(1, r, c, o->cfg.ns);
+                u->cost = dm_op_ns_flops(1, r, c, o->cfg.ns);
             }
         }
         /* A head slice runs in its tensor's stack, and so does a whole matrix that is small,
@@ -95,16 +93,15 @@ static int make_units(dm_optim *o, dm_model *m) {
             int twins = 0;
             for (int b = 0; b < n; b++)
                 twins += b != a && o->units[b].rows == u->rows && o->units[b].cols == u->cols;
-            double it = dm_ns_flops(1, u->rows, u->cols, o->cfg.ns) /
-                        dm_ns_sched_steps(o->cfg.ns);
-            u->stacked = u->slice >= 0 || !dm_ns_slice_threaded(u->rows, u->cols) ||
+            double it = dm_op_ns_flops(1, u->rows, u->cols, o->cfg.ns) /
+                        dm_op_ns_steps(o->cfg.ns);
+            u->stacked = u->slice >= 0 || !dm_op_ns_threaded(u->rows, u->cols) ||
                          (twins > 0 && it < MUON_TWIN_MAX_FLOPS);
         }
         if (!pass) {
             o->units = calloc((size_t)(n ? n : 1), sizeof *o->units);
-            o->ptrs = calloc((size_t)(n ? n : 1), sizeof *o->ptrs);
             o->consts = calloc((size_t)(n ? n : 1), sizeof *o->consts);
-            if (!o->units || !o->ptrs || !o->consts) return 1;
+            if (!o->units || !o->consts) return 1;
         }
     }
     o->n_units = n;
@@ -121,8 +118,8 @@ static size_t work_floats(const dm_optim *o) {
             for (int b = 0; b < o->n_units; b++)
                 k += b != a && o->units[b].stacked && o->units[b].rows == u->rows &&
                      o->units[b].cols == u->cols;
-        size_t w = o->dnn ? dm_ns_work_bf16(k, u->rows, u->cols) : dm_ns_work(k, u->rows, u->cols);
-        size_t ws = dm_retract_stiefel_work(k, u->rows, u->cols);
+        size_t w = dm_op_ns_work(k, u->rows, u->cols, o->ns_bf16);
+        size_t ws = dm_op_retract_work(k, u->rows, u->cols);
         if (w > work) work = w;
         if (ws > work) work = ws;
     }
@@ -156,8 +153,8 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         int r, c;
         const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
         if (!t) continue;
-        dm_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i], P + t->offset,
-                        g->slices, r, c);
+        dm_op_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i],
+                           P + t->offset, g->slices, r, c);
     }
     return dm_muon_shard(o, NULL, err, errlen);
 oom:
@@ -167,7 +164,6 @@ oom:
 }
 
 void dm_muon_free(dm_optim *o) {
-    dm_onednn_free(o->dnn);
     free(o->mom);
     free(o->upd);
     free(o->ns_work);
@@ -175,7 +171,6 @@ void dm_muon_free(dm_optim *o) {
     free(o->radius);
     free(o->scale);
     free(o->units);
-    free(o->ptrs);
     free(o->consts);
     free(o->pack_off);
     free(o->pack_cur);
@@ -213,14 +208,23 @@ int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
     }
     for (int a = 0; a < nu; a++) o->pack_off[o->units[a].owner + 1] += o->units[a].len;
     for (int r = 0; r < N; r++) o->pack_off[r + 1] += o->pack_off[r];
-    /* upd: this rank's stacked units side by side (they are orthogonalized together), then
-     * one slot its lone units take in turn */
+    /* upd: this rank's stacked units side by side, each batch of one shape contiguous in
+     * the order next_batch takes them (a batch is orthogonalized together as one stack),
+     * then one slot its lone units take in turn */
     size_t at = 0, alone = 0;
     for (int a = 0; a < nu; a++) {
         dm_muon_unit *u = &o->units[a];
-        if (u->owner != o->rank) continue;
-        if (u->stacked) u->uoff = at, at += u->len;
-        else if (u->len > alone) alone = u->len;
+        if (u->owner == o->rank && !u->stacked && u->len > alone) alone = u->len;
+        if (u->owner != o->rank || !u->stacked) continue;
+        int first = 1; /* the first of its shape: place its whole batch here */
+        for (int b = 0; b < a && first; b++)
+            first = !(o->units[b].owner == o->rank && o->units[b].stacked &&
+                      o->units[b].rows == u->rows && o->units[b].cols == u->cols);
+        for (int b = a; first && b < nu; b++) {
+            dm_muon_unit *v = &o->units[b];
+            if (v->owner == o->rank && v->stacked && v->rows == u->rows && v->cols == u->cols)
+                v->uoff = at, at += v->len;
+        }
     }
     free(o->upd);
     o->upd_alone = at;
@@ -256,27 +260,10 @@ void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {
     }
 }
 
-/* mom[0..n) <- beta mom + (1 - beta) g gscale; and u = (1 - beta) g gscale + beta mom when
- * u is given */
-static void momentum(float *mom, const float *G, float *u, size_t n, float beta, float gscale) {
-    if (u) {
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-        for (size_t j = 0; j < n; j++) {
-            float gj = G[j] * gscale;
-            mom[j] = beta * mom[j] + (1.0f - beta) * gj;
-            u[j] = (1.0f - beta) * gj + beta * mom[j];
-        }
-    } else {
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-        for (size_t j = 0; j < n; j++) mom[j] = beta * mom[j] + (1.0f - beta) * (G[j] * gscale);
-    }
-}
-
 /* The next batch of this rank's stacked units not yet done, from *a on: those of unit
- * *a's shape, their matrices in o->ptrs (the update in upd when W is NULL, else the
- * weights in W) and their Stiefel scales in o->consts. Marks them done; returns how many
- * (0: none left). */
-static int next_batch(dm_optim *o, int *a, float *W, char *done) {
+ * *a's shape (contiguous in upd from unit *a's uoff), their Stiefel scales in o->consts.
+ * Marks them done; returns how many (0: none left). */
+static int next_batch(dm_optim *o, int *a, char *done) {
     for (; *a < o->n_units; ++*a)
         if (!done[*a] && o->units[*a].stacked && o->units[*a].owner == o->rank) break;
     if (*a == o->n_units) return 0;
@@ -288,68 +275,68 @@ static int next_batch(dm_optim *o, int *a, float *W, char *done) {
             v->cols != u->cols)
             continue;
         done[b] = 1;
-        o->ptrs[k] = W ? W + v->off : o->upd + v->uoff;
         o->consts[k++] = o->scale[o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice)];
     }
     return k;
 }
 
 /* Newton-Schulz of a lone unit's update x (its GEMMs tiled over the threads) */
-static void orthogonalize_alone(dm_optim *o, const dm_muon_unit *u, float *x) {
-    dm_ns_sched s = o->cfg.ns;
-    double t0 = o->atlas ? dm_now() : 0;
-    if (o->dnn) dm_ns_bf16(x, x, 1, u->rows, u->cols, s, o->ns_work, o->dnn);
-    else dm_ns(x, x, 1, u->rows, u->cols, s, o->ns_work);
-    if (o->atlas)
-        dm_ns_atlas(o->atlas, 1, u->rows, u->cols, s, o->dnn != NULL, 0, dm_now() - t0);
+static void orthogonalize_alone(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
+    dm_op_ns(ops, x, 1, u->rows, u->cols, o->cfg.ns, o->ns_work, o->ns_bf16, 0);
 }
 
 /* Newton-Schulz of this rank's stacked units, in place in upd, batched by shape */
-static void orthogonalize_stacked(dm_optim *o, char *done) {
-    dm_ns_sched s = o->cfg.ns;
+static void orthogonalize_stacked(dm_optim *o, dm_ops *ops, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, NULL, done))) {
+    while ((k = next_batch(o, &a, done))) {
         const dm_muon_unit *u = &o->units[a];
-        double t0 = o->atlas ? dm_now() : 0;
-        dm_ns_stack(o->ptrs, (const float *const *)o->ptrs, k, u->rows, u->cols, s, o->ns_work,
-                    o->dnn);
-        if (o->atlas)
-            dm_ns_atlas(o->atlas, k, u->rows, u->cols, s, o->dnn != NULL, 1, dm_now() - t0);
+        dm_op_ns(ops, o->upd + u->uoff, k, u->rows, u->cols, o->cfg.ns, o->ns_work, o->ns_bf16,
+                 1);
     }
 }
 
 /* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update */
-static void update_w(dm_optim *o, const dm_muon_unit *u, float *W, const float *x, float f) {
+static void update_w(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
+                     float f) {
     const dm_group *g = &o->groups[u->tensor];
     float lr = g->lr * f;
     float step_scale = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
-    float decay = 1.0f - lr * g->wd, *w = W + u->off;
-    size_t n = u->len;
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-    for (size_t j = 0; j < n; j++) w[j] = w[j] * decay - step_scale * x[j];
+    float decay = 1.0f - lr * g->wd;
+    dm_op_muon_update(ops, W + u->off, x, u->len, decay, step_scale);
 }
 
 /* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
  * any unit */
-static void retract_one(dm_optim *o, const dm_muon_unit *u, float *W) {
+static void retract_one(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W) {
     const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
     const float *S = o->scale + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
     if (o->cfg.retract == DM_RETRACT_SPHERE)
-        DM_TIMED(o->atlas, "retract", 0, dm_retract_sphere(W + u->off, R, 1, u->rows, u->cols));
-    else
-        DM_TIMED(o->atlas, "retract", 0,
-                 dm_retract_stiefel(W + u->off, S, 1, u->rows, u->cols, o->ns_work, NULL));
+        dm_op_retract_sphere(ops, W + u->off, R, 1, u->rows, u->cols);
+    else dm_op_retract_stiefel(ops, W + u->off, S, 1, u->rows, u->cols, o->ns_work, 0);
 }
 
-/* Stiefel retraction of this rank's stacked units, batched by shape */
-static void retract_stacked(dm_optim *o, float *W, char *done) {
+/* Stiefel retraction of this rank's stacked units, batched by shape: each batch's weights
+ * staged in upd (free once the updates are applied) as one contiguous stack, retracted
+ * there, and copied back */
+static void retract_stacked(dm_optim *o, dm_ops *ops, float *W, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, W, done))) {
+    while ((k = next_batch(o, &a, done))) {
         const dm_muon_unit *u = &o->units[a];
-        DM_TIMED(o->atlas, "retract", 0,
-                 dm_retract_stiefel_stack(o->ptrs, o->consts, k, u->rows, u->cols, o->ns_work));
+        float *stage = o->upd + u->uoff;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int b = a, i = 0; i < k; b++) {
+                const dm_muon_unit *v = &o->units[b];
+                if (v->owner != o->rank || !v->stacked || v->rows != u->rows || v->cols != u->cols)
+                    continue;
+                if (pass) memcpy(W + v->off, stage + (size_t)i * v->len, v->len * sizeof(float));
+                else memcpy(stage + (size_t)i * v->len, W + v->off, v->len * sizeof(float));
+                i++;
+            }
+            if (!pass)
+                dm_op_retract_stiefel(ops, stage, o->consts, k, u->rows, u->cols, o->ns_work, 1);
+        }
     }
 }
 
@@ -377,6 +364,7 @@ int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
     float *W = dm_model_params(m);
     const float *G = dm_model_grads(m);
     float beta = c->muon_momentum;
+    dm_ops *ops = dm_optim_ops(m);
     int retract = c->retract != DM_RETRACT_OFF && step % c->retract_every == 0;
     char done_small[256], *done = o->n_units <= 256 ? done_small : malloc((size_t)o->n_units);
     if (!done) return 1;
@@ -385,27 +373,27 @@ int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
         const dm_muon_unit *u = &o->units[a];
         int mine = u->owner == o->rank;
         if (mine && !u->stacked) continue; /* below, one at a time */
-        momentum(o->mom + u->off, G + u->off, mine ? o->upd + u->uoff : NULL, u->len, beta,
-                 gscale);
+        dm_op_momentum(ops, o->mom + u->off, mine ? o->upd + u->uoff : NULL, G + u->off, u->len,
+                       beta, gscale);
     }
     /* the stacked units: orthogonalized together, then updated and retracted */
-    orthogonalize_stacked(o, done);
+    orthogonalize_stacked(o, ops, done);
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
         if (u->owner != o->rank || !u->stacked) continue;
-        update_w(o, u, W, o->upd + u->uoff, f);
-        if (retract && c->retract == DM_RETRACT_SPHERE) retract_one(o, u, W);
+        update_w(o, ops, u, W, o->upd + u->uoff, f);
+        if (retract && c->retract == DM_RETRACT_SPHERE) retract_one(o, ops, u, W);
     }
-    if (retract && c->retract == DM_RETRACT_STIEFEL) retract_stacked(o, W, done);
+    if (retract && c->retract == DM_RETRACT_STIEFEL) retract_stacked(o, ops, W, done);
     /* the lone units, each in the one slot */
     float *x = o->upd + o->upd_alone;
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
         if (u->owner != o->rank || u->stacked) continue;
-        momentum(o->mom + u->off, G + u->off, x, u->len, beta, gscale);
-        orthogonalize_alone(o, u, x);
-        update_w(o, u, W, x, f);
-        if (retract) retract_one(o, u, W);
+        dm_op_momentum(ops, o->mom + u->off, x, G + u->off, u->len, beta, gscale);
+        orthogonalize_alone(o, ops, u, x);
+        update_w(o, ops, u, W, x, f);
+        if (retract) retract_one(o, ops, u, W);
     }
     int rc = 0;
     if (o->nranks > 1) DM_TIMED(o->atlas, "muon all-gather", 0, rc = gather_units(o, W));

@@ -1,5 +1,5 @@
 /* optim.c — parameter groups, lr schedule, clipping, AdamW, and the dispatch of Muon
- * groups to muon.c. */
+ * groups to muon.c. What they compute runs through the op layer (ops/optim_ops.h). */
 #include "optim/optim.h"
 
 #include <math.h>
@@ -83,47 +83,16 @@ float dm_lr_factor(const dm_config *c, long step) {
     }
 }
 
-#define NORM_BLOCK 16384
 double dm_grad_norm(const dm_model *m) {
-    const float *g = dm_model_grads((dm_model *)m);
-    size_t n = dm_model_num_params(m), nb = (n + NORM_BLOCK - 1) / NORM_BLOCK;
-    double part[4096], total = 0;
-    /* fixed blocks summed in double, then the block sums in order */
-    for (size_t b0 = 0; b0 < nb; b0 += 4096) {
-        size_t cnt = nb - b0 < 4096 ? nb - b0 : 4096;
-#pragma omp parallel for schedule(static) if (n > 1 << 16)
-        for (size_t b = 0; b < cnt; b++) {
-            size_t s = (b0 + b) * NORM_BLOCK, e = s + NORM_BLOCK < n ? s + NORM_BLOCK : n;
-            double acc = 0;
-            for (size_t i = s; i < e; i++) acc += (double)g[i] * g[i];
-            part[b] = acc;
-        }
-        for (size_t b = 0; b < cnt; b++) total += part[b];
-    }
-    return sqrt(total);
-}
-
-/* AdamW on one tensor: p, g, m1, m2 of numel n. */
-static void adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
-                  float b1, float b2, float eps, long t, float gscale) {
-    float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
-    float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
-    float decay = 1.0f - lr * wd;
-#pragma omp parallel for schedule(static) if (n > 1 << 15)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i] * gscale;
-        m1[i] = b1 * m1[i] + (1.0f - b1) * gi;
-        m2[i] = b2 * m2[i] + (1.0f - b2) * gi * gi;
-        p[i] = p[i] * decay - lr * (m1[i] * c1) / (sqrtf(m2[i] * c2) + eps);
-    }
+    dm_model *mm = (dm_model *)m; /* the op layer counts the call */
+    return dm_op_grad_norm(dm_optim_ops(mm), dm_model_grads(mm), dm_model_num_params(m));
 }
 
 void dm_optim_set_steps(dm_optim *o, int steps) { o->cfg.steps = steps; }
 
 double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
-    double norm;
-    DM_TIMED(o->atlas, "grad_norm", 0, norm = dm_grad_norm(m));
+    double norm = dm_grad_norm(m);
     float gscale = 1.0f;
     if (c->grad_clip > 0 && norm > c->grad_clip) gscale = (float)(c->grad_clip / norm);
     float f = dm_lr_factor(c, step);
@@ -135,10 +104,9 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
         const dm_tensor *t = dm_model_tensor(m, i);
         const dm_group *g = &o->groups[i];
         if (g->kind == DM_GROUP_ADAMW)
-            DM_TIMED(o->atlas, "adamw", 0,
-                     adamw(P + t->offset, G + t->offset, o->m1 + t->offset, o->m2 + t->offset,
-                           t->numel, g->lr * f, g->wd, c->beta1, c->beta2, c->adam_eps, step + 1,
-                           gscale));
+            dm_op_adamw(dm_optim_ops(m), P + t->offset, o->m1 + t->offset, o->m2 + t->offset,
+                        G + t->offset, t->numel, g->lr * f, g->wd, c->beta1, c->beta2,
+                        c->adam_eps, step + 1, gscale);
     }
     if (o->mom && dm_muon_step(o, m, f, gscale, step)) return NAN;
     return norm;

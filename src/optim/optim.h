@@ -29,7 +29,7 @@ void dm_optim_print_groups(const dm_optim *o, const dm_model *m, FILE *f);
 /* lr multiplier at 0-based step: linear warmup, then cosine / wsd / constant to
  * min_lr_frac. */
 float dm_lr_factor(const dm_config *c, long step);
-/* Global L2 norm of the gradients, summed in double in a fixed order. */
+/* Global L2 norm of the gradients, summed in double in a fixed order (the op grad_norm). */
 double dm_grad_norm(const dm_model *m);
 
 /* One update at 0-based step from the gradients in m: clip by global norm (grad_clip),
@@ -46,7 +46,9 @@ int dm_optim_set_comm(dm_optim *o, dm_comm *comm, char *err, size_t errlen);
 /* One line: Muon's units per rank and their NS GFLOP ("muon: 36 units on 2 ranks: ..."). */
 void dm_optim_shard_text(const dm_optim *o, char *buf, size_t n);
 
-/* Time the optimizer's ops (adamw, ns, retract) into atlas; NULL turns it off. */
+/* Time Muon's all-gather among ranks into atlas; NULL turns it off. (The optimizer's ops,
+ * adamw, ns, retract, ..., run on the model's op layer and are timed with its atlas,
+ * dm_model_set_atlas.) */
 struct dm_atlas;
 void dm_optim_set_atlas(dm_optim *o, struct dm_atlas *atlas);
 

@@ -4,8 +4,14 @@
 #define DM_OPTIM_INTERNAL_H
 
 #include "base/comm.h"
+#include "model/model.h"
 #include "ops/atlas.h"
+#include "ops/optim_ops.h"
 #include "optim/optim.h"
+
+/* The op layer the optimizer's computations run on: the model's (counted, timed and
+ * verified with the model's ops). */
+static inline dm_ops *dm_optim_ops(dm_model *m) { return &m->ops; }
 
 /* A unit of Muon's work: one matrix Newton-Schulz orthogonalizes (a head slice of W_q /
  * W_k, or a whole matrix), updated and retracted by the rank that owns it (muon.c). */
@@ -31,26 +37,27 @@ struct dm_optim {
     /* Muon */
     float *mom;        /* momentum, parameter layout (every rank updates all of it) */
     float *upd;        /* the updates being orthogonalized: this rank's stacked units (at
-                          their uoff), then one slot for its lone units, one at a time */
+                          their uoff, each batch of one shape contiguous), then one slot for
+                          its lone units, one at a time */
     size_t upd_alone;  /* where that slot starts in upd */
     size_t upd_n;      /* floats in upd */
     float *ns_work;    /* NS / Stiefel scratch */
     size_t ns_work_n;  /* floats in ns_work */
     int n_units;
     dm_muon_unit *units; /* in tensor order, slices in order */
-    float **ptrs;      /* [n_units] a batch's units */
-    float *consts;     /* [n_units] their Stiefel scales */
+    float *consts;     /* [n_units] a batch's Stiefel scales */
     dm_comm *comm;     /* the ranks sharing the work (NULL: one process) */
     int rank, nranks;
     size_t *pack_off;  /* [nranks+1] each rank's units in pack (floats) */
     size_t *pack_cur;  /* [nranks] cursors while packing */
     float *pack;       /* the updated units, rank by rank, for the all-gather */
-    struct dm_onednn *dnn; /* NS in bf16 (ns_precision): oneDNN's bf16 matmul; NULL: fp32 */
+    int ns_bf16;       /* 1: NS in bf16 (ns_precision; the op ns_bf16), 0: fp32 */
     int *slice_off;    /* [n_tensors] first slice of each Muon tensor in radius/scale */
     int n_slices;
     float *radius;     /* [n_slices] retraction radius ||W0||_F per slice */
     float *scale;      /* [n_slices] Stiefel scale per slice */
-    dm_atlas *atlas;   /* op timing, or NULL */
+    dm_atlas *atlas;   /* the all-gather's timing, or NULL (the ops are timed by the op
+                          layer) */
 };
 
 int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen);

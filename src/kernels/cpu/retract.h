@@ -23,10 +23,12 @@
  * for a single slice; results are bitwise independent of the thread count.
  * No allocation: the Stiefel retraction takes `work` of dm_retract_stiefel_work floats.
  */
-#ifndef DM_OPTIM_RETRACT_H
-#define DM_OPTIM_RETRACT_H
+#ifndef DM_KERNELS_RETRACT_H
+#define DM_KERNELS_RETRACT_H
 
 #include <stddef.h>
+
+#include "kernels/cpu/ns.h"
 
 #define DM_RETRACT_TOL 1e-4f  /* ||A - I||_F a retracted slice must reach (else counted) */
 #define DM_RETRACT_STOP 1e-5f /* stop the quintic once ||A - I||_F (fp32 Gram) is below */
@@ -37,6 +39,11 @@ void dm_retract_init(float *R, float *s, const float *W0, int n, int rows, int c
 /* W[n, rows, cols] <- R_i W_i / ||W_i||_F, in place; slices with R_i <= 0 (zero init) or
  * ||W_i||_F = 0 are left as they are. */
 void dm_retract_sphere(float *W, const float *R, int n, int rows, int cols);
+
+/* The same into out[n, rows, cols] (out == W: in place; else they do not overlap, and a
+ * skipped slice is copied). */
+void dm_retract_sphere_run(float *out, const float *W, const float *R, int n, int rows,
+                           int cols);
 
 /* Scratch floats for dm_retract_stiefel: n * (rows*cols + 2*min(rows,cols)^2) (as dm_ns_work;
  * only min(n, threads) slots are in use at a time). */
@@ -56,4 +63,13 @@ int dm_retract_stiefel(float *W, const float *s, int n, int rows, int cols, floa
 int dm_retract_stiefel_stack(float *const *W, const float *s, int n, int rows, int cols,
                              float *work);
 
-#endif /* DM_OPTIM_RETRACT_H */
+/* The general form the op layer runs (ops/optim_ops.h): out[n, rows, cols] = s_i
+ * polar(W_i) (out == W: in place; else they do not overlap, and a skipped slice is
+ * copied); stack = 1 forces the stack path for any n (dm_retract_stiefel_stack's bits);
+ * bk: the Gram and polynomial products (NULL: dm_ns_gram and dm_ns_poly; the reference
+ * passes its own, kernels/ref/optim_ref.h). resid as dm_retract_stiefel. */
+int dm_retract_stiefel_run(float *out, const float *W, const float *s, int n, int rows,
+                           int cols, float *work, float *resid, int stack,
+                           const dm_ns_blocks *bk);
+
+#endif /* DM_KERNELS_RETRACT_H */

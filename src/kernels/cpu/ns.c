@@ -1,5 +1,5 @@
 /* ns.c — batched Newton–Schulz (see ns.h for shapes, threading and the contract). */
-#include "optim/ns.h"
+#include "kernels/cpu/ns.h"
 
 #include <omp.h>
 #include <string.h>
@@ -9,7 +9,6 @@
 #include "base/minmax.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/onednn.h"
-#include "ops/atlas.h"
 
 /* KJ / Moonlight quintic: p'(0) = 3.4445 maximized, output band, not convergence. */
 static const double ns_quintic5[5][3] = {
@@ -181,6 +180,55 @@ static void ns_slice(const ns_env *env, float *out, const float *G, int rows, in
     }
 }
 
+/* 1 when x[len] is all zeros (a zero slice stays zero: ns_zero) */
+static int all_zero(const float *x, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (x[i] != 0.0f) return 0;
+    return 1;
+}
+
+/* Step t of ns_slice on one slice: Y = X_{t+1} from X = X_t, or at t = 0 from X = G
+ * through X0 (in x0). Exactly ns_slice's arithmetic on each step; ab: A and B. */
+static void ns_step_slice(const ns_env *e, float *Y, const float *X, int rows, int cols,
+                          dm_ns_sched s, int t, float *x0, float *ab) {
+    size_t len = (size_t)rows * cols;
+    if (len == 0) return;
+    int m = imin(rows, cols);
+    float *A = ab, *B = A + (size_t)m * m;
+    if (t == 0) {
+        double norm = dm_frob_norm(X, len);
+        if (ns_zero(Y, norm, len)) return;
+        double inv = 1.0 / (dm_ns_sched_safety(s) * norm);
+#pragma omp parallel for schedule(static) if (!e->serial && len >= NS_PAR_MIN)
+        for (size_t i = 0; i < len; i++) x0[i] = (float)((double)X[i] * inv);
+        X = x0;
+    } else if (all_zero(X, len)) { /* a zero G gave a zero X1 */
+        memset(Y, 0, len * sizeof(float));
+        return;
+    }
+    double abc[3];
+    dm_ns_sched_coeffs(s, t, abc);
+    ns_gram(e, A, X, rows, cols);
+    ns_poly(e, Y, X, A, B, rows, cols, (float)abc[0], (float)abc[1], (float)abc[2]);
+}
+
+void dm_ns_step(float *Y, const float *X, int n, int rows, int cols, dm_ns_sched s, int t,
+                float *x0, float *ab, int stack) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return;
+    size_t len = (size_t)rows * cols, mm = (size_t)imin(rows, cols) * imin(rows, cols);
+    if (dm_ns_tiled(n, rows, cols, stack)) {
+        ns_env e = {0, NULL};
+        ns_step_slice(&e, Y, X, rows, cols, s, t, x0, ab);
+        return;
+    }
+    ns_env e = {1, NULL};
+    int nt = omp_get_max_threads(), use = nt < n ? nt : n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(use)
+    for (int i = 0; i < n; i++)
+        ns_step_slice(&e, Y + i * len, X + i * len, rows, cols, s, t, x0 + i * len,
+                      ab + i * 2 * mm);
+}
+
 /* The same with bf16 operands. Every value a product reads is rounded to bf16 once, where
  * it is made; X and the polynomial's linear term stay f32 until then:
  *   X0 = bf16(G / (safety ||G||))           one pass over G after its norm
@@ -280,7 +328,7 @@ static void ns_run(float *const *outp, const float *const *Gp, float *outb, cons
     size_t ws = dm_ns_slice_work(rows, cols) + (dnn ? bf16_floats(rows, cols) : 0);
 #define NS_OUT(i) (outp ? outp[i] : outb + (size_t)(i) * len)
 #define NS_IN(i) (Gp ? Gp[i] : Gb + (size_t)(i) * len)
-    if (!stack && n == 1 && dm_ns_slice_threaded(rows, cols)) {
+    if (dm_ns_tiled(n, rows, cols, stack)) {
         /* a lone big slice: its GEMMs tile over the threads */
         ns_env e = {0, dnn};
         ns_slice_any(&e, NS_OUT(0), NS_IN(0), rows, cols, s, work);
@@ -326,18 +374,11 @@ void dm_ns_stack(float *const *out, const float *const *G, int n, int rows, int 
     ns_run(out, G, NULL, NULL, n, rows, cols, s, work, dnn, 1);
 }
 
-void dm_ns_atlas(struct dm_atlas *a, int n, int rows, int cols, dm_ns_sched s, int bf16,
-                 int stack, double sec) {
-    if (!a || n <= 0 || rows <= 0 || cols <= 0) return;
-    double flops = dm_ns_flops(n, rows, cols, s);
-    dm_atlas_add(a, bf16 ? "ns (bf16)" : "ns", NULL, NULL, sec, flops);
-    /* the products of one step of one slice, as ns_gram and ns_poly run them */
-    int m = imin(rows, cols), wide = rows <= cols;
-    int tiled = !stack && n == 1 && dm_ns_slice_threaded(rows, cols); /* as ns_run */
-    dm_atlas_gemm g = {.label = "ns", .kind = bf16 ? DM_GEMM_BF16_ONEDNN : DM_GEMM_F32_OPENBLAS,
-                       .n = 3, .reps = dm_ns_sched_steps(s), .slices = n, .tiled = tiled,
-                       .prod = {{!wide, wide, m, m, wide ? cols : rows, 0},
-                                {0, 0, m, m, m, 1},
-                                {0, !wide, rows, cols, m, 0}}};
-    dm_atlas_gemm_add(a, &g, sec);
+void dm_ns_run(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+               float *work, dm_onednn *dnn, int stack) {
+    ns_run(NULL, NULL, out, G, n, rows, cols, s, work, dnn, stack);
+}
+
+int dm_ns_tiled(int n, int rows, int cols, int stack) {
+    return !stack && n == 1 && dm_ns_slice_threaded(rows, cols); /* as ns_run */
 }

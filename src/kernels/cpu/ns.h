@@ -29,8 +29,8 @@
  * No allocation: the caller passes `work` of dm_ns_work(...) floats.
  * `out` may equal `G` (in place); otherwise they must not overlap.
  */
-#ifndef DM_OPTIM_NS_H
-#define DM_OPTIM_NS_H
+#ifndef DM_KERNELS_NS_H
+#define DM_KERNELS_NS_H
 
 #include <stddef.h>
 
@@ -100,13 +100,23 @@ void dm_ns_slice(float *out, const float *G, int rows, int cols, dm_ns_sched s, 
  * (X X^T 2m^2k, A^2 2m^3, B X 2m^2k; the O(m^2 + mk) elementwise work is not counted). */
 double dm_ns_flops(int n, int rows, int cols, dm_ns_sched s);
 
-/* The atlas's record of one NS call on [n, rows, cols] that took sec (bf16: through
- * oneDNN; stack: dm_ns_stack, else dm_ns / dm_ns_bf16): its time and FLOPs as the op "ns"
- * (or "ns (bf16)"), and its products for the roofline (ops/atlas.h). Nothing when a is
- * NULL. */
-struct dm_atlas;
-void dm_ns_atlas(struct dm_atlas *a, int n, int rows, int cols, dm_ns_sched s, int bf16,
-                 int stack, double sec);
+/* The same as dm_ns (dnn NULL) or dm_ns_bf16 (dnn given) on a contiguous stack, with
+ * stack = 1 forcing the stack path for any n (dm_ns_stack's bits, slices contiguous): the
+ * form the op layer runs (ops/optim_ops.h). */
+void dm_ns_run(float *out, const float *G, int n, int rows, int cols, dm_ns_sched s,
+               float *work, struct dm_onednn *dnn, int stack);
+/* One step t (0 <= t < dm_ns_sched_steps(s)) of dm_ns_run's fp32 path on a contiguous
+ * stack: Y[n, rows, cols] = X_{t+1} from X = X_t (at t = 0, X = G: X0 is formed in
+ * x0[n, rows, cols] first). Step by step the same arithmetic on each slice as dm_ns_run
+ * (dnn NULL) with the same stack, so the steps in turn give its bits (X_5 = its output);
+ * a zero slice gives zeros throughout. Y must overlap neither x0 nor ab, and X only when
+ * Y == X at t = 0 (in place); ab: 2 m^2 floats per slice, m = min(rows, cols). The op
+ * layer runs NS this way, each step an op of its own (ops/optim_ops.h). */
+void dm_ns_step(float *Y, const float *X, int n, int rows, int cols, dm_ns_sched s, int t,
+                float *x0, float *ab, int stack);
+/* 1 when dm_ns_run tiles the GEMMs of its one slice over the threads (a lone big slice),
+ * 0 when it runs the stack path (single-threaded GEMMs, slices in parallel). */
+int dm_ns_tiled(int n, int rows, int cols, int stack);
 
 /* ---- building blocks (one slice; also used by the Stiefel retraction) ----
  * Gram: A[m, m] = X X^T if rows <= cols, else X^T X.          X: [rows, cols] */
@@ -115,7 +125,13 @@ void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial);
  *   Y = P X (rows <= cols)  or  Y = X P^T (rows > cols).   Y, X: [rows, cols]; Y != X. */
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
                 float a, float b, float c, int serial);
+/* The two as a pair (the Stiefel retraction runs on either these or the reference's) */
+typedef struct {
+    void (*gram)(float *A, const float *X, int rows, int cols, int serial);
+    void (*poly)(float *Y, const float *X, const float *A, float *B, int rows, int cols,
+                 float a, float b, float c, int serial);
+} dm_ns_blocks;
 /* Frobenius norm of x[len], summed in double in a fixed order (thread-count independent). */
 double dm_frob_norm(const float *x, size_t len);
 
-#endif /* DM_OPTIM_NS_H */
+#endif /* DM_KERNELS_NS_H */

@@ -1,0 +1,237 @@
+/* blas.c — the matrix products through cuBLASLt: row-major products as cblas_sgemm takes
+ * them, in true f32 (CUBLAS_COMPUTE_32F: TF32 off) or on bf16 operands with f32
+ * accumulation, and the dense layer's three products on top.
+ *
+ * Determinism: the algorithm of each shape is chosen once (the heuristic's first answer
+ * for the shape, the operands' alignment and the fixed workspace) and kept in the
+ * context, so every later call of that shape runs the same algorithm; split-K schemes that
+ * reduce in place in the output are excluded (the others reduce in a separate, fixed
+ * step). cuBLAS documents bitwise-equal results run to run for the same algorithm on the
+ * same GPU architecture, SM count and toolkit.
+ *
+ * Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: cuBLASLt
+ * is called with the operands swapped and the dimensions read off as columns. */
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/cuda.h"
+
+#define BLAS_WORKSPACE ((size_t)32 << 20) /* bytes: fixed, so the choices are too */
+#define BLAS_CACHE 256                    /* shapes whose algorithm is kept */
+
+typedef struct {
+    int bf16, ta, tb, M, N, K, lda, ldb, ldc, align, batch;
+    long long sa, sb, sc;
+    cublasLtMatmulAlgo_t algo;
+} blas_choice;
+
+struct dm_cuda_blas {
+    cublasLtHandle_t lt;
+    void *ws;
+    int n;
+    blas_choice cache[BLAS_CACHE];
+};
+
+dm_cuda_blas *dm_cuda_blas_create(const char **why) {
+    dm_cuda_blas *b = calloc(1, sizeof *b);
+    if (!b) {
+        *why = "out of host memory";
+        return NULL;
+    }
+    cublasStatus_t st = cublasLtCreate(&b->lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        *why = cublasLtGetStatusString(st);
+        free(b);
+        return NULL;
+    }
+    cudaError_t e = cudaMalloc(&b->ws, BLAS_WORKSPACE);
+    if (e != cudaSuccess) {
+        *why = cudaGetErrorString(e);
+        cublasLtDestroy(b->lt);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void dm_cuda_blas_free(dm_cuda_blas *b) {
+    if (!b) return;
+    cudaFree(b->ws);
+    cublasLtDestroy(b->lt);
+    free(b);
+}
+
+/* the largest power of two <= 256 that divides every operand's address */
+static int alignment(const void *A, const void *B, const void *C) {
+    uintptr_t u = (uintptr_t)A | (uintptr_t)B | (uintptr_t)C | 256;
+    return (int)(u & (~u + 1));
+}
+
+#define LT(call)                                                                         \
+    do {                                                                                 \
+        cublasStatus_t st_ = (call);                                                     \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                              \
+            err = DM_CUDA_EBLAS - (int)st_;                                              \
+            goto done;                                                                   \
+        }                                                                                \
+    } while (0)
+
+/* a layout of `batch` matrices `stride` elements apart */
+static cublasStatus_t set_batch(cublasLtMatrixLayout_t l, int batch, long long stride) {
+    if (batch == 1) return CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t st =
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    return cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                            &stride, sizeof stride);
+}
+
+int dm_cuda_gemm(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
+                 float alpha, const void *A, int lda, const void *B, int ldb, float beta,
+                 float *C, int ldc, dm_cuda_stream s) {
+    return dm_cuda_gemm_batched(b, bf16, transA, transB, M, N, K, alpha, A, lda, 0, B, ldb, 0,
+                                beta, C, ldc, 0, 1, s);
+}
+
+int dm_cuda_gemm_batched(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
+                         float alpha, const void *A, int lda, long long strideA, const void *B,
+                         int ldb, long long strideB, float beta, float *C, int ldc,
+                         long long strideC, int batch, dm_cuda_stream s) {
+    if (M <= 0 || N <= 0 || batch <= 0) return 0;
+    if (K <= 0) return DM_CUDA_EBADSHAPE; /* C = beta C: not a product; callers skip it */
+    int err = 0;
+    cublasLtMatmulDesc_t desc = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    const cudaDataType_t in_t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    /* column-major: D[N,M] = opX(B) opY(A); X = T when B is stored [N,K] row-major */
+    cublasOperation_t opx = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opy = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opx, sizeof opx));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opy, sizeof opy));
+    /* the stored matrices, column-major: B as [N,K] (or [K,N] when transposed), A as
+     * [K,M] (or [M,K]), C as [N,M] */
+    LT(cublasLtMatrixLayoutCreate(&la, in_t, transB ? K : N, transB ? N : K, ldb));
+    LT(cublasLtMatrixLayoutCreate(&lb, in_t, transA ? M : K, transA ? K : M, lda));
+    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, M, ldc));
+    LT(set_batch(la, batch, strideB));
+    LT(set_batch(lb, batch, strideA));
+    LT(set_batch(lc, batch, strideC));
+
+    int align = alignment(A, B, C);
+    blas_choice *ch = NULL;
+    for (int i = 0; i < b->n; i++) {
+        blas_choice *c = &b->cache[i];
+        if (c->bf16 == bf16 && c->ta == transA && c->tb == transB && c->M == M && c->N == N &&
+            c->K == K && c->lda == lda && c->ldb == ldb && c->ldc == ldc && c->align == align &&
+            c->batch == batch && c->sa == strideA && c->sb == strideB && c->sc == strideC) {
+            ch = c;
+            break;
+        }
+    }
+    cublasLtMatmulAlgo_t algo;
+    if (ch) {
+        algo = ch->algo;
+    } else {
+        size_t ws = BLAS_WORKSPACE;
+        uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                           CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+        uint32_t al = (uint32_t)align;
+        LT(cublasLtMatmulPreferenceCreate(&pref));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &ws, sizeof ws));
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                &schemes, sizeof schemes));
+        const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4; i++)
+            LT(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &al, sizeof al));
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        LT(cublasLtMatmulAlgoGetHeuristic(b->lt, desc, la, lb, lc, lc, pref, 1, &res, &found));
+        if (found < 1) {
+            err = DM_CUDA_EBLAS - (int)CUBLAS_STATUS_NOT_SUPPORTED;
+            goto done;
+        }
+        algo = res.algo;
+        if (b->n < BLAS_CACHE)
+            b->cache[b->n++] = (blas_choice){bf16, transA, transB, M, N, K, lda, ldb, ldc,
+                                             align, batch, strideA, strideB, strideC, algo};
+    }
+    LT(cublasLtMatmul(b->lt, desc, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &algo, b->ws,
+                      BLAS_WORKSPACE, s));
+    err = (int)cudaGetLastError();
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    return err;
+}
+
+int dm_cuda_matmul_fwd(dm_cuda_blas *b, int bf16, float *out, const void *in, const void *W,
+                       const float *bias, int N, int K, int O, dm_cuda_stream s) {
+    int err = K > 0 ? dm_cuda_gemm(b, bf16, 0, 1, N, O, K, 1.0f, in, K, W, K, 0.0f, out, O, s)
+                    : dm_cuda_zero(out, (size_t)N * O * sizeof(float), s);
+    if (!err && bias) err = dm_cuda_bias_add(out, bias, N, O, s);
+    return err;
+}
+
+int dm_cuda_matmul_bwd_data(dm_cuda_blas *b, int bf16, float *din, const void *dout,
+                            const void *W, int N, int K, int O, int din_acc, dm_cuda_stream s) {
+    if (O <= 0) return din_acc ? 0 : dm_cuda_zero(din, (size_t)N * K * sizeof(float), s);
+    return dm_cuda_gemm(b, bf16, 0, 0, N, K, O, 1.0f, dout, O, W, K, din_acc ? 1.0f : 0.0f, din,
+                        K, s);
+}
+
+int dm_cuda_matmul_bwd_weight(dm_cuda_blas *b, int bf16, float *dW, float *dbias,
+                              const void *dout, const float *dout_f32, const void *in, int N,
+                              int K, int O, dm_cuda_stream s) {
+    if (N <= 0) return 0;
+    int err = dm_cuda_gemm(b, bf16, 1, 0, O, K, N, 1.0f, dout, O, in, K, 1.0f, dW, K, s);
+    if (!err && dbias) err = dm_cuda_bias_grad(dbias, dout_f32, N, O, s);
+    return err;
+}
+
+/* Newton–Schulz: work = [X ping-pong: n len][A: n m m][B: n m m][norms: n doubles] */
+size_t dm_cuda_ns_work(int n, int rows, int cols) {
+    size_t len = (size_t)rows * cols, m = (size_t)(rows < cols ? rows : cols);
+    return (size_t)n * (len + 2 * m * m + 2);
+}
+
+int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
+               const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return 0;
+    const int wide = rows <= cols, m = wide ? rows : cols;
+    const long long len = (long long)rows * cols, mm = (long long)m * m;
+    float *A = work + (size_t)n * len, *B = A + (size_t)n * mm;
+    double *norms = (double *)(B + (size_t)n * mm);
+    /* ping-pong between out and work so that the last step lands in out (X0 into work
+     * when the step count is odd; safe when out == G: the scaling is elementwise) */
+    float *buf[2] = {out, work};
+    int cur = steps & 1;
+    int err = dm_cuda_ns_scale(buf[cur], norms, G, n, (size_t)len, safety, s);
+    for (int t = 0; t < steps && !err; t++) {
+        const float *X = buf[cur];
+        float *Y = buf[cur ^ 1];
+        err = dm_cuda_gemm_batched(b, 0, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols,
+                                   len, X, cols, len, 0.0f, A, m, mm, n, s);
+        if (!err) err = dm_cuda_ns_linear(B, A, n, m, abc[t][0], abc[t][1], s);
+        if (!err)
+            err = dm_cuda_gemm_batched(b, 0, 0, 0, m, m, m, abc[t][2], A, m, mm, A, m, mm, 1.0f, B,
+                                       m, mm, n, s);
+        if (!err && wide)
+            err = dm_cuda_gemm_batched(b, 0, 0, 0, rows, cols, m, 1.0f, B, m, mm, X, cols, len,
+                                       0.0f, Y, cols, len, n, s);
+        else if (!err)
+            err = dm_cuda_gemm_batched(b, 0, 0, 1, rows, cols, m, 1.0f, X, cols, len, B, m, mm,
+                                       0.0f, Y, cols, len, n, s);
+        cur ^= 1;
+    }
+    return err;
+}

@@ -1,0 +1,275 @@
+/* cuda.h — the CUDA kernels: pure functions on device pointers with explicit shapes, the
+ * same semantics as the CPU kernels of kernels/cpu/kernels.h (docs/cuda.md).
+ *
+ * Rules for every kernel here:
+ *   - every pointer argument is device memory unless its comment says host; shapes are
+ *     host ints; [N, C] is row-major with C fastest, as on the CPU;
+ *   - each kernel runs on the stream it is given (NULL: the legacy default stream), returns
+ *     at once (asynchronous) and gives 0, or the launch's error code (dm_cuda_error says
+ *     what it means), or DM_CUDA_EBADSHAPE for a shape it does not take;
+ *   - parameter gradients ACCUMULATE (+=); input gradients OVERWRITE (=) unless the
+ *     comment says otherwise (RMSNorm's dx accumulates, as on the CPU);
+ *   - deterministic: no atomics; every reduction runs in an order fixed by the shape
+ *     alone (warp butterflies, fixed-shape trees, serial loops), so a launch repeated on
+ *     the same GPU and toolkit gives the same bits. Not bitwise against the CPU: within
+ *     the bounds of docs/cuda.md;
+ *   - elementwise backward kernels allow dx == dy (in place), as on the CPU.
+ * Forward and backward of each kernel sit side by side. Without the toolkit only the probe
+ * exists (nocuda.c): the rest is declared but not built.
+ */
+#ifndef DM_KERNELS_CUDA_H
+#define DM_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dormouse.h"
+#include "kernels/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* a stream: the runtime's cudaStream_t (the same type, without the runtime's headers) */
+struct CUstream_st;
+typedef struct CUstream_st *dm_cuda_stream;
+
+/* a shape the kernel does not take (its comment says which) */
+#define DM_CUDA_EBADSHAPE (-1)
+/* cuBLASLt's status s is returned as DM_CUDA_EBLAS - s (blas.c) */
+#define DM_CUDA_EBLAS (-1000)
+
+/* ---- the device (runtime.c; nocuda.c without the toolkit) ----
+ * NULL when device `device` can run this build's kernels; else why not, one line: this
+ * build has no CUDA, no CUDA driver, the driver older than the runtime, no device, the
+ * index out of range, a GPU older than the code built (compute capability < 8.0). The
+ * string is constant or this thread's buffer, valid until the next call on the thread. */
+const char *dm_cuda_unavailable(int device);
+/* what an error code of this header means (a CUDA runtime error, DM_CUDA_EBADSHAPE, or a
+ * cuBLASLt status) */
+const char *dm_cuda_error(int err);
+
+/* ---- device memory and streams (runtime.c): what a backend allocates with; each
+ * returns 0 or the runtime's error code ---- */
+/* "NVIDIA H200, cc 9.0, 132 SMs, 139.8 GiB" into buf (the probe's reason when unusable) */
+void dm_cuda_device_name(int device, char *buf, size_t n);
+int dm_cuda_set_device(int device);
+/* the current device's free and total memory in bytes (the memory report's device side) */
+int dm_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+int dm_cuda_malloc(void **p, size_t bytes);                   /* *p = NULL on failure */
+int dm_cuda_free(void *p);                                    /* NULL: nothing */
+int dm_cuda_upload(void *dst, const void *host_src, size_t bytes, dm_cuda_stream s);
+int dm_cuda_download(void *host_dst, const void *src, size_t bytes, dm_cuda_stream s);
+int dm_cuda_copy(void *dst, const void *src, size_t bytes, dm_cuda_stream s); /* device */
+int dm_cuda_zero(void *p, size_t bytes, dm_cuda_stream s);
+int dm_cuda_fill_bytes(void *p, int byte, size_t bytes, dm_cuda_stream s); /* poison */
+int dm_cuda_sync(dm_cuda_stream s); /* waits for the stream; its first error */
+int dm_cuda_stream_create(dm_cuda_stream *s);
+int dm_cuda_stream_destroy(dm_cuda_stream s);
+
+/* ---- events and graphs (runtime.c) ----
+ * An event pair times the work a stream ran between two records (the atlas' per-op
+ * times): dm_cuda_timer_ms waits for the second and gives the milliseconds between. */
+typedef struct dm_cuda_timer dm_cuda_timer;
+int dm_cuda_timer_create(dm_cuda_timer **t);
+void dm_cuda_timer_free(dm_cuda_timer *t);
+int dm_cuda_timer_start(dm_cuda_timer *t, dm_cuda_stream s);
+int dm_cuda_timer_stop(dm_cuda_timer *t, dm_cuda_stream s);
+int dm_cuda_timer_ms(dm_cuda_timer *t, float *ms);
+/* A captured sequence of launches replayed as one graph (small models are launch-bound):
+ * dm_cuda_capture_begin(s) ... the launches on s (a created stream, not NULL) ...
+ * dm_cuda_capture_end(s, &g) instantiates them; dm_cuda_graph_launch(g, s) replays them
+ * with the same pointers and shapes. Kernels here allocate nothing, as capture needs. */
+typedef struct dm_cuda_graph dm_cuda_graph;
+int dm_cuda_capture_begin(dm_cuda_stream s);
+int dm_cuda_capture_end(dm_cuda_stream s, dm_cuda_graph **g);
+int dm_cuda_graph_launch(dm_cuda_graph *g, dm_cuda_stream s);
+void dm_cuda_graph_free(dm_cuda_graph *g);
+
+/* ---- bf16 (elementwise.cu) ----
+ * dst[n] = bf16(src): dm_bf16_from_f32's bits (round to nearest even, NaN stays NaN) */
+int dm_cuda_bf16_from_f32(uint16_t *dst, const float *src, size_t n, dm_cuda_stream s);
+
+/* ---- activations and the residual add (elementwise.cu) ----  n = number of elements */
+int dm_cuda_silu_fwd(float *y, const float *x, size_t n, dm_cuda_stream s);
+int dm_cuda_silu_bwd(float *dx, const float *dy, const float *x, size_t n, dm_cuda_stream s);
+int dm_cuda_sigmoid_fwd(float *y, const float *x, size_t n, dm_cuda_stream s);
+/* dx = dy * y * (1 - y), from the output y */
+int dm_cuda_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n, dm_cuda_stream s);
+/* h = silu(a) * b */
+int dm_cuda_swiglu_fwd(float *h, const float *a, const float *b, size_t n, dm_cuda_stream s);
+/* da = dh * b * silu'(a);  db = dh * silu(a)   (da or db may alias dh) */
+int dm_cuda_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
+                       size_t n, dm_cuda_stream s);
+int dm_cuda_add_inplace(float *y, const float *x, size_t n, dm_cuda_stream s); /* y += x */
+
+/* ---- forget gate in log space (elementwise.cu) ----
+ * f, g: [N,H,Cg] (Cg = head_dim: KDA, 1: GDN); A_log: [H]; dt_bias: [H,Cg]; u = f + dt_bias
+ *   lb == 0: g = -exp(A_log[h]) * softplus(u);   lb < 0: g = lb * sigmoid(exp(A_log[h]) u) */
+int dm_cuda_gate_fwd(float *g, const float *f, const float *A_log, const float *dt_bias, int N,
+                     int H, int Cg, float lb, dm_cuda_stream s);
+/* df[N,H,Cg] = ;  dA_log[H] += ;  ddt_bias[H,Cg] += ;  df may == dg */
+int dm_cuda_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg, const float *f,
+                     const float *A_log, const float *dt_bias, int N, int H, int Cg, float lb,
+                     dm_cuda_stream s);
+
+/* ---- norms (norm.cu) ----
+ * RMSNorm: x, y [N,C]; w [C]; rstd [N];  y = x * rstd * w, rstd = 1/sqrt(mean_c x^2 + eps) */
+int dm_cuda_rmsnorm_fwd(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                        float eps, dm_cuda_stream s);
+/* dx[N,C] += (ACCUMULATES, as on the CPU);  dw[C] += */
+int dm_cuda_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                        const float *rstd, int N, int C, dm_cuda_stream s);
+/* gated RMSNorm per head: o, z, y [R,D]; w [D]; rstd [R]
+ * y = o * rstd * w * act(z),  act = sigmoid (DM_GATE_SIGMOID) or silu (DM_GATE_SWISH) */
+int dm_cuda_gatednorm_fwd(float *y, float *rstd, const float *o, const float *z, const float *w,
+                          int R, int D, float eps, int act, dm_cuda_stream s);
+/* do_[R,D] = ;  dz[R,D] = ;  dw[D] +=   (dz must not alias do_, dy, o or z) */
+int dm_cuda_gatednorm_bwd(float *do_, float *dz, float *dw, const float *dy, const float *o,
+                          const float *z, const float *w, const float *rstd, int R, int D,
+                          int act, dm_cuda_stream s);
+/* per-head L2 norm: x, y [R,D]; rn [R];  y = x * rn, rn = 1/sqrt(sum_d x^2 + eps) */
+int dm_cuda_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, float eps,
+                       dm_cuda_stream s);
+/* dx = rn * (dy - (dy.y) y)  (dx may == dy) */
+int dm_cuda_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn, int R, int D,
+                       dm_cuda_stream s);
+/* y = l2norm(silu(x)); its backward dx = silu'(xs) * l2norm_bwd(dy) from y, rn and the
+ * SiLU's input xs (dx may == dy) */
+int dm_cuda_silu_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, float eps,
+                            dm_cuda_stream s);
+int dm_cuda_silu_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn,
+                            const float *xs, int R, int D, dm_cuda_stream s);
+
+/* ---- the byte ends and the sequence ops (seq.cu) ----
+ * embed: out[N,C] = table[tok[n], :]  (table [256,C]; tok [N] bytes, device) */
+int dm_cuda_embed_fwd(float *out, const uint8_t *tok, const float *table, int N, int C,
+                      dm_cuda_stream s);
+/* dtable[256,C] += sum_n onehot(tok[n]) x dout[n,:]  (rows summed in order n = 0..N-1) */
+int dm_cuda_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C,
+                      dm_cuda_stream s);
+/* depthwise causal conv: x, y [B,T,C]; w [C,W];
+ * y[b,t,c] = sum_{i<W} w[c,i] x[b,t-W+1+i,c]  (zero left padding) */
+int dm_cuda_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int W,
+                     dm_cuda_stream s);
+/* dx[B,T,C] = ;  dw[C,W] += */
+int dm_cuda_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                     int B, int T, int C, int W, dm_cuda_stream s);
+/* softmax cross-entropy: logits [N,V]; targets [N] bytes (device);
+ * losses[n] = logsumexp(logits[n]) - logits[n,t[n]] (required); *mean (device double,
+ * NULL: none) = their mean, summed in double in a fixed tree */
+int dm_cuda_xent_fwd(float *losses, double *mean, const float *logits, const uint8_t *targets,
+                     int N, int V, dm_cuda_stream s);
+/* dlogits[N,V] = (softmax(logits[n]) - onehot(t[n])) * scale  (dlogits may == logits) */
+int dm_cuda_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
+                     float scale, dm_cuda_stream s);
+
+/* ---- matrix products through cuBLASLt (blas.c) ----
+ * A context: the cuBLASLt handle, a fixed workspace and the algorithm chosen for each
+ * shape (the first heuristic answer, kept: the same algorithm every call, so the same
+ * bits). NULL on failure with *why set. One context per thread of host control. */
+typedef struct dm_cuda_blas dm_cuda_blas;
+dm_cuda_blas *dm_cuda_blas_create(const char **why);
+void dm_cuda_blas_free(dm_cuda_blas *b);
+/* C[M,N] = alpha op(A) op(B) + beta C, row-major, arguments as cblas_sgemm (trans 0/1).
+ * bf16 == 0: A, B f32 and the products in true f32 (CUBLAS_COMPUTE_32F: no TF32);
+ * bf16 == 1: A, B bf16 (uint16_t, dm_cuda_bf16_from_f32's), accumulated in f32. C f32. */
+int dm_cuda_gemm(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
+                 float alpha, const void *A, int lda, const void *B, int ldb, float beta,
+                 float *C, int ldc, dm_cuda_stream s);
+/* `batch` such products at once, matrix i of A, B and C at A + i strideA (elements) and so
+ * on: the head-wise slices of Newton–Schulz (cuBLASLt's strided batches) */
+int dm_cuda_gemm_batched(dm_cuda_blas *b, int bf16, int transA, int transB, int M, int N, int K,
+                         float alpha, const void *A, int lda, long long strideA, const void *B,
+                         int ldb, long long strideB, float beta, float *C, int ldc,
+                         long long strideC, int batch, dm_cuda_stream s);
+/* the dense layer of dm_matmul_* ([out, in] weights; in, W, dout f32 or bf16 as `bf16`):
+ * out[N,O] = in[N,K] W[O,K]^T (+ bias[O], f32, when bias != NULL) */
+int dm_cuda_matmul_fwd(dm_cuda_blas *b, int bf16, float *out, const void *in, const void *W,
+                       const float *bias, int N, int K, int O, dm_cuda_stream s);
+/* din[N,K] = dout[N,O] W  (+= when din_acc) */
+int dm_cuda_matmul_bwd_data(dm_cuda_blas *b, int bf16, float *din, const void *dout,
+                            const void *W, int N, int K, int O, int din_acc, dm_cuda_stream s);
+/* dW[O,K] += dout^T in;  dbias[O] += column sums of dout_f32 [N,O] (the f32 gradient, as
+ * on the CPU; dbias NULL: none) */
+int dm_cuda_matmul_bwd_weight(dm_cuda_blas *b, int bf16, float *dW, float *dbias,
+                              const void *dout, const float *dout_f32, const void *in, int N,
+                              int K, int O, dm_cuda_stream s);
+/* the bias companions (elementwise.cu): out[N,O] += bias;  dbias[O] += sum_n dout[n,:] */
+int dm_cuda_bias_add(float *out, const float *bias, int N, int O, dm_cuda_stream s);
+int dm_cuda_bias_grad(float *dbias, const float *dout, int N, int O, dm_cuda_stream s);
+
+/* ---- the optimizer's elementwise part (elementwise.cu) ----
+ * *out (device double) = sum_i x[i]^2 in double: DM_CUDA_SUMSQ_BLOCKS fixed slices of x
+ * (their bounds set by n alone), each summed by one block in a fixed tree into work
+ * [DM_CUDA_SUMSQ_BLOCKS doubles], then those in a fixed tree: the gradient norm's square */
+#define DM_CUDA_SUMSQ_BLOCKS 256
+int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work, dm_cuda_stream s);
+/* AdamW on one tensor of n floats (optim.c's update): with gi = g gscale,
+ * m1 = b1 m1 + (1-b1) gi;  m2 = b2 m2 + (1-b2) gi^2;
+ * p = p (1 - lr wd) - lr (m1 c1) / (sqrt(m2 c2) + eps),  c1, c2 = 1/(1 - b1^t), 1/(1 - b2^t) */
+int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
+                  float b1, float b2, float eps, long t, float gscale, dm_cuda_stream s);
+
+/* Muon's elementwise parts (muon.c): the momentum, mom = beta mom + (1-beta) g gscale,
+ * and, when u != NULL, the Nesterov update u = (1-beta) g gscale + beta mom (of the new
+ * mom); the step on a unit's weights, w = w decay - step_scale x (x: its orthogonalized
+ * update; decay = 1 - lr wd, step_scale = lr sqrt(max(1, rows/cols)), from the host) */
+int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
+                          float gscale, dm_cuda_stream s);
+int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float step_scale,
+                        dm_cuda_stream s);
+
+/* ---- Newton–Schulz on a stack of slices (blas.c; docs/muon.md, kernels/cpu/ns.h) ----
+ * out[n,rows,cols] = NS(G[n,rows,cols]) slice by slice, kernels/cpu/ns.c's f32 algorithm with
+ * every product one strided-batched product over the n slices:
+ *   X0 = G / (safety ||G||_F) (the norm per slice, in double; a zero slice gives zeros);
+ *   for t < steps: A = X X^T (X^T X when tall);  B = b A + a I;  B += c A A;
+ *                  X = B X (X B^T when tall).
+ * abc: the schedule's (a, b, c) per step, host memory (dm_ns_sched_coeffs' values, as
+ * floats). out may equal G. work: dm_cuda_ns_work floats of device memory. */
+size_t dm_cuda_ns_work(int n, int rows, int cols);
+int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
+               const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s);
+/* the elementwise parts (elementwise.cu): per slice, sumsq[i] = ||G_i||^2 (double, a fixed
+ * tree) and X = G / (safety ||G_i||) (0 where the norm is 0); B = b A + a I per slice */
+int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len, double safety,
+                     dm_cuda_stream s);
+int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b, dm_cuda_stream s);
+/* the sphere retraction (kernels/cpu/retract.h): W[n, len] <- R_i W_i / ||W_i||_F in place, the
+ * norm per slice in double; slices with R_i <= 0 or a zero norm left as they are.
+ * sumsq: n device doubles of scratch */
+int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t len, double *sumsq,
+                           dm_cuda_stream s);
+
+/* ---- the delta-rule core, token-serial (delta.cu): the GPU's oracle of the core ----
+ * The recurrence of kernels/ref/delta_ref.c, one block per (b,h) pair, the state in
+ * shared memory, every sum in the reference's order. Shapes as dm_delta_dims says (q, k
+ * [B,T,H,dk]; v, o, dO [B,T,H,dv]; g [B,T,H,dk] or [B,T,H] (scalar_gate); beta [B,T,H];
+ * h0, hT, dhT, dh0 [B,H,dk,dv], each NULL: zero / not written). Takes dk, dv <= 256 and a
+ * state that fits the device's shared memory (DM_CUDA_EBADSHAPE otherwise). */
+int dm_cuda_delta_serial_fwd(const dm_delta_dims *d, const float *q, const float *k,
+                             const float *v, const float *g, const float *beta, const float *h0,
+                             float *o, float *hT, dm_cuda_stream s);
+/* floats of the backward's workspace: the states before each token, B*H*T*dk*dv */
+size_t dm_cuda_delta_serial_bwd_work(const dm_delta_dims *d);
+/* writes (overwrites) dq, dk, dv, dg, dbeta, and dh0 when non-NULL */
+int dm_cuda_delta_serial_bwd(const dm_delta_dims *d, const float *q, const float *k,
+                             const float *v, const float *g, const float *beta, const float *h0,
+                             const float *dO, const float *dhT, float *dq, float *dk, float *dv,
+                             float *dg, float *dbeta, float *dh0, float *work,
+                             dm_cuda_stream s);
+
+/* ---- the delta-rule core, chunked fp32 forward (delta.cu) ----
+ * The same function as dm_cuda_delta_serial_fwd, in chunks of 32 tokens (a triangular
+ * solve per chunk; every decay the exp of a difference of cumulative log gates, <= 1,
+ * so finite whatever the gate). Shapes and limits as the serial core's (its state and a
+ * chunk's [32, dk] tiles in shared memory). The backward is the serial core's for now. */
+int dm_cuda_delta_chunk_fwd(const dm_delta_dims *d, const float *q, const float *k,
+                            const float *v, const float *g, const float *beta, const float *h0,
+                            float *o, float *hT, dm_cuda_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DM_KERNELS_CUDA_H */

@@ -1,0 +1,351 @@
+/* delta.cu — the delta-rule core, token-serial: the GPU's oracle of the core (the
+ * recurrence of kernels/ref/delta_ref.c, docs/kda.md sections 4 and 5). One block per
+ * (b,h) pair; the [dk,dv] state in shared memory. The value columns of the state evolve
+ * independently in the forward, so thread j owns column j and runs the reference's loops
+ * over the key channels i in the reference's order. The backward also needs sums along
+ * the rows (over j): thread i takes row i, in order j = 0..dv-1; sums over the rows
+ * (dbeta, GDN's dg) are added by one thread in order i = 0..dk-1. Serial over time and
+ * slow by design: the chunked cores are checked against it. */
+#include "kernels/cuda/device.cuh"
+
+#define DELTA_MAX_DIM 256 /* dk, dv: one block of threads spans either */
+
+static __device__ __forceinline__ size_t ik(const dm_delta_dims &d, int b, int t, int h) {
+    return (((size_t)b * d.T + t) * d.H + h) * (size_t)d.dk;
+}
+static __device__ __forceinline__ size_t iv(const dm_delta_dims &d, int b, int t, int h) {
+    return (((size_t)b * d.T + t) * d.H + h) * (size_t)d.dv;
+}
+static __device__ __forceinline__ size_t is(const dm_delta_dims &d, int b, int t, int h) {
+    return ((size_t)b * d.T + t) * d.H + h;
+}
+
+/* a[i] = exp(g_t), q[i], k[i] of token (b,t,h) into shared memory (all threads) */
+static __device__ void load_token(const dm_delta_dims &d, const float *q, const float *k,
+                                  const float *g, int b, int t, int h, float *a, float *qs,
+                                  float *ks) {
+    for (int i = threadIdx.x; i < d.dk; i += blockDim.x) {
+        a[i] = expf(d.scalar_gate ? g[is(d, b, t, h)] : g[ik(d, b, t, h) + i]);
+        if (qs) qs[i] = q[ik(d, b, t, h) + i];
+        ks[i] = k[ik(d, b, t, h) + i];
+    }
+}
+
+/* one token on column j of S (stride ld): S <- Diag(a) S; u = beta (v_j - S^T k);
+ * S <- S + k u. Returns u. The reference's step_state, column j. */
+static __device__ __forceinline__ float step_col(float *S, int ld, const float *a,
+                                                 const float *ks, float vj, float beta, int dk,
+                                                 int j) {
+    float u = vj;
+    for (int i = 0; i < dk; i++) {
+        float sij = S[(size_t)i * ld + j] * a[i];
+        S[(size_t)i * ld + j] = sij;
+        u -= ks[i] * sij;
+    }
+    u *= beta;
+    for (int i = 0; i < dk; i++) S[(size_t)i * ld + j] += ks[i] * u;
+    return u;
+}
+
+/* shared floats: S [dk, dv], a, q, k [dk] */
+static size_t fwd_smem(const dm_delta_dims *d) {
+    return ((size_t)d->dk * d->dv + 3 * (size_t)d->dk) * sizeof(float);
+}
+static __global__ void k_delta_fwd(dm_delta_dims d, const float *q, const float *k,
+                                   const float *v, const float *g, const float *beta,
+                                   const float *h0, float *o, float *hT) {
+    extern __shared__ float sm[];
+    const int dk = d.dk, dv = d.dv, b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const int j = threadIdx.x;
+    float *S = sm, *a = S + (size_t)dk * dv, *qs = a + dk, *ks = qs + dk;
+    const size_t soff = (size_t)blockIdx.x * dk * dv;
+    if (j < dv)
+        for (int i = 0; i < dk; i++) S[(size_t)i * dv + j] = h0 ? h0[soff + (size_t)i * dv + j] : 0.0f;
+    for (int t = 0; t < d.T; t++) {
+        load_token(d, q, k, g, b, t, h, a, qs, ks);
+        __syncthreads();
+        if (j < dv) {
+            step_col(S, dv, a, ks, v[iv(d, b, t, h) + j], beta[is(d, b, t, h)], dk, j);
+            float acc = 0.0f;
+            for (int i = 0; i < dk; i++) acc += qs[i] * S[(size_t)i * dv + j];
+            o[iv(d, b, t, h) + j] = d.scale * acc;
+        }
+        __syncthreads();
+    }
+    if (hT && j < dv)
+        for (int i = 0; i < dk; i++) hT[soff + (size_t)i * dv + j] = S[(size_t)i * dv + j];
+}
+
+static unsigned block_of(int n) { return (unsigned)(32 * ((n + 31) / 32)); }
+
+/* the shared memory a launch needs, raised past 48 KiB where the device allows */
+static int smem_ok(const void *kernel, size_t bytes) {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+        cudaSuccess)
+        return 0;
+    if (bytes > (size_t)optin) return 0;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bytes) == cudaSuccess;
+}
+
+static int dims_ok(const dm_delta_dims *d) {
+    return d->B > 0 && d->T > 0 && d->H > 0 && d->dk > 0 && d->dv > 0 &&
+           d->dk <= DELTA_MAX_DIM && d->dv <= DELTA_MAX_DIM;
+}
+
+extern "C" int dm_cuda_delta_serial_fwd(const dm_delta_dims *d, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, float *o, float *hT,
+                                        dm_cuda_stream s) {
+    if (!dims_ok(d)) return DM_CUDA_EBADSHAPE;
+    size_t smem = fwd_smem(d);
+    if (!smem_ok((const void *)k_delta_fwd, smem)) return DM_CUDA_EBADSHAPE;
+    k_delta_fwd<<<d->B * d->H, block_of(d->dv), smem, s>>>(*d, q, k, v, g, beta, h0, o, hT);
+    return dm_launched();
+}
+
+extern "C" size_t dm_cuda_delta_serial_bwd_work(const dm_delta_dims *d) {
+    return (size_t)d->B * d->H * d->T * d->dk * d->dv;
+}
+
+/* shared floats: Sp, dS [dk, dv+1] (rows padded: row and column walks both conflict-free),
+ * a, q, k, rowsum [dk], e, de, dO [dv] */
+static size_t bwd_smem(const dm_delta_dims *d) {
+    return (2 * (size_t)d->dk * (d->dv + 1) + 4 * (size_t)d->dk + 3 * (size_t)d->dv) *
+           sizeof(float);
+}
+static __global__ void k_delta_bwd(dm_delta_dims d, const float *q, const float *k,
+                                   const float *v, const float *g, const float *beta,
+                                   const float *h0, const float *dO, const float *dhT,
+                                   float *dq, float *dk_, float *dv_, float *dg, float *dbeta,
+                                   float *dh0, float *P) {
+    extern __shared__ float sm[];
+    const int dk = d.dk, dv = d.dv, ld = dv + 1, b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const int x = threadIdx.x; /* column j in the column phases, row i in the row phases */
+    const size_t ss = (size_t)dk * dv, soff = (size_t)blockIdx.x * ss;
+    float *Sp = sm, *dS = Sp + (size_t)dk * ld, *a = dS + (size_t)dk * ld, *qs = a + dk;
+    float *ks = qs + dk, *rs = ks + dk, *e = rs + dk, *de = e + dv, *dOs = de + dv;
+    float *Pb = P + (size_t)blockIdx.x * d.T * ss; /* this pair's states before each token */
+
+    /* 1. the states before each token: P_0 = h0, P_{t+1} = step(P_t), column by column
+     * (Sp holds the running state) */
+    if (x < dv)
+        for (int i = 0; i < dk; i++) {
+            float s0 = h0 ? h0[soff + (size_t)i * dv + x] : 0.0f;
+            Sp[(size_t)i * ld + x] = s0;
+            Pb[(size_t)i * dv + x] = s0;
+        }
+    for (int t = 0; t + 1 < d.T; t++) {
+        load_token(d, q, k, g, b, t, h, a, NULL, ks);
+        __syncthreads();
+        if (x < dv) {
+            step_col(Sp, ld, a, ks, v[iv(d, b, t, h) + x], beta[is(d, b, t, h)], dk, x);
+            float *Pn = Pb + (size_t)(t + 1) * ss;
+            for (int i = 0; i < dk; i++) Pn[(size_t)i * dv + x] = Sp[(size_t)i * ld + x];
+        }
+        __syncthreads();
+    }
+
+    /* 2. reverse time */
+    if (x < dv)
+        for (int i = 0; i < dk; i++)
+            dS[(size_t)i * ld + x] = dhT ? dhT[soff + (size_t)i * dv + x] : 0.0f;
+    for (int t = d.T - 1; t >= 0; t--) {
+        const float bt = beta[is(d, b, t, h)], scale = d.scale;
+        const float *Pt = Pb + (size_t)t * ss;
+        load_token(d, q, k, g, b, t, h, a, qs, ks);
+        if (x < dv) dOs[x] = dO[iv(d, b, t, h) + x];
+        __syncthreads();
+        /* columns: S' = Diag(a) P_t, e = v - S'^T k; dS += scale q dO^T, de = dS^T k */
+        if (x < dv) {
+            float ej = v[iv(d, b, t, h) + x], dej = 0.0f, doj = dOs[x];
+            for (int i = 0; i < dk; i++) {
+                float sij = a[i] * Pt[(size_t)i * dv + x];
+                Sp[(size_t)i * ld + x] = sij;
+                ej -= ks[i] * sij;
+                float dsij = dS[(size_t)i * ld + x] + scale * qs[i] * doj;
+                dS[(size_t)i * ld + x] = dsij;
+                dej += ks[i] * dsij;
+            }
+            e[x] = ej;
+            de[x] = dej;
+        }
+        __syncthreads();
+        /* rows: dq = scale (S' dO + beta k (e.dO)), dk = beta dS e, dbeta's terms */
+        if (x < dk) {
+            float edo = 0.0f, dse = 0.0f, sdo = 0.0f;
+            for (int j = 0; j < dv; j++) edo += e[j] * dOs[j];
+            for (int j = 0; j < dv; j++) {
+                dse += dS[(size_t)x * ld + j] * e[j];
+                sdo += Sp[(size_t)x * ld + j] * dOs[j];
+            }
+            dq[ik(d, b, t, h) + x] = scale * (sdo + bt * ks[x] * edo);
+            dk_[ik(d, b, t, h) + x] = bt * dse;
+            rs[x] = ks[x] * dse;
+        }
+        __syncthreads();
+        if (x == 0) {
+            float dbt = 0.0f;
+            for (int i = 0; i < dk; i++) dbt += rs[i];
+            dbeta[is(d, b, t, h)] = dbt;
+        }
+        if (x < dv) {
+            float dej = de[x] * bt;
+            de[x] = dej;
+            dv_[iv(d, b, t, h) + x] = dej;
+        }
+        __syncthreads();
+        /* rows: dk -= S' de; dS' = dS - k de^T; dg = rowsum(dS' S'); dS = Diag(a) dS' */
+        if (x < dk) {
+            float sde = 0.0f, dgi = 0.0f, ki = ks[x], ai = a[x];
+            for (int j = 0; j < dv; j++) {
+                float sij = Sp[(size_t)x * ld + j];
+                sde += sij * de[j];
+                float dsij = dS[(size_t)x * ld + j] - ki * de[j];
+                dgi += dsij * sij;
+                dS[(size_t)x * ld + j] = dsij * ai;
+            }
+            dk_[ik(d, b, t, h) + x] -= sde;
+            if (d.scalar_gate) rs[x] = dgi;
+            else dg[ik(d, b, t, h) + x] = dgi;
+        }
+        __syncthreads();
+        if (d.scalar_gate && x == 0) {
+            float dgs = 0.0f;
+            for (int i = 0; i < dk; i++) dgs += rs[i];
+            dg[is(d, b, t, h)] = dgs;
+        }
+        __syncthreads();
+    }
+    if (dh0 && x < dv)
+        for (int i = 0; i < dk; i++) dh0[soff + (size_t)i * dv + x] = dS[(size_t)i * ld + x];
+}
+
+extern "C" int dm_cuda_delta_serial_bwd(const dm_delta_dims *d, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, const float *dO, const float *dhT,
+                                        float *dq, float *dk, float *dv, float *dg,
+                                        float *dbeta, float *dh0, float *work,
+                                        dm_cuda_stream s) {
+    if (!dims_ok(d)) return DM_CUDA_EBADSHAPE;
+    size_t smem = bwd_smem(d);
+    if (!smem_ok((const void *)k_delta_bwd, smem)) return DM_CUDA_EBADSHAPE;
+    unsigned threads = block_of(d->dk > d->dv ? d->dk : d->dv);
+    k_delta_bwd<<<d->B * d->H, threads, smem, s>>>(*d, q, k, v, g, beta, h0, dO, dhT, dq, dk,
+                                                   dv, dg, dbeta, dh0, work);
+    return dm_launched();
+}
+
+/* ---- the chunked forward (fp32): chunks of CH tokens, every decay as the exp of a
+ * difference of cumulative log gates, never above 1 (finite whatever the gate) ----
+ * In a chunk with start state S0 and Gam_t = sum_{i<=t} g_i (per key channel; GDN's g
+ * broadcast), u_t = beta_t (v_t - (Diag(a_t) S_{t-1})^T k_t) solves (I + A) U = diag(beta) V
+ * - W0 S0 with, for s < t,
+ *   A_ts = beta_t sum_i k_ti k_si exp(Gam_ti - Gam_si),   W0_t = beta_t (k_t . exp(Gam_t));
+ * then o_t = scale (S0^T (q_t . exp(Gam_t)) + sum_{s<=t} P_ts u_s),
+ *   P_ts = sum_i q_ti k_si exp(Gam_ti - Gam_si),
+ * and the next state S = Diag(exp(Gam_last)) S0 + sum_s (k_s . exp(Gam_last - Gam_s)) u_s^T
+ * (docs/cuda.md). One block per (b,h); each sum runs serially in index order on one
+ * thread; the triangular solve runs forward in t, one thread per column. */
+#define CH 32
+static size_t chunk_smem(const dm_delta_dims *d) {
+    size_t dk = (size_t)d->dk, dv = (size_t)d->dv;
+    return (dk * dv + 4 * CH * dk + CH * dv + 2 * CH * CH + CH) * sizeof(float);
+}
+static __global__ void k_delta_chunk_fwd(dm_delta_dims d, const float *q, const float *k,
+                                         const float *v, const float *g, const float *beta,
+                                         const float *h0, float *o, float *hT) {
+    extern __shared__ float sm[];
+    const int dk = d.dk, dv = d.dv, b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const size_t soff = (size_t)blockIdx.x * dk * dv;
+    float *S = sm, *K = S + (size_t)dk * dv, *Q = K + CH * dk, *Gm = Q + CH * dk;
+    float *U = Gm + CH * dk, *W = U + CH * dv, *A = W + CH * dk, *P = A + CH * CH;
+    float *bt = P + CH * CH;
+    for (int e = tid; e < dk * dv; e += nt) S[e] = h0 ? h0[soff + e] : 0.0f;
+    for (int t0 = 0; t0 < d.T; t0 += CH) {
+        const int L = d.T - t0 < CH ? d.T - t0 : CH;
+        __syncthreads(); /* the last chunk's readers of K, U, ... are done */
+        for (int e = tid; e < L * dk; e += nt) {
+            int t = e / dk, i = e % dk;
+            K[e] = k[ik(d, b, t0 + t, h) + i];
+            Q[e] = q[ik(d, b, t0 + t, h) + i];
+            Gm[e] = d.scalar_gate ? g[is(d, b, t0 + t, h)] : g[ik(d, b, t0 + t, h) + i];
+        }
+        for (int e = tid; e < L * dv; e += nt) {
+            int t = e / dv, j = e % dv;
+            U[e] = v[iv(d, b, t0 + t, h) + j];
+        }
+        for (int t = tid; t < L; t += nt) bt[t] = beta[is(d, b, t0 + t, h)];
+        __syncthreads();
+        for (int i = tid; i < dk; i += nt) /* cumulative log gates, in order */
+            for (int t = 1; t < L; t++) Gm[t * dk + i] += Gm[(t - 1) * dk + i];
+        __syncthreads();
+        for (int e = tid; e < L * L; e += nt) {
+            int t = e / L, s = e % L;
+            float a = 0.0f, p = 0.0f;
+            if (s <= t)
+                for (int i = 0; i < dk; i++) {
+                    float dec = expf(Gm[t * dk + i] - Gm[s * dk + i]) * K[s * dk + i];
+                    a += K[t * dk + i] * dec;
+                    p += Q[t * dk + i] * dec;
+                }
+            A[e] = s < t ? bt[t] * a : 0.0f;
+            P[e] = p;
+        }
+        for (int e = tid; e < L * dk; e += nt) {
+            int t = e / dk;
+            W[e] = bt[t] * (K[e] * expf(Gm[e]));
+        }
+        for (int e = tid; e < L * dv; e += nt) U[e] *= bt[e / dv];
+        __syncthreads();
+        /* (I + A) X = RHS, forward in t, one thread per column of [U | W] */
+        for (int c = tid; c < dv + dk; c += nt) {
+            float *X = c < dv ? U + c : W + (c - dv);
+            const int ld = c < dv ? dv : dk;
+            for (int t = 1; t < L; t++) {
+                float x = X[t * ld];
+                for (int s = 0; s < t; s++) x -= A[t * L + s] * X[s * ld];
+                X[t * ld] = x;
+            }
+        }
+        __syncthreads();
+        for (int e = tid; e < L * dv; e += nt) { /* U -= W S0 */
+            int t = e / dv, j = e % dv;
+            float x = U[e];
+            for (int i = 0; i < dk; i++) x -= W[t * dk + i] * S[i * dv + j];
+            U[e] = x;
+        }
+        __syncthreads();
+        for (int e = tid; e < L * dv; e += nt) {
+            int t = e / dv, j = e % dv;
+            float acc = 0.0f;
+            for (int i = 0; i < dk; i++) acc += Q[t * dk + i] * expf(Gm[t * dk + i]) * S[i * dv + j];
+            for (int s = 0; s <= t; s++) acc += P[t * L + s] * U[s * dv + j];
+            o[iv(d, b, t0 + t, h) + j] = d.scale * acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < dk * dv; e += nt) { /* the next chunk's start state */
+            int i = e / dv, j = e % dv;
+            float last = Gm[(L - 1) * dk + i];
+            float x = expf(last) * S[e];
+            for (int s = 0; s < L; s++) x += K[s * dk + i] * expf(last - Gm[s * dk + i]) * U[s * dv + j];
+            S[e] = x;
+        }
+    }
+    __syncthreads();
+    if (hT)
+        for (int e = tid; e < dk * dv; e += nt) hT[soff + e] = S[e];
+}
+
+extern "C" int dm_cuda_delta_chunk_fwd(const dm_delta_dims *d, const float *q, const float *k,
+                                       const float *v, const float *g, const float *beta,
+                                       const float *h0, float *o, float *hT, dm_cuda_stream s) {
+    if (!dims_ok(d)) return DM_CUDA_EBADSHAPE;
+    size_t smem = chunk_smem(d);
+    if (!smem_ok((const void *)k_delta_chunk_fwd, smem)) return DM_CUDA_EBADSHAPE;
+    k_delta_chunk_fwd<<<d->B * d->H, 256, smem, s>>>(*d, q, k, v, g, beta, h0, o, hT);
+    return dm_launched();
+}

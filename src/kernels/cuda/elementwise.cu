@@ -1,0 +1,317 @@
+/* elementwise.cu — the elementwise kernels: bf16 rounding, SiLU, sigmoid, SwiGLU, the
+ * residual add, the forget gate and the bias companions of the matmul. Each element is
+ * read before it is written, so the backward kernels run in place (dx == dy). */
+#include "kernels/cuda/device.cuh"
+
+/* ---- bf16: dm_bf16_of's bits ---- */
+static __device__ __forceinline__ uint16_t bf16_of(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static __global__ void k_bf16(uint16_t *dst, const float *src, size_t n) {
+    DM_GRID_STRIDE(i, n) dst[i] = bf16_of(src[i]);
+}
+extern "C" int dm_cuda_bf16_from_f32(uint16_t *dst, const float *src, size_t n,
+                                     dm_cuda_stream s) {
+    if (n == 0) return 0;
+    k_bf16<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(dst, src, n);
+    return dm_launched();
+}
+
+/* ---- activations ---- */
+static __global__ void k_silu_fwd(float *y, const float *x, size_t n) {
+    DM_GRID_STRIDE(i, n) y[i] = x[i] * dm_sigm(x[i]);
+}
+static __global__ void k_silu_bwd(float *dx, const float *dy, const float *x, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        float xi = x[i];
+        dx[i] = dy[i] * dm_dsilu(xi, dm_sigm(xi));
+    }
+}
+static __global__ void k_sigmoid_fwd(float *y, const float *x, size_t n) {
+    DM_GRID_STRIDE(i, n) y[i] = dm_sigm(x[i]);
+}
+static __global__ void k_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n) {
+    DM_GRID_STRIDE(i, n) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+static __global__ void k_swiglu_fwd(float *h, const float *a, const float *b, size_t n) {
+    DM_GRID_STRIDE(i, n) h[i] = a[i] * dm_sigm(a[i]) * b[i];
+}
+static __global__ void k_swiglu_bwd(float *da, float *db, const float *dh, const float *a,
+                                    const float *b, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        float ai = a[i], bi = b[i], g = dh[i], s = dm_sigm(ai);
+        da[i] = g * bi * dm_dsilu(ai, s);
+        db[i] = g * ai * s;
+    }
+}
+static __global__ void k_add(float *y, const float *x, size_t n) {
+    DM_GRID_STRIDE(i, n) y[i] += x[i];
+}
+
+#define EW_LAUNCH(kernel, n, ...)                                                        \
+    do {                                                                                 \
+        if ((n) == 0) return 0;                                                          \
+        kernel<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(__VA_ARGS__, n);                \
+        return dm_launched();                                                            \
+    } while (0)
+
+extern "C" int dm_cuda_silu_fwd(float *y, const float *x, size_t n, dm_cuda_stream s) {
+    EW_LAUNCH(k_silu_fwd, n, y, x);
+}
+extern "C" int dm_cuda_silu_bwd(float *dx, const float *dy, const float *x, size_t n,
+                                dm_cuda_stream s) {
+    EW_LAUNCH(k_silu_bwd, n, dx, dy, x);
+}
+extern "C" int dm_cuda_sigmoid_fwd(float *y, const float *x, size_t n, dm_cuda_stream s) {
+    EW_LAUNCH(k_sigmoid_fwd, n, y, x);
+}
+extern "C" int dm_cuda_sigmoid_bwd(float *dx, const float *dy, const float *y, size_t n,
+                                   dm_cuda_stream s) {
+    EW_LAUNCH(k_sigmoid_bwd, n, dx, dy, y);
+}
+extern "C" int dm_cuda_swiglu_fwd(float *h, const float *a, const float *b, size_t n,
+                                  dm_cuda_stream s) {
+    EW_LAUNCH(k_swiglu_fwd, n, h, a, b);
+}
+extern "C" int dm_cuda_swiglu_bwd(float *da, float *db, const float *dh, const float *a,
+                                  const float *b, size_t n, dm_cuda_stream s) {
+    EW_LAUNCH(k_swiglu_bwd, n, da, db, dh, a, b);
+}
+extern "C" int dm_cuda_add_inplace(float *y, const float *x, size_t n, dm_cuda_stream s) {
+    EW_LAUNCH(k_add, n, y, x);
+}
+
+/* ---- the forget gate (gate.c's math; e = exp(-|u|) shared by softplus and sigmoid) ---- */
+static __device__ __forceinline__ float softplus_e(float u, float e) {
+    return u > 20.0f ? u : fmaxf(u, 0.0f) + log1pf(e);
+}
+static __device__ __forceinline__ float sigm_e(float u, float e) {
+    return (u >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+static __global__ void k_gate_fwd(float *g, const float *f, const float *A_log,
+                                  const float *dt_bias, int H, int Cg, float lb, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        int hc = (int)(i % ((size_t)H * Cg)), h = hc / Cg;
+        float A = expf(A_log[h]), u = f[i] + dt_bias[hc];
+        g[i] = lb == 0.0f ? -A * softplus_e(u, expf(-fabsf(u))) : lb * dm_sigm(A * u);
+    }
+}
+extern "C" int dm_cuda_gate_fwd(float *g, const float *f, const float *A_log,
+                                const float *dt_bias, int N, int H, int Cg, float lb,
+                                dm_cuda_stream s) {
+    size_t n = (size_t)N * H * Cg;
+    EW_LAUNCH(k_gate_fwd, n, g, f, A_log, dt_bias, H, Cg, lb);
+}
+
+/* the gate's derivatives at element i: df (the input gradient) and the dA_log term */
+struct gate_terms {
+    const float *dg, *f, *A_log, *dt_bias;
+    int H, Cg;
+    float lb;
+    __device__ void at(size_t i, float *df, float *dA) const {
+        int hc = (int)(i % ((size_t)H * Cg)), h = hc / Cg;
+        float A = expf(A_log[h]), u = f[i] + dt_bias[hc], d = dg[i];
+        if (lb == 0.0f) {
+            float e = expf(-fabsf(u));
+            *df = d * (-A * sigm_e(u, e));
+            *dA = d * (-A * softplus_e(u, e));
+        } else {
+            float sg = dm_sigm(A * u);
+            *df = d * (lb * sg * (1.0f - sg) * A);
+            *dA = *df * u;
+        }
+    }
+};
+/* ddt_bias's column term: df at row n, column hc of [N, H*Cg] */
+struct gate_dt_term {
+    gate_terms t;
+    __device__ float operator()(int n, int hc) const {
+        float df, dA;
+        t.at((size_t)n * t.H * t.Cg + hc, &df, &dA);
+        return df;
+    }
+};
+/* dA_log[h] += sum over (n, c) in order of the row-major [N, Cg] slice of head h, in
+ * double as on the CPU; one block per head */
+static __global__ void k_gate_dA(float *dA_log, gate_terms t, int N) {
+    const int h = blockIdx.x;
+    const size_t m = (size_t)N * t.Cg;
+    double acc = 0.0;
+    for (size_t e = threadIdx.x; e < m; e += DM_BS_THREADS) {
+        size_t n = e / t.Cg, c = e % t.Cg;
+        float df, dA;
+        t.at((n * t.H + h) * t.Cg + c, &df, &dA);
+        acc += dA;
+    }
+    double total = dm_block_sum<double>(acc);
+    if (threadIdx.x == 0) dA_log[h] += (float)total;
+}
+static __global__ void k_gate_df(float *df, gate_terms t, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        float v, dA;
+        t.at(i, &v, &dA);
+        df[i] = v;
+    }
+}
+/* the parameter gradients read dg first: df (which may alias dg) is written last */
+extern "C" int dm_cuda_gate_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg,
+                                const float *f, const float *A_log, const float *dt_bias,
+                                int N, int H, int Cg, float lb, dm_cuda_stream s) {
+    size_t n = (size_t)N * H * Cg;
+    if (n == 0) return 0;
+    gate_terms t = {dg, f, A_log, dt_bias, H, Cg, lb};
+    int err = dm_colsum<double>(ddt_bias, N, H * Cg, gate_dt_term{t}, s);
+    if (err) return err;
+    k_gate_dA<<<H, DM_BS_THREADS, 0, s>>>(dA_log, t, N);
+    if ((err = dm_launched())) return err;
+    k_gate_df<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(df, t, n);
+    return dm_launched();
+}
+
+/* ---- the matmul's bias ---- */
+static __global__ void k_bias_add(float *out, const float *bias, int O, size_t n) {
+    DM_GRID_STRIDE(i, n) out[i] += bias[i % O];
+}
+extern "C" int dm_cuda_bias_add(float *out, const float *bias, int N, int O, dm_cuda_stream s) {
+    size_t n = (size_t)N * O;
+    EW_LAUNCH(k_bias_add, n, out, bias, O);
+}
+struct read_term {
+    const float *x;
+    int cols;
+    __device__ float operator()(int r, int c) const { return x[(size_t)r * cols + c]; }
+};
+extern "C" int dm_cuda_bias_grad(float *dbias, const float *dout, int N, int O,
+                                 dm_cuda_stream s) {
+    return dm_colsum<float>(dbias, N, O, read_term{dout, O}, s);
+}
+
+/* ---- the optimizer: the gradient's sum of squares and AdamW ---- */
+static __global__ void k_sumsq_part(double *work, const float *x, size_t n, size_t per) {
+    size_t s = (size_t)blockIdx.x * per, e = s + per < n ? s + per : n;
+    double acc = 0.0;
+    for (size_t i = s + threadIdx.x; i < e; i += DM_BS_THREADS) acc += (double)x[i] * x[i];
+    double total = dm_block_sum<double>(acc);
+    if (threadIdx.x == 0) work[blockIdx.x] = total;
+}
+static __global__ void k_sumsq_total(double *out, const double *work) {
+    double total = dm_block_sum<double>(threadIdx.x < DM_CUDA_SUMSQ_BLOCKS ? work[threadIdx.x] : 0.0);
+    if (threadIdx.x == 0) *out = total;
+}
+extern "C" int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work,
+                             dm_cuda_stream s) {
+    static_assert(DM_CUDA_SUMSQ_BLOCKS == DM_BS_THREADS, "one thread per slice in the total");
+    size_t per = (n + DM_CUDA_SUMSQ_BLOCKS - 1) / DM_CUDA_SUMSQ_BLOCKS;
+    k_sumsq_part<<<DM_CUDA_SUMSQ_BLOCKS, DM_BS_THREADS, 0, s>>>(work, x, n, per);
+    int err = dm_launched();
+    if (err) return err;
+    k_sumsq_total<<<1, DM_BS_THREADS, 0, s>>>(out, work);
+    return dm_launched();
+}
+
+static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, float lr,
+                               float decay, float b1, float b2, float eps, float c1, float c2,
+                               float gscale, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        float gi = g[i] * gscale;
+        float a = b1 * m1[i] + (1.0f - b1) * gi, v = b2 * m2[i] + (1.0f - b2) * gi * gi;
+        m1[i] = a;
+        m2[i] = v;
+        p[i] = p[i] * decay - lr * (a * c1) / (sqrtf(v * c2) + eps);
+    }
+}
+extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr,
+                             float wd, float b1, float b2, float eps, long t, float gscale,
+                             dm_cuda_stream s) {
+    if (n == 0) return 0;
+    /* the bias corrections as the CPU computes them (in double, on the host) */
+    float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
+    float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
+    k_adamw<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(p, g, m1, m2, lr, 1.0f - lr * wd, b1, b2,
+                                                      eps, c1, c2, gscale, n);
+    return dm_launched();
+}
+
+/* ---- Newton–Schulz's elementwise parts ---- */
+static __global__ void k_slice_sumsq(double *sumsq, const float *G, size_t len) {
+    const float *g = G + (size_t)blockIdx.x * len;
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < len; i += DM_BS_THREADS) acc += (double)g[i] * g[i];
+    double total = dm_block_sum<double>(acc);
+    if (threadIdx.x == 0) sumsq[blockIdx.x] = total;
+}
+static __global__ void k_slice_scale(float *X, const double *sumsq, const float *G, size_t len,
+                                     double safety, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        double norm = sqrt(sumsq[i / len]);
+        double inv = norm == 0.0 ? 0.0 : 1.0 / (safety * norm); /* polar(0) := 0 */
+        X[i] = (float)((double)G[i] * inv);
+    }
+}
+extern "C" int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len,
+                                double safety, dm_cuda_stream s) {
+    if (n <= 0 || len == 0) return 0;
+    k_slice_sumsq<<<n, DM_BS_THREADS, 0, s>>>(sumsq, G, len);
+    int err = dm_launched();
+    if (err) return err;
+    size_t total = (size_t)n * len;
+    k_slice_scale<<<dm_ew_blocks(total), DM_EW_THREADS, 0, s>>>(X, sumsq, G, len, safety, total);
+    return dm_launched();
+}
+/* B = b A, then + a on the diagonal: two roundings, as the CPU's (no fused multiply-add) */
+static __global__ void k_ns_linear(float *B, const float *A, int m, float a, float b, size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        size_t e = i % ((size_t)m * m);
+        float v = __fmul_rn(b, A[i]);
+        B[i] = e / m == e % m ? v + a : v;
+    }
+}
+extern "C" int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b,
+                                 dm_cuda_stream s) {
+    size_t total = (size_t)n * m * m;
+    EW_LAUNCH(k_ns_linear, total, B, A, m, a, b);
+}
+
+/* ---- Muon's momentum and weight step ---- */
+static __global__ void k_momentum(float *mom, const float *g, float *u, float beta,
+                                  float gscale, size_t n) {
+    DM_GRID_STRIDE(j, n) {
+        float gj = g[j] * gscale, mj = beta * mom[j] + (1.0f - beta) * gj;
+        mom[j] = mj;
+        if (u) u[j] = (1.0f - beta) * gj + beta * mj;
+    }
+}
+extern "C" int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
+                                     float gscale, dm_cuda_stream s) {
+    EW_LAUNCH(k_momentum, n, mom, g, u, beta, gscale);
+}
+static __global__ void k_muon_update(float *w, const float *x, float decay, float step_scale,
+                                     size_t n) {
+    DM_GRID_STRIDE(j, n) w[j] = w[j] * decay - step_scale * x[j];
+}
+extern "C" int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay,
+                                   float step_scale, dm_cuda_stream s) {
+    EW_LAUNCH(k_muon_update, n, w, x, decay, step_scale);
+}
+
+/* ---- the sphere retraction ---- */
+static __global__ void k_sphere(float *W, const float *R, const double *sumsq, size_t len,
+                                size_t n) {
+    DM_GRID_STRIDE(i, n) {
+        size_t sl = i / len;
+        double norm = sqrt(sumsq[sl]);
+        if (R[sl] > 0 && norm != 0.0) W[i] = (float)((double)W[i] * ((double)R[sl] / norm));
+    }
+}
+extern "C" int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t len, double *sumsq,
+                                      dm_cuda_stream s) {
+    if (n <= 0 || len == 0) return 0;
+    k_slice_sumsq<<<n, DM_BS_THREADS, 0, s>>>(sumsq, W, len);
+    int err = dm_launched();
+    if (err) return err;
+    size_t total = (size_t)n * len;
+    k_sphere<<<dm_ew_blocks(total), DM_EW_THREADS, 0, s>>>(W, R, sumsq, len, total);
+    return dm_launched();
+}
