@@ -63,6 +63,10 @@ typedef struct dm_config {
                                batch_size x grad_accum sequences               (1)   */
     int seq_len;            /* bytes per sequence                              (512) */
     int steps;              /* optimizer steps                                 (1000)*/
+    int schedule_steps;     /* the steps the lr schedule was planned over, when a
+                               time budget ended the run earlier: the schedule of
+                               schedule_steps, then a linear cooldown to
+                               min_lr_frac over the last tenth of steps; 0 = steps */
     long time_budget;       /* seconds of wall clock a fresh run fits (set-up,
                                steps, evaluation): fixes steps from the measured
                                rate; 0 = off                                   (0)   */
@@ -80,6 +84,7 @@ typedef struct dm_config {
     long eval_window;       /* validation bytes at the end of the corpus (81920) */
     int log_every;
     int ckpt_every;         /* steps between checkpoints; 0 = only at the end    */
+    long ckpt_time;         /* seconds of wall clock between checkpoints; 0 = off (300) */
     int kda_impl;           /* DM_IMPL_*                                         */
     int gemm;               /* DM_GEMM_*: GEMM backend of the matrix products     */
     int precision;          /* DM_PRECISION_*: of the matrix products (fp32)      */
@@ -140,8 +145,6 @@ int dm_config_mlp_hidden(const dm_config *c);
 /* Use n threads (0 = all cores) for OpenMP regions; OpenBLAS keeps one of its own (each
  * GEMM tile runs on one thread). Returns the number in use. */
 int dm_set_threads(int n);
-/* The cores this process may run on. */
-int dm_num_cores(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* Model                                                                                 */

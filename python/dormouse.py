@@ -29,8 +29,10 @@ What matches what:
     CPU with avx512_bf16 / amx_bf16; `precision="auto"` here does the same (the operands
     of every product rounded to bf16, f32 sums), "fp32" never.
 
-Needs only torch and numpy (Debian: python3-torch). The safetensors format is parsed here
-with json + numpy (the `safetensors` package is not needed).
+Needs only torch and numpy (Debian: python3-torch, for /usr/bin/python3). The safetensors
+format is parsed here with json + numpy (the `safetensors` package is not needed). Run by
+an interpreter without them, the command says so in one line, naming the interpreter that
+has them when there is one.
 """
 
 import argparse
@@ -39,12 +41,40 @@ import json
 import math
 import os
 import re
+import shlex
 import struct
+import subprocess
 import sys
+import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+
+def _lacks_torch(why):
+    """One line: this interpreter lacks torch or numpy; which one has them, or what to
+    install (Debian's python3-torch serves /usr/bin/python3)."""
+    me = os.path.realpath(sys.executable or "python3")
+    cmd = " ".join(shlex.quote(a) for a in sys.argv)
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if not os.access(cand, os.X_OK) or os.path.realpath(cand) == me:
+            continue
+        ok = subprocess.run([cand, "-c", "import torch, numpy"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode == 0
+        if ok:
+            return (f"error: dormouse.py needs torch and numpy, which this python ({me}, "
+                    f"{sys.version.split()[0]}) lacks ({why}); {cand} has them: "
+                    f"{cand} {cmd}")
+    return (f"error: dormouse.py needs torch and numpy, which this python ({me}, "
+            f"{sys.version.split()[0]}) lacks ({why}); on Debian: sudo apt-get install "
+            f"python3-torch, then /usr/bin/python3 {cmd}")
+
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    if __name__ == "__main__":
+        sys.exit(_lacks_torch(e))
+    raise ImportError(_lacks_torch(e)) from e
 
 VOCAB = 256
 NORM_EPS = 1e-6  # RMSNorm and the per-head output norm (src/model/model.h)
@@ -456,18 +486,47 @@ def save(model, path, step=None):
 
 # ---- bits per byte ------------------------------------------------------------------------
 
+class Progress:
+    """Progress of a long evaluation on stderr: a line redrawn on a terminal, else a line
+    at every tenth."""
+
+    def __init__(self, total, what="eval"):
+        self.total, self.what, self.t0, self.shown = total, what, time.monotonic(), -1
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done):
+        el = time.monotonic() - self.t0
+        tenth = 10 * done // self.total
+        if not self.tty and (tenth == self.shown or done == 0):
+            return
+        self.shown = tenth
+        eta = el / done * (self.total - done) if done else float("nan")
+        line = (f"{self.what}: {done}/{self.total} forwards, {el:.0f} s, "
+                f"about {eta:.0f} s left")
+        sys.stderr.write(("\r\033[K" + line) if self.tty else line + "\n")
+        if self.tty and done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
 @torch.no_grad()
-def nats(model, window, seq_len=None, batch_size=None, **kw):
+def nats(model, window, seq_len=None, batch_size=None, progress=None, **kw):
     """Sum of the cross-entropy in nats of every prediction in window (bytes): the window is
     cut as dormouse eval cuts it (dm_eval_bpb): sequences of seq_len+1 bytes starting at 0,
-    seq_len, 2 seq_len, ..., the last one shorter; len(window)-1 predictions in all."""
+    seq_len, 2 seq_len, ..., the last one shorter; len(window)-1 predictions in all.
+    progress: called with the forwards done (a Progress, or None)."""
     T = seq_len or model.config["seq_len"]
     B = batch_size or model.config["batch_size"]
     buf = torch.frombuffer(bytearray(window), dtype=torch.uint8).long()
     preds = len(window) - 1
     full, rest = divmod(preds, T)
     total = 0.0
+    nf = (full + B - 1) // B + (1 if rest else 0)
+    if progress is True:
+        progress = Progress(nf)
     for s in range(0, full, B):
+        if progress:
+            progress(s // B)
         b = min(B, full - s)
         idx = (torch.arange(b)[:, None] + s) * T + torch.arange(T + 1)[None, :]
         seq = buf[idx]
@@ -479,14 +538,18 @@ def nats(model, window, seq_len=None, batch_size=None, **kw):
         logits = model(seq[:, :-1], **kw).double()
         total += F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1),
                                  reduction="sum").item()
+    if progress:
+        progress(nf)
     return total
 
 
-def bpb(model, window, seq_len=None, batch_size=None, **kw):
-    """Bits per byte of window (bytes), as `dormouse eval` computes it: nats / (len-1) / ln 2."""
+def bpb(model, window, seq_len=None, batch_size=None, progress=None, **kw):
+    """Bits per byte of window (bytes), as `dormouse eval` computes it: nats / (len-1) / ln 2.
+    progress=True shows the forwards done on stderr."""
     if len(window) < 2:
         raise ValueError("a window needs 2 bytes or more")
-    return nats(model, window, seq_len, batch_size, **kw) / (len(window) - 1) / math.log(2)
+    return (nats(model, window, seq_len, batch_size, progress, **kw) / (len(window) - 1)
+            / math.log(2))
 
 
 # ---- recurrent inference and sampling -----------------------------------------------------
@@ -673,7 +736,7 @@ def main(argv=None):
         w = model.config["eval_window"]
         if len(data) < w:
             sys.exit(f"error: {path} has {len(data)} bytes, fewer than eval_window={w}")
-        print(f"val_bpb {bpb(model, data[-w:]):.6f} on the last {w} bytes of {path} "
+        print(f"val_bpb {bpb(model, data[-w:], progress=True):.6f} on the last {w} bytes of {path} "
               f"(checkpoint step {model.step}; twin: {a.impl}, {model.precision})")
     else:
         out = sample(model, a.prompt.encode(), a.len, a.temperature, a.top_k, a.top_p, a.seed)

@@ -32,8 +32,8 @@ tokens() { awk -F'\t' '$6 == "step_tokens_per_s" && $5 !~ /\| baseline/ { print 
 ratios=()
 flags=() machine=
 for ((r = 1; r <= rounds; r++)); do
-  run_one() { "$dm" bench --set threads=2 --baseline threads=2 "${common[@]}" | tokens; }
-  run_two() { "${mpirun[@]}" -np 2 "$dm" bench --set threads=1 --baseline threads=1 "${common[@]}" | tokens; }
+  run_one() { "$dm" bench -v --set threads=2 --baseline threads=2 "${common[@]}" | tokens; }
+  run_two() { "${mpirun[@]}" -np 2 "$dm" bench -v --set threads=1 --baseline threads=1 "${common[@]}" | tokens; }
   if (( r % 2 )); then one=$(run_one); two=$(run_two); else two=$(run_two); one=$(run_one); fi
   ratio=$(awk -v a="${two%% *}" -v b="${one%% *}" 'BEGIN { printf "%.3f", a / b }')
   ratios+=("$ratio")

@@ -268,13 +268,15 @@ TEST(ab_resume_skips_cached_cells) {
 }
 
 /* An arm with a time_budget: each of its cells fixes its own steps, the table
- * lists them, and the finished cells are cached on a rerun (not stale for their steps). */
+ * lists them, and the finished cells are cached on a rerun (not stale for their steps).
+ * The budget is real wall clock (5 s: room for the set-up of a loaded or sanitized build,
+ * which a budget too small for it refuses). */
 TEST(ab_time_budget_arm) {
     char d[256], cmd[4096], outp[512], out[65536], p[512];
     t_tmpdir(d, sizeof d);
     snprintf(outp, sizeof outp, "%s/out.txt", d);
     snprintf(cmd, sizeof cmd, DM_CLI " ab --dir %s/ab --data " CORPUS " " TINY " --steps 3 "
-             "--seeds 1 --variant 'budget: time_budget=2'", d);
+             "--seeds 1 --variant 'budget: time_budget=5'", d);
     int rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "sweep failed (%d):\n%s", rc, out);
     snprintf(p, sizeof p, "%s/ab/budget/seed1/config.json", d);
@@ -284,7 +286,7 @@ TEST(ab_time_budget_arm) {
     CHECKF(cj && dm_config_from_json(&c, cj, err, sizeof err) == 0, "%s", cj ? err : p);
     free(cj);
     printf("  the budget cell fixed steps=%d\n", c.steps);
-    CHECKF(c.steps > 3 && c.time_budget == 2, "budget cell: steps %d, time_budget %ld",
+    CHECKF(c.steps > 3 && c.time_budget == 5, "budget cell: steps %d, time_budget %ld",
            c.steps, c.time_budget);
     char row[128];
     snprintf(row, sizeof row, "budget    %d", c.steps);

@@ -202,7 +202,7 @@ TEST(bench_cli_appends_history_rows) {
     t_tmpdir(d, sizeof d);
     snprintf(hist, sizeof hist, "%s/history.tsv", d);
     snprintf(outp, sizeof outp, "%s/out.txt", d);
-    snprintf(cmd, sizeof cmd, DM_CLI " bench " TINY " --reps 2 --history %s 2>&1", hist);
+    snprintf(cmd, sizeof cmd, DM_CLI " bench -v " TINY " --reps 2 --history %s 2>&1", hist);
     for (int run = 1; run <= 2; run++) {
         int rc = t_run_out(cmd, outp, out, sizeof out);
         CHECKF(rc == 0, "dormouse bench exited %d:\n%s", rc, out);
@@ -289,7 +289,7 @@ TEST(bench_cli_baseline) {
     static char out[1 << 16];
     t_tmpdir(d, sizeof d);
     snprintf(outp, sizeof outp, "%s/out.txt", d);
-    snprintf(cmd, sizeof cmd, DM_CLI " bench " TINY " --set threads=1 --reps 1 "
+    snprintf(cmd, sizeof cmd, DM_CLI " bench -v " TINY " --set threads=1 --reps 1 "
              "--baseline gemm=openblas 2>&1");
     int rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0, "dormouse bench --baseline exited %d:\n%s", rc, out);

@@ -112,7 +112,7 @@ TEST(cli_bad_checkpoints) {
     snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s/nothing", d);
     expect(cmd, 2, "not a run directory");
     /* nothing was written into the run by the failed commands */
-    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 5", run);
+    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 7", run);
     CHECKF(t_run(cmd, NULL, 0) == 0, "run directory changed by failed commands");
     t_rmtree(d);
 }

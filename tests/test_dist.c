@@ -429,7 +429,7 @@ TEST(dist_bench_reports_communication) {
     snprintf(log, sizeof log, "%s/log", d);
     keys ks = with("grad_accum=2", NULL);
     sets_text(&ks, sets, sizeof sets);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 " DM_CLI " bench --reps 2 --baseline threads=1%s",
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 " DM_CLI " bench -v --reps 2 --baseline threads=1%s",
              sets);
     int rc = t_run_out(cmd, log, out, sizeof out);
     printf("%s", out);

@@ -504,7 +504,7 @@ TEST(plan_cli_figures_and_time) {
                out);
     }
 
-    rc = t_run_out(DM_CLI " bench --reps 1 --memory --set checkpointing=full"
+    rc = t_run_out(DM_CLI " bench -v --reps 1 --memory --set checkpointing=full"
                    " --baseline checkpointing=none" TINY_SETS, outp, out, sizeof out);
     CHECKF(rc == 0, "bench --memory exited %d:\n%s", rc, out);
     CHECK(strstr(out, "saved_activations_mib") && strstr(out, "total_mib") &&

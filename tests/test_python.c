@@ -175,3 +175,48 @@ TEST(python_twin_matches_kda) { twin_vs_c("--set mixer=kda"); }
 TEST(python_twin_matches_gdn) {
     twin_vs_c("--set mixer=gdn --set gate_lower_bound=-4 --set tie_embeddings=true");
 }
+
+/* The twin run exactly as the README prints it (`python3 python/dormouse.py eval
+ * runs/default`, the run directory replaced by a tiny run's), with the `python3` of PATH:
+ * where that interpreter lacks torch (another python3 first on PATH, e.g. pyenv's) the
+ * command exits 1 with one line on stderr naming what it lacks and the interpreter that has
+ * it (or what to install), and the command it names works; where it has torch, it prints
+ * the BPB with its progress on stderr. */
+TEST(python_twin_as_the_readme_says) {
+    char *readme = t_read_text(DM_SOURCE_DIR "/README.md");
+    const char *at = readme ? strstr(readme, "python3 python/dormouse.py eval runs/default") : NULL;
+    CHECKF(at != NULL, "README.md has no `python3 python/dormouse.py eval runs/default`");
+    free(readme);
+    if (!at) return;
+    char d[256], run[512], cmd[4096], err[4096], outp[600];
+    static char out[1 << 16];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data " CORPUS " --out %s " TINY " --steps 3", run);
+    CHECK(t_run(cmd, err, sizeof err) == 0);
+    int path_has = t_run("python3 -c 'import torch, numpy' 2>/dev/null", NULL, 0) == 0;
+    snprintf(cmd, sizeof cmd, "cd " DM_SOURCE_DIR " && python3 python/dormouse.py eval %s", run);
+    if (!path_has) {
+        printf("  python3 on PATH lacks torch or numpy: %s\n",
+               t_run("command -v python3 >&2", err, sizeof err) == 0 ? err : "?");
+        t_expect(cmd, 1, "error: dormouse.py needs torch and numpy", err, sizeof err);
+        printf("  -> %s", err);
+        const char *has = strstr(err, " has them: ");
+        CHECKF(has || strstr(err, "apt-get install python3-torch"), "no way out named: %s", err);
+        if (has) { /* the command it names runs */
+            char named[2048];
+            snprintf(named, sizeof named, "%s", has + 11);
+            named[strcspn(named, "\n")] = 0;
+            snprintf(cmd, sizeof cmd, "cd " DM_SOURCE_DIR " && %s", named);
+        } else {
+            t_rmtree(d);
+            return;
+        }
+    }
+    int rc = t_run_out(cmd, outp, out, sizeof out);
+    printf("%s", out);
+    CHECKF(rc == 0 && strstr(out, "val_bpb "), "the twin's eval (%d):\n%s", rc, out);
+    CHECKF(strstr(out, "forwards, ") != NULL, "no progress from the twin's eval:\n%s", out);
+    t_rmtree(d);
+}

@@ -267,8 +267,8 @@ TEST(rundir_pruning_and_leftovers) {
     t_tmpdir(d, sizeof d);
     new_run(d, run, sizeof run, "--set steps=5 --set ckpt_every=1");
     listing(run, ls, sizeof ls);
-    CHECKF(!strcmp(ls, "ckpt-00000004 ckpt-00000005 config.json data_path metrics.jsonl "
-                       "summary.json "), "after the run: %s", ls);
+    CHECKF(!strcmp(ls, "ckpt-00000004 ckpt-00000005 config.json data_path dispatch.txt "
+                       "metrics.jsonl params.txt summary.json "), "after the run: %s", ls);
     /* a half-deleted ckpt-3 being pruned, a half-written ckpt-6, an empty ckpt-9 */
     snprintf(cmd, sizeof cmd, "cd %s && mkdir ckpt-00000003.del ckpt-00000006.tmp ckpt-00000009 "
              "&& cp ckpt-00000005/model.safetensors ckpt-00000003.del/ && "
@@ -279,8 +279,8 @@ TEST(rundir_pruning_and_leftovers) {
     snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s --set steps=7", run);
     t_expect(cmd, 0, "note: skipping", NULL, 0);
     listing(run, ls, sizeof ls);
-    CHECKF(!strcmp(ls, "ckpt-00000006 ckpt-00000007 config.json data_path metrics.jsonl "
-                       "summary.json "), "after the resume: %s", ls);
+    CHECKF(!strcmp(ls, "ckpt-00000006 ckpt-00000007 config.json data_path dispatch.txt "
+                       "metrics.jsonl params.txt summary.json "), "after the resume: %s", ls);
     t_rmtree(d);
 }
 

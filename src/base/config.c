@@ -56,8 +56,12 @@ static const key_t_ KEYS[] = {
      "bytes per training sequence"},
     {"steps", DM_KEY_TRAINING, K_INT, F(steps), 1, 1 << 30, NULL, "optimizer steps"},
     {"time_budget", DM_KEY_TRAINING, K_SECONDS, F(time_budget), 0, 1e7, NULL,
-     "wall clock of a fresh run (e.g. 5m, 1h30m, 90s): steps is fixed after the warmup's "
-     "first steps (at most 64) from their measured rate, evaluation included; 0 = off"},
+     "wall clock of a fresh run (e.g. 5m, 1h30m, 90s), evaluation included: steps is fixed "
+     "after the warmup's first steps (at most 64) from their rate, and cut (with a cooldown, "
+     "schedule_steps) when the machine slows; 0 = off"},
+    {"schedule_steps", DM_KEY_TRAINING, K_INT, F(schedule_steps), 0, 1 << 30, NULL,
+     "the steps the lr schedule was planned over when a time budget cut the run: that "
+     "schedule, then a linear cooldown over the last tenth of steps; 0 = steps"},
     {"lr", DM_KEY_TRAINING, K_FLOAT, F(lr), 0, 10, NULL, "peak learning rate of AdamW parameters"},
     {"muon_lr", DM_KEY_TRAINING, K_FLOAT, F(muon_lr), 0, 10, NULL,
      "peak learning rate of Muon matrices"},
@@ -84,11 +88,13 @@ static const key_t_ KEYS[] = {
     {"log_every", DM_KEY_TRAINING, K_INT, F(log_every), 1, 1 << 30, NULL,
      "steps between metrics lines"},
     {"ckpt_every", DM_KEY_TRAINING, K_INT, F(ckpt_every), 0, 1 << 30, NULL,
-     "steps between checkpoints; 0 = only at the end"},
+     "steps between checkpoints; 0 = only at the end (and every ckpt_time)"},
+    {"ckpt_time", DM_KEY_TRAINING, K_SECONDS, F(ckpt_time), 0, 1e7, NULL,
+     "wall clock between checkpoints (e.g. 5m, 90s); 0 = off"},
     {"kda_impl", DM_KEY_BACKEND, K_ENUM, F(kda_impl), 0, 0, "auto|chunked|reference",
      "delta-rule core: auto (fused where supported), chunked, reference"},
     {"gemm", DM_KEY_BACKEND, K_ENUM, F(gemm), 0, 0, "auto|openblas|onednn",
-     "GEMM backend of the matrix products: auto (the measured rule in the README), openblas, "
+     "GEMM backend of the matrix products: auto (the measured rule in docs/ops.md), openblas, "
      "onednn"},
     {"precision", DM_KEY_BACKEND, K_ENUM, F(precision), 0, 0, "auto|fp32|bf16",
      "matrix products: fp32, bf16 (operands rounded to bf16, f32 accumulation; needs "
@@ -160,6 +166,8 @@ void dm_config_default(dm_config *c) {
     c->eval_window = 81920;
     c->log_every = 10;
     c->ckpt_every = 0;
+    /* a kill loses at most 5 minutes; a d2 checkpoint costs well under 1% of that */
+    c->ckpt_time = 300;
     c->kda_impl = DM_IMPL_AUTO;
     c->gemm = DM_GEMM_AUTO;
     /* auto (bf16 where the CPU has it): at the make-run budget bf16 products and bf16
@@ -257,7 +265,13 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     const key_t_ *k = find_key(key);
     char pk[64], pv[64]; /* quoted on one line */
     if (!k) {
-        if (err)
+        const char *names[NKEYS], *near;
+        for (int i = 0; i < NKEYS; i++) names[i] = KEYS[i].name;
+        near = dm_nearest(key, names, NKEYS);
+        if (err && near)
+            snprintf(err, errlen, "unknown config key '%s': did you mean '%s'? (see `dormouse "
+                     "train --help`)", dm_printable(key, pk, sizeof pk), near);
+        else if (err)
             snprintf(err, errlen, "unknown config key '%s' (see `dormouse train --help`)",
                      dm_printable(key, pk, sizeof pk));
         return 1;
@@ -388,6 +402,12 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         if (err)
             snprintf(err, errlen, "time_budget: measures the steps of the warmup (their learning "
                      "rates do not depend on steps): warmup_steps must be at least 1");
+        return 1;
+    }
+    if (c->schedule_steps != 0 && c->schedule_steps < c->steps) {
+        if (err)
+            snprintf(err, errlen, "schedule_steps: must be 0 or at least steps (%d < %d); with "
+                     "more steps set schedule_steps=0", c->schedule_steps, c->steps);
         return 1;
     }
     if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {

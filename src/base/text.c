@@ -17,3 +17,35 @@ const char *dm_printable(const char *s, char *buf, size_t n) {
     buf[k] = 0;
     return buf;
 }
+
+/* the optimal-string-alignment distance of a and b (both shorter than 64 bytes) */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    int d[64][64];
+    if (la >= 64 || lb >= 64) return 1 << 20;
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            int v = sub < del ? sub : del;
+            v = v < ins ? v : ins;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+const char *dm_nearest(const char *s, const char *const *names, int n) {
+    const char *best = NULL;
+    int bd = 1 << 20;
+    for (int i = 0; i < n && names[i]; i++) {
+        int ls = (int)strlen(s), ln = (int)strlen(names[i]);
+        int d = edit_distance(s, names[i]), lim = (ls > ln ? ls : ln) / 3;
+        if (d <= (lim > 0 ? lim : 1) && d < bd) bd = d, best = names[i];
+    }
+    return best;
+}

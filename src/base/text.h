@@ -8,4 +8,9 @@
  * become '?', and text beyond n - 1 bytes is cut with "...". Returns buf. */
 const char *dm_printable(const char *s, char *buf, size_t n);
 
+/* The name of names[0..n) nearest to s for a typo: the smallest edit distance (insert,
+ * delete, substitute, or swap two neighbours: "stpes" is one from "steps"), at most a
+ * third of the longer name's length, the first of equals; NULL when none is that close. */
+const char *dm_nearest(const char *s, const char *const *names, int n);
+
 #endif

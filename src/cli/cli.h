@@ -13,7 +13,9 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
 /* Option scanner over argv: --name value or --name=value; positional args returned with
- * name == NULL. Returns 0 at the end, 1 for an item, -1 on a usage error (printed). */
+ * name == NULL; -v / --verbose, taken by every command, sets the printer's verbose and is
+ * not returned. Returns 0 at the end, 1 for an item, -1 on a usage error (printed, with
+ * the nearest option when one is close). */
 typedef struct {
     int argc, i;
     char **argv;
@@ -38,7 +40,10 @@ typedef struct {
     int tty;       /* stdout is a terminal */
     int open;      /* a step line is drawn without its newline */
     int transient; /* ... and it is a labelled one: cleared, not kept, when text follows */
+    int verbose;   /* -v / --verbose: print the jobs' details (DM_EV_DETAIL) too */
 } dm_printer;
+/* The printer of this process (the one main hands the jobs); -v sets its verbose. */
+dm_printer *dm_cli_printer(void);
 void dm_cli_progress(void *user, const dm_event *ev);
 /* The end of a job: close the step line, print a failed status on stderr (`error: MSG`;
  * an interrupted one as MSG) and return the exit code: 0 OK, 1 failed, 2 bad input,

@@ -63,8 +63,9 @@ static const char *HELP =
     "  --x AXIS            the plot's x axis: step (default), time or tokens\n"
     "\n"
     "example:\n"
-    "  dormouse ab --dir runs/ab-retract --set steps=3000 --seeds 1,2,3 \\\n"
-    "      --variant \"every4: retract_every=4\" --variant \"off: retract=off\"\n"
+    "  dormouse ab --dir runs/ab-retract --set steps=1000 --seeds 1,2,3 \\\n"
+    "      --variant \"sphere: retract=sphere\" \\\n"
+    "      --variant \"sphere5: retract=sphere retract_every=5\"\n"
     "\n"
     "Exit codes: 0 every cell done (or --report), 1 a cell failed, 2 bad usage or input\n"
     "(also: AB_DIR or a cell in use by another process), 130 interrupted by SIGINT, 143 by\n"
@@ -85,7 +86,7 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     int report = 0, r, run_opts = 0, x_given = 0;
     while ((r = dm_args_next(&a, "ab")) > 0) {
         if (!a.name) {
-            fprintf(stderr, "dormouse ab: unexpected argument '%s'\n", a.value);
+            fprintf(stderr, "error: ab: unexpected argument '%s'\n", a.value);
             return EXIT_USAGE;
         }
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) {
@@ -122,7 +123,7 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     }
     if (r < 0) return EXIT_USAGE;
     if (!ab.dir) {
-        fprintf(stderr, "dormouse ab: missing --dir AB_DIR (try `dormouse ab --help`)\n");
+        fprintf(stderr, "error: ab: missing --dir AB_DIR (try `dormouse ab --help`)\n");
         return EXIT_USAGE;
     }
     if (report && run_opts) {

@@ -72,7 +72,7 @@ int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     while ((r = dm_args_next(&a, "bench")) > 0) {
         long v;
         if (!a.name) {
-            fprintf(stderr, "dormouse bench: unexpected argument '%s'\n", a.value);
+            fprintf(stderr, "error: bench: unexpected argument '%s'\n", a.value);
             return EXIT_USAGE;
         }
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) {

@@ -60,7 +60,7 @@ int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     while ((r = dm_args_next(&a, "eval")) > 0) {
         if (!a.name) {
             if (ea.ckpt) {
-                fprintf(stderr, "dormouse eval: unexpected argument '%s'\n", a.value);
+                fprintf(stderr, "error: eval: unexpected argument '%s'\n", a.value);
                 return EXIT_USAGE;
             }
             ea.ckpt = a.value;
@@ -79,7 +79,7 @@ int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     }
     if (r < 0) return EXIT_USAGE;
     if (!ea.ckpt) {
-        fprintf(stderr, "dormouse eval: missing CKPT (try `dormouse eval --help`)\n");
+        fprintf(stderr, "error: eval: missing CKPT (try `dormouse eval --help`)\n");
         return EXIT_USAGE;
     }
     ea.comm = comm;
@@ -149,7 +149,7 @@ int dm_cmd_sample(int argc, char **argv, const dm_job_io *io) {
         double d;
         if (!a.name) {
             if (s.ckpt) {
-                fprintf(stderr, "dormouse sample: unexpected argument '%s'\n", a.value);
+                fprintf(stderr, "error: sample: unexpected argument '%s'\n", a.value);
                 return EXIT_USAGE;
             }
             s.ckpt = a.value;
@@ -197,7 +197,7 @@ int dm_cmd_sample(int argc, char **argv, const dm_job_io *io) {
     }
     if (r < 0) return EXIT_USAGE;
     if (!s.ckpt) {
-        fprintf(stderr, "dormouse sample: missing CKPT (try `dormouse sample --help`)\n");
+        fprintf(stderr, "error: sample: missing CKPT (try `dormouse sample --help`)\n");
         return EXIT_USAGE;
     }
     if (s.prompt && s.prompt_file) {

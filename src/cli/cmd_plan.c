@@ -54,7 +54,7 @@ int dm_cmd_plan(int argc, char **argv, const dm_job_io *io) {
     while ((r = dm_args_next(&a, "plan")) > 0) {
         long v;
         if (!a.name) {
-            fprintf(stderr, "dormouse plan: unexpected argument '%s'\n", a.value);
+            fprintf(stderr, "error: plan: unexpected argument '%s'\n", a.value);
             return EXIT_USAGE;
         }
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) {

@@ -22,8 +22,8 @@ static const char *PLOT_HELP =
     "axis ranges in `#axes` lines): pandas.read_csv(FILE.tsv, sep=\"\\t\", comment=\"#\").\n"
     "\n"
     "options:\n"
-    "  --out FILE   .png or .svg (default: RUN_DIR/plot.png for one directory, else\n"
-    "               plot.png)\n"
+    "  --out FILE   .png or .svg (default: RUN_DIR/plot.png for one directory; for several,\n"
+    "               FIRST_RUN_DIR/plot-N-runs.png)\n"
     "  --x AXIS     step (default), time (wall time of the run, continued across resumes)\n"
     "               or tokens (bytes trained on: step x batch_size x seq_len)\n"
     "\n"
@@ -55,7 +55,7 @@ int dm_cmd_plot(int argc, char **argv, const dm_job_io *io) {
     }
     if (r < 0) return EXIT_USAGE;
     if (!pa.n_runs) {
-        fprintf(stderr, "dormouse plot: missing RUN_DIR (try `dormouse plot --help`)\n");
+        fprintf(stderr, "error: plot: missing RUN_DIR (try `dormouse plot --help`)\n");
         return EXIT_USAGE;
     }
     dm_status st = dm_plot(&pa, io);
@@ -104,7 +104,7 @@ int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io) {
     }
     if (r < 0) return EXIT_USAGE;
     if (!ma.n_runs) {
-        fprintf(stderr, "dormouse metrics: missing RUN_DIR (try `dormouse metrics --help`)\n");
+        fprintf(stderr, "error: metrics: missing RUN_DIR (try `dormouse metrics --help`)\n");
         return EXIT_USAGE;
     }
     dm_status st = dm_metrics_job(&ma, io);

@@ -9,7 +9,7 @@
 
 static const char *HELP =
     "usage: dormouse train [--data PATH] [--val PATH] [--out RUN_DIR] [--config FILE.json]\n"
-    "                      [--time-budget DURATION] [--set key=value]...\n"
+    "                      [--time-budget DURATION] [--steps N] [--set key=value]...\n"
     "       dormouse train --resume RUN_DIR [--set key=value]... [--until N]\n"
     "\n"
     "Train a model. Defaults: the d2 model (1,976,712 parameters) on the bundled corpus\n"
@@ -28,15 +28,23 @@ static const char *HELP =
     "                     summary.json\n"
     "  --config FILE      JSON object of config keys\n"
     "  --set key=value    one config key (repeatable; applied after --config)\n"
+    "  --steps N          the same as --set steps=N\n"
     "  --time-budget D    the same as --set time_budget=D (e.g. 5m, 90s, 1h30m): the run,\n"
     "                     evaluation included, fits D of wall clock: the warmup's first\n"
     "                     steps (at most 64) are timed, then `steps` is fixed from their\n"
-    "                     rate and recorded in config.json (a rerun with --set steps=N is\n"
-    "                     the same run, bit for bit; a resume keeps it)\n"
+    "                     rate; a machine that slows down later gets the run cut with a\n"
+    "                     cooldown (schedule_steps), ending within 5% of D at 2x slower.\n"
+    "                     config.json records both keys (a rerun with them set is the same\n"
+    "                     run, bit for bit; a resume keeps them). docs/budget.md\n"
     "  --resume RUN_DIR   continue RUN_DIR from its newest checkpoint, exactly; model keys\n"
     "                     cannot change, others (e.g. steps) can be --set\n"
     "  --until N          stop after step N with a checkpoint (the schedule still follows\n"
     "                     `steps`); continue later with --resume\n"
+    "\n"
+    "Checkpoints: every ckpt_time of wall clock (5 minutes), every ckpt_every steps when set,\n"
+    "and at the end; the two newest are kept (sample and eval use the newest, also while the\n"
+    "run trains). -v prints the parameter and dispatch tables (kept as params.txt and\n"
+    "dispatch.txt in RUN_DIR).\n"
     "\n"
     "Ctrl-C (SIGINT) or SIGTERM stops after the current step with a checkpoint, exit 130\n"
     "(SIGINT) or 143 (SIGTERM); before the first step, without one. A second one ends the\n"
@@ -54,22 +62,23 @@ static const char *HELP =
     "trains one model data-parallel: rank r runs micro-batches r, r+N, ... of each step and\n"
     "the results are those of one process with the same grad_accum, bit for bit; rank 0\n"
     "alone reads and writes the run directory; a checkpoint resumes under any N. SIGTERM to\n"
-    "any rank stops them all after the same step with a checkpoint. (README: Many machines)\n"
+    "any rank stops them all after the same step with a checkpoint (docs/mpi.md).\n"
     "\n"
     "config keys (name, default, meaning), by group:\n\n";
 
 int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--out", "--config", "--set",
-                                             "--resume", "--until", "--time-budget", NULL};
+                                             "--resume", "--until", "--time-budget",
+                                             "--steps", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *out = NULL, *resume = NULL, *sets[256];
-    char budget[256];
+    char budget[256], steps[256];
     dm_train_args ta = {0};
     int r;
     while ((r = dm_args_next(&a, "train")) > 0) {
         if (!a.name) {
-            fprintf(stderr, "dormouse train: unexpected argument '%s'\n", a.value);
+            fprintf(stderr, "error: train: unexpected argument '%s'\n", a.value);
             return EXIT_USAGE;
         }
         if (!strcmp(a.name, "--help") || !strcmp(a.name, "-h")) {
@@ -84,10 +93,13 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
         else if (!strcmp(a.name, "--resume")) resume = a.value;
         else if (!strcmp(a.name, "--until")) {
             if (dm_cli_long("--until", a.value, 1, 1L << 40, &ta.until)) return EXIT_USAGE;
-        } else if (ta.n_sets < 256) { /* --set, --time-budget (the last one given wins) */
+        } else if (ta.n_sets < 256) { /* --set, --time-budget, --steps (the last one wins) */
+            const char *set = a.value;
             if (!strcmp(a.name, "--time-budget"))
-                snprintf(budget, sizeof budget, "time_budget=%s", a.value);
-            sets[ta.n_sets++] = strcmp(a.name, "--time-budget") ? a.value : budget;
+                snprintf(budget, sizeof budget, "time_budget=%s", a.value), set = budget;
+            else if (!strcmp(a.name, "--steps"))
+                snprintf(steps, sizeof steps, "steps=%s", a.value), set = steps;
+            sets[ta.n_sets++] = set;
         } else {
             fprintf(stderr, "error: too many --set options\n");
             return EXIT_USAGE;

@@ -56,7 +56,8 @@ static const char *USAGE =
     "  metrics  the metrics of runs as a table or CSV\n"
     "  plan     the memory and the time of a training step of a config, without training\n"
     "\n"
-    "`dormouse COMMAND --help` describes each. Exit codes: 0 success, 1 runtime failure,\n"
+    "`dormouse COMMAND --help` describes each; -v (--verbose) with any command prints the\n"
+    "tables and rows it otherwise keeps in its files. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (training\n"
     "saves a checkpoint first).\n"
     "train, eval and bench also run data-parallel under MPI: mpirun -np N dormouse train ...\n";
@@ -79,7 +80,15 @@ static int run(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     if (!strcmp(cmd, "plot")) return dm_cmd_plot(argc - 1, argv + 1, io);
     if (!strcmp(cmd, "metrics")) return dm_cmd_metrics(argc - 1, argv + 1, io);
     if (!strcmp(cmd, "plan")) return dm_cmd_plan(argc - 1, argv + 1, io);
-    fprintf(stderr, "dormouse: unknown command '%s' (try `dormouse --help`)\n", cmd);
+    static const char *const all[] = {"train", "eval", "sample", "ab", "bench", "plot",
+                                      "metrics", "plan", "help"};
+    char pc[64];
+    const char *near = dm_nearest(cmd, all, (int)(sizeof all / sizeof all[0]));
+    dm_printable(cmd, pc, sizeof pc);
+    if (near)
+        fprintf(stderr, "error: unknown command '%s': did you mean `dormouse %s`? (try "
+                "`dormouse --help`)\n", pc, near);
+    else fprintf(stderr, "error: unknown command '%s' (try `dormouse --help`)\n", pc);
     return EXIT_USAGE;
 }
 
@@ -97,27 +106,27 @@ int main(int argc, char **argv) {
         g_installed = 0;
         install_handlers(argc, argv, NULL);
     }
-    static dm_printer printer;
+    dm_printer *pr = dm_cli_printer();
     /* rank 0 prints; the others keep stderr for what only they can tell (their comm
      * failing), and their status is rank 0's (the job's ranks agree on it) */
     if (dm_comm_rank(comm) != 0) {
-        printer.quiet = 1;
+        pr->quiet = 1;
         (void)!freopen("/dev/null", "w", stdout);
     }
     /* mpirun hands a rank a pseudo-terminal even when its own output goes to a file:
      * under MPI, progress is one line per logged step, as in a log */
-    printer.tty = !printer.quiet && !dm_comm_is_mpi(comm) && isatty(fileno(stdout));
-    const dm_job_io io = {dm_cli_progress, &printer, &g_stop, argv[0]};
+    pr->tty = !pr->quiet && !dm_comm_is_mpi(comm) && isatty(fileno(stdout));
+    const dm_job_io io = {dm_cli_progress, pr, &g_stop, argv[0]};
 
     int rc;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        if (!printer.quiet) fputs(USAGE, argc < 2 ? stderr : stdout);
+        if (!pr->quiet) fputs(USAGE, argc < 2 ? stderr : stdout);
         rc = argc < 2 ? EXIT_USAGE : EXIT_OK;
     } else {
         rc = run(argc, argv, &io, comm);
     }
     /* a rank's own exchange failing: rank 0's status says it; the others say it here */
-    if (printer.quiet && dm_comm_error(comm)[0]) fprintf(stderr, "error: %s\n", dm_comm_error(comm));
+    if (pr->quiet && dm_comm_error(comm)[0]) fprintf(stderr, "error: %s\n", dm_comm_error(comm));
     dm_comm_end(comm, rc);
     return rc;
 }
@@ -132,6 +141,10 @@ int dm_args_next(dm_args *a, const char *cmd) {
     if (a->i >= a->argc) return 0;
     const char *arg = a->argv[a->i++];
     a->name = a->value = NULL;
+    if (!strcmp(arg, "-v") || !strcmp(arg, "--verbose")) {
+        dm_cli_printer()->verbose = 1;
+        return dm_args_next(a, cmd);
+    }
     if (strncmp(arg, "--", 2) != 0 || arg[2] == 0) {
         a->value = arg;
         return 1;
@@ -140,15 +153,27 @@ int dm_args_next(dm_args *a, const char *cmd) {
     size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
     if (in_list(a->flags, arg, n)) {
         if (eq) {
-            fprintf(stderr, "dormouse %s: option %.*s takes no value\n", cmd, (int)n, arg);
+            fprintf(stderr, "error: %s: option %.*s takes no value\n", cmd, (int)n, arg);
             return -1;
         }
         a->name = arg;
         return 1;
     }
     if (!in_list(a->with_value, arg, n)) {
-        fprintf(stderr, "dormouse %s: unknown option %.*s (try `dormouse %s --help`)\n", cmd,
-                (int)n, arg, cmd);
+        const char *opts[128], *near;
+        int no = 0;
+        for (const char *const *l = a->with_value; l && *l && no < 127; l++) opts[no++] = *l;
+        for (const char *const *l = a->flags; l && *l && no < 127; l++) opts[no++] = *l;
+        char given[64], pa[64];
+        snprintf(given, sizeof given, "%.*s", (int)(n < 63 ? n : 63), arg);
+        near = dm_nearest(given, opts, no);
+        dm_printable(given, pa, sizeof pa);
+        if (near)
+            fprintf(stderr, "error: %s: unknown option %s: did you mean %s? (try `dormouse %s "
+                    "--help`)\n", cmd, pa, near, cmd);
+        else
+            fprintf(stderr, "error: %s: unknown option %s (try `dormouse %s --help`)\n", cmd,
+                    pa, cmd);
         return -1;
     }
     static char name[64];
@@ -159,7 +184,7 @@ int dm_args_next(dm_args *a, const char *cmd) {
     } else if (a->i < a->argc) {
         a->value = a->argv[a->i++];
     } else {
-        fprintf(stderr, "dormouse %s: option %s needs a value\n", cmd, name);
+        fprintf(stderr, "error: %s: option %s needs a value\n", cmd, name);
         return -1;
     }
     return 1;

@@ -9,8 +9,14 @@ static void close_line(dm_printer *p) {
     p->open = 0;
 }
 
+dm_printer *dm_cli_printer(void) {
+    static dm_printer printer;
+    return &printer;
+}
+
 void dm_cli_progress(void *user, const dm_event *ev) {
     dm_printer *p = user;
+    if (ev->kind == DM_EV_DETAIL && !p->verbose) return;
     if (ev->kind == DM_EV_STEP && p->tty) {
         char line[512];
         dm_step_text(ev, line, sizeof line);

@@ -205,6 +205,9 @@ int dm_ckpt_candidate(const char *path, int k, char *out, size_t outlen, char *e
     ckpt_ent *v = list_ckpts(path, &n);
     int rc = k >= n;
     if (!rc) snprintf(out, outlen, "%s/%s/model.safetensors", path, v[k].name);
+    else if (k == 0 && (snprintf(p, sizeof p, "%s/config.json", path), lstat(p, &st) == 0))
+        snprintf(err, errlen, "no checkpoint in %s yet (a run saves one every ckpt_time, 5 "
+                 "minutes by default, every ckpt_every steps when set, and at the end)", path);
     else if (k == 0)
         snprintf(err, errlen, "no checkpoint in %s (expected model.safetensors or ckpt-* "
                  "directories)", path);

@@ -161,3 +161,15 @@ void dm_metrics_csv_rows(FILE *f, const char *run, const dm_metrics *m,
     }
     free(idx);
 }
+
+double dm_metrics_wall(const dm_metrics *m) {
+    int ce = dm_metrics_col(m, "elapsed_s");
+    double time = 0, prev = 0;
+    for (int r = 0; ce >= 0 && r < m->n_rows; r++) {
+        double e = dm_metrics_at(m, r, ce);
+        if (isnan(e)) continue;
+        if (e < prev) time += prev;
+        prev = e;
+    }
+    return time + prev;
+}

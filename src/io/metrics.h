@@ -27,6 +27,9 @@ void dm_metrics_free(dm_metrics *m);
 int dm_metrics_col(const dm_metrics *m, const char *name);
 /* The value at (row, column index); NAN when col < 0. */
 double dm_metrics_at(const dm_metrics *m, int row, int col);
+/* The wall time of the run: its elapsed_s, which starts again at 0 on a resume, summed
+ * over the invocations (0 without the column). */
+double dm_metrics_wall(const dm_metrics *m);
 
 /* CSV (RFC 4180 quoting, one line per row ending in \n): dm_metrics_csv_header writes
  * "run," then cols; dm_metrics_csv_rows one line per row of m: run, then the value of

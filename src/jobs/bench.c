@@ -189,8 +189,9 @@ static int arm_init(bench_ctx *b, arm *a) {
     const dm_config *c = &a->cfg;
     char err[8192];
     a->threads = dm_step_threads(c, b->a->comm);
-    dm_job_threads_note(b->io, a->threads);
     a->processes = dm_comm_size(b->a->comm);
+    char over[256];
+    if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(b->io, "# %s", over);
     arm_labels(b, a);
     arm_config(a);
     if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
@@ -386,15 +387,19 @@ static int report(bench_ctx *b) {
     free(buf);
     char note[256];
     dm_bench_probe_note(&b->pr, note, sizeof note);
-    dm_job_note(b->io, "# %s\n#%s\n", note, DM_HISTORY_HEADER);
+    dm_job_note(b->io, "# %s\n", note);
+    /* the rows in the history columns: a detail (-v), appended with --history */
+    dm_job_detail(b->io, "#%s\n", DM_HISTORY_HEADER);
     dm_note_buf nb;
     FILE *f = dm_note_open(&nb);
     /* rank 0 alone appends to the history */
     const char *hist = dm_comm_rank(b->a->comm) == 0 ? b->a->history : NULL;
     int rc = dm_history_report(f, hist, rows, nr, err, sizeof err);
-    dm_note_close(&nb, b->io);
+    dm_note_close_detail(&nb, b->io, NULL);
     if (rc) return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
     if (b->a->history) dm_job_note(b->io, "# history: appended %d rows to %s\n", nr, b->a->history);
+    else dm_job_note(b->io, "# %d rows in the columns of benches/history.tsv: -v prints them, "
+                     "--history FILE appends them\n", nr);
     return 0;
 }
 

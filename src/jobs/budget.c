@@ -1,6 +1,8 @@
 /* budget.c — see budget.h. */
 #include "jobs/budget.h"
 
+#include "optim/optim.h" /* dm_lr_cooldown_start */
+
 /* what steps done+1 .. s cost, the evaluations among them and at the end included */
 static double cost(long s, long done, double step_s, double eval_s, int eval_every) {
     long evals = eval_every > 0 ? (s + eval_every - 1) / eval_every - done / eval_every : 1;
@@ -20,4 +22,22 @@ long dm_budget_steps(double budget_s, double elapsed_s, long done, double step_s
         else hi = mid - 1;
     }
     return lo;
+}
+
+long dm_budget_cut(double budget_s, double now_s, long done, long steps, long schedule_steps,
+                   double step_s, double eval_s, int eval_every) {
+    if (done >= steps || !(step_s > 0)) return steps;
+    if (now_s + cost(steps, done, step_s, eval_s, eval_every) <= budget_s) return steps;
+    if (schedule_steps > steps && done > dm_lr_cooldown_start(steps)) return steps;
+    long fit = dm_budget_steps(budget_s, now_s, done, step_s, eval_s, eval_every, steps);
+    long least = done + 1; /* the cooldown may not start before `done` */
+    while (dm_lr_cooldown_start(least) < done) least++;
+    long s = fit > least ? fit : least;
+    return s < steps ? s : steps;
+}
+
+double dm_budget_eval_guess(double step_s, long eval_window, int batch_size, int seq_len) {
+    double seqs = (double)(eval_window + seq_len - 2) / seq_len; /* ceil((window - 1) / T) */
+    double batches = (double)(long)((seqs + batch_size - 1) / batch_size);
+    return batches * step_s / 3.0;
 }

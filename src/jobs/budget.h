@@ -1,5 +1,21 @@
 /* budget.h — a run that fits a wall-clock budget (`time_budget`): how many steps fit,
- * from the measured cost of a step and of an evaluation. */
+ * from the measured cost of a step and of an evaluation, and when a run whose machine
+ * slowed down must be cut.
+ *
+ * The design: `steps` is fixed once, after the warmup's first steps (whose learning rates
+ * do not depend on it), from their measured rate; the run is then the run of that many
+ * steps. After every step the rate of the last DM_BUDGET_WINDOW steps (once there are half
+ * as many; the first step, which warms the caches, left out) projects the end;
+ * when it falls past the budget the run is cut: `steps` becomes what fits at that rate
+ * and `schedule_steps` keeps the length the schedule was planned over. A cut run follows
+ * the planned schedule up to its cooldown, the last tenth of its steps, which decays
+ * linearly to min_lr_frac (optim.h: dm_lr_factor); so every step's lr is a function of
+ * the final (steps, schedule_steps), recorded in config.json: the run is, bit for bit,
+ * the run with those two keys set. A cut is made only while its cooldown still lies
+ * ahead; once a cooldown has begun, steps stay. The bound: a machine that slows by up to
+ * 2x at any moment ends the run within 5% past the budget — the worst case is a slowdown
+ * at the start of the last tenth, which no cut can shorten: 0.9 + 2 x 0.1 = 1.1 times the
+ * planned 95% is 1.045 of the budget. */
 #ifndef DM_BUDGET_H
 #define DM_BUDGET_H
 
@@ -7,6 +23,8 @@
  * checkpoints, the summary, a slower stretch of steps: on a 2-core cloud VM the step rate
  * drifted by up to 6% within a 5-minute run after its first 50 steps were measured). */
 #define DM_BUDGET_RESERVE 0.05
+/* The steps whose mean time is the rate a cut is judged by. */
+#define DM_BUDGET_WINDOW 16
 /* The most warmup steps measured before the steps are fixed. */
 #define DM_BUDGET_MEASURE 64
 /* `steps` until then: the key's largest value. */
@@ -21,5 +39,19 @@
  * done when nothing more fits (or step_s is not positive); at most max(done, max_steps). */
 long dm_budget_steps(double budget_s, double elapsed_s, long done, double step_s,
                      double eval_s, int eval_every, long max_steps);
+
+/* After `done` of `steps` steps at now_s seconds (from the start), a rate of step_s
+ * seconds a step and eval_s an evaluation: `steps` when the projected end, now_s + the
+ * remaining steps and evaluations, is within budget_s, or when the run cannot be cut
+ * (schedule_steps > steps and its cooldown has begun: done > dm_lr_cooldown_start(steps));
+ * else the new steps, fewer than `steps`: the most that fit (dm_budget_steps) but at
+ * least the fewest whose cooldown starts at `done` or later. */
+long dm_budget_cut(double budget_s, double now_s, long done, long steps, long schedule_steps,
+                   double step_s, double eval_s, int eval_every);
+
+/* An evaluation's time estimated from a training step's, before one was measured: its
+ * forwards (the window's sequences in batches of batch_size) at a third of a step's time
+ * each (a forward is about a third of forward + backward + update). */
+double dm_budget_eval_guess(double step_s, long eval_window, int batch_size, int seq_len);
 
 #endif

@@ -91,12 +91,11 @@ void dm_job_warn(const dm_job_io *io, const char *fmt, ...) {
     va_end(ap);
 }
 
-void dm_job_threads_note(const dm_job_io *io, int n) {
-    int cores = dm_num_cores();
-    if (n > cores)
-        dm_job_warn(io, "note: threads=%d is more than the %d core%s this process may use: the "
-                    "threads take turns (slower; the results are the same bits)\n", n, cores,
-                    cores == 1 ? "" : "s");
+void dm_job_detail(const dm_job_io *io, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    emit_vf(io, DM_EV_DETAIL, fmt, ap);
+    va_end(ap);
 }
 
 void dm_job_text(const dm_job_io *io, const char *bytes, size_t n) {
@@ -110,13 +109,19 @@ FILE *dm_note_open(dm_note_buf *nb) {
     return nb->f;
 }
 
-void dm_note_close(dm_note_buf *nb, const dm_job_io *io) {
+static void close_as(dm_note_buf *nb, const dm_job_io *io, int kind, char **text) {
+    if (text) *text = NULL;
     if (!nb->f) return;
     fclose(nb->f);
     nb->f = NULL;
-    if (nb->len) emit_text(io, DM_EV_NOTE, nb->buf, nb->len);
-    free(nb->buf);
+    if (nb->len) emit_text(io, kind, nb->buf, nb->len);
+    if (text) *text = nb->buf;
+    else free(nb->buf);
     nb->buf = NULL;
+}
+void dm_note_close(dm_note_buf *nb, const dm_job_io *io) { close_as(nb, io, DM_EV_NOTE, NULL); }
+void dm_note_close_detail(dm_note_buf *nb, const dm_job_io *io, char **text) {
+    close_as(nb, io, DM_EV_DETAIL, text);
 }
 
 void dm_fmt_duration(char *buf, size_t n, double s) {

@@ -38,6 +38,9 @@ enum {
     DM_EV_TEXT, /* text[0..len): bytes as they come (generated text; any byte, no lines) */
     DM_EV_STEP, /* a training step; with text = a label, a step of a labelled run (a sweep
                    cell), only step and steps set: a transient progress line */
+    DM_EV_DETAIL, /* text: complete lines of detail (tables a job also keeps in its files,
+                     rows a benchmark appends with --history): the command prints them
+                     only when asked (-v), a log always */
 };
 
 typedef struct {
@@ -84,9 +87,7 @@ const char *dm_shell_quote(const char *s, char *buf, size_t n);
 void dm_job_emit(const dm_job_io *io, const dm_event *ev);
 void dm_job_note(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dm_job_warn(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A warning when n threads are more than this machine's cores (allowed: the threads take
- * turns on the cores, slower, the same bits). */
-void dm_job_threads_note(const dm_job_io *io, int n);
+void dm_job_detail(const dm_job_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dm_job_text(const dm_job_io *io, const char *bytes, size_t n);
 
 /* A note written with stdio by a function that prints to a FILE (the optimizer's groups,
@@ -99,6 +100,9 @@ typedef struct {
 } dm_note_buf;
 FILE *dm_note_open(dm_note_buf *nb);
 void dm_note_close(dm_note_buf *nb, const dm_job_io *io);
+/* The same as a detail (DM_EV_DETAIL); the text stays in *text when text is not NULL
+ * (the caller frees it), for the job's own file. */
+void dm_note_close_detail(dm_note_buf *nb, const dm_job_io *io, char **text);
 
 /* The text of a step event, without a newline: "step 10/600 | loss 2.3456 | val - | 512
  * ms/step | 8000 tok/s | ETA 4m48s" (loss in nats; after an evaluation "val 1.5499 bpb
@@ -110,7 +114,7 @@ void dm_step_text(const dm_event *ev, char *buf, size_t n);
 void dm_fmt_duration(char *buf, size_t n, double s);
 
 /* The plain rendering of events, as a command prints them without a terminal: notes,
- * text and logged step lines (dm_step_text and a newline) to out, warnings to err; other
+ * details, text and logged step lines (dm_step_text and a newline) to out, warnings to err; other
  * step events are not written. dm_event_log is the same as a progress function writing
  * everything to the FILE * in user (a sweep cell's train.log). */
 void dm_event_write(FILE *out, FILE *err, const dm_event *ev);

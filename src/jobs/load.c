@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jobs/step.h" /* the oversubscription note */
+
 
 /* eval: the window and how it is cut, and how the forward runs */
 const char *const DM_EVAL_KEYS[] = {"eval_window", "seq_len", "batch_size", "kda_impl", "gemm",
@@ -108,7 +110,10 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
             m = NULL;
         }
         if (!bad && !m) {
-            dm_job_threads_note(io, dm_set_threads(cfg->threads));
+            char over[256];
+            dm_set_threads(cfg->threads);
+            if (dm_step_oversubscribed(cfg->threads, over, sizeof over)[0])
+                dm_job_warn(io, "%s", over);
             m = dm_model_create(cfg, err, sizeof err);
             if (!m) bad = dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
         }

@@ -260,7 +260,8 @@ dm_status dm_plot(const dm_plot_args *a, const dm_job_io *io) {
     char out[4200];
     if (a->out) snprintf(out, sizeof out, "%s", a->out);
     else if (a->n_runs == 1) snprintf(out, sizeof out, "%s/plot.png", a->runs[0]);
-    else snprintf(out, sizeof out, "plot.png");
+    else /* several: beside the first run's own plot, never in the current directory */
+        snprintf(out, sizeof out, "%s/plot-%d-runs.png", a->runs[0], a->n_runs);
     dm_figure f = {0};
     fig_frame(&f, a->x);
     snprintf(f.title, sizeof f.title, "dormouse: %d run%s", a->n_runs,
@@ -430,17 +431,14 @@ static void fmt_time(char *buf, size_t n, double s) {
 /* One line of the table for a run. */
 static void table_row(FILE *o, const char *dir, const dm_metrics *m, int w) {
     int cs = dm_metrics_col(m, "step"), cl = dm_metrics_col(m, "loss_avg"),
-        cv = dm_metrics_col(m, "val_bpb"), ct = dm_metrics_col(m, "tokens_per_s"),
-        ce = dm_metrics_col(m, "elapsed_s");
+        cv = dm_metrics_col(m, "val_bpb"), ct = dm_metrics_col(m, "tokens_per_s");
     if (cl < 0) cl = dm_metrics_col(m, "loss");
-    double step = NAN, loss = NAN, val = NAN, vstep = NAN, best = NAN, bstep = NAN, time = 0,
-           prev = 0;
+    double step = NAN, loss = NAN, val = NAN, vstep = NAN, best = NAN, bstep = NAN;
     double *tps = malloc((size_t)(m->n_rows ? m->n_rows : 1) * sizeof *tps);
     int nt = 0;
     for (int r = 0; r < m->n_rows; r++) {
         double s = dm_metrics_at(m, r, cs), l = dm_metrics_at(m, r, cl),
-               v = dm_metrics_at(m, r, cv), t = dm_metrics_at(m, r, ct),
-               e = dm_metrics_at(m, r, ce);
+               v = dm_metrics_at(m, r, cv), t = dm_metrics_at(m, r, ct);
         if (!isnan(s)) step = s;
         if (!isnan(l)) loss = l;
         if (!isnan(v)) {
@@ -448,12 +446,8 @@ static void table_row(FILE *o, const char *dir, const dm_metrics *m, int w) {
             if (isnan(best) || v < best) best = v, bstep = s;
         }
         if (tps && !isnan(t)) tps[nt++] = t;
-        if (!isnan(e)) { /* elapsed_s starts again on a resume */
-            if (e < prev) time += prev;
-            prev = e;
-        }
     }
-    time += prev;
+    double time = dm_metrics_wall(m);
     double med = tps ? dm_median(tps, nt, NULL) : NAN;
     free(tps);
     char vb[48] = "-", bb[48] = "-", tb[32];

@@ -14,7 +14,7 @@ typedef struct {
     const char *const *runs; /* run directories, or A/B sweep directories (their ab.json) */
     int n_runs;
     const char *out;         /* .png or .svg; NULL: RUN/plot.png for one directory, else
-                                plot.png */
+                                FIRST_RUN/plot-N-runs.png */
     int x;                   /* DM_PLOT_X_* */
 } dm_plot_args;
 

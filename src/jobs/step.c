@@ -21,6 +21,16 @@ int dm_step_threads(const dm_config *c, const dm_comm *comm) {
     return dm_set_threads(n);
 }
 
+const char *dm_step_oversubscribed(int threads, char *buf, size_t n) {
+    int cores = omp_get_num_procs();
+    buf[0] = 0;
+    if (threads > cores)
+        snprintf(buf, n, "note: threads=%d on %d core%s: oversubscribed (the threads take turns "
+                 "on the cores, and a step gets slower); threads=0 uses the cores there are\n",
+                 threads, cores, cores == 1 ? "" : "s");
+    return buf;
+}
+
 /* The smallest grad_accum >= A that N divides, and a batch_size keeping B x A sequences
  * per step when one exists: "--set grad_accum=2 --set batch_size=4 keeps ..." */
 static void suggest(int B, int A, int N, char *buf, size_t n) {

@@ -41,6 +41,9 @@ typedef struct {
  * with several ranks on this machine and no core binding, the cores divided among them.
  * Sets them (dm_set_threads) and returns the number. */
 int dm_step_threads(const dm_config *c, const dm_comm *comm);
+/* A note when `threads` (a config's, set) is more than the cores this process may run on
+ * (buf, a line with its newline), else "". Returns buf. */
+const char *dm_step_oversubscribed(int threads, char *buf, size_t n);
 
 /* For model m and optimizer o (whose work this shares over comm: dm_optim_set_comm) with
  * the batch of config c. 0 ok; else err: grad_accum not a multiple of the ranks (naming a

@@ -25,6 +25,7 @@
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
 #include "io/linelog.h"
+#include "io/metrics.h"  /* a resumed run's wall time so far */
 #include "io/rundir.h"
 #include "jobs/budget.h"
 #include "jobs/eval.h"
@@ -66,9 +67,18 @@ typedef struct {
     double interval_t, loss_sum;
     int interval_n;
     /* the whole run */
+    /* the time budget and ckpt_time, on the clock of the args (clock_of) */
     double t_job;         /* when the job began (time_budget counts from it) */
+    int budgeted;         /* a fresh run with a time_budget */
     long fit_at;          /* time_budget: steps are fixed after this step (0: not pending) */
     double fit_dt[DM_BUDGET_MEASURE]; /* the measured steps' times, seconds */
+    double mark, excluded; /* the last step's end; evaluation and checkpoint time since */
+    double recent[DM_BUDGET_WINDOW]; /* the last steps' times (a ring) */
+    int n_recent;
+    double eval_s;        /* the last evaluation's time */
+    double ckpt_mark, ckpt_s; /* the last checkpoint's end; the time spent saving them */
+    int n_ckpt;
+    double wall_before;   /* a resumed run's wall time before this invocation */
     double t_start, t_train, last_bpb, verify_worst, last_tick;
     long val_step;        /* the step last_bpb was measured at */
     dm_probe probe;       /* was the machine busy while we trained (history.h) */
@@ -90,6 +100,11 @@ typedef struct {
     long *fall_to;        /* set to `fallback` when a step falls back; NULL: none may */
     int fell_back;        /* this invocation is a fallback's */
 } train_ctx;
+
+/* now on the job's clock: the args' (a test's) or the monotonic one */
+static double clock_of(const train_ctx *t) {
+    return t->a->clock ? t->a->clock(t->a->clock_ctx) : dm_now();
+}
 
 /* dir/name <- text, atomically */
 static int write_run_file(const char *dir, const char *name, const char *text, char *err,
@@ -364,6 +379,12 @@ static int open_run(train_ctx *t) {
         if (check_run_corpus(t)) return t->st->code;
         if (trim_metrics(a->out, t->start, err, sizeof err))
             return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+        dm_metrics mt;
+        snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
+        if (dm_metrics_read(p, &mt, err, sizeof err) == 0) {
+            t->wall_before = dm_metrics_wall(&mt);
+            dm_metrics_free(&mt);
+        }
         dm_job_note(t->io, "resuming %s at step %ld of %d\n", a->out, t->start, t->cfg.steps);
     } else { /* a fresh run never mixes with an old one's files */
         snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
@@ -440,49 +461,140 @@ static int open_files(train_ctx *t) {
  * is checkpointed. */
 static void budget_begin(train_ctx *t) {
     dm_config *c = &t->cfg;
+    t->budgeted = 1;
     t->fit_at = c->warmup_steps < DM_BUDGET_MEASURE ? c->warmup_steps : DM_BUDGET_MEASURE;
     if (t->a->until > 0 && t->a->until < t->fit_at) t->fit_at = t->a->until;
     c->steps = DM_BUDGET_UNFIXED;
-    dm_optim_set_steps(t->opt, c->steps);
+    c->schedule_steps = 0;
+    dm_optim_set_steps(t->opt, c->steps, 0);
 }
 
-/* After step `done` (= fit_at; every rank): one timed evaluation (not logged), then the
- * steps that fit from the mean time of the measured steps after the first; rank 0's
- * figures decide for every rank. */
-static int fit_budget(train_ctx *t, long done) {
-    dm_config *c = &t->cfg;
-    double te = dm_now();
-    dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
-                c->batch_size, c->seq_len, t->comm);
-    double eval_s = dm_now() - te;
-    if (dm_comm_error(t->comm)[0]) return comm_failed(t);
-    char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
-    if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
-        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+/* config.json after the budget changed steps (rank 0) */
+static int record_steps(train_ctx *t) {
+    char err[8192];
+    if (t->rank != 0) return 0;
+    char *cj = dm_config_to_json(&t->cfg);
+    int wr = write_run_file(t->a->out, "config.json", cj, err, sizeof err);
+    free(cj);
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
+/* rank 0's value of *v on every rank */
+static int from_rank0(train_ctx *t, long *v) {
+    return t->nranks > 1 && dm_comm_bcast(t->comm, v, 1, sizeof *v, 0) ? comm_failed(t) : 0;
+}
+
+/* the mean of x[from..to) */
+static double mean_of(const double *x, long from, long to) {
     double sum = 0;
-    long first = done > 1; /* the first step warms the caches up: left out when there are more */
-    for (long i = first; i < done; i++) sum += t->fit_dt[i];
-    double step_s = sum / (double)(done - first), elapsed = dm_now() - t->t_job;
-    long steps = dm_budget_steps((double)c->time_budget, elapsed, done, step_s, eval_s,
+    for (long i = from; i < to; i++) sum += x[i];
+    return to > from ? sum / (double)(to - from) : 0;
+}
+
+/* With a budget too small for the steps measured before `steps` can be fixed, the steps
+ * are fixed at once (rank 0 decides): after `done` of them, when what they still take, the
+ * fit's evaluation, one more step and the final evaluation do not fit the budget's share. */
+static int fit_now(train_ctx *t, long done, double now) {
+    const dm_config *c = &t->cfg;
+    long early = 0;
+    double step_s = mean_of(t->fit_dt, 1, done);
+    double need = (now - t->t_job) + (double)(t->fit_at - done + 1) * step_s +
+                  2 * dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+    if (t->rank == 0) early = need > (1.0 - DM_BUDGET_RESERVE) * (double)c->time_budget;
+    if (from_rank0(t, &early)) return -1;
+    return (int)early;
+}
+
+/* After step `done` (fit_at, or earlier when the budget cannot hold the measured steps;
+ * every rank): one timed evaluation (not logged; early, the estimate instead, which costs
+ * no time), then the steps that fit from the mean time of the measured steps after the
+ * first; rank 0's figures decide for every rank. */
+static int fit_budget(train_ctx *t, long done, int early) {
+    dm_config *c = &t->cfg;
+    /* the first step warms the caches up: left out when there are more */
+    double step_s = mean_of(t->fit_dt, done > 1, done), now = clock_of(t);
+    if (early) {
+        t->eval_s = dm_budget_eval_guess(step_s, c->eval_window, c->batch_size, c->seq_len);
+    } else {
+        double te = now;
+        dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n, t->corpus.n - t->corpus.train_n,
+                    c->batch_size, c->seq_len, t->comm);
+        now = clock_of(t);
+        t->eval_s = now - te;
+        t->excluded += t->eval_s;
+        if (dm_comm_error(t->comm)[0]) return comm_failed(t);
+        char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
+        if (dm_model_reserve(t->m, c->batch_size, c->seq_len, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    }
+    double elapsed = now - t->t_job;
+    long steps = dm_budget_steps((double)c->time_budget, elapsed, done, step_s, t->eval_s,
                                  c->eval_every, DM_BUDGET_UNFIXED);
-    if (t->nranks > 1 && dm_comm_bcast(t->comm, &steps, 1, sizeof steps, 0))
-        return comm_failed(t);
-    c->steps = (int)steps;
-    dm_optim_set_steps(t->opt, c->steps); /* the lr schedule follows the fitted steps */
-    t->fit_at = 0;
+    if (from_rank0(t, &steps)) return t->st->code;
     char bud[32];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
-    dm_job_note(t->io, "time budget %s: steps=%d fits, evaluation included (recorded in "
-                "config.json); measured over the first %ld: a step %.1f ms, an evaluation "
-                "%.2f s, %.1f s since the start%s\n", bud, c->steps, done, 1e3 * step_s,
-                eval_s, elapsed, steps == done ? " — the budget ends here" : "");
-    if (t->rank == 0) {
-        char *cj = dm_config_to_json(c);
-        int wr = write_run_file(t->a->out, "config.json", cj, err, sizeof err);
-        free(cj);
-        if (wr) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    if (steps <= done) {
+        char least[32];
+        double per = (elapsed + (double)(c->warmup_steps - done) * step_s + t->eval_s) /
+                     (1.0 - DM_BUDGET_RESERVE);
+        dm_fmt_duration(least, sizeof least, 2 * per + 1);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time budget %s is too small here: the set-up "
+                       "and %ld steps took %.1f s (%.0f ms a step), an evaluation %s %.1f s, "
+                       "and no more steps fit; the %d warmup steps need about %s "
+                       "(--time-budget); %s is left as it was", bud, done, elapsed,
+                       1e3 * step_s, early ? "would take about" : "took", t->eval_s,
+                       c->warmup_steps, least, t->a->out);
     }
-    return 0;
+    c->steps = (int)steps;
+    dm_optim_set_steps(t->opt, c->steps, 0); /* the lr schedule follows the fitted steps */
+    t->fit_at = 0;
+    dm_job_note(t->io, "time budget %s: steps=%d fits, evaluation included (recorded in "
+                "config.json; cut with a cooldown if the machine slows); measured over the "
+                "first %ld: a step %.1f ms, an evaluation %.2f s%s, %.1f s since the start\n",
+                bud, c->steps, done, 1e3 * step_s, t->eval_s, early ? " (estimated)" : "",
+                elapsed);
+    if (c->steps < c->warmup_steps)
+        dm_job_note(t->io, "note: the budget holds %d steps, fewer than warmup_steps=%d: the "
+                    "learning rate never reaches its peak (a longer budget trains better)\n",
+                    c->steps, c->warmup_steps);
+    return record_steps(t);
+}
+
+/* After each step's log line (every rank): its time (the clock since the last step's end,
+ * less evaluations and checkpoints); with a time budget, the steps fixed once the measured
+ * ones are done, and then, when the recent rate projects past the budget, the run cut
+ * (budget.h: the design). */
+static int budget_tick(train_ctx *t, long done) {
+    dm_config *c = &t->cfg;
+    double now = clock_of(t), dt = now - t->mark - t->excluded;
+    t->mark = now;
+    t->excluded = 0;
+    if (!t->budgeted) return 0;
+    if (done > 1) /* the first step warms the caches up */
+        t->recent[t->n_recent++ % DM_BUDGET_WINDOW] = dt;
+    if (t->fit_at) {
+        t->fit_dt[done - 1] = dt;
+        int early = done >= 2 && done < t->fit_at ? fit_now(t, done, now) : 0;
+        if (early < 0) return t->st->code;
+        return done == t->fit_at || early ? fit_budget(t, done, early) : 0;
+    }
+    int n = t->n_recent < DM_BUDGET_WINDOW ? t->n_recent : DM_BUDGET_WINDOW;
+    if (n < DM_BUDGET_WINDOW / 2) return 0; /* too few steps for a rate */
+    long steps = dm_budget_cut((double)c->time_budget, now - t->t_job, done, c->steps,
+                               c->schedule_steps, mean_of(t->recent, 0, n), t->eval_s,
+                               c->eval_every);
+    if (from_rank0(t, &steps) || steps == c->steps) return t->st->code;
+    if (!c->schedule_steps) c->schedule_steps = c->steps;
+    int was = c->steps;
+    c->steps = (int)steps;
+    dm_optim_set_steps(t->opt, c->steps, c->schedule_steps);
+    char bud[32];
+    dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    dm_job_note(t->io, "time budget %s: the machine slowed (%.0f ms a step over the last %d): "
+                "steps=%d instead of %d, the last %ld a cooldown (schedule_steps=%d; recorded "
+                "in config.json)\n", bud, 1e3 * mean_of(t->recent, 0, n), n, c->steps, was,
+                (long)c->steps - dm_lr_cooldown_start(c->steps), c->schedule_steps);
+    return record_steps(t);
 }
 
 /* The notes of the set-up, the atlas, the clocks (every rank, after share_state). */
@@ -513,9 +625,11 @@ static void start(train_ctx *t) {
                     "x %d%s; %s; %d thread%s\n", t->data, t->corpus.n, t->corpus.train_n,
                     c->eval_window, c->batch_size, c->seq_len, acc, steps, t->nthreads,
                     t->nthreads == 1 ? "" : "s");
-    dm_job_threads_note(t->io, t->nthreads);
+    char over[256];
+    if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
-                "ckpt-NNNNNNNN/, summary.json\n", t->a->out);
+                "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
+                "prints them)\n", t->a->out);
     char line[1024];
     if (!dm_memory_report(t->m, t->opt, t->stepper.gs, &t->mem)) {
         dm_memory_line(&t->mem, c->checkpointing, line, sizeof line);
@@ -529,10 +643,10 @@ static void start(train_ctx *t) {
                     "run; %s\n", t->nranks, t->nthreads, t->nthreads == 1 ? "" : "s",
                     t->nranks, c->grad_accum / t->nranks, c->grad_accum, shard);
     }
-    dm_note_buf nb;
+    dm_note_buf nb; /* the optimizer's table (-v; params.txt at the end) */
     FILE *f = dm_note_open(&nb);
     if (f) dm_optim_print_groups(t->opt, t->m, f);
-    dm_note_close(&nb, t->io);
+    dm_note_close_detail(&nb, t->io, NULL);
 
     /* the atlas (atlas=1): every op and stage timed, after two warm-up steps */
     t->atlas = c->atlas ? calloc(1, sizeof *t->atlas) : NULL;
@@ -592,7 +706,6 @@ static int one_step(train_ctx *t, long step) {
     t->t0 = dm_now();
     dm_step_out so;
     int rc = dm_stepper_run(&t->stepper, &t->corpus, c->seed, step, step, &so);
-    if (step < t->fit_at) t->fit_dt[step] = dm_now() - t->t0;
     dm_model_set_verify(t->m, 0);
     t->loss = so.loss;
     t->gnorm = so.gnorm;
@@ -687,13 +800,15 @@ static int log_eval(train_ctx *t, long done) {
     int last = done == c->steps;
     int do_eval = last || (c->eval_every > 0 && done % c->eval_every == 0);
     if (do_eval) {
-        double te = dm_now();
+        double te = dm_now(), tc = clock_of(t);
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
         t->last_bpb = dm_eval_bpb(t->m, t->corpus.bytes + t->corpus.train_n,
                                   t->corpus.n - t->corpus.train_n, c->batch_size, c->seq_len,
                                   t->comm);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
+        t->eval_s = clock_of(t) - tc;
+        t->excluded += t->eval_s;
         if (!comm_failed(t) && !isfinite(t->last_bpb))
             dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld", t->last_bpb,
                     done);
@@ -762,8 +877,14 @@ static int checkpoint(train_ctx *t, long done) {
                     t->a->out);
         return stop;
     }
-    if (last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0)) {
+    long due = last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0);
+    if (!due && c->ckpt_time > 0) { /* every ckpt_time of wall clock, on rank 0's clock */
+        due = clock_of(t) - t->ckpt_mark >= (double)c->ckpt_time;
+        if (from_rank0(t, &due)) return 1;
+    }
+    if (due) {
         char kb[4400];
+        double ts = clock_of(t);
         long keep = t->probation ? t->fallback : -1;
         char when[96];
         snprintf(when, sizeof when, "before the checkpoint of step %ld", done);
@@ -777,6 +898,10 @@ static int checkpoint(train_ctx *t, long done) {
         t->saved = 1;
         t->last_ckpt = done;
         if (t->first_saved < 0) t->first_saved = done;
+        t->ckpt_mark = clock_of(t);
+        t->ckpt_s += t->ckpt_mark - ts;
+        t->excluded += t->ckpt_mark - ts;
+        t->n_ckpt++;
     }
     char prog[512], out[4200];
     dm_job_prog(t->io, prog, sizeof prog);
@@ -812,7 +937,7 @@ static void finish(train_ctx *t) {
     char disp[4096], table[8192], err[8192];
     dm_model_dispatch_report(t->m, disp, sizeof disp);
     dm_model_dispatch_table(t->m, table, sizeof table);
-    dm_job_note(t->io, "dispatch: %s\n%s", disp, table);
+    dm_job_detail(t->io, "dispatch: %s\n%s", disp, table);
     if (t->verify_worst >= 0)
         dm_job_note(t->io, "verify: largest fused-vs-reference relative difference %.3g (%s), "
                     "bound %.0e\n", t->verify_worst, t->verify_what, DM_VERIFY_BOUND);
@@ -844,9 +969,14 @@ static void finish(train_ctx *t) {
     dm_probe_flags_text(pr.flags, words, sizeof words);
     dm_comm_stats cs = dm_comm_get_stats(t->comm);
     double per = steps_run > 0 ? 1.0 / steps_run : 0; /* set-up and evaluation included */
+    char took[96];
+    if (t->start > 0) /* a resume: this invocation's time and the run's */
+        snprintf(took, sizeof took, "%.1f s (steps %ld-%d; %.1f s in all)", wall, t->start + 1,
+                 c->steps, t->wall_before + wall);
+    else snprintf(took, sizeof took, "%.1f s", wall);
     dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f nats = %.4f "
-                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %.1f s\n",
-                np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, wall);
+                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %s\n",
+                np, c->steps, t->loss, bits, t->last_bpb, t->val_step, tps, took);
     char prec[256];
     dm_precision_describe(dm_model_precision(t->m), prec, sizeof prec);
     dm_job_note(t->io, "precision: %s\n", prec);
@@ -871,7 +1001,8 @@ static void finish(train_ctx *t) {
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %s,\n"
              "  \"final_train_loss_bits\": %s,\n  \"val_bpb\": %s,\n  \"val_step\": %ld,\n"
-             "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"threads\": %d,\n"
+             "  \"tokens_per_s\": %.1f,\n  \"wall_s\": %.2f,\n  \"wall_total_s\": %.2f,\n"
+             "  \"checkpoints\": %d,\n  \"checkpoint_s\": %.3f,\n  \"threads\": %d,\n"
              "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
              "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
@@ -880,11 +1011,25 @@ static void finish(train_ctx *t) {
              "  \"peak_rss_bytes\": %zu\n}\n",
              np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
              jnum(jb, sizeof jb, "%.6f", bits, 0), jnum(jv, sizeof jv, "%.6f", t->last_bpb, 0),
-             t->val_step, tps, wall, t->nthreads, t->nranks, c->grad_accum,
+             t->val_step, tps, wall, t->wall_before + wall, t->n_ckpt, t->ckpt_s, t->nthreads, t->nranks, c->grad_accum,
              1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words, pr.flags, pr.load_max, disp,
              prec, jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    /* the tables the console prints only with -v */
+    char *pt = NULL, dt[sizeof disp + sizeof table + 16];
+    size_t pn = 0;
+    FILE *pf = t->rank == 0 ? open_memstream(&pt, &pn) : NULL;
+    if (pf) {
+        dm_optim_print_groups(t->opt, t->m, pf);
+        fclose(pf);
+    }
+    snprintf(dt, sizeof dt, "dispatch: %s\n%s", disp, table);
+    if (t->rank == 0 && !t->st->code && pt &&
+        (write_run_file(out, "params.txt", pt, err, sizeof err) ||
+         write_run_file(out, "dispatch.txt", dt, err, sizeof err)))
+        dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    free(pt);
 }
 
 /* One run of the job: resumed from a checkpoint of at most step upto (> 0), falling
@@ -894,9 +1039,9 @@ static dm_status train_run(const dm_train_args *a, const dm_job_io *io, long upt
     dm_status st = {DM_JOB_OK, ""};
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
                    .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
-                   .last_ckpt = -1, .t_job = dm_now(), .fallback = -1, .first_saved = -1,
-                   .upto = upto, .fall_to = fall_to, .fell_back = fell_back,
-                   .metrics = {.fd = -1}};
+                   .last_ckpt = -1, .fallback = -1, .first_saved = -1, .upto = upto,
+                   .fall_to = fall_to, .fell_back = fell_back, .metrics = {.fd = -1}};
+    t.t_job = clock_of(&t);
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
      * of them there (and nothing is written before every rank is ready) */
@@ -908,10 +1053,12 @@ static dm_status train_run(const dm_train_args *a, const dm_job_io *io, long upt
         if (t.stop) /* asked to stop before a step ran (every rank agreed): nothing to keep */
             dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the first step; %s is left "
                     "as it was", a->out);
+        t.mark = t.ckpt_mark = clock_of(&t);
         for (long step = t.start; step < t.cfg.steps && !st.code; step++) {
             one_step(&t, step);
-            if (agree(&t) || (step + 1 == t.fit_at && (fit_budget(&t, step + 1), agree(&t))) ||
-                log_eval(&t, step + 1) || checkpoint(&t, step + 1))
+            if (agree(&t) || log_eval(&t, step + 1) ||
+                (t.budgeted && (budget_tick(&t, step + 1), agree(&t))) ||
+                checkpoint(&t, step + 1))
                 break;
         }
         int falls = fall_to && *fall_to >= 0;

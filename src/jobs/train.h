@@ -24,6 +24,9 @@ typedef struct {
                                  rank calls dm_train with the same arguments */
     int locked;               /* the caller holds the lock of `out` (an A/B cell, locked by its
                                  sweep); else the job takes it (io/rundir.h) */
+    double (*clock)(void *);  /* the wall clock, seconds, of the time budget and of ckpt_time
+                                 (NULL: the monotonic clock); a test gives one of its own */
+    void *clock_ctx;          /* its argument */
 } dm_train_args;
 
 /* Train. The config: cfg (or the defaults; on resume the run's config.json), then

@@ -69,18 +69,34 @@ void dm_optim_print_groups(const dm_optim *o, const dm_model *m, FILE *f) {
     }
 }
 
-float dm_lr_factor(const dm_config *c, long step) {
+/* the schedule over c->steps */
+static double planned(const dm_config *c, long step) {
     double lo = c->min_lr_frac;
-    if (step < c->warmup_steps) return (float)((double)(step + 1) / c->warmup_steps);
+    if (step < c->warmup_steps) return (double)(float)((double)(step + 1) / c->warmup_steps);
     long decay = c->steps - c->warmup_steps;
     double p = decay > 0 ? (double)(step - c->warmup_steps) / decay : 1.0; /* 0..1 */
     if (p > 1) p = 1;
     switch (c->lr_schedule) {
-    case DM_SCHED_CONSTANT: return 1.0f;
+    case DM_SCHED_CONSTANT: return 1.0;
     case DM_SCHED_WSD: /* flat, then linear decay over the last 20% of the steps */
-        return p < 0.8 ? 1.0f : (float)(1.0 - (1.0 - lo) * (p - 0.8) / 0.2);
-    default: return (float)(lo + (1.0 - lo) * 0.5 * (1.0 + cos(3.14159265358979323846 * p)));
+        return p < 0.8 ? 1.0 : (double)(float)(1.0 - (1.0 - lo) * (p - 0.8) / 0.2);
+    default: return (double)(float)(lo + (1.0 - lo) * 0.5 * (1.0 + cos(3.14159265358979323846 * p)));
     }
+}
+
+long dm_lr_cooldown_start(long steps) { return steps - (steps + 9) / 10; }
+
+float dm_lr_factor(const dm_config *c, long step) {
+    if (c->schedule_steps <= c->steps) return (float)planned(c, step);
+    /* cut by a time budget: the schedule of schedule_steps, then from the cooldown's
+     * first step a straight line from that schedule's lr down to min_lr_frac at the
+     * last step */
+    dm_config p = *c;
+    p.steps = c->schedule_steps;
+    long k = dm_lr_cooldown_start(c->steps);
+    if (step < k) return (float)planned(&p, step);
+    double f0 = planned(&p, k), q = (double)(step - k + 1) / (double)(c->steps - k);
+    return (float)(f0 + (c->min_lr_frac - f0) * q);
 }
 
 double dm_grad_norm(const dm_model *m) {
@@ -88,7 +104,10 @@ double dm_grad_norm(const dm_model *m) {
     return dm_op_grad_norm(dm_optim_ops(mm), dm_model_grads(mm), dm_model_num_params(m));
 }
 
-void dm_optim_set_steps(dm_optim *o, int steps) { o->cfg.steps = steps; }
+void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps) {
+    o->cfg.steps = steps;
+    o->cfg.schedule_steps = schedule_steps;
+}
 
 double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;

@@ -27,8 +27,13 @@ const dm_group *dm_optim_group(const dm_optim *o, int tensor);
 void dm_optim_print_groups(const dm_optim *o, const dm_model *m, FILE *f);
 
 /* lr multiplier at 0-based step: linear warmup, then cosine / wsd / constant to
- * min_lr_frac. */
+ * min_lr_frac over `steps`; when schedule_steps > steps (a run a time budget cut), the
+ * schedule over schedule_steps until dm_lr_cooldown_start(steps), then a linear cooldown
+ * from its lr there to min_lr_frac at the last step. A step's lr depends on steps only
+ * through that: before the cooldown starts it is the same for every steps. */
 float dm_lr_factor(const dm_config *c, long step);
+/* The first step of the cooldown of a cut run of `steps`: its last ceil(steps / 10). */
+long dm_lr_cooldown_start(long steps);
 /* Global L2 norm of the gradients, summed in double in a fixed order (the op grad_norm). */
 double dm_grad_norm(const dm_model *m);
 
@@ -37,7 +42,7 @@ double dm_grad_norm(const dm_model *m);
  * exchange between ranks failed (dm_comm_error). */
 double dm_optim_step(dm_optim *o, dm_model *m, long step);
 /* The schedule's length, `steps` (train's time budget fixes it after measuring steps). */
-void dm_optim_set_steps(dm_optim *o, int steps);
+void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps);
 
 /* Share Muon's work among the ranks of comm (NULL: one process, the default), by the
  * fixed rule of muon.c; every rank must hold the same gradients at each step (gradsum.h)

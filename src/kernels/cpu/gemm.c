@@ -84,7 +84,7 @@ void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, con
  * times as possible. The bits never depend on the thread count, whatever the tiling; on
  * the machines measured they do not depend on the tiling either (each element's sum over
  * K runs in the same order in any tile), so the count only trades packing against
- * parallelism. Measured: README, "GEMM backends". */
+ * parallelism. Measured: docs/ops.md, "GEMM backends". */
 #define DM_GEMM_ONE_TILE 4e6
 #define DM_GEMM_TILE_FLOPS 4e8
 void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb) {

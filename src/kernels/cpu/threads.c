@@ -14,5 +14,3 @@ int dm_set_threads(int n) {
     omp_set_num_threads(n);
     return n;
 }
-
-int dm_num_cores(void) { return omp_get_num_procs(); }
