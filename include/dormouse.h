@@ -106,6 +106,7 @@ typedef struct dm_config {
     int threads;            /* 0 = all cores                                      */
     int atlas;              /* print the step atlas                               */
     int backend;            /* DM_BACKEND_*: the model's memory and kernels      (auto) */
+    long comm_timeout;      /* seconds a collective between ranks may wait; 0 = no limit */
 } dm_config;
 
 void dm_config_default(dm_config *c);
@@ -147,8 +148,8 @@ int dm_config_mlp_hidden(const dm_config *c);
 /* Threads                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* Use n threads (0 = all cores) for OpenMP regions and for OpenBLAS (one shared pool).
- * Returns the number in use. */
+/* Use n threads (0 = all cores) for OpenMP regions; OpenBLAS keeps one of its own (each
+ * GEMM tile runs on one thread). Returns the number in use. */
 int dm_set_threads(int n);
 
 /* ------------------------------------------------------------------------------------ */

@@ -114,9 +114,50 @@ def read_safetensors(path):
     return tensors, meta
 
 
+_P1, _P2, _P3 = 11400714785074694791, 14029467366897019727, 1609587929392839161
+_P4, _P5, _M = 9650029242287828579, 2870177450012600261, (1 << 64) - 1
+
+
+def _rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & _M
+
+
+def _round(acc, lane):
+    return (_rotl((acc + lane * _P2) & _M, 31) * _P1) & _M
+
+
+def xxh64(data, seed=0):
+    """XXH64 of bytes (the checksum dormouse keeps per tensor; pure Python, as xxHash 0.8)."""
+    n, p = len(data), 0
+    if n >= 32:
+        v = [(seed + _P1 + _P2) & _M, (seed + _P2) & _M, seed & _M, (seed - _P1) & _M]
+        p = n // 32 * 32
+        for a, b, c, d in struct.iter_unpack("<4Q", data[:p]):
+            v = [_round(v[0], a), _round(v[1], b), _round(v[2], c), _round(v[3], d)]
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
+        for x in v:
+            h = ((h ^ _round(0, x)) * _P1 + _P4) & _M
+    else:
+        h = (seed + _P5) & _M
+    h = (h + n) & _M
+    while p + 8 <= n:
+        h ^= _round(0, struct.unpack_from("<Q", data, p)[0])
+        h, p = (_rotl(h, 27) * _P1 + _P4) & _M, p + 8
+    if p + 4 <= n:
+        h ^= (struct.unpack_from("<I", data, p)[0] * _P1) & _M
+        h, p = (_rotl(h, 23) * _P2 + _P3) & _M, p + 4
+    while p < n:
+        h ^= (data[p] * _P5) & _M
+        h, p = (_rotl(h, 11) * _P1) & _M, p + 1
+    h = ((h ^ (h >> 33)) * _P2) & _M
+    h = ((h ^ (h >> 29)) * _P3) & _M
+    return h ^ (h >> 32)
+
+
 def write_safetensors(path, tensors, meta):
-    """Write name -> tensor (float32) with string metadata, data 8-byte aligned, tensors in
-    name order (as dormouse reads any order)."""
+    """Write name -> tensor (float32) with string metadata and the checksums dormouse checks
+    (XXH64 of each tensor and of the metadata), data 8-byte aligned, tensors in name order
+    (as dormouse reads any order)."""
     header, blobs, off = {}, [], 0
     for name in sorted(tensors):
         a = tensors[name].detach().to(torch.float32).cpu().contiguous().numpy().astype("<f4")
@@ -124,7 +165,14 @@ def write_safetensors(path, tensors, meta):
                         "data_offsets": [off, off + a.nbytes]}
         blobs.append(a.tobytes())
         off += a.nbytes
-    header["__metadata__"] = {str(k): str(v) for k, v in meta.items()}
+    md = {str(k): str(v) for k, v in meta.items()}
+    # the checksums dormouse checks on load (docs/robustness.md): of the metadata (key NUL
+    # value NUL, by key) and of each tensor's bytes
+    md["xxh64:__metadata__"] = "%016x" % xxh64(b"".join(
+        k.encode() + b"\0" + v.encode() + b"\0" for k, v in sorted(md.items())))
+    for name, blob in zip(sorted(tensors), blobs):
+        md["xxh64:" + name] = "%016x" % xxh64(blob)
+    header["__metadata__"] = md
     js = json.dumps(header, separators=(",", ":")).encode()
     js += b" " * ((8 - len(js) % 8) % 8)
     tmp = path + ".tmp"

@@ -9,14 +9,14 @@ set -euo pipefail
 
 # libopenmpi-dev, openmpi-bin: data-parallel training under mpirun (optional at build
 # time: CMake builds without MPI when it is missing, and the MPI tests then skip)
-PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libdnnl-dev libcjson-dev zlib1g-dev
+PKGS=(gcc make cmake pkgconf libopenblas-openmp-dev libdnnl-dev libcjson-dev libxxhash-dev zlib1g-dev
       libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin)
 if [[ ${1:-} == --test ]]; then PKGS+=(python3-torch); fi
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "deps: this is not a Debian-like system (no dpkg/apt-get)." >&2
   echo "deps: install these (or your system's equivalents) and run again:" >&2
-  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, oneDNN, cJSON, zlib, PLplot with its cairo driver, Open MPI for mpirun (optional); for the tests PyTorch for /usr/bin/python3)" >&2
+  echo "      ${PKGS[*]}  (a C11 compiler with OpenMP, CMake >= 3.18, OpenBLAS built with OpenMP, oneDNN, cJSON, xxHash, zlib, PLplot with its cairo driver, Open MPI for mpirun (optional); for the tests PyTorch for /usr/bin/python3)" >&2
   exit 1
 fi
 

@@ -3,7 +3,9 @@
  * tensor in either file, non-finite values, hostile numbers in the header, and a FIFO
  * in place of a file — each refused with one line on stderr and exit 2, by `eval` for
  * the model file and by `train --resume` for the optimizer file. The files are a real
- * tiny run's checkpoint, rewritten. */
+ * tiny run's checkpoint, rewritten — with its checksums made anew (as a writer of such a
+ * file would), so that each case reaches the check it is about; tests/test_robust.c has
+ * the damage the checksums catch. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,80 +13,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "stfile.h"
 #include "dormouse.h"
 #include "io/ckpt.h"
 #include "io/safetensors.h"
-
-/* ---- a safetensors file as header JSON + data, to rewrite ---------------------------- */
-
-typedef struct {
-    cJSON *hdr;
-    char *data;
-    size_t dn;
-} stf;
-
-static int st_read(const char *path, stf *f) {
-    size_t n;
-    char *b = t_slurp(path, &n);
-    if (!b || n < 8) return free(b), 1;
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++) hl |= (uint64_t)(unsigned char)b[i] << (8 * i);
-    f->hdr = cJSON_ParseWithLength(b + 8, (size_t)hl);
-    f->dn = n - 8 - (size_t)hl;
-    f->data = malloc(f->dn + 64);
-    memcpy(f->data, b + 8 + hl, f->dn);
-    free(b);
-    return f->hdr == NULL;
-}
-
-/* Write f to path with the header length written as the true one + hl_delta. */
-static void st_write(const char *path, const stf *f, long hl_delta) {
-    char *js = cJSON_PrintUnformatted(f->hdr);
-    /* padded to 8 bytes with at least one space, so that a header length one short cuts
-     * padding, not JSON, whatever the length of the config in the metadata */
-    size_t jl = strlen(js), hl = (jl + 8) & ~(size_t)7;
-    size_t n = 8 + hl + f->dn;
-    unsigned char *b = malloc(n);
-    uint64_t w = (uint64_t)((long)hl + hl_delta);
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(w >> (8 * i));
-    memcpy(b + 8, js, jl);
-    memset(b + 8 + jl, ' ', hl - jl);
-    memcpy(b + 8 + hl, f->data, f->dn);
-    CHECK(t_spit(path, b, n) == 0);
-    free(b);
-    free(js);
-}
-
-static void st_free(stf *f) {
-    cJSON_Delete(f->hdr);
-    free(f->data);
-}
-
-static cJSON *offsets(stf *f, const char *name) {
-    return cJSON_GetObjectItem(cJSON_GetObjectItem(f->hdr, name), "data_offsets");
-}
-static double off_at(stf *f, const char *name, int i) {
-    return cJSON_GetArrayItem(offsets(f, name), i)->valuedouble;
-}
-static void set_offsets(stf *f, const char *name, double b, double e) {
-    cJSON *o = offsets(f, name);
-    cJSON_SetNumberValue(cJSON_GetArrayItem(o, 0), b);
-    cJSON_SetNumberValue(cJSON_GetArrayItem(o, 1), e);
-}
-static void set_meta(stf *f, const char *key, const char *value) {
-    cJSON *m = cJSON_GetObjectItem(f->hdr, "__metadata__");
-    cJSON_DeleteItemFromObject(m, key);
-    cJSON_AddStringToObject(m, key, value);
-}
-/* the name of the tensor whose data starts at byte `begin` */
-static const char *at_offset(stf *f, double begin) {
-    for (cJSON *e = f->hdr->child; e; e = e->next)
-        if (strcmp(e->string, "__metadata__") && off_at(f, e->string, 0) == begin) return e->string;
-    return NULL;
-}
-static void set_float(stf *f, const char *name, size_t i, float v) {
-    memcpy(f->data + (size_t)off_at(f, name, 0) + 4 * i, &v, 4);
-}
 
 /* ---- the run ------------------------------------------------------------------------ */
 
@@ -107,26 +39,26 @@ static void make_run(fixture *x) {
 
 /* eval of a rewritten model file (written into DIR/bad/ckpt-00000002): exit 2, one line
  * holding needle */
-static void expect_eval(fixture *x, stf *f, long hl_delta, const char *needle) {
+static void expect_eval(fixture *x, t_stf *f, long hl_delta, const char *needle) {
     char bad[800], path[900], cmd[2048];
     snprintf(bad, sizeof bad, "%s/bad/ckpt-00000002", x->dir);
     snprintf(cmd, sizeof cmd, "mkdir -p %s", bad);
     CHECK(t_run(cmd, NULL, 0) == 0);
     snprintf(path, sizeof path, "%s/model.safetensors", bad);
-    st_write(path, f, hl_delta);
+    t_st_write(path, f, hl_delta, 1);
     snprintf(cmd, sizeof cmd, DM_CLI " eval %s --data %s", path, T_CORPUS);
     t_expect(cmd, 2, needle, NULL, 0);
 }
 
 /* train --resume of a copy of the run whose optim.safetensors is f: exit 2, one line
  * holding needle, and the copy's checkpoint untouched */
-static void expect_resume(fixture *x, stf *f, const char *needle) {
+static void expect_resume(fixture *x, t_stf *f, const char *needle) {
     char cmd[4096], copy[800], path[900];
     snprintf(copy, sizeof copy, "%s/copy", x->dir);
     snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s", copy, x->run, copy);
     CHECK(t_run(cmd, NULL, 0) == 0);
     snprintf(path, sizeof path, "%s/ckpt-00000002/optim.safetensors", copy);
-    st_write(path, f, 0);
+    t_st_write(path, f, 0, 1);
     snprintf(cmd, sizeof cmd, DM_CLI " train --resume %s --set steps=4", copy);
     t_expect(cmd, 2, needle, NULL, 0);
     snprintf(cmd, sizeof cmd, "test ! -e %s/ckpt-00000003", copy);
@@ -137,41 +69,41 @@ static void expect_resume(fixture *x, stf *f, const char *needle) {
 TEST(ckptfile_layout_refused) {
     fixture x;
     make_run(&x);
-    stf f;
-    CHECK(st_read(x.model, &f) == 0);
+    t_stf f;
+    CHECK(t_st_read(x.model, &f) == 0);
     /* two norm weights of the same size, one after the other */
     const char *a = "layers.0.mixer.w_q", *b = "layers.0.mixer.w_k";
-    if (!offsets(&f, a) || !offsets(&f, b)) {
+    if (!t_st_offsets(&f, a) || !t_st_offsets(&f, b)) {
         t_skip("the tiny model has no %s / %s", a, b);
         return;
     }
-    double ab = off_at(&f, a, 0), ae = off_at(&f, a, 1), bb = off_at(&f, b, 0), be = off_at(&f, b, 1);
+    double ab = t_st_off_at(&f, a, 0), ae = t_st_off_at(&f, a, 1), bb = t_st_off_at(&f, b, 0), be = t_st_off_at(&f, b, 1);
     printf("  %s [%.0f, %.0f], %s [%.0f, %.0f], data %zu bytes\n", a, ab, ae, b, bb, be, f.dn);
-    set_offsets(&f, b, ab, ae); /* two tensors on the same bytes */
+    t_st_set_offsets(&f, b, ab, ae); /* two tensors on the same bytes */
     expect_eval(&x, &f, 0, "overlaps");
-    const char *next = at_offset(&f, ae);
+    const char *next = t_st_at_offset(&f, ae);
     char last[128] = "";
-    set_offsets(&f, b, bb, be);
+    t_st_set_offsets(&f, b, bb, be);
     if (next) { /* a tensor shifted 4 bytes into its neighbour */
-        double nb = off_at(&f, next, 0), ne = off_at(&f, next, 1);
-        set_offsets(&f, next, nb - 4, ne - 4);
+        double nb = t_st_off_at(&f, next, 0), ne = t_st_off_at(&f, next, 1);
+        t_st_set_offsets(&f, next, nb - 4, ne - 4);
         expect_eval(&x, &f, 0, "overlaps");
-        set_offsets(&f, next, nb, ne);
+        t_st_set_offsets(&f, next, nb, ne);
     }
     for (cJSON *e = f.hdr->child; e; e = e->next) /* the tensor that ends the data */
-        if (strcmp(e->string, "__metadata__") && off_at(&f, e->string, 1) == (double)f.dn)
+        if (strcmp(e->string, "__metadata__") && t_st_off_at(&f, e->string, 1) == (double)f.dn)
             snprintf(last, sizeof last, "%s", e->string);
     CHECK(last[0] != 0);
-    double lb = off_at(&f, last, 0), le = off_at(&f, last, 1);
+    double lb = t_st_off_at(&f, last, 0), le = t_st_off_at(&f, last, 1);
     f.dn += 4; /* a gap of 4 bytes before the last tensor */
-    set_offsets(&f, last, lb + 4, le + 4);
+    t_st_set_offsets(&f, last, lb + 4, le + 4);
     expect_eval(&x, &f, 0, "a gap of 4 bytes before tensor");
-    set_offsets(&f, last, lb, le); /* ... and so 4 bytes after the data */
+    t_st_set_offsets(&f, last, lb, le); /* ... and so 4 bytes after the data */
     expect_eval(&x, &f, 0, "4 bytes after the last tensor");
     f.dn -= 4;
-    set_offsets(&f, last, lb + 0.5, le + 0.5); /* fractional offsets */
+    t_st_set_offsets(&f, last, lb + 0.5, le + 0.5); /* fractional t_st_offsets */
     expect_eval(&x, &f, 0, "two non-negative integers");
-    set_offsets(&f, last, lb, le);
+    t_st_set_offsets(&f, last, lb, le);
     expect_eval(&x, &f, -1, "after the last tensor"); /* header length one short */
     expect_eval(&x, &f, 1 << 30, "header length");    /* past the end of the file */
     /* dtype, a name twice, the element count */
@@ -185,14 +117,14 @@ TEST(ckptfile_layout_refused) {
     cJSON_ReplaceItemInObject(e = cJSON_GetObjectItem(f.hdr, last), "shape",
                               cJSON_Parse("[4294967296, 4294967296, 16]"));
     expect_eval(&x, &f, 0, "overflows");
-    /* numbers no cast may see: offsets 1e30 with shape [0]; shape [1e30, 0] */
+    /* numbers no cast may see: t_st_offsets 1e30 with shape [0]; shape [1e30, 0] */
     cJSON_ReplaceItemInObject(e, "shape", cJSON_Parse("[0]"));
-    set_offsets(&f, last, 1e30, 1e30);
+    t_st_set_offsets(&f, last, 1e30, 1e30);
     expect_eval(&x, &f, 0, "truncated");
     cJSON_ReplaceItemInObject(e, "shape", cJSON_Parse("[1e30, 0]"));
-    set_offsets(&f, last, lb, lb);
+    t_st_set_offsets(&f, last, lb, lb);
     expect_eval(&x, &f, 0, "not an integer in [0, 2^53]");
-    st_free(&f);
+    t_st_free(&f);
     t_rmtree(x.dir);
 }
 
@@ -200,22 +132,22 @@ TEST(ckptfile_layout_refused) {
 TEST(ckptfile_metadata_and_names_refused) {
     fixture x;
     make_run(&x);
-    stf f, o;
-    CHECK(st_read(x.model, &f) == 0 && st_read(x.optim, &o) == 0);
-    set_meta(&f, "step", "abc");
+    t_stf f, o;
+    CHECK(t_st_read(x.model, &f) == 0 && t_st_read(x.optim, &o) == 0);
+    t_st_set_meta(&f, "step", "abc");
     expect_eval(&x, &f, 0, "metadata step 'abc' is not an integer >= 0");
-    set_meta(&f, "step", "-5");
+    t_st_set_meta(&f, "step", "-5");
     expect_eval(&x, &f, 0, "metadata step '-5' is not an integer >= 0");
-    set_meta(&f, "step", "7"); /* the directory says 2 */
+    t_st_set_meta(&f, "step", "7"); /* the directory says 2 */
     expect_eval(&x, &f, 0, "the directory is step 2");
-    set_meta(&f, "step", "2");
-    set_meta(&f, "format", "other-1");
+    t_st_set_meta(&f, "step", "2");
+    t_st_set_meta(&f, "format", "other-1");
     expect_eval(&x, &f, 0, "not a dormouse checkpoint");
-    set_meta(&f, "format", "dormouse-1");
-    set_meta(&f, "config", "{\"d_model\": 32, \"d_model\": 32}");
+    t_st_set_meta(&f, "format", "dormouse-1");
+    t_st_set_meta(&f, "config", "{\"d_model\": 32, \"d_model\": 32}");
     expect_eval(&x, &f, 0, "'d_model' appears twice");
-    st_free(&f);
-    CHECK(st_read(x.model, &f) == 0);
+    t_st_free(&f);
+    CHECK(t_st_read(x.model, &f) == 0);
     double end = (double)f.dn; /* an extra tensor of one value at the end */
     f.dn += 4;
     cJSON *t = cJSON_AddObjectToObject(f.hdr, "extra");
@@ -230,20 +162,20 @@ TEST(ckptfile_metadata_and_names_refused) {
     end = (double)o.dn;
     o.dn += 4;
     cJSON_AddItemToObject(o.hdr, "extra", cJSON_Duplicate(t, 1));
-    set_offsets(&o, "extra", end, end + 4);
+    t_st_set_offsets(&o, "extra", end, end + 4);
     memset(o.data + (size_t)end, 0, 4);
     expect_resume(&x, &o, "unknown tensor 'extra'");
-    st_free(&o);
-    CHECK(st_read(x.optim, &o) == 0);
-    set_meta(&o, "step", "-5");
+    t_st_free(&o);
+    CHECK(t_st_read(x.optim, &o) == 0);
+    t_st_set_meta(&o, "step", "-5");
     expect_resume(&x, &o, "metadata step '-5'");
-    set_meta(&o, "step", "1");
+    t_st_set_meta(&o, "step", "1");
     expect_resume(&x, &o, "optim.safetensors is of step 1");
-    set_meta(&o, "step", "2");
-    set_meta(&o, "format", "pt");
+    t_st_set_meta(&o, "step", "2");
+    t_st_set_meta(&o, "format", "pt");
     expect_resume(&x, &o, "not a dormouse checkpoint");
-    st_free(&o);
-    st_free(&f);
+    t_st_free(&o);
+    t_st_free(&f);
     t_rmtree(x.dir);
 }
 
@@ -252,20 +184,20 @@ TEST(ckptfile_metadata_and_names_refused) {
 TEST(ckptfile_nonfinite_refused) {
     fixture x;
     make_run(&x);
-    stf f, o;
-    CHECK(st_read(x.model, &f) == 0 && st_read(x.optim, &o) == 0);
-    set_float(&f, "embed", 37, NAN);
-    set_float(&f, "embed", 40, INFINITY);
+    t_stf f, o;
+    CHECK(t_st_read(x.model, &f) == 0 && t_st_read(x.optim, &o) == 0);
+    t_st_set_float(&f, "embed", 37, NAN);
+    t_st_set_float(&f, "embed", 40, INFINITY);
     expect_eval(&x, &f, 0, "tensor 'embed' holds nan at index 37 ([1, 5])");
-    set_float(&f, "embed", 37, 0.5f);
+    t_st_set_float(&f, "embed", 37, 0.5f);
     expect_eval(&x, &f, 0, "tensor 'embed' holds inf at index 40");
-    set_float(&o, "adam_m", 3, NAN);
+    t_st_set_float(&o, "adam_m", 3, NAN);
     expect_resume(&x, &o, "tensor 'adam_m' holds nan at index 3");
-    set_float(&o, "adam_m", 3, 0);
-    set_float(&o, "adam_v", 9, -1.0f);
+    t_st_set_float(&o, "adam_m", 3, 0);
+    t_st_set_float(&o, "adam_v", 9, -1.0f);
     expect_resume(&x, &o, "adam_v holds -1 at index 9");
-    st_free(&f);
-    st_free(&o);
+    t_st_free(&f);
+    t_st_free(&o);
     /* the writer */
     dm_config c;
     char err[512];

@@ -13,7 +13,8 @@ static const char *const MODEL[] = {"d_model", "n_layer", "n_head", "head_dim", 
                                     "tie_embeddings", NULL};
 static const char *const BACKEND[] = {"kda_impl", "chunk_size", "norm_impl", "gemm",
                                       "precision", "ns_precision", "verify_fused", "threads",
-                                      "atlas", "checkpointing", "backend", NULL};
+                                      "atlas", "checkpointing", "backend", "comm_timeout",
+                                      NULL};
 
 static int in(const char *const *list, const char *s) {
     for (; *list; list++)
@@ -214,6 +215,23 @@ TEST(config_strict_json) {
         {"{\"steps\": [2]}", "steps"},
         {"[1]", "not a JSON object"},
         {"{\"ste\\nps\": 2}", "unknown config key 'ste?ps'"},
+        /* read by the rules of --set, nothing read past */
+        {"{\"steps\": 1e2}", "bad value '1e2' for key 'steps'"},
+        {"{\"batch_size\": 64.0}", "bad value '64.0' for key 'batch_size'"},
+        {"{\"seed\": 9007199254740991.4}", "for key 'seed'"},
+        {"{\"tie_embeddings\": 1}", "expected true or false"},
+        {"{\"atlas\": 0}", "expected true or false"},
+        {"{\"mixer\": 1}", "expected a string"},
+        {"{\"lr\\u0000junk\": 0.1}", "NUL character"},
+        {"{\"mixer\": \"kda\\u0000x\"}", "NUL character"},
+        {"{\"steps\": 2} x", "text after the JSON object"},
+        {"{\"steps\": 2}{}", "text after the JSON object"},
+        {"\xEF\xBB\xBF{\"steps\": 2}", "byte-order mark"},
+        {"{\"adam_eps\": 0}", "for key 'adam_eps'"},
+        {"{\"adam_eps\": -0}", "for key 'adam_eps'"},
+        {"{\"adam_eps\": 1e-400}", "for key 'adam_eps'"},
+        {"{\"steps\": 2,}", "expected a string"},
+        {"{\"steps\": null}", "expected a number, string or boolean"},
     };
     dm_config c;
     char err[DM_ERRLEN];

@@ -268,14 +268,15 @@ static long loads_at(const char *run) {
     return m ? step : -1;
 }
 
-/* Start the long run under mpirun -np 2 in the background, each rank's pid in d/pid.R;
- * wait for its checkpoint at step 10; send `sig` to rank 1; wait (at most 60 s) for the
- * launcher to end: its exit status in *rc, the milliseconds from the signal to its end
- * in *ms; its output in out. */
-static void signal_rank(const char *d, const char *run, int sig, int *rc, int *ms, char *out,
-                        size_t n) {
+/* Start the long run (with extra "key=value" when not NULL) under mpirun -np 2 in the
+ * background, each rank's pid in d/pid.R; wait for its checkpoint at step 10; send `sig`
+ * to rank 1; wait (at most 60 s) for the launcher to end: its exit status in *rc, the
+ * milliseconds from the signal to its end in *ms; its output in out. */
+static void signal_rank(const char *d, const char *run, int sig, const char *extra, int *rc,
+                        int *ms, char *out, size_t n) {
     char cmd[8192], sets[2048], log[600];
     keys ks = long_run();
+    if (extra) ks.k[ks.n++] = extra;
     sets_text(&ks, sets, sizeof sets);
     snprintf(cmd, sizeof cmd,
              MPIRUN " -np 2 sh -c 'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec " DM_CLI
@@ -295,6 +296,16 @@ static void signal_rank(const char *d, const char *run, int sig, int *rc, int *m
     printf("%s\n  exit %d, %d ms after signal %d to rank 1\n", out, *rc, *ms, sig);
 }
 
+/* After a rank was `what` (killed, stopped): the job exited non-zero (rc) within limit_ms
+ * (ms after the signal), and the last checkpoint of run loads and resumes in one process */
+static void job_ended(const char *run, int rc, int ms, int limit_ms, const char *what) {
+    CHECKF(rc > 0, "the job exited %d after a rank was %s", rc, what);
+    CHECKF(ms >= 0 && ms < limit_ms, "the job took %d ms to end after a rank was %s", ms, what);
+    long step = loads_at(run);
+    CHECKF(step >= 10 && step % 5 == 0, "the last checkpoint (step %ld) does not load", step);
+    CHECK(step < 0 || solo_train(run, NULL, 1, step + 2) == DM_JOB_OK);
+}
+
 /* One rank killed (SIGKILL): the job exits non-zero within 30 s, and the last checkpoint
  * loads and resumes in one process */
 TEST(dist_rank_killed_stops_the_job) {
@@ -303,12 +314,27 @@ TEST(dist_rank_killed_stops_the_job) {
     int rc, ms;
     t_tmpdir(d, sizeof d);
     snprintf(run, sizeof run, "%s/run", d);
-    signal_rank(d, run, 9, &rc, &ms, out, sizeof out);
-    CHECKF(rc > 0, "the job exited %d after a rank was killed", rc);
-    CHECKF(ms >= 0 && ms < 30000, "the job took %d ms to end after a rank was killed", ms);
-    long step = loads_at(run);
-    CHECKF(step >= 10 && step % 5 == 0, "the last checkpoint (step %ld) does not load", step);
-    CHECK(step < 0 || solo_train(run, NULL, 1, step + 2) == DM_JOB_OK);
+    signal_rank(d, run, 9, NULL, &rc, &ms, out, sizeof out);
+    job_ended(run, rc, ms, 30000, "killed");
+    t_rmtree(d);
+}
+
+/* One rank stopped (SIGSTOP: alive, holding its sockets, never answering): with
+ * comm_timeout=3 the other rank's exchange gives up, the error names the stopped rank,
+ * the job exits non-zero well within 60 s, and the last checkpoint loads and resumes. */
+TEST(dist_stopped_rank_times_out) {
+    if (!have_mpi()) return;
+    char d[256], run[300], out[16384];
+    int rc, ms;
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    signal_rank(d, run, 19, "comm_timeout=3", &rc, &ms, out, sizeof out);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "kill -9 $(cat %s/pid.1) 2>/dev/null", d);
+    t_run(cmd, NULL, 0);
+    CHECKF(strstr(out, "comm_timeout") && strstr(out, "rank 1 does not answer"),
+           "no error naming the stopped rank");
+    job_ended(run, rc, ms, 60000, "stopped");
     t_rmtree(d);
 }
 
@@ -322,7 +348,7 @@ TEST(dist_sigterm_to_one_rank_stops_all_with_checkpoint) {
     t_tmpdir(d, sizeof d);
     snprintf(run, sizeof run, "%s/run", d);
     snprintf(ref, sizeof ref, "%s/ref", d);
-    signal_rank(d, run, 15, &rc, &ms, out, sizeof out);
+    signal_rank(d, run, 15, NULL, &rc, &ms, out, sizeof out);
     CHECKF(rc == 143, "the job exited %d after SIGTERM to rank 1", rc);
     CHECKF(strstr(out, "interrupted at step ") != NULL, "no interrupt message");
     long step = loads_at(run);

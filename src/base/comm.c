@@ -33,6 +33,7 @@ int dm_comm_start(int *argc, char ***argv, dm_comm **out, char *err, size_t errl
         return 1;
     }
     c->size = c->local_size = 1;
+    c->timeout_s = DM_COMM_TIMEOUT;
     if (dm_comm_launcher_size() > 0 && dm_xport_start(argc, argv, c, err, errlen)) {
         free(c);
         return 1;
@@ -45,6 +46,10 @@ void dm_comm_end(dm_comm *c, int status) {
     if (!c) return;
     if (c->mpi) dm_xport_end(c, status);
     free(c);
+}
+
+void dm_comm_set_timeout(dm_comm *c, double seconds) {
+    if (c) c->timeout_s = seconds > 0 ? seconds : 0;
 }
 
 int dm_comm_rank(const dm_comm *c) { return c ? c->rank : 0; }

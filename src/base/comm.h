@@ -61,6 +61,13 @@ int dm_comm_bcast(dm_comm *c, void *buf, size_t count, size_t elem, int root);
  * msg then say so). msg has room for n bytes. */
 int dm_comm_agree(dm_comm *c, int *code, char *msg, size_t n, int *stop);
 
+/* A collective that has not completed after `seconds` (> 0; 0: no limit; the default is
+ * DM_COMM_TIMEOUT) fails with an error naming the rank that does not answer; the job then
+ * ends as for any failed exchange. While it waits a rank sleeps between polls, using no
+ * core. Every rank sets the same value. */
+#define DM_COMM_TIMEOUT 600.0
+void dm_comm_set_timeout(dm_comm *c, double seconds);
+
 /* This rank's traffic since the comm started: bytes sent, seconds inside collectives,
  * collectives called. */
 typedef struct {

@@ -11,6 +11,8 @@ struct dm_comm {
     int mpi;           /* MPI was initialized (finalize / abort at the end) */
     int failed;
     char error[512];
+    double timeout_s;  /* a collective that waits longer fails (dm_comm_set_timeout); 0: none */
+    long ping;         /* the transport's channel to ask a rank whether it is alive */
     dm_comm_stats st;
 };
 

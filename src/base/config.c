@@ -69,7 +69,8 @@ static const key_t_ KEYS[] = {
      "decoupled weight decay on matrices (times the base lr)"},
     {"beta1", DM_KEY_TRAINING, K_FLOAT, F(beta1), 0, 0.999999, NULL, "AdamW beta1"},
     {"beta2", DM_KEY_TRAINING, K_FLOAT, F(beta2), 0, 0.999999, NULL, "AdamW beta2"},
-    {"adam_eps", DM_KEY_TRAINING, K_FLOAT, F(adam_eps), 0, 1, NULL, "AdamW epsilon"},
+    {"adam_eps", DM_KEY_TRAINING, K_FLOAT, F(adam_eps), 0, 1, NULL,
+     "AdamW epsilon, above 0 (at 0 a parameter whose gradient is 0 gets 0/0)"},
     {"muon_momentum", DM_KEY_TRAINING, K_FLOAT, F(muon_momentum), 0, 0.999999, NULL,
      "Muon momentum (Nesterov)"},
     {"warmup_steps", DM_KEY_TRAINING, K_INT, F(warmup_steps), 0, 1 << 30, NULL,
@@ -129,9 +130,16 @@ static const key_t_ KEYS[] = {
     {"backend", DM_KEY_BACKEND, K_ENUM, F(backend), 0, 0, "auto|cpu|fenced",
      "where the model's memory lives and its ops run: auto (cpu), cpu, fenced (test only: "
      "the CPU kernels on memory the host cannot touch outside the backend's calls)"},
+    {"comm_timeout", DM_KEY_BACKEND, K_SECONDS, F(comm_timeout), 0, 1e7, NULL,
+     "under mpirun, how long an exchange between the ranks may wait (e.g. 90s, 10m): past "
+     "it the job stops with an error naming the rank that does not answer; 0 = no limit"},
 };
 #undef F
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+/* The keys whose range is open at lo: the value, as the float it is stored in, must be
+ * above it (adam_eps: 0, -0 and 1e-400, which is 0 as a float, are refused). */
+static int lo_open(const key_t_ *k) { return k->off == offsetof(dm_config, adam_eps); }
 
 void dm_config_default(dm_config *c) {
     memset(c, 0, sizeof *c);
@@ -190,6 +198,9 @@ void dm_config_default(dm_config *c) {
     c->checkpointing = DM_CKPT_NONE;
     c->threads = 0;
     c->atlas = 0;
+    /* minutes: longer than any exchange of a healthy run (a checkpoint of rank 0, a
+     * corpus read, an evaluation all finish inside it), short enough to end a hung job */
+    c->comm_timeout = 600;
 }
 
 int dm_config_mlp_hidden(const dm_config *c) {
@@ -251,7 +262,7 @@ static void accepts(const key_t_ *k, char *buf, size_t n) {
     case K_ENUM: snprintf(buf, n, "one of %s", k->choices); break;
     case K_BOOL: snprintf(buf, n, "true|false|1|0"); break;
     case K_U64: snprintf(buf, n, "an integer in [0, %.0f]", k->hi); break;
-    case K_FLOAT: snprintf(buf, n, "a decimal number in [%g, %g]", k->lo, k->hi); break;
+    case K_FLOAT: snprintf(buf, n, "a decimal number in %c%g, %g]", lo_open(k) ? '(' : '[', k->lo, k->hi); break;
     case K_SECONDS: snprintf(buf, n, "a duration up to %.0f s: seconds, or e.g. 90s, 5m, 1h30m", k->hi); break;
     case K_WINDOWS: snprintf(buf, n, "all or an integer in [1, %.0f]", k->hi); break;
     default: snprintf(buf, n, "an integer in [%.0f, %.0f]", k->lo, k->hi); break;
@@ -296,7 +307,9 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     }
     case K_FLOAT: {
         double v;
-        if (dm_parse_real(value, &v) || v < k->lo || v > k->hi) goto bad;
+        if (dm_parse_real(value, &v) || v < k->lo || v > k->hi ||
+            (lo_open(k) && !((float)v > k->lo)))
+            goto bad;
         *(float *)p = (float)v;
         return 0;
     }
@@ -371,7 +384,7 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         }
         default: v = *(const int *)p; break;
         }
-        if (!(v >= k->lo && v <= k->hi)) {
+        if (!(v >= k->lo && v <= k->hi) || (lo_open(k) && !(v > k->lo))) {
         bad:
             accepts(k, acc, sizeof acc);
             if (err) snprintf(err, errlen, "%s: out of range (expected %s)", k->name, acc);
@@ -436,53 +449,202 @@ char *dm_config_to_json(const dm_config *c) {
     return s;
 }
 
-/* The JSON text of a config, strictly: one object and nothing after it but whitespace,
- * each key once, values numbers, strings or booleans (applied with dm_config_set: a key
- * must exist and its value must be of its type, spelled as on the command line). The
- * keys before the one checked for a duplicate are known keys, each seen once (else the
- * loop has stopped), so the check costs at most NKEYS comparisons per key. */
-int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen) {
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithOpts(json, &end, 0);
-    if (!cJSON_IsObject(o)) {
-        if (err) snprintf(err, errlen, "config is not a JSON object%s",
-                          o ? "" : " (not valid JSON)");
-        cJSON_Delete(o);
-        return 1;
+/* ---- the JSON text of a config ------------------------------------------------------
+ * One object of keys, read here rather than through cJSON so that every value reaches
+ * dm_config_set as the text the file spells (the one parser of --set: `1e2` or `64.0` for
+ * an integer is refused as on the command line, never rounded first) and so that nothing
+ * is read past: a BOM, a NUL byte (\u0000 in a key or value), text after the object. A
+ * value's JSON type must suit its key (wants, below). */
+
+typedef struct {
+    const char *s, *p; /* the text, the position */
+    char *err;
+    size_t errlen;
+} jtext;
+
+static int jfail(jtext *j, const char *what) {
+    if (j->err) snprintf(j->err, j->errlen, "config: %s (at byte %zu)", what, (size_t)(j->p - j->s));
+    return 1;
+}
+
+static void jspace(jtext *j) {
+    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r') j->p++;
+}
+
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* four hex digits at p into *u; 0 ok */
+static int hex4(const char *p, unsigned *u) {
+    *u = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) return 1;
+        *u = *u << 4 | (unsigned)h;
     }
-    while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r') end++;
-    if (*end) {
-        if (err) snprintf(err, errlen, "config: text after the JSON object (at byte %zu)",
-                          (size_t)(end - json));
-        cJSON_Delete(o);
-        return 1;
-    }
-    int rc = 0;
-    char buf[64];
-    for (cJSON *e = o->child; e && !rc; e = e->next) {
-        for (cJSON *f = o->child; f != e; f = f->next)
-            if (!strcmp(f->string, e->string)) {
-                /* a known key (dm_config_set took it before): printable as it is */
-                if (err) snprintf(err, errlen, "config key '%s' appears twice", e->string);
-                cJSON_Delete(o);
-                return 1;
+    return 0;
+}
+
+/* A JSON string at j->p into out (UTF-8, NUL-terminated, at most n - 1 bytes). */
+static int jstring(jtext *j, char *out, size_t n) {
+    size_t k = 0;
+    if (*j->p != '"') return jfail(j, "expected a string");
+    j->p++;
+    for (;;) {
+        unsigned char c = (unsigned char)*j->p;
+        unsigned u;
+        if (c == '"') break;
+        if (c < 0x20) return jfail(j, c ? "a control character in a string" : "unterminated string");
+        j->p++;
+        if (c == '\\') {
+            char e = *j->p++;
+            switch (e) {
+            case '"': case '\\': case '/': c = (unsigned char)e; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: c = 0; break;
             }
-        const char *v = buf;
-        if (cJSON_IsString(e)) v = e->valuestring;
-        else if (cJSON_IsBool(e)) v = cJSON_IsTrue(e) ? "true" : "false";
-        else if (cJSON_IsNumber(e)) snprintf(buf, sizeof buf, "%.17g", e->valuedouble);
-        else {
-            char pk[64];
+            if (c) {
+            } else if (e == 'u' && !hex4(j->p, &u)) {
+                j->p += 4;
+                if (u >= 0xD800 && u < 0xDC00) { /* a surrogate pair */
+                    unsigned lo;
+                    if (j->p[0] != '\\' || j->p[1] != 'u' || hex4(j->p + 2, &lo) || lo < 0xDC00 ||
+                        lo > 0xDFFF)
+                        return jfail(j, "a lone surrogate in a \\u escape");
+                    j->p += 6;
+                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+                } else if (u >= 0xDC00 && u <= 0xDFFF) {
+                    return jfail(j, "a lone surrogate in a \\u escape");
+                }
+                if (u == 0) return jfail(j, "a NUL character (\\u0000) in a string");
+                char b[4];
+                int len = u < 0x80 ? 1 : u < 0x800 ? 2 : u < 0x10000 ? 3 : 4;
+                static const unsigned char lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+                for (int i = len - 1; i > 0; i--, u >>= 6) b[i] = (char)(0x80 | (u & 0x3F));
+                b[0] = (char)(lead[len] | u);
+                if (k + (size_t)len >= n) return jfail(j, "a string too long");
+                memcpy(out + k, b, (size_t)len);
+                k += (size_t)len;
+                continue;
+            } else {
+                return jfail(j, "a bad escape in a string");
+            }
+        }
+        if (k + 1 >= n) return jfail(j, "a string too long");
+        out[k++] = (char)c;
+    }
+    j->p++;
+    out[k] = 0;
+    return 0;
+}
+
+/* A JSON number at j->p: its text (the grammar of JSON) into out. */
+static int jnumber(jtext *j, char *out, size_t n) {
+    const char *b = j->p, *p = b + (*b == '-');
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
+    else return jfail(j, "a bad number");
+    if (*p == '.') {
+        if (!(p[1] >= '0' && p[1] <= '9')) return jfail(j, "a bad number");
+        for (p++; *p >= '0' && *p <= '9'; p++) {}
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        if (!(*p >= '0' && *p <= '9')) return jfail(j, "a bad number");
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if ((size_t)(p - b) >= n) return jfail(j, "a number too long");
+    memcpy(out, b, (size_t)(p - b));
+    out[p - b] = 0;
+    j->p = p;
+    return 0;
+}
+
+enum { J_STRING, J_NUMBER, J_BOOL };
+
+/* The JSON types a key's value may have: a choice a string, a boolean true or false, a
+ * number a number or a string (the text of either read by the same rules; the seed of an
+ * older dormouse's config.json is a string). */
+static int wants(const key_t_ *k, int got) {
+    switch (k->type) {
+    case K_ENUM: return got == J_STRING;
+    case K_BOOL: return got == J_BOOL;
+    default: return got == J_STRING || got == J_NUMBER;
+    }
+}
+
+int dm_config_from_json(dm_config *c, const char *json, char *err, size_t errlen) {
+    jtext j = {json, json, err, errlen};
+    const char *seen[NKEYS]; /* the keys seen, each a known one */
+    int nseen = 0;
+    if ((unsigned char)json[0] == 0xEF && (unsigned char)json[1] == 0xBB &&
+        (unsigned char)json[2] == 0xBF)
+        return jfail(&j, "the text starts with a byte-order mark; save the file as UTF-8 "
+                     "without one");
+    jspace(&j);
+    if (*j.p != '{') return jfail(&j, "config is not a JSON object");
+    j.p++;
+    jspace(&j);
+    int first = 1;
+    while (*j.p != '}') {
+        if (!first) {
+            if (*j.p != ',') return jfail(&j, "expected ',' or '}'");
+            j.p++;
+            jspace(&j);
+        }
+        first = 0;
+        char key[256], val[256], pk[64];
+        if (jstring(&j, key, sizeof key)) return 1;
+        jspace(&j);
+        if (*j.p != ':') return jfail(&j, "expected ':'");
+        j.p++;
+        jspace(&j);
+        int got;
+        if (*j.p == '"') {
+            if (jstring(&j, val, sizeof val)) return 1;
+            got = J_STRING;
+        } else if (!strncmp(j.p, "true", 4) || !strncmp(j.p, "false", 5)) {
+            snprintf(val, sizeof val, "%s", *j.p == 't' ? "true" : "false");
+            j.p += *j.p == 't' ? 4 : 5;
+            got = J_BOOL;
+        } else if (*j.p == '-' || (*j.p >= '0' && *j.p <= '9')) {
+            if (jnumber(&j, val, sizeof val)) return 1;
+            got = J_NUMBER;
+        } else {
             if (err)
                 snprintf(err, errlen, "config key '%s': expected a number, string or boolean",
-                         dm_printable(e->string, pk, sizeof pk));
-            rc = 1;
-            break;
+                         dm_printable(key, pk, sizeof pk));
+            return 1;
         }
-        rc = dm_config_set(c, e->string, v, err, errlen);
+        const key_t_ *k = find_key(key);
+        if (k && !wants(k, got)) {
+            static const char *const type[] = {"a string", "a number", "a boolean"};
+            const char *need = k->type == K_ENUM ? "a string" : k->type == K_BOOL
+                             ? "true or false" : "a number";
+            if (err)
+                snprintf(err, errlen, "config key '%s': expected %s, got %s", key, need,
+                         type[got]);
+            return 1;
+        }
+        for (int i = 0; i < nseen; i++)
+            if (!strcmp(seen[i], key)) {
+                if (err) snprintf(err, errlen, "config key '%s' appears twice", key);
+                return 1;
+            }
+        if (dm_config_set(c, key, val, err, errlen)) return 1;
+        seen[nseen++] = k->name; /* known: dm_config_set took it */
+        jspace(&j);
     }
-    cJSON_Delete(o);
-    return rc;
+    j.p++;
+    jspace(&j);
+    if (*j.p) return jfail(&j, "text after the JSON object");
+    return 0;
 }
 
 const char *dm_config_diff(const dm_config *a, const dm_config *b, unsigned groups, char *va,

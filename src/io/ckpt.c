@@ -95,9 +95,10 @@ static void remove_ckpt_dir(const char *run_dir, const char *dir) {
     dm_rmtree(del);
 }
 
-/* Keep the newest KEEP checkpoints up to step; one beyond it is of a past the run left (a
- * damaged checkpoint a resume skipped). */
-static void prune(const char *run_dir, long step) {
+/* Keep the newest KEEP checkpoints up to step, and the one of step `keep` (>= 0: the
+ * fallback of a resume on probation, jobs/train.c); one beyond step is of a past the run
+ * left (a damaged checkpoint a resume skipped). */
+static void prune(const char *run_dir, long step, long keep) {
     char path[4400];
     int n, kept = 0;
     ckpt_ent *v = list_ckpts(run_dir, &n);
@@ -106,22 +107,30 @@ static void prune(const char *run_dir, long step) {
             kept++;
             continue;
         }
+        if (keep >= 0 && v[i].step == keep) continue;
         snprintf(path, sizeof path, "%s/%s", run_dir, v[i].name);
         remove_ckpt_dir(run_dir, path);
     }
     free(v);
 }
 
-/* The save prunes before it writes (what a writer killed while pruning left) and after
- * the new checkpoint is in: at most KEEP + 1 exist at any moment. */
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,
                  size_t errlen) {
+    return dm_ckpt_save_keeping(run_dir, m, opt, step, -1, err, errlen);
+}
+
+/* The save prunes before it writes (what a writer killed while pruning left) and after
+ * the new checkpoint is in: at most KEEP + 1 exist at any moment (also with keep: a resume
+ * keeps the checkpoint before the one it loaded only until its first save is proven, so
+ * it is one of those three). */
+int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, long step,
+                         long keep, char *err, size_t errlen) {
     char dir[4000], tmp[4100], path[4200], stepbuf[32];
     snprintf(dir, sizeof dir, "%s/ckpt-%08ld", run_dir, step);
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     snprintf(stepbuf, sizeof stepbuf, "%ld", step);
     clear_leftovers(run_dir);
-    prune(run_dir, step);
+    prune(run_dir, step, keep);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return 1;
@@ -185,7 +194,7 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
         return 1;
     }
     dm_fsync_dir(run_dir);
-    prune(run_dir, step);
+    prune(run_dir, step, keep);
     return 0;
 }
 
@@ -261,6 +270,11 @@ static int check_meta(const dm_st_file *f, const char *name, long *step, char *e
         return 1;
     }
     *step = (long)s;
+    if (!dm_st_checksummed(f)) { /* the reader checked them when there were any */
+        snprintf(err, errlen, "%s has no checksums of its tensors (a damaged checkpoint, or one "
+                 "written before dormouse kept them)", name);
+        return 1;
+    }
     return 0;
 }
 

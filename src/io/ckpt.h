@@ -8,11 +8,13 @@
  * pruned by renaming them to ckpt-NNNNNNNN.del before deleting them. So a directory
  * named ckpt-NNNNNNNN is complete or absent at every moment, even under kill -9; the
  * .tmp and .del leftovers of a killed writer are never read and are removed by the next
- * save. The two newest are kept, and none beyond the step saved (a damaged one a resume
+ * save. The two newest are kept (and, on request, the one a resume may fall back to:
+ * dm_ckpt_save_keeping), and none beyond the step saved (a damaged one a resume
  * skipped); a save prunes before it writes and after, so at most three exist at any
  * moment, also when writers are killed while pruning, one after another.
  *
- * Loading checks everything (io/safetensors.h for the files): the format "dormouse-1",
+ * Loading checks everything (io/safetensors.h for the files): the checksums of every
+ * tensor and of the metadata (both files must carry them), the format "dormouse-1",
  * the step (an integer >= 0, the same in both files and in the directory's name), the
  * config (a valid config JSON), exactly the model's tensors with the model's shapes, and
  * exactly the optimizer's buffers with their sizes (adam_v never negative). */
@@ -30,6 +32,9 @@ typedef struct dm_optim dm_optim;
 /* Save model (+ optimizer when opt != NULL) at `step` under run_dir. 0 ok. */
 int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long step, char *err,
                  size_t errlen);
+/* The same, and the checkpoint of step `keep` (when >= 0) is not pruned. */
+int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, long step,
+                         long keep, char *err, size_t errlen);
 
 /* The k-th checkpoint of a user path, newest first: a run directory's ckpt-* directories
  * (their model files), or the one model file of a checkpoint directory or a model file

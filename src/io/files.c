@@ -94,6 +94,11 @@ int dm_rmtree(const char *path) {
 }
 
 char *dm_read_file(const char *path, char *err, size_t errlen) {
+    size_t n;
+    return dm_read_file_n(path, &n, err, errlen);
+}
+
+char *dm_read_file_n(const char *path, size_t *len, char *err, size_t errlen) {
     int fd = dm_open_regular(path, NULL, err, errlen);
     if (fd < 0) return NULL;
     size_t cap = 4096, n = 0;
@@ -122,6 +127,7 @@ char *dm_read_file(const char *path, char *err, size_t errlen) {
         return NULL;
     }
     buf[n] = 0;
+    *len = n;
     return buf;
 }
 

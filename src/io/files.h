@@ -22,8 +22,10 @@ int dm_mkdir_made(const char *path, char *made, size_t madelen);
 int dm_fsync_dir(const char *dir);  /* 0 ok */
 int dm_rmtree(const char *path);    /* 0 ok (also when path does not exist) */
 /* The whole regular file (dm_open_regular), malloc'd and NUL-terminated; NULL with err
- * on failure. */
+ * on failure. dm_read_file_n also gives its length (a NUL byte inside shows as a length
+ * beyond strlen). */
 char *dm_read_file(const char *path, char *err, size_t errlen);
+char *dm_read_file_n(const char *path, size_t *len, char *err, size_t errlen);
 /* The first line of a small text file (a run's data_path) into buf, without its newline.
  * 0 ok; 1 when the file cannot be read or the line is empty. */
 int dm_read_line(const char *path, char *buf, size_t n);

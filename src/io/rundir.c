@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,33 @@ static const char *const RUN_FILES[DM_RUN_FILES] = {"config.json",   "data_path"
 
 /* ---- the lock ----------------------------------------------------------------------- */
 
+/* The processes a lock file names (one pid a line: the taker, then the processes it
+ * shares the lock with) that are alive, as "N" or "N and M" into who ("" when none). */
+static void live_holders(int fd, char *who, size_t n) {
+    char buf[256];
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    buf[got > 0 ? got : 0] = 0;
+    size_t used = 0;
+    who[0] = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line && used < n;
+         line = strtok_r(NULL, "\n", &save)) {
+        long long pid;
+        if (dm_parse_int(line, 1, INT32_MAX, &pid) || (kill((pid_t)pid, 0) != 0 && errno != EPERM))
+            continue;
+        used += (size_t)snprintf(who + used, n - used, "%s%lld", used ? " and " : "", pid);
+    }
+}
+
+int dm_lock_set_holders(int fd, const long *pids, int n) {
+    char buf[256];
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof buf; i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%ld\n", pids[i]);
+    if (used > sizeof buf) used = sizeof buf;
+    return ftruncate(fd, 0) != 0 || pwrite(fd, buf, used, 0) != (ssize_t)used;
+}
+
 int dm_lock_dir(const char *dir, int *fd_out, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/.lock", dir);
@@ -33,22 +61,16 @@ int dm_lock_dir(const char *dir, int *fd_out, char *err, size_t errlen) {
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
             int e = errno;
-            char buf[32] = "";
-            long long pid = 0;
-            if (e == EWOULDBLOCK) {
-                ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-                buf[n > 0 ? n : 0] = 0;
-                buf[strcspn(buf, "\n")] = 0;
-                if (dm_parse_int(buf, 1, INT64_MAX, &pid)) pid = 0;
-            }
+            char who[128] = "";
+            if (e == EWOULDBLOCK) live_holders(fd, who, sizeof who);
             close(fd);
             if (e != EWOULDBLOCK) {
                 snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
                 return DM_RUNDIR_FAILED;
             }
-            if (pid > 0)
-                snprintf(err, errlen, "%s is in use by process %lld (another dormouse writes "
-                         "it); wait for it to finish or stop it", dir, pid);
+            if (who[0])
+                snprintf(err, errlen, "%s is in use by process %s (another dormouse writes "
+                         "it); wait for it to finish or stop it", dir, who);
             else
                 snprintf(err, errlen, "%s is in use by another process (another dormouse "
                          "writes it); wait for it to finish or stop it", dir);
@@ -58,9 +80,8 @@ int dm_lock_dir(const char *dir, int *fd_out, char *err, size_t errlen) {
         struct stat a, b;
         if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
             a.st_ino == b.st_ino) {
-            char pid[32];
-            int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-            if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+            long me = (long)getpid();
+            if (dm_lock_set_holders(fd, &me, 1)) {
                 snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
                 unlink(path);
                 close(fd);

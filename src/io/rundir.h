@@ -9,7 +9,8 @@
  * when its holder dies by any means (kill -9, a crash, a power cut of the machine), so a
  * stale lock is taken over by the next writer with nothing to judge and no race between
  * two takers; a pid file needs that judgement (and a reused pid would make a dead run
- * look alive). The pid in the file only names the holder in the refusal. The file is
+ * look alive). The pids in the file (the taker's, and those of the processes it shares the
+ * lock with) only name the holders in the refusal: those alive. The file is
  * removed when the lock is released (a taker that opened it just before checks, under
  * the lock, that the path still names the file it locked, else tries again), and a file
  * left by a killed holder is simply locked again.
@@ -43,6 +44,10 @@ enum { DM_RUNDIR_OK = 0, DM_RUNDIR_FAILED = 1, DM_RUNDIR_BUSY = 2 };
 /* Take the lock of dir (which must exist) into *fd. DM_RUNDIR_BUSY when another process
  * holds it ("DIR is in use by process N" in err), DM_RUNDIR_FAILED on an error. */
 int dm_lock_dir(const char *dir, int *fd, char *err, size_t errlen);
+/* Name the processes that hold the lock of fd (the taker first, then those it shares the
+ * lock with: an A/B cell's training process, which inherits it); the refusal names the
+ * ones alive. 0 ok. */
+int dm_lock_set_holders(int fd, const long *pids, int n);
 /* Release a lock of dm_lock_dir and remove its file. */
 void dm_unlock_dir(const char *dir, int fd);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "base/text.h"
 #include "io/files.h"
@@ -34,6 +35,35 @@ static size_t first_nonfinite(const float *x, size_t n) {
     return n;
 }
 
+/* ---- checksums ---------------------------------------------------------------------- */
+
+#define SUM_PREFIX "xxh64:"
+#define SUM_META SUM_PREFIX "__metadata__"
+
+static int is_sum_key(const char *k) { return !strncmp(k, SUM_PREFIX, strlen(SUM_PREFIX)); }
+
+static void sum_text(uint64_t h, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* XXH64 of the metadata entries other than checksums: key NUL value NUL, by key. kv holds
+ * n (key, value) pairs; sorted here (its pairs move together). 1 when out of memory. */
+static int meta_sum(const char **kv, int n, uint64_t *out) {
+    XXH64_state_t *s = XXH64_createState();
+    if (!s) return 1;
+    qsort(kv, (size_t)n, 2 * sizeof *kv, cmp_str);
+    XXH64_reset(s, 0);
+    for (int i = 0; i < n; i++) {
+        XXH64_update(s, kv[2 * i], strlen(kv[2 * i]) + 1);
+        XXH64_update(s, kv[2 * i + 1], strlen(kv[2 * i + 1]) + 1);
+    }
+    *out = XXH64_digest(s);
+    XXH64_freeState(s);
+    return 0;
+}
+
 int dm_st_write(const char *path, const dm_st_tensor *ts, int n, const char *const *meta,
                 char *err, size_t errlen) {
     for (int i = 0; i < n; i++) { /* never store what no reader accepts */
@@ -46,9 +76,31 @@ int dm_st_write(const char *path, const dm_st_tensor *ts, int n, const char *con
             return 1;
         }
     }
+    int nm = 0;
+    while (meta && meta[2 * nm] && meta[2 * nm + 1]) nm++;
+    const char **kv = malloc((size_t)(2 * nm + 2) * sizeof *kv);
+    uint64_t msum;
+    if (!kv || (memcpy(kv, meta, (size_t)(2 * nm) * sizeof *kv), meta_sum(kv, nm, &msum))) {
+        free(kv);
+        snprintf(err, errlen, "out of memory writing %s", path);
+        return 1;
+    }
+    free(kv);
     cJSON *root = cJSON_CreateObject();
     cJSON *md = cJSON_AddObjectToObject(root, "__metadata__");
-    for (int i = 0; meta && meta[i] && meta[i + 1]; i += 2) cJSON_AddStringToObject(md, meta[i], meta[i + 1]);
+    char hex[17], key[512];
+    for (int i = 0; i < nm; i++) cJSON_AddStringToObject(md, meta[2 * i], meta[2 * i + 1]);
+    /* the checksums: of the metadata above, and of each tensor's bytes by its name (so two
+     * tensors' data_offsets swapped do not match) */
+    sum_text(msum, hex);
+    cJSON_AddStringToObject(md, SUM_META, hex);
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < ts[i].ndim; d++) numel *= (size_t)ts[i].shape[d];
+        sum_text(XXH64(ts[i].data, numel * sizeof(float), 0), hex);
+        snprintf(key, sizeof key, SUM_PREFIX "%s", ts[i].name);
+        cJSON_AddStringToObject(md, key, hex);
+    }
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         uint64_t numel = 1;
@@ -118,6 +170,7 @@ struct dm_st_file {
     size_t data_bytes;
     int n;             /* tensors, in header order */
     st_entry *e;
+    int summed;        /* every tensor and the metadata carry a checksum, all verified */
 };
 
 void dm_st_close(dm_st_file *f) {
@@ -265,6 +318,66 @@ static int parse_entry(const cJSON *t, st_entry *e, size_t data_bytes, const cha
     return 0;
 }
 
+static const st_entry *find(const dm_st_file *f, const char *name);
+
+/* The checksums, when the metadata hold any: then the metadata's and every tensor's must be
+ * there (no other), 16 hex digits each, and match (f->summed). 0 ok, else err. */
+static int check_sums(dm_st_file *f, const char *path, char *err, size_t errlen) {
+    int nsum = 0, nkv = 0;
+    for (const cJSON *m = f->meta ? f->meta->child : NULL; m; m = m->next) {
+        if (is_sum_key(m->string)) nsum++;
+        else nkv++;
+    }
+    if (!nsum) return 0;
+    char p1[96], hex[17];
+    const char **kv = malloc((size_t)(2 * nkv + 2) * sizeof *kv);
+    uint64_t h;
+    int k = 0;
+    for (const cJSON *m = kv ? f->meta->child : NULL; m; m = m->next)
+        if (!is_sum_key(m->string)) {
+            kv[k++] = m->string;
+            kv[k++] = m->valuestring;
+        }
+    if (!kv || meta_sum(kv, nkv, &h)) {
+        free(kv);
+        snprintf(err, errlen, "out of memory reading %s", path);
+        return 1;
+    }
+    free(kv);
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(f->meta, SUM_META);
+    sum_text(h, hex);
+    if (!ms || strcmp(ms->valuestring, hex) != 0) {
+        snprintf(err, errlen, "%s: the metadata %s (a damaged checkpoint)", path,
+                 ms ? "do not match their checksum" : "have no checksum of their own");
+        return 1;
+    }
+    if (nsum != f->n + 1) { /* one per tensor and the metadata's: name the odd one */
+        for (const cJSON *m = f->meta->child; m; m = m->next)
+            if (is_sum_key(m->string) && strcmp(m->string, SUM_META) &&
+                !find(f, m->string + strlen(SUM_PREFIX))) {
+                snprintf(err, errlen, "%s: a checksum for tensor '%s', which the file does not "
+                         "hold (a damaged checkpoint)", path,
+                         dm_printable(m->string + strlen(SUM_PREFIX), p1, sizeof p1));
+                return 1;
+            }
+    }
+    char key[512];
+    for (int i = 0; i < f->n; i++) {
+        const st_entry *e = &f->e[i];
+        snprintf(key, sizeof key, SUM_PREFIX "%s", e->name);
+        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(f->meta, key);
+        sum_text(XXH64((const char *)f->data + e->begin, e->end - e->begin, 0), hex);
+        if (!ts || strcmp(ts->valuestring, hex) != 0) {
+            snprintf(err, errlen, "%s: tensor '%s' %s (a damaged checkpoint)", path,
+                     dm_printable(e->name, p1, sizeof p1),
+                     ts ? "does not match its checksum" : "has no checksum");
+            return 1;
+        }
+    }
+    f->summed = 1;
+    return 0;
+}
+
 /* Check the header (hdr[0..hl), NUL-terminated at hl) against a data section of
  * data_bytes, then the data (owned by the result from here on). */
 static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes,
@@ -365,6 +478,7 @@ static dm_st_file *validate(char *hdr, size_t hl, float *data, size_t data_bytes
                  (unsigned long long)pos);
         goto fail;
     }
+    if (check_sums(f, path, err, errlen)) goto fail;
     for (int i = 0; i < f->n; i++) {
         const st_entry *e = &f->e[i];
         size_t numel = (size_t)((e->end - e->begin) / 4);
@@ -478,6 +592,8 @@ int dm_st_count(const dm_st_file *f) { return f->n; }
 const char *dm_st_name(const dm_st_file *f, int i) {
     return i >= 0 && i < f->n ? f->e[i].name : NULL;
 }
+
+int dm_st_checksummed(const dm_st_file *f) { return f->summed; }
 
 const char *dm_st_meta(const dm_st_file *f, const char *key) {
     const cJSON *v = f->meta ? cJSON_GetObjectItemCaseSensitive(f->meta, key) : NULL;

@@ -4,6 +4,10 @@
  *   {"__metadata__": {"k": "v", ...}, "name": {"dtype": "F32", "shape": [..],
  *    "data_offsets": [begin, end]}, ...}
  * (padded with spaces so the data starts 8-byte aligned), then the raw data.
+ * Checksums (XXH64, seed 0, as 16 lowercase hex digits) travel in the metadata, so the
+ * files stay plain safetensors: "xxh64:NAME" of each tensor's bytes, and "xxh64:__metadata__"
+ * of the other metadata entries (key NUL value NUL, sorted by key). dm_st_write adds them;
+ * a reader that finds any checks all of them (docs/robustness.md).
  * Writes go to "<path>.tmp", are fsynced, then renamed over path: a crash leaves the
  * old file or the new one, never half of one; a tensor holding NaN or Inf is not
  * written (an error naming it).
@@ -15,8 +19,10 @@
  * integer below 2^53, and data_offsets two integers within the data section (checked as
  * numbers before any conversion to an integer type), end - begin = 4 x the element
  * count (computed without overflow); the tensors, sorted by offset, covering the data
- * section from 0 to its last byte with no gap and no overlap; and every value finite
- * (else the error names the tensor and the first bad index). */
+ * section from 0 to its last byte with no gap and no overlap; the checksums, when there
+ * are any (one per tensor and the metadata's, each matching: else the error names the
+ * tensor); and every value finite (else the error names the tensor and the first bad
+ * index). */
 #ifndef DM_SAFETENSORS_H
 #define DM_SAFETENSORS_H
 
@@ -51,6 +57,8 @@ const float *dm_st_get(const dm_st_file *f, const char *name, int *ndim, int64_t
 int dm_st_count(const dm_st_file *f);
 /* Name of tensor i (0 <= i < dm_st_count), in the header's order. */
 const char *dm_st_name(const dm_st_file *f, int i);
+/* 1 when every tensor and the metadata carried a checksum and all matched. */
+int dm_st_checksummed(const dm_st_file *f);
 /* Metadata value, or NULL. */
 const char *dm_st_meta(const dm_st_file *f, const char *key);
 

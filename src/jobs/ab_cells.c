@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -210,7 +211,8 @@ static void cell_child(const char *data, const char *dir, const dm_config *cfg,
 /* Run one cell in a child process, polled: once io->stop is set the child gets SIGTERM
  * (once). Returns the child's job code, with why it failed in why. */
 static dm_job_code run_cell(const dm_ab_spec *s, int a, int k, const char *tag,
-                            const dm_job_io *io, char *why, size_t whylen) {
+                            const int locks[2], const dm_job_io *io, char *why,
+                            size_t whylen) {
     char dir[4200], err[512];
     dm_ab_cell_dir(s, a, k, dir, sizeof dir);
     if (dm_mkdir_p(dir) != 0) {
@@ -223,12 +225,19 @@ static dm_job_code run_cell(const dm_ab_spec *s, int a, int k, const char *tag,
     dm_probe probe;
     fflush(NULL); /* the child must not write our buffers again */
     dm_probe_begin(&probe);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         snprintf(why, whylen, "cannot start a training process: %s", strerror(errno));
         return DM_JOB_FAILED;
     }
-    if (pid == 0) cell_child(s->data, dir, &cfg, io);
+    if (pid == 0) {
+        /* the child dies with the sweep (it holds the sweep's locks, inherited): asked of
+         * the kernel, then checked, for a sweep that died before the asking took effect */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(DM_JOB_FAILED);
+        cell_child(s->data, dir, &cfg, io);
+    }
+    long holders[2] = {(long)parent, (long)pid}; /* the refusal of a rerun names both */
+    for (int i = 0; i < 2; i++) dm_lock_set_holders(locks[i], holders, 2);
     int status = 0, forwarded = 0, lost = 0;
     for (int ticks = 1;; ticks++) {
         pid_t w = waitpid(pid, &status, WNOHANG);
@@ -253,6 +262,7 @@ static dm_job_code run_cell(const dm_ab_spec *s, int a, int k, const char *tag,
             dm_job_emit(io, &ev);
         }
     }
+    for (int i = 0; i < 2; i++) dm_lock_set_holders(locks[i], holders, 1);
     dm_probe_result pr;
     dm_probe_end(&probe, cfg.threads, &pr);
     dm_job_code code = DM_JOB_FAILED;
@@ -295,7 +305,7 @@ static void note_cell(const dm_job_io *io, const char *tag, const dm_ab_cell *c,
 
 /* dm_ab_run_cells with the sweep's directory locked (lock_fd). */
 static dm_job_code run_cells_locked(const dm_ab_spec *s, dm_ab_results *r, int *ran,
-                                    const dm_job_io *io, dm_status *st);
+                                    int lock_fd, const dm_job_io *io, dm_status *st);
 
 dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
                             const dm_job_io *io, dm_status *st) {
@@ -307,13 +317,13 @@ dm_job_code dm_ab_run_cells(const dm_ab_spec *s, dm_ab_results *r, int *ran,
     int lr = dm_lock_dir(s->dir, &fd, err, sizeof err);
     if (lr != DM_RUNDIR_OK)
         return dm_fail(st, lr == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED, "%s", err);
-    dm_job_code code = run_cells_locked(s, r, ran, io, st);
+    dm_job_code code = run_cells_locked(s, r, ran, fd, io, st);
     dm_unlock_dir(s->dir, fd);
     return code;
 }
 
 static dm_job_code run_cells_locked(const dm_ab_spec *s, dm_ab_results *r, int *ran,
-                                    const dm_job_io *io, dm_status *st) {
+                                    int lock_fd, const dm_job_io *io, dm_status *st) {
     char err[4400];
     dm_ab_load_results(s, r);
     for (int a = 0; a < s->n_arms; a++)
@@ -350,7 +360,8 @@ static dm_job_code run_cells_locked(const dm_ab_spec *s, dm_ab_results *r, int *
             if (lr != DM_RUNDIR_OK)
                 return dm_fail(st, lr == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED,
                                "%s: %s", tag, lr == DM_RUNDIR_BUSY ? err : strerror(errno));
-            dm_job_code code = run_cell(s, a, k, tag, io, why, sizeof why);
+            int locks[2] = {lock_fd, cfd};
+            dm_job_code code = run_cell(s, a, k, tag, locks, io, why, sizeof why);
             dm_unlock_dir(dir, cfd);
             if (code == DM_JOB_OK) {
                 load_cell(s, a, k, c);

@@ -182,6 +182,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     if (!st.code && stop) /* asked to stop while loading: do not start the window */
         dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {
+        dm_comm_set_timeout(a->comm, (double)cfg.comm_timeout);
         dm_step_threads(&cfg, a->comm);
         size_t scored;
         char what[256];

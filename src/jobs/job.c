@@ -17,6 +17,9 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(st->msg, sizeof st->msg, fmt, ap);
     va_end(ap);
+    /* out of memory is a runtime failure (exit 1) wherever it is met: also where a step of
+     * reading input (a model to build, a file to read) ran out of it */
+    if (code == DM_JOB_BAD_INPUT && strstr(st->msg, "out of memory")) code = DM_JOB_FAILED;
     st->code = code;
     return code;
 }
@@ -202,8 +205,15 @@ const char *dm_data_path(const char *data, char *buf, size_t n, dm_status *st) {
 
 int dm_config_apply_file(dm_config *c, const char *path, dm_status *st) {
     char err[DM_ERRLEN + 64];
-    char *js = dm_read_file(path, err, sizeof err);
+    size_t len;
+    char *js = dm_read_file_n(path, &len, err, sizeof err);
     if (!js) return dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+    if (strlen(js) != len) { /* the JSON text would end there */
+        dm_fail(st, DM_JOB_BAD_INPUT, "%s: a NUL byte at byte %zu (a config file is JSON text)",
+                path, strlen(js));
+        free(js);
+        return st->code;
+    }
     int rc = dm_config_from_json(c, js, err, sizeof err);
     free(js);
     return rc ? dm_fail(st, DM_JOB_BAD_INPUT, "%s: %s", path, err) : 0;

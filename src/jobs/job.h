@@ -72,7 +72,8 @@ typedef struct {
 
 /* ---- status ---- */
 
-/* Set st to code with a printf-formatted one-line message; returns code. */
+/* Set st to code with a printf-formatted one-line message; returns code. A message of
+ * running out of memory is a runtime failure (DM_JOB_FAILED), also when given as bad input. */
 dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* 1 when a stop was asked for. io may be NULL. */

@@ -7,11 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jobs/step.h" /* the oversubscription note */
+
 
 /* eval: the window and how it is cut, and how the forward runs */
 const char *const DM_EVAL_KEYS[] = {"eval_window", "seq_len",      "batch_size", "kda_impl",
                                     "gemm",        "precision",    "chunk_size", "norm_impl",
-                                    "threads",     "eval_windows", "backend",    NULL};
+                                    "threads",     "eval_windows", "backend",    "comm_timeout",
+                                    NULL};
 /* sample: recurrent inference reads only how the products run (the delta core is its
  * token-serial recurrence; the seed is --seed) */
 const char *const DM_SAMPLE_KEYS[] = {"gemm", "precision", "norm_impl", "threads", "backend",
@@ -45,6 +48,10 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
         }
         it->k++;
         dm_ckpt *c = dm_ckpt_open(it->model_path, it->with_optim, err, sizeof err);
+        if (c && it->upto > 0 && dm_ckpt_step(c) > it->upto) {
+            dm_ckpt_close(c); /* the caller named it when it asked for a fallback */
+            continue;
+        }
         if (c) return c;
         dm_ckpt_skip(it, err);
     }
@@ -105,7 +112,10 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
             m = NULL;
         }
         if (!bad && !m) {
+            char over[256];
             dm_set_threads(cfg->threads);
+            if (dm_step_oversubscribed(cfg->threads, over, sizeof over)[0])
+                dm_job_warn(io, "%s", over);
             m = dm_model_create(cfg, err, sizeof err);
             if (!m) bad = dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
         }

@@ -21,6 +21,7 @@ extern const char *const DM_SAMPLE_KEYS[];
 typedef struct {
     const char *path;
     int with_optim;     /* also read and check optim.safetensors */
+    long upto;          /* > 0: checkpoints of later steps are passed over (a fallback) */
     int k;              /* the next candidate */
     int skipped;
     char model_path[4200]; /* the model file of the checkpoint returned last */

@@ -24,6 +24,7 @@
 #include "io/data.h"
 #include "io/files.h"
 #include "io/history.h"  /* the contention probe */
+#include "io/linelog.h"
 #include "io/metrics.h"  /* a resumed run's wall time so far */
 #include "io/rundir.h"
 #include "jobs/budget.h"
@@ -49,7 +50,9 @@ typedef struct {
     dm_corpus corpus;
     dm_model *m;
     dm_optim *opt;
-    FILE *metrics;        /* metrics.jsonl, appended (rank 0) */
+    dm_linelog metrics;   /* metrics.jsonl, appended (rank 0; fd -1 when not open) */
+    int metrics_behind;   /* lines wait in memory for the disk (noted once) */
+    long metrics_lost;    /* the step whose line could not even be kept; 0: none */
     dm_comm *comm;        /* the ranks of the run (NULL: one process) */
     int rank, nranks;
     dm_stepper stepper;   /* the step over micro-batches and ranks */
@@ -88,6 +91,16 @@ typedef struct {
     int rd_open;
     long last_ckpt;       /* the step of the newest checkpoint in the run; -1: none */
     int saved;            /* this invocation saved a checkpoint */
+    /* A resume is on probation (docs/robustness.md) from the checkpoint it loaded (step
+     * `start`) until a step after the first checkpoint it saves is finite. Meanwhile the
+     * checkpoint before the loaded one is not pruned, and a non-finite step falls back to
+     * it (one process) or stops with it kept. */
+    int probation;
+    long fallback;        /* the step of the checkpoint before the loaded one; -1: none */
+    long first_saved;     /* the first checkpoint this invocation saved; -1: none yet */
+    long upto;            /* > 0: resume from a checkpoint of at most this step */
+    long *fall_to;        /* set to `fallback` when a step falls back; NULL: none may */
+    int fell_back;        /* this invocation is a fallback's */
 } train_ctx;
 
 /* now on the job's clock: the args' (a test's) or the monotonic one */
@@ -158,6 +171,18 @@ static void corpus_text(const train_ctx *t, char *buf, size_t n) {
                  t->data, c->train_n, t->val, c->val_n);
     else
         snprintf(buf, n, "the corpus %s (%zu bytes)", t->data, c->n);
+}
+
+/* The step of the k-th checkpoint of a run directory, newest first; -1 when none. */
+static long ckpt_step_at(const char *dir, int k) {
+    char p[4200], err[256];
+    long step = -1;
+    if (dm_ckpt_candidate(dir, k, p, sizeof p, err, sizeof err)) return -1;
+    char *slash = strrchr(p, '/');
+    if (!slash) return -1;
+    *slash = 0; /* RUN/ckpt-NNNNNNNN */
+    slash = strrchr(p, '/');
+    return sscanf(slash ? slash + 1 : p, "ckpt-%ld", &step) == 1 ? step : -1;
 }
 
 /* The corpus must be the one the run trained on: same size, same CRC-32 (a run of an
@@ -278,6 +303,7 @@ static int share_config(train_ctx *t) {
         (!t->a->data && dm_comm_bcast(t->comm, t->data, sizeof t->data, 1, 0)) ||
         (!t->a->val && dm_comm_bcast(t->comm, t->val, sizeof t->val, 1, 0)))
         return comm_failed(t);
+    dm_comm_set_timeout(t->comm, (double)t->cfg.comm_timeout); /* rank 0's, on every rank */
     if (t->a->data) snprintf(t->data, sizeof t->data, "%s", t->a->data);
     if (t->a->val) snprintf(t->val, sizeof t->val, "%s", t->a->val);
     return 0;
@@ -350,7 +376,7 @@ static int open_run(train_ctx *t) {
     if (dm_rundir_remember(&t->rd, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (a->resume) {
-        dm_ckpt_iter it = {.path = a->out, .with_optim = 1};
+        dm_ckpt_iter it = {.path = a->out, .with_optim = 1, .upto = t->upto};
         dm_ckpt *ck;
         int rc = DM_CKPT_DAMAGED;
         while (rc != DM_CKPT_OK && (ck = dm_ckpt_next(&it, t->st))) {
@@ -367,6 +393,8 @@ static int open_run(train_ctx *t) {
         }
         dm_ckpt_loaded(&it, t->io);
         t->last_ckpt = t->start;
+        t->probation = 1;
+        t->fallback = ckpt_step_at(a->out, it.k); /* the candidates after it are older */
         if (t->start >= t->cfg.steps)
             return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is at step %ld, steps=%d: nothing to "
                            "train (raise steps with --set steps=N, N > %ld)", a->out, t->start,
@@ -449,8 +477,9 @@ static int open_files(train_ctx *t) {
     if (t->rank != 0 || open_run(t)) return t->st->code;
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", t->a->out);
-    t->metrics = fopen(mpath, "a");
-    if (!t->metrics) return dm_fail(t->st, DM_JOB_FAILED, "cannot open metrics.jsonl");
+    char err[4400];
+    if (dm_linelog_open(&t->metrics, mpath, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     return 0;
 }
 
@@ -684,6 +713,36 @@ static void start(train_ctx *t) {
 
 /* ---- one step ----------------------------------------------------------------------- */
 
+/* A non-finite loss or gradient norm at 0-based step: the run stops; on probation the
+ * checkpoint resumed from is named, and the run falls back to the one before it when it
+ * may (the fallback's own run then names a divergence). */
+static int nonfinite(train_ctx *t, long step) {
+    char kb[4400], what[64];
+    if (!isfinite(t->loss)) snprintf(what, sizeof what, "loss is %g", t->loss);
+    else snprintf(what, sizeof what, "gradient norm is %g", t->gnorm);
+    if (!t->probation)
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld; stopping (%s)", what, step + 1,
+                       kept(t, kb, sizeof kb));
+    if (t->fell_back)
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, also after falling back to "
+                       "ckpt-%08ld: the training diverges there (no damaged checkpoint); "
+                       "stopping (%s)", what, step + 1, t->start, kept(t, kb, sizeof kb));
+    long after = step + 1 - t->start;
+    if (t->fall_to && t->fallback >= 0 && t->nranks == 1) {
+        *t->fall_to = t->fallback;
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, %ld step%s after resuming from "
+                       "ckpt-%08ld: taking that checkpoint as damaged, falling back to "
+                       "ckpt-%08ld", what, step + 1, after, after == 1 ? "" : "s", t->start,
+                       t->fallback);
+    }
+    char fb[96] = "";
+    if (t->fallback >= 0)
+        snprintf(fb, sizeof fb, "; ckpt-%08ld before it is kept", t->fallback);
+    return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, %ld step%s after resuming from "
+                   "ckpt-%08ld (which may be damaged%s); stopping (%s)", what, step + 1, after,
+                   after == 1 ? "" : "s", t->start, fb, kept(t, kb, sizeof kb));
+}
+
 /* The step (jobs/step.h: its batch, this rank's micro-batches forward and backward, the
  * gradient sum, the optimizer update) and verify on its cadence, of 0-based step. Every
  * rank reaches its end (the exchanges are all made) before a failure is returned. */
@@ -708,13 +767,8 @@ static int one_step(train_ctx *t, long step) {
         t->atlas->steps++;
     }
     if (rc) return comm_failed(t);
-    char kb[4400];
-    if (!isfinite(t->loss))
-        return dm_fail(t->st, DM_JOB_FAILED, "loss is %g at step %ld; stopping (%s)", t->loss,
-                       step + 1, kept(t, kb, sizeof kb));
-    if (!isfinite(t->gnorm))
-        return dm_fail(t->st, DM_JOB_FAILED, "gradient norm is %g at step %ld; stopping (%s)",
-                       t->gnorm, step + 1, kept(t, kb, sizeof kb));
+    if (!isfinite(t->loss) || !isfinite(t->gnorm)) return nonfinite(t, step);
+    if (t->probation && t->first_saved >= 0 && step + 1 > t->first_saved) t->probation = 0;
     t->vrel = -1;
     if (verify) {
         char what[64];
@@ -732,6 +786,57 @@ static int one_step(train_ctx *t, long step) {
 }
 
 /* ---- log and evaluation ------------------------------------------------------------- */
+
+/* ---- metrics.jsonl: no line lost ---------------------------------------------------- */
+
+#define METRICS_MAX_PENDING (64u << 20) /* bytes kept in memory while the disk refuses */
+
+/* Every line written, waiting up to 5 s for the disk: else the run stops `before` (a
+ * checkpoint, the end), so that a resume from the last checkpoint writes the lines again
+ * and the file never has a gap. Rank 0; 0 ok. */
+static int metrics_catch_up(train_ctx *t, const char *before) {
+    if (t->metrics.fd < 0 || !t->metrics.n) return 0;
+    char kb[4400];
+    if (dm_linelog_flush(&t->metrics, 50, 100))
+        return dm_fail(t->st, DM_JOB_FAILED, "cannot write %s/metrics.jsonl: %s (%zu line%s "
+                       "kept in memory for it); stopping %s (%s)", t->a->out,
+                       strerror(t->metrics.err), t->metrics.lines,
+                       t->metrics.lines == 1 ? "" : "s", before, kept(t, kb, sizeof kb));
+    dm_job_warn(t->io, "note: metrics.jsonl written again: every line is in it\n");
+    t->metrics_behind = 0;
+    return 0;
+}
+
+/* A line lost, or too many waiting: the run stops `where` (rank 0; 0 ok). */
+static int metrics_check(train_ctx *t, const char *where) {
+    char kb[4400];
+    if (t->metrics_lost)
+        return dm_fail(t->st, DM_JOB_FAILED, "out of memory keeping the line of step %ld of "
+                       "metrics.jsonl; stopping %s (%s)", t->metrics_lost, where,
+                       kept(t, kb, sizeof kb));
+    if (t->metrics.n > METRICS_MAX_PENDING) return metrics_catch_up(t, where);
+    return 0;
+}
+
+/* One metrics line: written, or kept in memory and tried again with each later line and
+ * before each checkpoint (a note when the writes start failing and when they catch up). */
+static void metrics_line(train_ctx *t, const char *line, long done) {
+    int rc = dm_linelog_add(&t->metrics, line);
+    if (rc == 1 && !t->metrics_behind) {
+        dm_job_warn(t->io, "note: cannot write metrics.jsonl at step %ld (%s): its lines are "
+                    "kept in memory and written when the disk takes them\n", done,
+                    strerror(t->metrics.err));
+        t->metrics_behind = 1;
+    } else if (rc == 0 && t->metrics_behind) {
+        dm_job_warn(t->io, "note: metrics.jsonl written again at step %ld: every line is in "
+                    "it\n", done);
+        t->metrics_behind = 0;
+    }
+    /* a line that could not be kept, or too many waiting: one process stops here (under
+     * mpirun the next checkpoint, where the ranks agree, stops them) */
+    if (rc < 0 && !t->metrics_lost) t->metrics_lost = done;
+    if (t->nranks == 1) metrics_check(t, "here");
+}
 
 /* After `done` steps: the validation BPB on its cadence, the metrics line, the step event. */
 static int log_eval(train_ctx *t, long done) {
@@ -767,17 +872,22 @@ static int log_eval(train_ctx *t, long done) {
     double tps = (double)c->batch_size * c->grad_accum * c->seq_len /
                  (t->interval_t / t->interval_n);
     int logged = done % c->log_every == 0 || last || do_eval;
-    if (logged && t->metrics) {
-        fprintf(t->metrics,
-                "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
-                "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
-                "\"elapsed_s\": %.2f",
-                done, t->loss, t->loss_sum / t->interval_n, t->lr, t->gnorm, ms, tps,
-                dm_now() - t->t_start);
-        if (do_eval) fprintf(t->metrics, ", \"val_bpb\": %.6f", t->last_bpb);
-        if (t->vrel >= 0) fprintf(t->metrics, ", \"verify_max_rel\": %.3g", t->vrel);
-        fprintf(t->metrics, "}\n");
-        fflush(t->metrics);
+    if (logged && t->metrics.fd >= 0) {
+        char line[1024];
+        int k = snprintf(line, sizeof line,
+                         "{\"step\": %ld, \"loss\": %.9g, \"loss_avg\": %.6f, \"lr\": %.6g, "
+                         "\"grad_norm\": %.6g, \"ms_per_step\": %.2f, \"tokens_per_s\": %.1f, "
+                         "\"elapsed_s\": %.2f",
+                         done, t->loss, t->loss_sum / t->interval_n, t->lr, t->gnorm, ms, tps,
+                         dm_now() - t->t_start);
+        if (do_eval)
+            k += snprintf(line + k, sizeof line - (size_t)k, ", \"val_bpb\": %.6f", t->last_bpb);
+        if (t->vrel >= 0)
+            k += snprintf(line + k, sizeof line - (size_t)k, ", \"verify_max_rel\": %.3g",
+                          t->vrel);
+        snprintf(line + k, sizeof line - (size_t)k, "}\n");
+        metrics_line(t, line, done);
+        if (t->nranks == 1 && t->st->code) return t->st->code;
     }
     dm_event ev = {0};
     ev.kind = DM_EV_STEP;
@@ -824,11 +934,19 @@ static int checkpoint(train_ctx *t, long done) {
     if (due) {
         char kb[4400];
         double ts = clock_of(t);
-        if (t->rank == 0 && dm_ckpt_save(t->a->out, t->m, t->opt, done, err, sizeof err))
+        long keep = t->probation ? t->fallback : -1;
+        char when[96];
+        snprintf(when, sizeof when, "before the checkpoint of step %ld", done);
+        /* the lines up to this step are in metrics.jsonl before the checkpoint is */
+        int bad = t->rank == 0 && (t->st->code || metrics_check(t, when) ||
+                                   metrics_catch_up(t, when));
+        if (!bad && t->rank == 0 &&
+            dm_ckpt_save_keeping(t->a->out, t->m, t->opt, done, keep, err, sizeof err))
             dm_fail(t->st, DM_JOB_FAILED, "%s (%s)", err, kept(t, kb, sizeof kb));
         if (agree(t) != DM_JOB_OK) return 1;
         t->saved = 1;
         t->last_ckpt = done;
+        if (t->first_saved < 0) t->first_saved = done;
         t->ckpt_mark = clock_of(t);
         t->ckpt_s += t->ckpt_mark - ts;
         t->excluded += t->ckpt_mark - ts;
@@ -963,11 +1081,15 @@ static void finish(train_ctx *t) {
     free(pt);
 }
 
-dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
+/* One run of the job: resumed from a checkpoint of at most step upto (> 0), falling
+ * back when it may (fall_to), or a fallback's own run (fell_back). */
+static dm_status train_run(const dm_train_args *a, const dm_job_io *io, long upto,
+                           long *fall_to, int fell_back) {
     dm_status st = {DM_JOB_OK, ""};
     train_ctx t = {.a = a, .io = io, .st = &st, .comm = a->comm,
                    .rank = dm_comm_rank(a->comm), .nranks = dm_comm_size(a->comm),
-                   .last_ckpt = -1};
+                   .last_ckpt = -1, .fallback = -1, .first_saved = -1, .upto = upto,
+                   .fall_to = fall_to, .fell_back = fell_back, .metrics = {.fd = -1}};
     t.t_job = clock_of(&t);
     /* rank 0 reads the config (a resumed run's is in its directory), every rank sets up,
      * rank 0 opens the run's files; they agree after each, so a failure anywhere stops all
@@ -988,13 +1110,15 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
                 checkpoint(&t, step + 1))
                 break;
         }
-        if (st.code != DM_JOB_INTERRUPTED || t.saved) finish(&t);
+        int falls = fall_to && *fall_to >= 0;
+        if ((st.code != DM_JOB_INTERRUPTED || t.saved) && !falls) finish(&t);
         if (t.nranks > 1) agree(&t);
     }
     if (t.m) dm_model_set_atlas(t.m, NULL);
     free(t.atlas);
-    if (t.metrics) fclose(t.metrics);
-    t.metrics = NULL;
+    if (t.metrics.fd >= 0 && dm_linelog_close(&t.metrics) && !st.code)
+        dm_fail(&st, DM_JOB_FAILED, "cannot write %s/metrics.jsonl: its last lines are lost",
+                a->out);
     if (t.rd_open) { /* a failed command leaves the directory as it found it (rank 0) */
         if (st.code != DM_JOB_OK && !t.saved) dm_rundir_abandon(&t.rd);
         dm_rundir_close(&t.rd);
@@ -1004,4 +1128,12 @@ dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
     dm_model_free(t.m);
     dm_corpus_free(&t.corpus);
     return st;
+}
+
+dm_status dm_train(const dm_train_args *a, const dm_job_io *io) {
+    long fall_to = -1;
+    dm_status st = train_run(a, io, 0, &fall_to, 0);
+    if (fall_to < 0) return st;
+    dm_job_warn(io, "note: %s\n", st.msg);
+    return train_run(a, io, fall_to, NULL, 1);
 }
