@@ -40,7 +40,7 @@ enum { DM_CKPT_NONE = 0, DM_CKPT_BALANCED = 1, DM_CKPT_FULL = 2 };
 enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
 /* where a model's memory lives and its ops run (docs/backends.md): auto = cpu today;
  * fenced is test-only (the CPU kernels on memory the host cannot touch between calls) */
-enum { DM_BACKEND_AUTO = 0, DM_BACKEND_CPU = 1, DM_BACKEND_FENCED = 2 };
+enum { DM_BACKEND_AUTO = 0, DM_BACKEND_CPU = 1, DM_BACKEND_FENCED = 2, DM_BACKEND_CUDA = 3 };
 
 /* Every field is a config key of the same name (JSON file or --set key=value).
  * dm_config_default() gives the "d2" run. Each key belongs to one group:
@@ -106,6 +106,7 @@ typedef struct dm_config {
     int threads;            /* 0 = all cores                                      */
     int atlas;              /* print the step atlas                               */
     int backend;            /* DM_BACKEND_*: the model's memory and kernels      (auto) */
+    int device;             /* the CUDA device of backend=cuda (and auto)       (0) */
     long comm_timeout;      /* seconds a collective between ranks may wait; 0 = no limit */
 } dm_config;
 

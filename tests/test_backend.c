@@ -33,7 +33,7 @@ static void write_one(volatile float *p) { p[3] = 1.0f; }
 
 TEST(backend_cpu_is_host_memory) {
     char err[256];
-    dm_backend *be = dm_backend_create(DM_BACKEND_AUTO, err, sizeof err);
+    dm_backend *be = dm_backend_create(DM_BACKEND_AUTO, 0, err, sizeof err);
     CHECKF(be, "%s", err);
     CHECK(!strcmp(be->name, "cpu") && be->kind == DM_BACKEND_CPU && be->mem == DM_MEM_HOST);
     float *p = dm_backend_alloc(be, 1000 * sizeof(float));
@@ -56,7 +56,7 @@ TEST(backend_cpu_is_host_memory) {
 
 TEST(backend_fenced_faults_outside_its_calls) {
     char err[256];
-    dm_backend *be = dm_backend_create(DM_BACKEND_FENCED, err, sizeof err);
+    dm_backend *be = dm_backend_create(DM_BACKEND_FENCED, 0, err, sizeof err);
     CHECKF(be, "%s", err);
     CHECK(!strcmp(be->name, "fenced") && be->mem == DM_MEM_HOST);
     float *p = dm_backend_alloc(be, 5000 * sizeof(float));
@@ -153,7 +153,29 @@ TEST(backend_key) {
           !strcmp(v, "auto"));
     CHECK(!dm_config_set(&c, "backend", "fenced", err, sizeof err) && c.backend == DM_BACKEND_FENCED);
     CHECK(dm_config_set(&c, "backend", "tpu", err, sizeof err) != 0);
-    CHECKF(strstr(err, "backend") && strstr(err, "auto|cpu|fenced"), "%s", err);
+    CHECKF(strstr(err, "backend") && strstr(err, "auto|cpu|fenced|cuda"), "%s", err);
     CHECK(!strcmp(dm_backend_name(DM_BACKEND_AUTO), "cpu") && dm_backend_name(99) == NULL);
-    CHECK(dm_backend_create(99, err, sizeof err) == NULL && strstr(err, "backend"));
+    CHECK(dm_backend_create(99, 0, err, sizeof err) == NULL && strstr(err, "backend"));
+}
+
+/* backend=cuda: refused at model creation with the probe's reason (on this build and
+ * machine: no CUDA, no driver, no device, ... or a device with no cuda backend written
+ * yet); auto takes the CPU and says why not cuda; `device` picks the index */
+TEST(backend_cuda_refused_with_reason) {
+    char err[512], note[512];
+    dm_config c = tiny(DM_BACKEND_CUDA);
+    c.device = 3;
+    CHECK(dm_model_create(&c, err, sizeof err) == NULL);
+    const char *why = dm_backend_cuda_missing(3);
+    CHECKF(why && why[0] && strstr(err, "backend=cuda (device=3)") && strstr(err, why) &&
+               strstr(err, "use backend=cpu"), "%s", err);
+    printf("  backend=cuda here: %s\n", err);
+    CHECK(!dm_config_set(&c, "backend", "cuda", err, sizeof err) && c.backend == DM_BACKEND_CUDA);
+    CHECK(!dm_config_set(&c, "device", "1", err, sizeof err) && c.device == 1);
+    CHECK(dm_config_set(&c, "device", "-1", err, sizeof err) != 0);
+    CHECK(!strcmp(dm_backend_name(DM_BACKEND_CUDA), "cuda"));
+    dm_backend_choice(DM_BACKEND_AUTO, 0, note, sizeof note);
+    CHECKF(strstr(note, "backend: cpu (auto; not cuda: ") && strstr(note, dm_backend_cuda_missing(0)),
+           "%s", note);
+    CHECK(dm_backend_choice(DM_BACKEND_CPU, 0, note, sizeof note)[0] == 0);
 }

@@ -127,9 +127,12 @@ static const key_t_ KEYS[] = {
     {"threads", DM_KEY_BACKEND, K_INT, F(threads), 0, 4096, NULL, "threads; 0 = all cores"},
     {"atlas", DM_KEY_BACKEND, K_BOOL, F(atlas), 0, 1, NULL,
      "time every stage and op and print the step atlas"},
-    {"backend", DM_KEY_BACKEND, K_ENUM, F(backend), 0, 0, "auto|cpu|fenced",
-     "where the model's memory lives and its ops run: auto (cpu), cpu, fenced (test only: "
-     "the CPU kernels on memory the host cannot touch outside the backend's calls)"},
+    {"backend", DM_KEY_BACKEND, K_ENUM, F(backend), 0, 0, "auto|cpu|fenced|cuda",
+     "where the model's memory lives and its ops run: auto (cpu; the start says why not "
+     "cuda), cpu, fenced (test only: the CPU kernels on memory the host cannot touch outside "
+     "the backend's calls), cuda (not runnable yet: refused at start with the reason)"},
+    {"device", DM_KEY_BACKEND, K_INT, F(device), 0, 1023, NULL,
+     "the CUDA device (index) of backend=cuda"},
     {"comm_timeout", DM_KEY_BACKEND, K_SECONDS, F(comm_timeout), 0, 1e7, NULL,
      "under mpirun, how long an exchange between the ranks may wait (e.g. 90s, 10m): past "
      "it the job stops with an error naming the rank that does not answer; 0 = no limit"},

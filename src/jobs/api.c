@@ -139,7 +139,8 @@ int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, 
 
 int dm_train_batch(const dm_config *cfg, const uint8_t *bytes, size_t n, long step,
                    uint8_t *tokens, char *err, size_t errlen) {
-    dm_corpus c = {.bytes = (uint8_t *)bytes, .n = n, .n_files = 1}; /* read only: batches copy */
+    /* read only: batches copy */
+    dm_corpus c = {.bytes = (uint8_t *)bytes, .n = n, .n_files = 1, .train = bytes};
     if (dm_corpus_split(&c, cfg->eval_window, cfg->seq_len, err, errlen)) return 1;
     dm_corpus_batch(&c, cfg->seed, step, cfg->grad_accum * cfg->batch_size, cfg->seq_len, tokens);
     return 0;

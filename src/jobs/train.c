@@ -674,8 +674,10 @@ static void start(train_ctx *t) {
                     "thread%s\n", t->data, t->corpus.n, t->corpus.train_n, vw, c->batch_size,
                     c->seq_len, acc, steps, t->nthreads, t->nthreads == 1 ? "" : "s");
     }
-    char over[256];
+    char over[256], chose[512];
     if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
+    if (dm_backend_choice(c->backend, c->device, chose, sizeof chose)[0])
+        dm_job_note(t->io, "%s\n", chose);
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
                 "prints them)\n", t->a->out);

@@ -150,7 +150,7 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     dm_network_forget_ws(m);
     dm_plan_make(&m->plan, cfg);
     dm_ops_init(&m->ops, cfg);
-    if (!(m->be = dm_backend_create(cfg->backend, err, errlen))) goto fail;
+    if (!(m->be = dm_backend_create(cfg->backend, cfg->device, err, errlen))) goto fail;
     dm_ops_bind(&m->ops, m->be);
     if (build_table(m, &tb)) {
         if (err) snprintf(err, errlen, "out of memory building the parameter table (%d tensors)",

@@ -11,19 +11,27 @@ const char *dm_backend_name(int kind) {
     case DM_BACKEND_AUTO: /* auto: the CPU, the one compute backend there is */
     case DM_BACKEND_CPU: return "cpu";
     case DM_BACKEND_FENCED: return "fenced";
+    case DM_BACKEND_CUDA: return "cuda";
     default: return NULL;
     }
 }
 
-dm_backend *dm_backend_create(int kind, char *err, size_t errlen) {
+dm_backend *dm_backend_create(int kind, int device, char *err, size_t errlen) {
     switch (kind) {
     case DM_BACKEND_AUTO:
     case DM_BACKEND_CPU: return dm_backend_cpu_create(err, errlen);
     case DM_BACKEND_FENCED: return dm_backend_fenced_create(err, errlen);
+    case DM_BACKEND_CUDA: return dm_backend_cuda_create(device, err, errlen);
     default:
-        if (err) snprintf(err, errlen, "backend: no backend %d (auto|cpu|fenced)", kind);
+        if (err) snprintf(err, errlen, "backend: no backend %d (auto|cpu|fenced|cuda)", kind);
         return NULL;
     }
+}
+
+const char *dm_backend_choice(int kind, int device, char *buf, size_t n) {
+    if (kind != DM_BACKEND_AUTO) snprintf(buf, n, "%s", "");
+    else snprintf(buf, n, "backend: cpu (auto; not cuda: %s)", dm_backend_cuda_missing(device));
+    return buf;
 }
 
 void dm_backend_free(dm_backend *be) {

@@ -55,9 +55,13 @@ struct dm_backend {
     void *priv;       /* the backend's own state */
 };
 
-/* The backend of the `backend` key (DM_BACKEND_*: auto is cpu). NULL with the reason in
- * err when it cannot be made here. */
-dm_backend *dm_backend_create(int kind, char *err, size_t errlen);
+/* The backend of the `backend` key (DM_BACKEND_*: auto is cpu) on CUDA device `device`
+ * (the `device` key; only cuda reads it). NULL with the reason in err when it cannot be
+ * made here. */
+dm_backend *dm_backend_create(int kind, int device, char *err, size_t errlen);
+/* What auto chose and why, one line without a newline, for the start of a run:
+ * "backend: cpu (auto; not cuda: no CUDA driver ...)"; "" for a backend asked by name. */
+const char *dm_backend_choice(int kind, int device, char *buf, size_t n);
 void dm_backend_free(dm_backend *be);
 /* The name of kind ("auto" -> what auto picks on this machine). */
 const char *dm_backend_name(int kind);
@@ -94,5 +98,9 @@ static inline void dm_backend_leave(dm_backend *be) {
 /* the backends (src/ops/cpu/mem.c): host memory; host memory fenced between calls */
 dm_backend *dm_backend_cpu_create(char *err, size_t errlen);
 dm_backend *dm_backend_fenced_create(char *err, size_t errlen);
+/* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's
+ * backend here */
+dm_backend *dm_backend_cuda_create(int device, char *err, size_t errlen);
+const char *dm_backend_cuda_missing(int device);
 
 #endif
