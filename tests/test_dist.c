@@ -285,9 +285,13 @@ static void signal_rank(const char *d, const char *run, int sig, const char *ext
              "sleep 0.05; done; t0=$(date +%%s%%N); kill -%d $(cat %s/pid.1); "
              "( sleep 60; kill -9 $mp 2>/dev/null ) & dog=$!; wait $mp; rc=$?; "
              "t1=$(date +%%s%%N); kill $dog 2>/dev/null; "
+             /* rank 0 may still be ending as the launcher returns: its lock is released
+              * when it is gone (at most 10 s more) */
+             "p0=$(cat %s/pid.0); for i in $(seq 200); do kill -0 $p0 2>/dev/null || break; "
+             "sleep 0.05; done; "
              /* the log without its progress lines: they would fill out before the end */
              "echo RC $rc MS $(( (t1 - t0) / 1000000 )); grep -v '^step ' %s/run.log",
-             d, run, CORPUS, sets, d, d, run, d, sig, d, d);
+             d, run, CORPUS, sets, d, d, run, d, sig, d, d, d);
     snprintf(log, sizeof log, "%s/test.log", d);
     t_run_out(cmd, log, out, n);
     *rc = *ms = -1;

@@ -100,9 +100,8 @@ int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_
     out->t_fwd = out->t_bwd = 0;
     float *mine = s->losses + s->loss_off[s->rank];
     int rc = 0;
-    /* the gradient sum and the optimizer's update read and write the model's memory
-     * outside dispatched ops too (Muon's units, its host-side bookkeeping): they run
-     * inside the backend's call window */
+    /* the gradient sum and the optimizer run through ops and the backend's copies: no
+     * host access to the model's memory here */
     dm_backend *be = dm_model_backend(s->m);
     for (int j = 0; j < s->local; j++) {
         int mb = j * s->N + s->rank; /* the global micro-batch */
@@ -112,26 +111,20 @@ int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_
         double t2 = dm_now();
         dm_model_zero_grad(s->m);
         dm_model_backward(s->m);
-        dm_backend_enter(be);
         rc |= dm_gradsum_add(s->gs, j);
-        dm_backend_leave(be);
         dm_backend_sync(be);
         out->t_fwd += t2 - t1;
         out->t_bwd += dm_now() - t2;
     }
     double t3 = dm_now();
-    dm_backend_enter(be);
     rc |= dm_gradsum_finish(s->gs);
-    dm_backend_leave(be);
     rc |= dm_comm_allgather(s->comm, s->losses, s->loss_off, sizeof(float));
     double sum = 0; /* in micro-batch order: m = j N + r sits at r * local + j */
     for (int mb = 0; mb < s->A; mb++) sum += (double)s->losses[(mb % s->N) * s->local + mb / s->N];
     out->loss = (float)(sum / s->A);
     double t4 = dm_now();
     out->t_bwd += t4 - t3;
-    dm_backend_enter(be);
     out->gnorm = rc ? NAN : dm_optim_step(s->opt, s->m, opt_step);
-    dm_backend_leave(be);
     dm_backend_sync(be);
     out->t_opt = dm_now() - t4;
     return rc || dm_comm_error(s->comm)[0] ? 1 : 0;

@@ -142,12 +142,16 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
     o->mom = dm_backend_alloc(o->be, o->n * sizeof(float));
     o->ns_work = dm_backend_alloc(o->be, work * sizeof(float));
     o->ns_work_n = work;
-    o->radius = dm_backend_alloc(o->be, (size_t)o->n_slices * sizeof(float));
-    o->scale = dm_backend_alloc(o->be, (size_t)o->n_slices * sizeof(float));
+    /* the retraction constants, one pair per slice, are host memory: the optimizer reads
+     * them to give each batch of units its scales */
+    o->radius = calloc((size_t)o->n_slices ? (size_t)o->n_slices : 1, sizeof(float));
+    o->scale = calloc((size_t)o->n_slices ? (size_t)o->n_slices : 1, sizeof(float));
     if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
     /* retraction constants from the weights as they are now (init; a resumed run then
-     * loads the saved ones over these) */
-    const float *P = dm_model_param_mem(m);
+     * loads the saved ones over these): the weights read through a host view or copy */
+    size_t pbytes = dm_model_num_params(m) * sizeof(float);
+    float *P = dm_backend_map(o->be, dm_model_param_mem(m), pbytes, 1);
+    if (!P) goto oom;
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_group *g;
         int r, c;
@@ -156,6 +160,7 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         dm_op_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i],
                            P + t->offset, g->slices, r, c);
     }
+    dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);
     return dm_muon_shard(o, NULL, err, errlen);
 oom:
     snprintf(err, errlen, "out of memory: Muon's momentum and scratch need %.1f MiB",
@@ -168,8 +173,8 @@ void dm_muon_free(dm_optim *o) {
     dm_backend_release(o->be, o->upd);
     dm_backend_release(o->be, o->ns_work);
     free(o->slice_off);
-    dm_backend_release(o->be, o->radius);
-    dm_backend_release(o->be, o->scale);
+    free(o->radius);
+    free(o->scale);
     free(o->units);
     free(o->consts);
     free(o->pack_off);
@@ -331,8 +336,9 @@ static void retract_stacked(dm_optim *o, dm_ops *ops, float *W, char *done) {
                 const dm_muon_unit *v = &o->units[b];
                 if (v->owner != o->rank || !v->stacked || v->rows != u->rows || v->cols != u->cols)
                     continue;
-                if (pass) memcpy(W + v->off, stage + (size_t)i * v->len, v->len * sizeof(float));
-                else memcpy(stage + (size_t)i * v->len, W + v->off, v->len * sizeof(float));
+                size_t bytes = v->len * sizeof(float);
+                if (pass) dm_backend_copy(o->be, W + v->off, stage + (size_t)i * v->len, bytes);
+                else dm_backend_copy(o->be, stage + (size_t)i * v->len, W + v->off, bytes);
                 i++;
             }
             if (!pass)

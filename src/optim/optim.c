@@ -36,11 +36,7 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
                         ? c->n_head : 1;
         any_muon |= muon;
     }
-    /* Muon's retraction constants read the weights (dm_op_retract_init is not a
-     * dispatched op): inside the backend's call window */
-    dm_backend_enter(o->be);
     int bad = any_muon && dm_muon_init(o, m, err, errlen);
-    dm_backend_leave(o->be);
     if (bad) {
         dm_optim_free(o);
         return NULL;
