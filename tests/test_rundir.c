@@ -145,6 +145,7 @@ static void listing(const char *dir, char *buf, size_t n) {
 /* Case 7: a failed command leaves the directory as it found it. */
 TEST(rundir_failed_commands_leave_nothing) {
     char d[256], run[512], cmd[4096], err[4096], ls[1024];
+    int rc;
     t_tmpdir(d, sizeof d);
     snprintf(run, sizeof run, "%s/new/run", d);
     /* out of memory at start: neither the run nor its parent is left (under ASan, its
@@ -162,11 +163,16 @@ TEST(rundir_failed_commands_leave_nothing) {
     CHECK(strstr(err, " is nan at step ") != NULL || strstr(err, " is -nan at step ") != NULL);
     CHECK(!t_exists(run));
     /* ... and with a checkpoint every step the last one before the NaN is kept and loads
-     * (weights holding a NaN are never saved: test_ckptfile, ckptfile_nonfinite_refused) */
+     * (weights holding a NaN are never saved: test_ckptfile, ckptfile_nonfinite_refused).
+     * Its weights are the ones the NaN step ran on, so its evaluation may itself be NaN
+     * (the machine's kernels decide): loading means its files verify and eval runs. */
     snprintf(cmd, sizeof cmd, TRAIN " --out %s%s --set steps=60 --set ckpt_every=1", run, nan);
     t_expect(cmd, 1, "is kept", err, sizeof err);
+    CHECKF(strstr(err, "its weights gave this loss") != NULL, "the message: %s", err);
     snprintf(cmd, sizeof cmd, DM_CLI " eval %s", run);
-    CHECKF(t_run(cmd, err, sizeof err) == 0, "the kept checkpoint does not load: %s", err);
+    rc = t_run(cmd, err, sizeof err);
+    CHECKF(rc == 0 || (rc == 1 && strstr(err, "evaluation gave NaN")),
+           "the kept checkpoint does not load: exit %d %s", rc, err);
     snprintf(cmd, sizeof cmd, "rm -rf %s", run);
     t_run(cmd, NULL, 0);
     /* a resume that fails before its first checkpoint: the checkpoint it started from is

@@ -723,8 +723,9 @@ static int nonfinite(train_ctx *t, long step) {
     if (!isfinite(t->loss)) snprintf(what, sizeof what, "loss is %g", t->loss);
     else snprintf(what, sizeof what, "gradient norm is %g", t->gnorm);
     if (!t->probation)
-        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld; stopping (%s)", what, step + 1,
-                       kept(t, kb, sizeof kb));
+        return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld; stopping (%s%s)", what, step + 1,
+                       kept(t, kb, sizeof kb),
+                       t->last_ckpt == step ? ": its weights gave this loss" : "");
     if (t->fell_back)
         return dm_fail(t->st, DM_JOB_FAILED, "%s at step %ld, also after falling back to "
                        "ckpt-%08ld: the training diverges there (no damaged checkpoint); "
