@@ -14,11 +14,14 @@
 #                 the bundled corpus, caches dropped (the program's own libraries are
 #                 read from disk then too)
 #   rss, step     a d2 run of STEPS steps (default 20) on DATA_DIR and on the bundled
-#                 corpus, ROUNDS rounds (default 3) interleaved: peak RSS (summary.json)
-#                 and median ms/step of each, their difference and ratio
-#   eval          eval_windows=EVAL_WINDOWS (default 4) on the 1 GiB val.bin: bytes
-#                 scored per second (eval_windows=all scores all of it at the same rate:
-#                 the model's forward, not the reads, sets it; hours for d2 on 2 cores)
+#                 corpus, ROUNDS rounds (default 3) interleaved, the page cache dropped
+#                 before the first (where allowed): peak RSS (summary.json) and median
+#                 ms/step of each, their difference and ratio
+#   eval          eval_windows=EVAL_WINDOWS (default 4) on the 1 GiB val.bin with the d2
+#                 model: bytes scored per second
+#   eval all      eval_windows=all on the whole 1 GiB val.bin with a tiny model (d_model
+#                 32, one layer: about 20 minutes on 2 cores; d2 would take hours at the
+#                 rate above): bytes scored per second and the BPB (EVAL_ALL=0 skips it)
 # (VAL_MIB, DD_GIB, HISTORY change the 1 GiB of val.bin, the 4 GiB of dd, the file),
 # and appends the rows to benches/history.tsv (what bench:data, the project's columns:
 # date, commit, machine, what, config, metric, value, spread, n, flags). I/O heavy: run it
@@ -33,6 +36,7 @@ rounds=${ROUNDS:-3}
 valmib=${VAL_MIB:-1024}
 ddgib=${DD_GIB:-4}
 evalw=${EVAL_WINDOWS:-4}
+evalall=${EVAL_ALL:-1}
 hist=${HISTORY:-$root/benches/history.tsv}
 dm=$build/dormouse
 corpus=$root/data/kjv.txt.gz
@@ -47,6 +51,12 @@ drop() { # the page cache, where we may
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.4g", hi - lo }'; }
+
+# the machine as `dormouse bench` names it (io/history.c), from its first row
+machine=$("$dm" bench -v --reps 1 --set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 \
+  --set gate_rank=8 --set batch_size=1 --set seq_len=32 2>/dev/null |
+  awk -F'\t' '!/^#/ && m == "" { m = $3 } END { print m }')
+[[ -n $machine ]] || { echo "bench-data: \`dormouse bench -v\` printed no row" >&2; exit 1; }
 
 echo "bench-data: generating ${gib} GiB in $work/corpus"
 mkdir -p "$work/corpus"
@@ -99,6 +109,7 @@ first_b=$(first "$corpus")         # the bundled corpus, cold the same way
 
 echo "bench-data: d2 on the data directory and on the bundled corpus, interleaved"
 declare -A ms rss
+drop >/dev/null # the first arm starts cold (where allowed)
 for r in $(seq 1 "$rounds"); do
   for arm in data bundled; do
     [[ $arm == data ]] && src=$work/data || src=$corpus
@@ -123,9 +134,20 @@ t0=$(now)
 t1=$(now)
 eval_bps=$(awk -v b=$((evalw * 81920)) -v a="$t0" -v c="$t1" 'BEGIN { printf "%.0f", b / (c - a) }')
 
-# the rows: the machine as `dormouse bench` names it (io/history.c)
-machine=$("$dm" bench --reps 1 --set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 \
-  --set gate_rank=8 --set batch_size=1 --set seq_len=32 | grep -v '^#' | head -1 | cut -f3)
+tiny="--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 --set gate_rank=8"
+if [[ $evalall == 1 ]]; then
+  echo "bench-data: eval_windows=all on val.bin, a tiny model"
+  rm -rf "$work/run-tiny"
+  # shellcheck disable=SC2086
+  "$dm" train --data "$work/data" --out "$work/run-tiny" $tiny --set steps=2 >/dev/null
+  t0=$(now)
+  all_line=$("$dm" eval "$work/run-tiny" --set eval_windows=all | tee /dev/stderr | grep val_bpb)
+  t1=$(now)
+  all_bps=$(awk -v b=$((valmib << 20)) -v a="$t0" -v c="$t1" 'BEGIN { printf "%.0f", b / (c - a) }')
+  all_bpb=$(echo "$all_line" | awk '{ print $2 }')
+fi
+
+# the rows
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 flags=cache-$cache
 [[ -n $(git -C "$root" status --porcelain --untracked-files=no -- . ':!benches/history.tsv' 2>/dev/null) ]] && flags+=,dirty
@@ -134,7 +156,7 @@ awk -v l="$load" -v c="$(nproc)" 'BEGIN { exit !(l > c + 0.5) }' && flags+=,cont
 date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 cfg="corpus=${gib}GiB text files=$gib val=${valmib}MiB d2"
 row() { printf '%s\t%s\t%s\tbench:data\t%s\t%s\t%s\t%s\t%s\t%s\n' "$date" "$commit" "$machine" "$1" "$2" "$3" "$4" "$5" "$flags"; }
-{
+rows=$({
   row "$cfg | dd bs=8M ${ddgib}GiB conv=fsync" dd_write_mb_per_s "$dd_mbs" 0 1
   row "$cfg" prepare_mb_per_s "$prep_mbs" 0 1
   row "$cfg | prepare / dd" prepare_ratio_to_dd "$prep_ratio" 0 1
@@ -148,5 +170,10 @@ row() { printf '%s\t%s\t%s\tbench:data\t%s\t%s\t%s\t%s\t%s\t%s\n' "$date" "$comm
   row "$cfg | bundled corpus, steps=$steps" step_ms "$ms_b" "$(echo "${ms[bundled]}" | spr)" "$rounds"
   row "$cfg | data dir / bundled, interleaved" step_ms_ratio "$step_ratio" 0 "$rounds"
   row "$cfg | eval_windows=$evalw x 81920, d2" eval_bytes_per_s "$eval_bps" 0 1
-} | tee -a "$hist"
-echo "bench-data: appended 13 rows to $hist (page cache: $cache)"
+  if [[ $evalall == 1 ]]; then
+    row "$cfg | eval_windows=all, d_model=32 n_layer=1" eval_bytes_per_s "$all_bps" 0 1
+    row "$cfg | eval_windows=all, d_model=32 n_layer=1, 2 steps trained" val_bpb "$all_bpb" 0 1
+  fi
+})
+printf '%s\n' "$rows" | tee -a "$hist"
+echo "bench-data: appended $(printf '%s\n' "$rows" | wc -l) rows to $hist (page cache: $cache)"

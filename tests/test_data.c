@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/clock.h"
 #include "check.h"
 #include "dormouse.h"
 #include "io/data.h"
@@ -418,7 +420,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
     if (!m) return;
     int B = 2, T = 64;
     size_t W = 1000, scored;
-    double all = dm_eval_val(m, &c, (long)W, 0, B, T, NULL, &scored);
+    double all = dm_eval_val(m, &c, (long)W, 0, B, T, NULL, NULL, 0, &scored);
     /* the windows: [0,1000) [999,1999) [1998,2998) [2997,3500), weighted by predictions */
     double num = 0, den = 0;
     for (size_t s = 0; s + 1 < c.val_n;) {
@@ -435,7 +437,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
     CHECKF(fabs(all - num / den) <= 1e-12 * fabs(all), "all %.15g vs windows %.15g", all,
            num / den);
     /* one window: the last eval_window bytes, as dm_eval_bpb scores them */
-    double one = dm_eval_val(m, &c, (long)W, 1, B, T, NULL, &scored);
+    double one = dm_eval_val(m, &c, (long)W, 1, B, T, NULL, NULL, 0, &scored);
     CHECK(scored == W && one == dm_eval_bpb(m, c.val + 2500, W, B, T, NULL));
     dm_model_free(m);
     dm_corpus_free(&c);
@@ -444,6 +446,109 @@ TEST(data_eval_windows_all_is_byte_weighted) {
               "--set eval_windows=all", out, sizeof out) == 0);
     CHECK(cli(d, "eval r", out, sizeof out) == 0 && strstr(out, "all 3500 bytes") &&
           strstr(out, "3500 bytes scored"));
+    t_rmtree(d);
+}
+
+/* A long evaluation stops between its windows when asked: in-process, a stop already
+ * asked for scores the first window and gives NaN with the stop kept; `dormouse eval`
+ * with eval_windows=all shows its progress, and SIGINT then ends it at the next window
+ * (exit 130, said in one line), long before the whole val.bin. */
+TEST(data_eval_stops_between_windows) {
+    char d[256], out[16384], p[600], ep[600], err[512], cmd[4096];
+    t_tmpdir(d, sizeof d);
+    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 4000000", out, sizeof out) == 0);
+    snprintf(p, sizeof p, "%s/kjv", d);
+    dm_corpus c;
+    CHECK(dm_corpus_load(&c, p, err, sizeof err) == 0 && c.val_n == 4000000);
+    dm_config cfg;
+    dm_config_default(&cfg);
+    cfg.d_model = 32, cfg.n_layer = 1, cfg.n_head = 2, cfg.head_dim = 16, cfg.gate_rank = 8;
+    cfg.threads = 1;
+    dm_model *m = dm_model_create(&cfg, err, sizeof err);
+    CHECK(m != NULL);
+    if (!m) return;
+    volatile sig_atomic_t stop = SIGINT;
+    dm_job_io io = {NULL, NULL, &stop, NULL};
+    size_t scored = 1;
+    CHECK(isnan(dm_eval_val(m, &c, 1000, 0, 2, 64, NULL, &io, 1, &scored)) && scored == 1000);
+    CHECK(isnan(dm_eval_val(m, &c, 1000, 8, 2, 64, NULL, &io, 1, &scored)) && scored == 1000 &&
+          stop == SIGINT);
+    stop = 0; /* not asked: every window */
+    CHECK(isfinite(dm_eval_val(m, &c, 1000, 8, 2, 64, NULL, &io, 1, &scored)) &&
+          scored == 8000);
+    dm_model_free(m);
+    dm_corpus_free(&c);
+    CHECK(cli(d, "train --data kjv --out r " T_TINY " --set steps=1", out, sizeof out) == 0);
+    /* the tiny model scores a window of 1024 bytes in 16 forwards of 2 x 32: 4 MB take
+     * about 10 s on one core of a quiet machine; the progress line comes after 2 s */
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s/r --set eval_windows=all > %s/eval.out", d, d);
+    snprintf(p, sizeof p, "%s/eval.out", d);
+    snprintf(ep, sizeof ep, "%s/eval.err", d);
+    double t0 = dm_now();
+    int pid = t_spawn(cmd, ep), seen = 0, ended = 0;
+    for (int i = 0; i < 1200 && !seen && !ended; i++) { /* up to 2 minutes */
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        char *o = t_read_text(p);
+        seen = o && strstr(o, "eval: ") && strstr(o, " MB scored (");
+        free(o);
+        ended = !seen && waitpid(pid, NULL, WNOHANG) == pid;
+    }
+    if (!seen) {
+        if (!ended) kill(pid, SIGKILL), t_wait(pid);
+        CHECKF(0, "no progress line from the eval in %.0f s (%s)", dm_now() - t0,
+               ended ? "it ended first" : "still running");
+        t_rmtree(d);
+        return;
+    }
+    kill(pid, SIGINT);
+    int rc = t_wait(pid);
+    char *e = t_read_text(ep), *o = t_read_text(p);
+    printf("  eval after %.1f s: exit %d\n  stdout: %s  stderr: %s", dm_now() - t0, rc,
+           o ? o : "", e ? e : "");
+    CHECKF(rc == 130, "SIGINT during the evaluation: exit %d", rc);
+    CHECK(e && strstr(e, "interrupted during the evaluation of all 4000000 bytes (eval_windows=all), ") &&
+          !strchr(strchr(e, '\n') + 1, '\n'));
+    CHECK(o && !strstr(o, "val_bpb"));
+    free(e);
+    free(o);
+    /* train: a stop during a step's evaluation (step 2 of 4; step 1 needs none) saves the
+     * checkpoint of that step, whose metrics line has no val_bpb; one during the final
+     * evaluation names `eval`, not a resume that has nothing to train */
+    const char *trains[2] = {"--set steps=4 --set eval_every=2", "--set steps=1"};
+    const char *says[2] = {"interrupted at step 2 during its evaluation: checkpoint saved; "
+                           "continue with", "interrupted during the final evaluation, after "
+                           "the last step (1): checkpoint saved; its validation BPB: `"};
+    for (int k = 0; k < 2; k++) {
+        char run[700], mp[800], ck[800];
+        snprintf(run, sizeof run, "%s/t%d", d, k);
+        snprintf(cmd, sizeof cmd, DM_CLI " train --data %s/kjv --out %s " T_TINY " %s --set "
+                 "eval_windows=all", d, run, trains[k]);
+        snprintf(mp, sizeof mp, "%s/metrics.jsonl", run);
+        pid = t_spawn(cmd, ep);
+        seen = 0;
+        for (int i = 0; i < 1200 && !seen; i++) {
+            struct timespec ts = {0, 50000000};
+            nanosleep(&ts, NULL);
+            char *m1 = t_read_text(mp);
+            seen = k ? t_exists(run) : m1 && strstr(m1, "\"step\": 1,") != NULL;
+            free(m1);
+        }
+        struct timespec half = {0, 500000000};
+        nanosleep(&half, NULL); /* the next step is a millisecond: into its evaluation */
+        kill(pid, SIGINT);
+        rc = t_wait(pid);
+        e = t_read_text(ep);
+        char *ml = t_read_text(mp);
+        printf("  train %s: exit %d, %s", trains[k], rc, e ? e : "");
+        CHECKF(rc == 130 && e && strstr(e, says[k]), "train %s: exit %d", trains[k], rc);
+        snprintf(ck, sizeof ck, "%s/ckpt-%08d", run, k ? 1 : 2);
+        CHECK(t_exists(ck));
+        CHECKF(ml && !strstr(ml, "val_bpb") && strstr(ml, k ? "\"step\": 1," : "\"step\": 2,"),
+               "metrics: %s", ml ? ml : "none");
+        free(e);
+        free(ml);
+    }
     t_rmtree(d);
 }
 

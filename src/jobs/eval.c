@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "io/data.h"
 #include "io/files.h"
 #include "jobs/load.h"
@@ -72,8 +73,42 @@ int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t er
     return 1;
 }
 
+/* A long evaluation's progress (several windows; more than 2 s in): a line at most every
+ * second, then every twentieth of the time so far, so an eval of hours writes a few
+ * dozen lines to a log. */
+typedef struct {
+    const dm_job_io *io;
+    double t0, last;
+    size_t total;
+} eval_progress;
+
+static void progress(eval_progress *p, size_t done) {
+    if (!p->io || !p->io->fn) return;
+    double now = dm_now(), el = now - p->t0;
+    if (el < 2 || now - p->last < (el / 20 > 1 ? el / 20 : 1)) return;
+    p->last = now;
+    double rate = (double)done / el;
+    char eta[32], line[256];
+    dm_fmt_duration(eta, sizeof eta, rate > 0 ? (double)(p->total - done) / rate : -1);
+    int len = snprintf(line, sizeof line, "eval: %.1f of %.1f MB scored (%.0f%%) | %.1f kB/s | "
+                       "ETA %s", done / 1e6, p->total / 1e6, 100.0 * (double)done /
+                       (double)p->total, rate / 1e3, eta);
+    dm_event ev = {.kind = DM_EV_PROGRESS, .text = line, .len = (size_t)len};
+    dm_job_emit(p->io, &ev);
+}
+
+/* Between windows: 1 when a stop was asked for on any rank (then set on every one, as
+ * the job's agreement does) or the exchange failed (dm_comm_error says so). */
+static int stop_asked(const dm_job_io *io, dm_comm *comm) {
+    int code = 0, stop = dm_job_stopped(io) ? (int)*io->stop : 0;
+    char msg[64] = "";
+    if (dm_comm_size(comm) > 1 && dm_comm_agree(comm, &code, msg, sizeof msg, &stop)) return 1;
+    if (stop && io && io->stop && !*io->stop) *io->stop = stop;
+    return stop != 0;
+}
+
 double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
-                   dm_comm *comm, size_t *scored) {
+                   dm_comm *comm, const dm_job_io *io, int report, size_t *scored) {
     size_t W = (size_t)w;
     *scored = 0;
     if (windows == 1) { /* the fixed window: the last eval_window bytes */
@@ -84,14 +119,21 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
     }
     double nats = 0;
     size_t preds = 0;
+    eval_progress pr = {report ? io : NULL, dm_now(), 0,
+                        windows == 0 ? c->val_n : W * (size_t)windows};
     if (windows == 0) { /* all: windows of W bytes, each sharing its first byte with the
                            last of the one before, so every byte but the first is predicted */
         for (size_t s = 0; s + 1 < c->val_n && !isnan(nats);) {
+            if (s && stop_asked(io, comm)) {
+                *scored = s + 1;
+                return NAN;
+            }
             size_t len = c->val_n - s < W ? c->val_n - s : W;
             nats += window_nats(m, c->val + s, len, B, T, comm);
             dm_corpus_release(c, c->val + s, len);
             preds += len - 1;
             s += len - 1;
+            progress(&pr, s + 1);
         }
         *scored = c->val_n;
     } else {
@@ -101,9 +143,15 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
             return NAN;
         }
         for (long k = 0; k < windows && !isnan(nats); k++) {
+            if (k && stop_asked(io, comm)) {
+                *scored = W * (size_t)k;
+                free(off);
+                return NAN;
+            }
             nats += window_nats(m, c->val + off[k], W, B, T, comm);
             dm_corpus_release(c, c->val + off[k], W);
             preds += W - 1;
+            progress(&pr, W * (size_t)(k + 1));
         }
         free(off);
         *scored = W * (size_t)windows;
@@ -187,9 +235,12 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         size_t scored;
         char what[256];
         double bpb = dm_eval_val(m, &c, cfg.eval_window, cfg.eval_windows, cfg.batch_size,
-                                 cfg.seq_len, a->comm, &scored);
-        dm_eval_what(&cfg, scored, what, sizeof what);
+                                 cfg.seq_len, a->comm, io, 1, &scored);
+        dm_eval_what(&cfg, cfg.eval_windows == 0 ? c.val_n : scored, what, sizeof what);
         if (dm_comm_error(a->comm)[0]) dm_fail(&st, DM_JOB_FAILED, "%s", dm_comm_error(a->comm));
+        else if (isnan(bpb) && dm_job_stopped(io))
+            dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted during the evaluation of %s, %zu "
+                    "bytes scored: no result", what, scored);
         else if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
         else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; checkpoint "
                          "step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "", from, scored,

@@ -101,6 +101,7 @@ typedef struct {
     long upto;            /* > 0: resume from a checkpoint of at most this step */
     long *fall_to;        /* set to `fallback` when a step falls back; NULL: none may */
     int fell_back;        /* this invocation is a fallback's */
+    int eval_cut;         /* the last evaluation was cut short by a stop */
 } train_ctx;
 
 /* now on the job's clock: the args' (a test's) or the monotonic one */
@@ -556,10 +557,12 @@ static int fit_budget(train_ctx *t, long done, int early) {
     } else {
         double te = now;
         size_t scored;
-        dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows, c->batch_size,
-                    c->seq_len, t->comm, &scored);
+        double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                 c->batch_size, c->seq_len, t->comm, t->io, 0, &scored);
         now = clock_of(t);
         t->eval_s = now - te;
+        if (isnan(bpb) && dm_job_stopped(t->io)) /* cut short by a stop: its time says nothing */
+            t->eval_s = dm_budget_eval_guess(step_s, val_bytes(t), c->batch_size, c->seq_len);
         t->excluded += t->eval_s;
         if (dm_comm_error(t->comm)[0]) return comm_failed(t);
         char err[8192]; /* the arena back to the step's shape (the evaluation's last was shorter) */
@@ -855,17 +858,23 @@ static int log_eval(train_ctx *t, long done) {
         double te = dm_now(), tc = clock_of(t);
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
         size_t scored;
-        t->last_bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                                  c->batch_size, c->seq_len, t->comm, &scored);
+        double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                 c->batch_size, c->seq_len, t->comm, t->io, 0, &scored);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
         t->eval_s = clock_of(t) - tc;
         t->excluded += t->eval_s;
-        if (!comm_failed(t) && !isfinite(t->last_bpb))
-            dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld", t->last_bpb,
-                    done);
+        /* a stop asked for between its windows cuts the evaluation short: the step has no
+         * val_bpb, and the checkpoint after it ends the run */
+        t->eval_cut = isnan(bpb) && dm_job_stopped(t->io);
+        if (!comm_failed(t) && !t->eval_cut && !isfinite(bpb))
+            dm_fail(t->st, DM_JOB_FAILED, "validation BPB is %g at step %ld", bpb, done);
         if (agree(t) != DM_JOB_OK) return t->st->code;
-        t->val_step = done;
+        do_eval = !t->eval_cut;
+        if (do_eval) {
+            t->last_bpb = bpb;
+            t->val_step = done;
+        }
     }
     if (dm_now() - t->last_tick >= 1) { /* the probe samples the load about once a second */
         dm_probe_tick(&t->probe);
@@ -963,9 +972,16 @@ static int checkpoint(train_ctx *t, long done) {
                     "`%s train --resume %s`\n", done, prog, out);
         return 1;
     }
+    if (stop && last && t->eval_cut) { /* trained to the end: nothing to resume */
+        dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted during the final evaluation, after "
+                "the last step (%ld): checkpoint saved; its validation BPB: `%s eval %s`",
+                done, prog, out);
+        return 1;
+    }
     if (stop && !last) {
-        dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld: checkpoint saved; "
-                "continue with `%s train --resume %s`", done, prog, out);
+        dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld%s: checkpoint saved; "
+                "continue with `%s train --resume %s`", done,
+                t->eval_cut ? " during its evaluation" : "", prog, out);
         return 1;
     }
     return 0;
