@@ -42,7 +42,7 @@ dm=$build/dormouse
 corpus=$root/data/kjv.txt.gz
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-[[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$work"/corpus "$work"/data "$work"/dd.bin "$work"/run-*' EXIT
+[[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$work"/corpus "$work"/data "$work"/dd.bin "$work"/one.txt "$work"/run-*' EXIT
 
 now() { date +%s.%N; }
 drop() { # the page cache, where we may
@@ -141,7 +141,8 @@ if [[ $evalall == 1 ]]; then
   # shellcheck disable=SC2086
   "$dm" train --data "$work/data" --out "$work/run-tiny" $tiny --set steps=2 >/dev/null
   t0=$(now)
-  all_line=$("$dm" eval "$work/run-tiny" --set eval_windows=all | tee /dev/stderr | grep val_bpb)
+  # its progress lines to the console as they come (tee to stderr without reopening it)
+  all_line=$("$dm" eval "$work/run-tiny" --set eval_windows=all | tee >(cat >&2) | grep val_bpb)
   t1=$(now)
   all_bps=$(awk -v b=$((valmib << 20)) -v a="$t0" -v c="$t1" 'BEGIN { printf "%.0f", b / (c - a) }')
   all_bpb=$(echo "$all_line" | awk '{ print $2 }')
