@@ -5,7 +5,8 @@
 # Also: make build | make asan (tests under ASan+UBSan) | make clean
 #       make bench (every benchmark; rows appended to benches/history.tsv)
 #       make bench-data (a generated 16 GiB corpus: prepare vs dd, the first step, RSS and
-#         step time against the bundled corpus; scripts/bench_data.sh; I/O heavy, ~40 GB)
+#         step time against the bundled corpus, the evaluation's bytes/s; scripts/bench_data.sh;
+#         I/O heavy, ~40 GB, about 26 minutes on 2 cores)
 #       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
 #         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
 #       make uninstall (what the last install wrote)

@@ -330,7 +330,6 @@ TEST(data_damaged_refused) {
     t_rmtree(d);
 }
 
-#define MPIRUN DM_MPIEXEC " --allow-run-as-root --oversubscribe"
 
 TEST(data_mapped_under_mpirun_same_losses) {
     if (!DM_MPIEXEC[0]) {
@@ -342,7 +341,7 @@ TEST(data_mapped_under_mpirun_same_losses) {
     CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 1024", out, sizeof out) == 0);
     CHECK(cli(d, "train --data kjv --out one " TINY5 " --set grad_accum=2", out, sizeof out) == 0);
     char cmd[8192], log[600];
-    snprintf(cmd, sizeof cmd, "cd %s && " MPIRUN " -np 2 " DM_CLI " train --data kjv --out two "
+    snprintf(cmd, sizeof cmd, "cd %s && " T_MPIRUN " -np 2 " DM_CLI " train --data kjv --out two "
              TINY5 " --set grad_accum=2", d);
     snprintf(log, sizeof log, "%s/mpi.log", d);
     int rc = t_run_out(cmd, log, out, sizeof out);
@@ -403,6 +402,18 @@ TEST(data_eval_windows_fixed) {
     t_rmtree(d);
 }
 
+/* The model of T_TINY, fresh from its seed, on one thread (NULL: said as a failure). */
+static dm_model *tiny_model(void) {
+    char err[512];
+    dm_config cfg;
+    dm_config_default(&cfg);
+    cfg.d_model = 32, cfg.n_layer = 1, cfg.n_head = 2, cfg.head_dim = 16, cfg.gate_rank = 8;
+    cfg.threads = 1;
+    dm_model *m = dm_model_create(&cfg, err, sizeof err);
+    CHECKF(m != NULL, "the tiny model: %s", err);
+    return m;
+}
+
 TEST(data_eval_windows_all_is_byte_weighted) {
     char d[256], out[16384], p[600], err[512];
     t_tmpdir(d, sizeof d);
@@ -411,12 +422,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
     snprintf(p, sizeof p, "%s/kjv", d);
     dm_corpus c;
     CHECK(dm_corpus_load(&c, p, err, sizeof err) == 0 && c.mapped && c.val_n == 3500);
-    dm_config cfg;
-    dm_config_default(&cfg);
-    cfg.d_model = 32, cfg.n_layer = 1, cfg.n_head = 2, cfg.head_dim = 16, cfg.gate_rank = 8;
-    cfg.threads = 1;
-    dm_model *m = dm_model_create(&cfg, err, sizeof err);
-    CHECK(m != NULL);
+    dm_model *m = tiny_model();
     if (!m) return;
     int B = 2, T = 64;
     size_t W = 1000, scored;
@@ -460,12 +466,7 @@ TEST(data_eval_stops_between_windows) {
     snprintf(p, sizeof p, "%s/kjv", d);
     dm_corpus c;
     CHECK(dm_corpus_load(&c, p, err, sizeof err) == 0 && c.val_n == 4000000);
-    dm_config cfg;
-    dm_config_default(&cfg);
-    cfg.d_model = 32, cfg.n_layer = 1, cfg.n_head = 2, cfg.head_dim = 16, cfg.gate_rank = 8;
-    cfg.threads = 1;
-    dm_model *m = dm_model_create(&cfg, err, sizeof err);
-    CHECK(m != NULL);
+    dm_model *m = tiny_model();
     if (!m) return;
     volatile sig_atomic_t stop = SIGINT;
     dm_job_io io = {NULL, NULL, &stop, NULL};

@@ -18,12 +18,6 @@
 #include "optim/optim.h"
 
 #define CORPUS DM_SOURCE_DIR "/data/kjv.txt.gz"
-/* (under `make asan`: Open MPI's own allocations are not leaks of ours; its components
- * stay loaded and the stacks are unwound in full, so the suppressions can name them) */
-#define MPIRUN                                                                         \
-    DM_MPIEXEC " --allow-run-as-root --oversubscribe --mca mca_base_component_disable_dlclose 1" \
-               " -x LSAN_OPTIONS=suppressions=" DM_SOURCE_DIR "/tests/fixtures/lsan_mpi.supp:print_suppressions=0" \
-               " -x ASAN_OPTIONS=fast_unwind_on_malloc=0"
 
 static int have_mpi(void) {
     if (DM_MPIEXEC[0]) return 1;
@@ -71,7 +65,7 @@ static int mpi_train(int np, const char *out, const keys *ks, int resume, long u
     if (ks) sets_text(ks, sets, sizeof sets);
     else sets[0] = 0;
     if (until > 0) snprintf(u, sizeof u, " --until %ld", until);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np %d " DM_CLI " train %s %s --data %s%s%s", np,
+    snprintf(cmd, sizeof cmd, T_MPIRUN " -np %d " DM_CLI " train %s %s --data %s%s%s", np,
              resume ? "--resume" : "--out", out, CORPUS, sets, u);
     snprintf(log, sizeof log, "%s.log", out);
     int rc = t_run_out(cmd, log, text, sizeof text);
@@ -279,7 +273,7 @@ static void signal_rank(const char *d, const char *run, int sig, const char *ext
     if (extra) ks.k[ks.n++] = extra;
     sets_text(&ks, sets, sizeof sets);
     snprintf(cmd, sizeof cmd,
-             MPIRUN " -np 2 sh -c 'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec " DM_CLI
+             T_MPIRUN " -np 2 sh -c 'echo $$ > %s/pid.$OMPI_COMM_WORLD_RANK; exec " DM_CLI
              " train --out %s --data %s%s' > %s/run.log 2>&1 & mp=$!; echo $mp > %s/mpirun.pid; "
              "for i in $(seq 600); do [ -d %s/ckpt-00000010 ] && [ -s %s/pid.1 ] && break; "
              "sleep 0.05; done; t0=$(date +%%s%%N); kill -%d $(cat %s/pid.1); "
@@ -396,13 +390,13 @@ TEST(dist_bad_launches_fail_cleanly) {
     snprintf(log, sizeof log, "%s/log", d);
     keys ks = with(NULL);
     sets_text(&ks, sets, sizeof sets);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 " DM_CLI " train --out %s --data %s%s", run, CORPUS,
+    snprintf(cmd, sizeof cmd, T_MPIRUN " -np 2 " DM_CLI " train --out %s --data %s%s", run, CORPUS,
              sets);
     expect(cmd, log, 2, "grad_accum=1 does not divide among 2 processes");
     CHECK(!t_exists(run));
     /* rank 1 is given a corpus path that does not exist */
     snprintf(cmd, sizeof cmd,
-             MPIRUN " -np 2 sh -c 'if [ $OMPI_COMM_WORLD_RANK = 1 ]; then c=%s/none; else "
+             T_MPIRUN " -np 2 sh -c 'if [ $OMPI_COMM_WORLD_RANK = 1 ]; then c=%s/none; else "
              "c=%s; fi; exec " DM_CLI " train --out %s --data $c%s --set grad_accum=2'",
              d, CORPUS, run, sets);
     expect(cmd, log, 2, "rank 1: corpus not found");
@@ -416,11 +410,11 @@ TEST(dist_bad_launches_fail_cleanly) {
         fclose(f);
     }
     snprintf(cmd, sizeof cmd,
-             MPIRUN " -np 2 sh -c 'exec " DM_CLI " train --out %s --data %s/c$OMPI_COMM_WORLD_RANK.txt"
+             T_MPIRUN " -np 2 sh -c 'exec " DM_CLI " train --out %s --data %s/c$OMPI_COMM_WORLD_RANK.txt"
              "%s --set grad_accum=2'", run, d, sets);
     expect(cmd, log, 2, "differs between ranks");
     CHECK(!t_exists(run));
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 " DM_CLI " sample %s", run);
+    snprintf(cmd, sizeof cmd, T_MPIRUN " -np 2 " DM_CLI " sample %s", run);
     expect(cmd, log, 2, "runs in one process");
     t_rmtree(d);
 }
@@ -433,7 +427,7 @@ TEST(dist_bench_reports_communication) {
     snprintf(log, sizeof log, "%s/log", d);
     keys ks = with("grad_accum=2", NULL);
     sets_text(&ks, sets, sizeof sets);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 " DM_CLI " bench -v --reps 2 --baseline threads=1%s",
+    snprintf(cmd, sizeof cmd, T_MPIRUN " -np 2 " DM_CLI " bench -v --reps 2 --baseline threads=1%s",
              sets);
     int rc = t_run_out(cmd, log, out, sizeof out);
     printf("%s", out);
@@ -466,7 +460,7 @@ TEST(dist_eval_equals_one_process) {
     CHECK(solo_train(run, &ks, 0, 0) == DM_JOB_OK);
     snprintf(cmd, sizeof cmd, DM_CLI " eval %s --data %s", run, CORPUS);
     CHECK(t_run_out(cmd, log, a, sizeof a) == 0);
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 3 " DM_CLI " eval %s --data %s", run, CORPUS);
+    snprintf(cmd, sizeof cmd, T_MPIRUN " -np 3 " DM_CLI " eval %s --data %s", run, CORPUS);
     CHECK(t_run_out(cmd, log, b, sizeof b) == 0);
     /* the line "val_bpb X on the last N bytes of DATA (checkpoint step S)" of each */
     char *la = strstr(a, "val_bpb "), *lb = strstr(b, "val_bpb ");

@@ -1,6 +1,7 @@
 /* text.c — see text.h. */
 #include "base/text.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *dm_printable(const char *s, char *buf, size_t n) {
@@ -48,4 +49,23 @@ const char *dm_nearest(const char *s, const char *const *names, int n) {
         if (d <= (lim > 0 ? lim : 1) && d < bd) bd = d, best = names[i];
     }
     return best;
+}
+
+const char *dm_shell_quote(const char *s, char *buf, size_t n) {
+    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                        "_-./:=,+@%") == strlen(s)) {
+        snprintf(buf, n, "%s", s);
+        return buf;
+    }
+    size_t k = 0;
+    if (k + 1 < n) buf[k++] = '\'';
+    for (; *s && k + 5 < n; s++) {
+        if (*s == '\'') { /* close, an escaped quote, reopen */
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else buf[k++] = *s;
+    }
+    if (k + 1 < n) buf[k++] = '\'';
+    buf[k < n ? k : n - 1] = 0;
+    return buf;
 }

@@ -13,4 +13,8 @@ const char *dm_printable(const char *s, char *buf, size_t n);
  * third of the longer name's length, the first of equals; NULL when none is that close. */
 const char *dm_nearest(const char *s, const char *const *names, int n);
 
+/* s as one shell word: as it is when it needs no quoting, else in single quotes (a command
+ * printed for the user runs as printed). Returns buf. */
+const char *dm_shell_quote(const char *s, char *buf, size_t n);
+
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/rng.h"
+#include "base/text.h"
 #include "io/files.h"
 #include "io/source.h"
 
@@ -194,10 +195,13 @@ int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "corpus %s is empty", path);
         goto fail;
     }
-    if (c->n > DM_CORPUS_HINT_BYTES)
+    if (c->n > DM_CORPUS_HINT_BYTES) {
+        char q[4200];
         dm_text_append(&c->notes, "note: %s is %.1f GiB, read into memory at every start; "
                        "`dormouse prepare %s --out DATA_DIR` once, then --data DATA_DIR maps "
-                       "it (docs/data.md)", path, c->n / 1073741824.0, path);
+                       "it (docs/data.md)", path, c->n / 1073741824.0,
+                       dm_shell_quote(path, q, sizeof q));
+    }
     c->train = c->bytes;
     c->train_n = c->n;
     return 0;

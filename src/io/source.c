@@ -110,7 +110,7 @@ out:
 }
 
 int dm_is_binary(const uint8_t *p, size_t n) {
-    return memchr(p, 0, n < DM_BINARY_PROBE ? n : DM_BINARY_PROBE) != NULL;
+    return n && memchr(p, 0, n < DM_BINARY_PROBE ? n : DM_BINARY_PROBE) != NULL;
 }
 
 void dm_text_append(char **buf, const char *fmt, ...) {

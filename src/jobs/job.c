@@ -26,25 +26,6 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...) {
 
 int dm_job_stopped(const dm_job_io *io) { return io && io->stop && *io->stop; }
 
-const char *dm_shell_quote(const char *s, char *buf, size_t n) {
-    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                        "_-./:=,+@%") == strlen(s)) {
-        snprintf(buf, n, "%s", s);
-        return buf;
-    }
-    size_t k = 0;
-    if (k + 1 < n) buf[k++] = '\'';
-    for (; *s && k + 5 < n; s++) {
-        if (*s == '\'') { /* close, an escaped quote, reopen */
-            memcpy(buf + k, "'\\''", 4);
-            k += 4;
-        } else buf[k++] = *s;
-    }
-    if (k + 1 < n) buf[k++] = '\'';
-    buf[k < n ? k : n - 1] = 0;
-    return buf;
-}
-
 const char *dm_job_prog(const dm_job_io *io, char *buf, size_t n) {
     return dm_shell_quote(io && io->prog && io->prog[0] ? io->prog : "dormouse", buf, n);
 }

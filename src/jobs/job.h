@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/text.h" /* dm_shell_quote */
 #include "dormouse.h"
 
 #ifndef DM_SOURCE_DIR
@@ -80,9 +81,6 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...)
 int dm_job_stopped(const dm_job_io *io);
 /* The program name for printed commands: io->prog, else "dormouse"; shell-quoted. */
 const char *dm_job_prog(const dm_job_io *io, char *buf, size_t n);
-/* s as one shell word: as it is when it needs no quoting, else in single quotes (a command
- * printed for the user runs as printed). Returns buf. */
-const char *dm_shell_quote(const char *s, char *buf, size_t n);
 
 /* ---- progress (io may be NULL: nothing is reported) ---- */
 
