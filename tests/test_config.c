@@ -178,13 +178,15 @@ TEST(config_strict_numbers) {
         {"batch_size", "8 "}, {"batch_size", "4.0"}, {"batch_size", "1e1"}, {"batch_size", ""},
         {"lr", "0x1p-8"}, {"lr", " 0.1"}, {"lr", "+0.1"}, {"lr", "inf"}, {"lr", "nan"},
         {"lr", "1e"}, {"lr", "."}, {"lr", "1e400"}, {"lr", "0.1x"}, {"eval_window", "1e5"},
-        {"tie_embeddings", "yes"}, {"mixer", "kda "},
+        {"tie_embeddings", "yes"}, {"mixer", "kda "}, {"eval_windows", "0"},
+        {"eval_windows", "ALL"}, {"eval_windows", "-1"},
     };
     const char *good[][3] = {
         {"seed", "9007199254740991", "9007199254740991"}, {"seed", "0", "0"},
         {"batch_size", "8", "8"}, {"lr", "0.001", "0.001"}, {"lr", "1e-3", "0.001"},
         {"lr", ".5", "0.5"}, {"lr", "2.", "2"}, {"lr", "1E-2", "0.01"}, {"lr", "5e+0", "5"},
         {"gate_lower_bound", "-1.5", "-1.5"}, {"gate_lower_bound", "-0", "-0"},
+        {"eval_windows", "all", "all"}, {"eval_windows", "1", "1"}, {"eval_windows", "16", "16"},
     };
     dm_config c;
     char err[DM_ERRLEN], val[64];

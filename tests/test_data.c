@@ -178,10 +178,15 @@ TEST(data_prepare_files_dirs_gzip_mix) {
     t_expect(cmd, 2, "each needs at least 2", NULL, 0);
     snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out e3 --val-bytes 9 --val-fraction 0.1", d);
     t_expect(cmd, 2, "one of --val", NULL, 0);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out e5 --val-fraction 1", d);
+    t_expect(cmd, 2, "between 0 and 1 (both excluded), got '1'", NULL, 0);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt", d);
+    t_expect(cmd, 2, "error: prepare: missing --out DATA_DIR", NULL, 0);
     sh_in(d, "head -c 20000 " T_CORPUS " > trunc.gz");
     snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt trunc.gz --out e4", d);
     t_expect(cmd, 2, "truncated", NULL, 0);
-    sh_in(d, "test ! -e e1 && test ! -e e2 && test ! -e e4 && ! ls -d e4.partial-* 2>/dev/null");
+    sh_in(d, "test ! -e e1 && test ! -e e2 && test ! -e e4 && test ! -e e5 && "
+             "! ls -d e4.partial-* 2>/dev/null");
     /* the help tells what the flags do */
     CHECK(cli(d, "prepare --help", out, sizeof out) == 0 && strstr(out, "--val-fraction") &&
           strstr(out, "--shuffle-files") && strstr(out, "--binary") && strstr(out, "meta.json"));

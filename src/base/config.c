@@ -324,8 +324,10 @@ int dm_config_set(dm_config *c, const char *key, const char *value, char *err, s
     }
     default: {
         long long v;
-        if (k->type == K_WINDOWS && !strcmp(value, "all")) v = 0;
-        else if (dm_parse_int(value, (long long)k->lo, (long long)k->hi, &v)) goto bad;
+        if (k->type == K_WINDOWS && !strcmp(value, "all")) v = 0; /* "all" is stored as 0 */
+        else if (dm_parse_int(value, k->type == K_WINDOWS ? 1 : (long long)k->lo,
+                              (long long)k->hi, &v))
+            goto bad;
         if (k->type == K_INT) *(int *)p = (int)v;
         else *(long *)p = (long)v;
         return 0;

@@ -77,8 +77,14 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
             pa.val_bytes = v;
             splits++;
         } else if (!strcmp(a.name, "--val-fraction")) {
-            if (dm_cli_double("--val-fraction", a.value, 1e-12, 1 - 1e-12, &pa.val_fraction))
+            double f;
+            if (dm_parse_real(a.value, &f) || !(f > 0 && f < 1)) {
+                char pv[64];
+                fprintf(stderr, "error: --val-fraction expects a decimal number between 0 and 1 "
+                        "(both excluded), got '%s'\n", dm_printable(a.value, pv, sizeof pv));
                 return EXIT_USAGE;
+            }
+            pa.val_fraction = f;
             splits++;
         } else if (!strcmp(a.name, "--shuffle-files")) {
             if (dm_parse_u64(a.value, &pa.shuffle_seed)) {
@@ -101,7 +107,7 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     }
     if (r < 0) return EXIT_USAGE;
     if (!pa.n_srcs || !pa.out) {
-        fprintf(stderr, "dormouse prepare: %s (try `dormouse prepare --help`)\n",
+        fprintf(stderr, "error: prepare: %s (try `dormouse prepare --help`)\n",
                 pa.n_srcs ? "missing --out DATA_DIR" : "missing SRC (a file or directory)");
         return EXIT_USAGE;
     }
