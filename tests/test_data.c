@@ -565,14 +565,23 @@ TEST(ab_cells_match_corpus_by_bytes) {
     t_tmpdir(d, sizeof d);
     sh_in(d, "mkdir x y && zcat " T_CORPUS " | head -c 400000 > x/c.txt && cp x/c.txt y/c.txt"
              " && head -c 399999 x/c.txt > other.txt");
-#define AB_ARGS " --dir ab --set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
+#define AB_ARGS " --set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
     "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set eval_window=1024 " \
     "--set warmup_steps=1 --set threads=1 --steps 2 --seeds 1 --variant 'v: lr=0.002' --no-history"
-    CHECK(cli(d, "ab --data x/c.txt" AB_ARGS, out, sizeof out) == 0);
-    CHECK(cli(d, "ab --data y/c.txt" AB_ARGS, out, sizeof out) == 0);
+    CHECK(cli(d, "ab --data x/c.txt" AB_ARGS " --dir ab", out, sizeof out) == 0);
+    CHECK(cli(d, "ab --data y/c.txt" AB_ARGS " --dir ab", out, sizeof out) == 0);
     CHECK(strstr(out, "cached") != NULL);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " ab --data other.txt" AB_ARGS, d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " ab --data other.txt" AB_ARGS " --dir ab", d);
+    t_expect(cmd, 2, "another corpus", NULL, 0);
+    /* data directories of the same bytes: the same split is the same corpus, another
+     * split (other training bytes) is not */
+    CHECK(cli(d, "prepare x/c.txt --out p1 --val-bytes 2000 && cp -a p1 p1b && " DM_CLI
+              " prepare x/c.txt --out p2 --val-bytes 3000", out, sizeof out) == 0);
+    CHECK(cli(d, "ab --data p1" AB_ARGS " --dir ab2", out, sizeof out) == 0);
+    CHECK(cli(d, "ab --data p1b" AB_ARGS " --dir ab2", out, sizeof out) == 0 &&
+          strstr(out, "cached") != NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " ab --data p2" AB_ARGS " --dir ab2", d);
     t_expect(cmd, 2, "another corpus", NULL, 0);
 #undef AB_ARGS
     t_rmtree(d);
@@ -591,6 +600,42 @@ TEST(resume_other_corpus_quotes_file_sizes) {
     CHECKF(strstr(err, "b.txt (200000 bytes)") && strstr(err, "v.txt (5000 bytes)") &&
            strstr(err, "303076 bytes of corpus and a 1024-byte validation window") &&
            !strstr(err, "201024") && !strstr(err, "304100"), "%s", err);
+    t_rmtree(d);
+}
+
+/* The same bytes split elsewhere are another training set: a resume on a data directory
+ * of another --val-bytes, or on the corpus file with another eval_window, is refused with
+ * both counts; a copy of the run's own split resumes (and is recorded); a data_path of an
+ * older dormouse, without the training bytes, resumes and gets them recorded. */
+TEST(resume_other_split_refused) {
+    char d[256], out[16384], err[4096], cmd[4096];
+    t_tmpdir(d, sizeof d);
+    CHECK(cli(d, "prepare " T_CORPUS " --out a --val-bytes 20000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare " T_CORPUS " --out b --val-bytes 30000", out, sizeof out) == 0);
+    sh_in(d, "cp -a a a2");
+    CHECK(cli(d, "train --data a --out run " T_TINY " --set steps=4 --until 1", out,
+              sizeof out) == 0);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --resume run --data b --until 2", d);
+    t_expect(cmd, 2, "split into 4107850 training bytes where the run had 4117850", err,
+             sizeof err);
+    CHECK(cli(d, "train --resume run --data a2 --until 2", out, sizeof out) == 0);
+    char p[600], *dp;
+    snprintf(p, sizeof p, "%s/run/data_path", d);
+    CHECKF((dp = t_read_text(p)) && strstr(dp, "/a2\nbytes 4137850 crc32 ") &&
+           strstr(dp, " train 4117850\n"), "data_path: %s", dp ? dp : "none");
+    free(dp);
+    /* the corpus file: eval_window moves its split */
+    CHECK(cli(d, "train --data " T_CORPUS " --out f " T_TINY " --set steps=4 --until 1", out,
+              sizeof out) == 0);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --resume f --set eval_window=2048", d);
+    t_expect(cmd, 2, "split into 4135802 training bytes where the run had 4136826", NULL, 0);
+    /* an older dormouse's data_path: the identity without the split */
+    sh_in(d, "sed -i 's/ train [0-9]*$//' f/data_path && ! grep -q train f/data_path");
+    CHECK(cli(d, "train --resume f --until 2", out, sizeof out) == 0);
+    snprintf(p, sizeof p, "%s/f/data_path", d);
+    CHECKF((dp = t_read_text(p)) && strstr(dp, " train 4136826\n"), "data_path: %s",
+           dp ? dp : "none");
+    free(dp);
     t_rmtree(d);
 }
 

@@ -165,15 +165,16 @@ void dm_rundir_close(dm_rundir *r) {
 /* ---- the corpus of the run ---------------------------------------------------------- */
 
 int dm_rundir_write_data(const char *dir, const char *path, size_t bytes, uint32_t crc,
-                         char *err, size_t errlen) {
+                         size_t train, char *err, size_t errlen) {
     char p[4200], text[4400];
     snprintf(p, sizeof p, "%s/data_path", dir);
-    snprintf(text, sizeof text, "%s\nbytes %zu crc32 %08" PRIx32 "\n", path, bytes, crc);
+    snprintf(text, sizeof text, "%s\nbytes %zu crc32 %08" PRIx32 " train %zu\n", path, bytes,
+             crc, train);
     return dm_write_file_atomic(p, text, err, errlen);
 }
 
 int dm_rundir_read_data(const char *dir, char *path, size_t pathlen, size_t *bytes,
-                        uint32_t *crc, int *has_id, char *err, size_t errlen) {
+                        uint32_t *crc, size_t *train, int *has_id, char *err, size_t errlen) {
     char p[4200];
     snprintf(p, sizeof p, "%s/data_path", dir);
     char *text = dm_read_file(p, err, errlen);
@@ -182,10 +183,18 @@ int dm_rundir_read_data(const char *dir, char *path, size_t pathlen, size_t *byt
     if (nl) *nl = 0;
     snprintf(path, pathlen, "%s", text);
     *has_id = 0;
-    unsigned long long n;
+    *train = 0;
+    unsigned long long n, tr;
     unsigned int c;
     char tail;
-    if (nl && sscanf(nl + 1, "bytes %llu crc32 %8x%c", &n, &c, &tail) == 3 && tail == '\n') {
+    if (nl && sscanf(nl + 1, "bytes %llu crc32 %8x train %llu%c", &n, &c, &tr, &tail) == 4 &&
+        tail == '\n') {
+        *bytes = (size_t)n;
+        *crc = (uint32_t)c;
+        *train = (size_t)tr;
+        *has_id = 1;
+    } else if (nl && sscanf(nl + 1, "bytes %llu crc32 %8x%c", &n, &c, &tail) == 3 &&
+               tail == '\n') {
         *bytes = (size_t)n;
         *crc = (uint32_t)c;
         *has_id = 1;

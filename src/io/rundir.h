@@ -64,13 +64,15 @@ void dm_rundir_abandon(dm_rundir *r);
 /* Release the lock (when this struct took it) and free what it holds. */
 void dm_rundir_close(dm_rundir *r);
 
-/* data_path of run dir: write the corpus path and identity. 0 ok. */
+/* data_path of run dir: write the corpus path and identity (its size and CRC-32, and
+ * the training bytes of its split: the same bytes split elsewhere train otherwise).
+ * 0 ok. */
 int dm_rundir_write_data(const char *dir, const char *path, size_t bytes, uint32_t crc,
-                         char *err, size_t errlen);
+                         size_t train, char *err, size_t errlen);
 /* Read them back: path into path (pathlen bytes); *has_id = 0 when the file has no
- * identity line (a run of an older dormouse). 0 ok; 1 when data_path is missing or
- * unreadable (err). */
+ * identity line, *train = 0 when the line has no training bytes (runs of older
+ * dormice). 0 ok; 1 when data_path is missing or unreadable (err). */
 int dm_rundir_read_data(const char *dir, char *path, size_t pathlen, size_t *bytes,
-                        uint32_t *crc, int *has_id, char *err, size_t errlen);
+                        uint32_t *crc, size_t *train, int *has_id, char *err, size_t errlen);
 
 #endif

@@ -110,6 +110,8 @@ typedef struct {
                               bytes (its data_path's size and CRC-32), at any path */
     uint64_t data_bytes;   /* ... the size and CRC-32 a run records (io/data.h) */
     uint32_t data_crc;
+    uint64_t data_train;   /* a data directory's training bytes (its split); 0: a corpus
+                              file or directory, split by the config's eval_window */
     int steps;
     int warmup;            /* steps left out of the ms/step median */
     int n_arms;            /* arms[0] is the control */

@@ -91,17 +91,19 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
         c->status = DM_CELL_STALE;
         return;
     }
-    /* the corpus: the same bytes (size and CRC-32); by its path only when the sweep or the
-     * cell has no identity recorded (an older dormouse) */
+    /* the corpus: the same bytes (size and CRC-32), split the same way where both know it;
+     * by its path only when the sweep or the cell has no identity recorded (an older
+     * dormouse) */
     char dp[4096], e3[512];
-    size_t bytes;
+    size_t bytes, train;
     uint32_t crc;
     int has_id, same;
-    if (dm_rundir_read_data(dir, dp, sizeof dp, &bytes, &crc, &has_id, e3, sizeof e3)) {
+    if (dm_rundir_read_data(dir, dp, sizeof dp, &bytes, &crc, &train, &has_id, e3, sizeof e3)) {
         snprintf(dp, sizeof dp, "unknown");
         same = 0;
     } else if (has_id && s->has_id) {
-        same = bytes == s->data_bytes && crc == s->data_crc;
+        same = bytes == s->data_bytes && crc == s->data_crc &&
+               (!train || !s->data_train || train == s->data_train);
     } else {
         same = !strcmp(dp, s->data);
     }

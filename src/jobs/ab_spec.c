@@ -310,6 +310,7 @@ int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st) {
     s->has_id = 1;
     s->data_bytes = c.n;
     s->data_crc = dm_corpus_crc32(&c);
+    s->data_train = c.mapped ? c.train_n : 0;
     dm_corpus_free(&c);
     if (s->warmup >= s->steps)
         return dm_fail(st, DM_JOB_BAD_INPUT, "--warmup %d leaves no step of %d to time",

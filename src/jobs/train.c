@@ -186,15 +186,17 @@ static long ckpt_step_at(const char *dir, int k) {
     return sscanf(slash ? slash + 1 : p, "ckpt-%ld", &step) == 1 ? step : -1;
 }
 
-/* The corpus must be the one the run trained on: same size, same CRC-32 (a run of an
- * older dormouse, without them, gets them recorded now). The identity covers the
- * training bytes and the validation window; the message gives the files' own sizes. */
+/* The corpus must be the one the run trained on: same size, same CRC-32, split into the
+ * same training bytes (a run of an older dormouse, without them, gets them recorded now).
+ * The identity covers the training bytes and the validation window; the message gives
+ * the files' own sizes. */
 static int check_run_corpus(train_ctx *t) {
     char err[8192], path[4096], now[8400], was[256];
-    size_t n;
+    size_t n, train;
     uint32_t crc, have = dm_corpus_crc32(&t->corpus);
     int has_id;
-    if (dm_rundir_read_data(t->a->out, path, sizeof path, &n, &crc, &has_id, err, sizeof err))
+    if (dm_rundir_read_data(t->a->out, path, sizeof path, &n, &crc, &train, &has_id, err,
+                            sizeof err))
         has_id = 0;
     if (has_id && (n != t->corpus.n || crc != have)) {
         corpus_text(t, now, sizeof now);
@@ -207,13 +209,20 @@ static int check_run_corpus(train_ctx *t) {
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is not the one %s trained on (%s); resume "
                        "with that corpus", now, t->a->out, was);
     }
+    if (has_id && train && train != t->corpus.train_n) { /* the same bytes, split elsewhere */
+        corpus_text(t, now, sizeof now);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s holds the bytes %s trained on, split into "
+                       "%zu training bytes where the run had %zu (another split: prepare's "
+                       "--val-bytes or --val-fraction, or eval_window); resume with the run's "
+                       "split", now, t->a->out, t->corpus.train_n, train);
+    }
     if (!has_id)
         dm_job_note(t->io, "note: %s/data_path had no corpus size and CRC (a run of an older "
                     "dormouse); recording those of %s\n", t->a->out, t->data);
-    if (has_id && !strcmp(path, t->data)) return 0;
+    if (has_id && train && !strcmp(path, t->data)) return 0;
     char *abs = realpath(t->data, NULL);
-    int wr = dm_rundir_write_data(t->a->out, abs ? abs : t->data, t->corpus.n, have, err,
-                                  sizeof err);
+    int wr = dm_rundir_write_data(t->a->out, abs ? abs : t->data, t->corpus.n, have,
+                                  t->corpus.train_n, err, sizeof err);
     free(abs);
     return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
 }
@@ -260,10 +269,10 @@ static int run_config(train_ctx *t) {
     snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : "");
     snprintf(t->val, sizeof t->val, "%s", a->val ? a->val : "");
     if (!a->data && a->resume) {
-        size_t n;
+        size_t n, train;
         uint32_t crc;
         int has_id;
-        if (dm_rundir_read_data(a->out, t->data, sizeof t->data, &n, &crc, &has_id, err,
+        if (dm_rundir_read_data(a->out, t->data, sizeof t->data, &n, &crc, &train, &has_id, err,
                                 sizeof err))
             return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s (name the corpus with "
                            "--data)", err);
@@ -421,7 +430,8 @@ static int open_run(train_ctx *t) {
         /* absolute paths: eval finds them anywhere; the corpus with its size and CRC-32 */
         char *abs = realpath(t->data, NULL);
         int wr = dm_rundir_write_data(a->out, abs ? abs : t->data, t->corpus.n,
-                                      dm_corpus_crc32(&t->corpus), err, sizeof err);
+                                      dm_corpus_crc32(&t->corpus), t->corpus.train_n, err,
+                                      sizeof err);
         free(abs);
         if (!wr && t->val[0]) {
             abs = realpath(t->val, NULL);
