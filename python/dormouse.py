@@ -83,7 +83,8 @@ L2_EPS = 1e-6    # per-head L2 norm of q and k
 # the defaults of the C config (src/base/config.c), for keys a checkpoint may lack
 DEFAULTS = dict(d_model=256, n_layer=2, n_head=4, head_dim=64, gate_rank=64, conv_size=4,
                 mixer="kda", gate_lower_bound=0.0, tie_embeddings=False, seed=1,
-                batch_size=8, seq_len=512, eval_window=81920, precision="auto")
+                batch_size=8, seq_len=512, eval_window=81920, eval_windows=1, precision="auto")
+EVAL_WINDOW_SEED = 0x5EED0FE7A1  # the fixed seed of eval_windows=N (src/io/data.h)
 
 
 # ---- safetensors -------------------------------------------------------------------------
@@ -202,8 +203,11 @@ def resolve(path):
 # ---- corpora ------------------------------------------------------------------------------
 
 def read_corpus(path):
-    """The bytes of a corpus as dormouse reads it: a file (gzip or plain) or a directory (its
-    regular files not starting with '.', sorted by name, concatenated)."""
+    """The bytes of a corpus as dormouse reads it: a file (gzip or plain), a data directory
+    of `dormouse prepare` (train.bin then val.bin, read whole: validation_set maps val.bin)
+    or a directory (its regular files not starting with '.', sorted by name, concatenated)."""
+    if is_data_dir(path):
+        return b"".join(read_corpus(os.path.join(path, n)) for n in ("train.bin", "val.bin"))
     if os.path.isdir(path):
         names = sorted(n for n in os.listdir(os.fsencode(path)) if not n.startswith(b"."))
         files = [os.path.join(os.fsencode(path), n) for n in names]
@@ -211,6 +215,22 @@ def read_corpus(path):
     with open(path, "rb") as f:
         raw = f.read()
     return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def is_data_dir(path):
+    """A data directory of `dormouse prepare`: meta.json, train.bin and val.bin."""
+    return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, n))
+                                       for n in ("meta.json", "train.bin", "val.bin"))
+
+
+def validation_set(path, eval_window, whole=False):
+    """The validation set `dormouse eval` scores of a corpus path: a data directory's
+    val.bin (mapped, not read), all of a validation corpus (whole: the run's --val), else
+    the last eval_window bytes of the corpus."""
+    if is_data_dir(path):
+        return np.memmap(os.path.join(path, "val.bin"), dtype=np.uint8, mode="r")
+    data = read_corpus(path)
+    return data if whole else data[-eval_window:]
 
 
 # ---- the model ----------------------------------------------------------------------------
@@ -490,8 +510,9 @@ class Progress:
     """Progress of a long evaluation on stderr: a line redrawn on a terminal, else a line
     at every tenth."""
 
-    def __init__(self, total, what="eval"):
-        self.total, self.what, self.t0, self.shown = total, what, time.monotonic(), -1
+    def __init__(self, total, what="eval", unit="forwards"):
+        self.total, self.what, self.unit = total, what, unit
+        self.t0, self.shown = time.monotonic(), -1
         self.tty = sys.stderr.isatty()
 
     def __call__(self, done):
@@ -501,7 +522,7 @@ class Progress:
             return
         self.shown = tenth
         eta = el / done * (self.total - done) if done else float("nan")
-        line = (f"{self.what}: {done}/{self.total} forwards, {el:.0f} s, "
+        line = (f"{self.what}: {done}/{self.total} {self.unit}, {el:.0f} s, "
                 f"about {eta:.0f} s left")
         sys.stderr.write(("\r\033[K" + line) if self.tty else line + "\n")
         if self.tty and done == self.total:
@@ -517,7 +538,7 @@ def nats(model, window, seq_len=None, batch_size=None, progress=None, **kw):
     progress: called with the forwards done (a Progress, or None)."""
     T = seq_len or model.config["seq_len"]
     B = batch_size or model.config["batch_size"]
-    buf = torch.frombuffer(bytearray(window), dtype=torch.uint8).long()
+    buf = torch.frombuffer(bytearray(bytes(window)), dtype=torch.uint8).long()
     preds = len(window) - 1
     full, rest = divmod(preds, T)
     total = 0.0
@@ -550,6 +571,48 @@ def bpb(model, window, seq_len=None, batch_size=None, progress=None, **kw):
         raise ValueError("a window needs 2 bytes or more")
     return (nats(model, window, seq_len, batch_size, progress, **kw) / (len(window) - 1)
             / math.log(2))
+
+
+def eval_offsets(val_n, w, n, seed=EVAL_WINDOW_SEED):
+    """The offsets of eval_windows=n (dm_corpus_eval_offsets): the set cut into n equal
+    strata, one window of w bytes in each at an offset drawn with the fixed seed."""
+    stratum = val_n // n
+    if n < 1 or stratum < w:
+        raise ValueError(f"eval_windows={n}: {n} windows of {w} bytes need a validation set "
+                         f"of at least {n * w} bytes; it has {val_n}")
+    r = Rng(seed, 0xE7A1000000000000)
+    return [k * stratum + r.below(stratum - w + 1) for k in range(n)]
+
+
+def val_bpb(model, val, eval_window=None, eval_windows=None, progress=None, **kw):
+    """The validation BPB of the set val (validation_set) as dormouse's eval_windows asks
+    (dm_eval_val): 1 the last eval_window bytes; n >= 2 the windows of eval_offsets; "all"
+    consecutive windows, each starting at the last byte of the one before. Windows are
+    combined by their predictions. Returns (bpb, bytes scored). progress=True shows the
+    windows done on stderr (the forwards, for one window)."""
+    w = eval_window or model.config["eval_window"]
+    n = model.config["eval_windows"] if eval_windows is None else eval_windows
+    if n == 1:
+        return bpb(model, val[len(val) - w:], progress=progress, **kw), w
+    if n == "all":
+        starts, s = [], 0
+        while s + 1 < len(val):
+            starts.append((s, min(w, len(val) - s)))
+            s += starts[-1][1] - 1
+        scored = len(val)
+    else:
+        starts = [(o, w) for o in eval_offsets(len(val), w, n)]
+        scored = n * w
+    show = Progress(len(starts), "eval", "windows") if progress else None
+    total = preds = 0
+    for i, (o, ln) in enumerate(starts):
+        if show:
+            show(i)
+        total += nats(model, val[o:o + ln], **kw)
+        preds += ln - 1
+    if show:
+        show(len(starts))
+    return total / preds / math.log(2), scored
 
 
 # ---- recurrent inference and sampling -----------------------------------------------------
@@ -628,6 +691,14 @@ class Rng:
     def uniform(self):
         return (self.u64() >> 11) * 2.0 ** -53
 
+    def below(self, n):
+        """uniform in [0, n) without bias (dm_rng_below)"""
+        lim = M64 - M64 % n
+        while True:
+            x = self.u64()
+            if x < lim:
+                return x % n
+
 
 def f32(x):
     """x rounded to float32, as the C sampler receives its float arguments"""
@@ -697,8 +768,15 @@ def sample(model, prompt=b"", length=400, temperature=0.8, top_k=0, top_p=1.0, s
 def _sets(model, sets):
     for kv in sets or []:
         k, _, v = kv.partition("=")
-        if k not in ("eval_window", "seq_len", "batch_size"):
-            sys.exit(f"error: --set {kv}: only eval_window, seq_len, batch_size here")
+        if k not in ("eval_window", "eval_windows", "seq_len", "batch_size"):
+            sys.exit(f"error: --set {kv}: only eval_window, eval_windows, seq_len, batch_size "
+                     f"here")
+        if k == "eval_windows" and v == "all":
+            model.config[k] = v
+            continue
+        if not re.fullmatch(r"[0-9]+", v) or int(v) < 1:
+            sys.exit(f"error: --set {kv}: expected {'all or ' if k == 'eval_windows' else ''}"
+                     f"an integer >= 1")
         model.config[k] = int(v)
 
 
@@ -732,12 +810,21 @@ def main(argv=None):
         path = a.data or model.val_path or model.data_path
         if path is None:
             sys.exit("error: the checkpoint is not in a run directory: pass --data PATH")
-        data = read_corpus(path)
-        w = model.config["eval_window"]
-        if len(data) < w:
-            sys.exit(f"error: {path} has {len(data)} bytes, fewer than eval_window={w}")
-        print(f"val_bpb {bpb(model, data[-w:], progress=True):.6f} on the last {w} bytes of {path} "
-              f"(checkpoint step {model.step}; twin: {a.impl}, {model.precision})")
+        w, n = model.config["eval_window"], model.config["eval_windows"]
+        whole = not a.data and model.val_path is not None  # a run's --val: all of it
+        val = validation_set(path, w, whole)
+        if len(val) < w:
+            sys.exit(f"error: {path} has {len(val)} bytes, fewer than eval_window={w}")
+        if is_data_dir(path):
+            path = os.path.join(path, "val.bin")
+        try:
+            v, scored = val_bpb(model, val, progress=True)
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+        what = (f"the last {w} bytes" if n == 1 else f"all {scored} bytes (eval_windows=all)"
+                if n == "all" else f"{n} fixed windows of {w} bytes (eval_windows={n})")
+        print(f"val_bpb {v:.6f} on {what} of {path} ({scored} bytes scored; checkpoint step "
+              f"{model.step}; twin: {a.impl}, {model.precision})")
     else:
         out = sample(model, a.prompt.encode(), a.len, a.temperature, a.top_k, a.top_p, a.seed)
         sys.stdout.buffer.write(a.prompt.encode() + out + b"\n")

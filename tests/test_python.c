@@ -220,3 +220,56 @@ TEST(python_twin_as_the_readme_says) {
     CHECKF(strstr(out, "forwards, ") != NULL, "no progress from the twin's eval:\n%s", out);
     t_rmtree(d);
 }
+
+/* "val_bpb X ... (N bytes scored" of a command's output: X, and N into *scored */
+static double bpb_of(const char *out, long *scored) {
+    const char *p = strstr(out, "val_bpb "), *q = strstr(out, " bytes scored");
+    *scored = -1;
+    if (q) {
+        const char *b = q;
+        while (b > out && b[-1] >= '0' && b[-1] <= '9') b--;
+        *scored = strtol(b, NULL, 10);
+    }
+    return p ? strtod(p + 8, NULL) : NAN;
+}
+
+/* The twin scores the windows of eval_windows as `dormouse eval` does (the fixed offsets
+ * of dormouse's generator, all of val.bin, the run's own setting by default) on a
+ * prepared data directory, whose val.bin it maps. */
+TEST(python_twin_eval_windows_match) {
+    if (!have_torch()) {
+        t_skip("/usr/bin/python3 cannot import torch and numpy (Debian: python3-torch)");
+        return;
+    }
+    char d[256], run[512], cmd[4096], err[4096], outp[600];
+    static char out[1 << 16];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " prepare " CORPUS " --out %s/data --val-bytes 40000 && "
+             DM_CLI " train --data %s/data --out %s " TINY " --steps 3 --set eval_windows=3",
+             d, d, run);
+    CHECK(t_run(cmd, err, sizeof err) == 0);
+    const char *sets[4] = {"", "--set eval_windows=1", "--set eval_windows=5",
+                           "--set eval_windows=all"};
+    const long want[4] = {3 * 2048, 2048, 5 * 2048, 40000};
+    for (int i = 0; i < 4; i++) {
+        long sc, st;
+        snprintf(cmd, sizeof cmd, DM_CLI " eval %s %s", run, sets[i]);
+        CHECK(t_run_out(cmd, outp, out, sizeof out) == 0);
+        double c = bpb_of(out, &sc);
+        snprintf(cmd, sizeof cmd, PY " " DM_SOURCE_DIR "/python/dormouse.py eval %s %s", run,
+                 sets[i]);
+        int rc = t_run_out(cmd, outp, out, sizeof out);
+        double t = bpb_of(out, &st);
+        printf("  eval %-22s dormouse %.6f (%ld bytes), twin %.6f (%ld bytes)\n",
+               sets[i][0] ? sets[i] : "(the run's: 3)", c, sc, t, st);
+        CHECKF(rc == 0 && fabs(c - t) <= 1e-5 && sc == want[i] && st == want[i],
+               "eval %s: dormouse %.6f (%ld), twin %.6f (%ld)", sets[i], c, sc, t, st);
+    }
+    /* too many windows: refused by both */
+    snprintf(cmd, sizeof cmd, PY " " DM_SOURCE_DIR "/python/dormouse.py eval %s --set "
+             "eval_windows=30 2>&1 >/dev/null | grep -q 'need a validation set of at least'", run);
+    CHECK(t_run(cmd, NULL, 0) == 0);
+    t_rmtree(d);
+}
