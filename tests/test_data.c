@@ -431,7 +431,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
     if (!m) return;
     int B = 2, T = 64;
     size_t W = 1000, scored;
-    double all = dm_eval_val(m, &c, (long)W, 0, B, T, NULL, NULL, 0, &scored);
+    double all = dm_eval_val(m, &c, (long)W, 0, B, T, NULL, NULL, &scored);
     /* the windows: [0,1000) [999,1999) [1998,2998) [2997,3500), weighted by predictions */
     double num = 0, den = 0;
     for (size_t s = 0; s + 1 < c.val_n;) {
@@ -448,7 +448,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
     CHECKF(fabs(all - num / den) <= 1e-12 * fabs(all), "all %.15g vs windows %.15g", all,
            num / den);
     /* one window: the last eval_window bytes, as dm_eval_bpb scores them */
-    double one = dm_eval_val(m, &c, (long)W, 1, B, T, NULL, NULL, 0, &scored);
+    double one = dm_eval_val(m, &c, (long)W, 1, B, T, NULL, NULL, &scored);
     CHECK(scored == W && one == dm_eval_bpb(m, c.val + 2500, W, B, T, NULL));
     dm_model_free(m);
     dm_corpus_free(&c);
@@ -476,11 +476,11 @@ TEST(data_eval_stops_between_windows) {
     volatile sig_atomic_t stop = SIGINT;
     dm_job_io io = {NULL, NULL, &stop, NULL};
     size_t scored = 1;
-    CHECK(isnan(dm_eval_val(m, &c, 1000, 0, 2, 64, NULL, &io, 1, &scored)) && scored == 1000);
-    CHECK(isnan(dm_eval_val(m, &c, 1000, 8, 2, 64, NULL, &io, 1, &scored)) && scored == 1000 &&
+    CHECK(isnan(dm_eval_val(m, &c, 1000, 0, 2, 64, NULL, &io, &scored)) && scored == 1000);
+    CHECK(isnan(dm_eval_val(m, &c, 1000, 8, 2, 64, NULL, &io, &scored)) && scored == 1000 &&
           stop == SIGINT);
     stop = 0; /* not asked: every window */
-    CHECK(isfinite(dm_eval_val(m, &c, 1000, 8, 2, 64, NULL, &io, 1, &scored)) &&
+    CHECK(isfinite(dm_eval_val(m, &c, 1000, 8, 2, 64, NULL, &io, &scored)) &&
           scored == 8000);
     dm_model_free(m);
     dm_corpus_free(&c);

@@ -108,7 +108,7 @@ static int stop_asked(const dm_job_io *io, dm_comm *comm) {
 }
 
 double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
-                   dm_comm *comm, const dm_job_io *io, int report, size_t *scored) {
+                   dm_comm *comm, const dm_job_io *io, size_t *scored) {
     size_t W = (size_t)w;
     *scored = 0;
     if (windows == 1) { /* the fixed window: the last eval_window bytes */
@@ -119,7 +119,7 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
     }
     double nats = 0;
     size_t preds = 0;
-    eval_progress pr = {report ? io : NULL, dm_now(), 0,
+    eval_progress pr = {io, dm_now(), 0,
                         windows == 0 ? c->val_n : W * (size_t)windows};
     if (windows == 0) { /* all: windows of W bytes, each sharing its first byte with the
                            last of the one before, so every byte but the first is predicted */
@@ -235,7 +235,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         size_t scored;
         char what[256];
         double bpb = dm_eval_val(m, &c, cfg.eval_window, cfg.eval_windows, cfg.batch_size,
-                                 cfg.seq_len, a->comm, io, 1, &scored);
+                                 cfg.seq_len, a->comm, io, &scored);
         dm_eval_what(&cfg, cfg.eval_windows == 0 ? c.val_n : scored, what, sizeof what);
         if (dm_comm_error(a->comm)[0]) dm_fail(&st, DM_JOB_FAILED, "%s", dm_comm_error(a->comm));
         else if (isnan(bpb) && dm_job_stopped(io))

@@ -30,10 +30,11 @@ double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm
  * several windows combined by their predictions: the summed nats over the summed
  * predictions, in bits. *scored: the bytes scored. NAN as dm_eval_bpb, and when a stop
  * is asked for (io->stop, on any rank: every rank then stops at the same window and
- * carries it in io->stop) between windows (*scored: the bytes scored before it). With report, a long one's progress goes to io
- * as DM_EV_PROGRESS lines. io may be NULL. */
+ * carries it in io->stop) between windows (*scored: the bytes scored before it). A long
+ * evaluation of several windows sends its progress to io as DM_EV_PROGRESS lines (rank
+ * 0's are printed). io may be NULL. */
 double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
-                   dm_comm *comm, const dm_job_io *io, int report, size_t *scored);
+                   dm_comm *comm, const dm_job_io *io, size_t *scored);
 /* 0 when the validation set holds `windows` windows of w bytes (see dm_eval_val), else a
  * one-line err. */
 int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t errlen);

@@ -568,7 +568,7 @@ static int fit_budget(train_ctx *t, long done, int early) {
         double te = now;
         size_t scored;
         double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                                 c->batch_size, c->seq_len, t->comm, t->io, 0, &scored);
+                                 c->batch_size, c->seq_len, t->comm, t->io, &scored);
         now = clock_of(t);
         t->eval_s = now - te;
         if (isnan(bpb) && dm_job_stopped(t->io)) /* cut short by a stop: its time says nothing */
@@ -869,7 +869,7 @@ static int log_eval(train_ctx *t, long done) {
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
         size_t scored;
         double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                                 c->batch_size, c->seq_len, t->comm, t->io, 0, &scored);
+                                 c->batch_size, c->seq_len, t->comm, t->io, &scored);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
         t->eval_s = clock_of(t) - tc;
