@@ -239,6 +239,7 @@ struct dm_ckpt {
     dm_st_file *model, *optim;
     dm_config cfg;
     long step;
+    int unverified; /* a file without checksums (an older dormouse's): read unchecked */
     char name[4200];
 };
 
@@ -251,6 +252,7 @@ void dm_ckpt_close(dm_ckpt *c) {
 
 const dm_config *dm_ckpt_config(const dm_ckpt *c) { return &c->cfg; }
 long dm_ckpt_step(const dm_ckpt *c) { return c->step; }
+int dm_ckpt_unverified(const dm_ckpt *c) { return c->unverified; }
 
 /* format and step of a checkpoint file's metadata; 0 ok */
 static int check_meta(const dm_st_file *f, const char *name, long *step, char *err,
@@ -270,11 +272,6 @@ static int check_meta(const dm_st_file *f, const char *name, long *step, char *e
         return 1;
     }
     *step = (long)s;
-    if (!dm_st_checksummed(f)) { /* the reader checked them when there were any */
-        snprintf(err, errlen, "%s has no checksums of its tensors (a damaged checkpoint, or one "
-                 "written before dormouse kept them)", name);
-        return 1;
-    }
     return 0;
 }
 
@@ -291,6 +288,8 @@ dm_ckpt *dm_ckpt_from_files(dm_st_file *model, dm_st_file *optim, const char *na
     c->optim = optim;
     snprintf(c->name, sizeof c->name, "%s", name);
     if (check_meta(model, name, &c->step, err, errlen)) goto fail;
+    /* the reader checked the checksums when there were any (all of them, or it refused) */
+    c->unverified = !dm_st_checksummed(model) || (optim && !dm_st_checksummed(optim));
     const char *js = dm_st_meta(model, "config");
     char e2[DM_ERRLEN];
     dm_config_default(&c->cfg);

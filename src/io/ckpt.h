@@ -56,6 +56,9 @@ dm_ckpt *dm_ckpt_from_files(struct dm_st_file *model, struct dm_st_file *optim,
                             const char *name, char *err, size_t errlen);
 const dm_config *dm_ckpt_config(const dm_ckpt *c);
 long dm_ckpt_step(const dm_ckpt *c);
+/* 1 when a file of it carries no checksums (written before dormouse kept them): read
+ * without that check. A file with any checksum must have them all, matching. */
+int dm_ckpt_unverified(const dm_ckpt *c);
 void dm_ckpt_close(dm_ckpt *c);
 
 enum { DM_CKPT_OK = 0, DM_CKPT_DAMAGED = 1, DM_CKPT_MISMATCH = 2 };

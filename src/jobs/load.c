@@ -52,6 +52,13 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
             dm_ckpt_close(c); /* the caller named it when it asked for a fallback */
             continue;
         }
+        if (c && dm_ckpt_unverified(c)) {
+            size_t used = strlen(it->notes);
+            if (used < sizeof it->notes)
+                snprintf(it->notes + used, sizeof it->notes - used, "note: %.2000s has no "
+                         "checksums (an older dormouse wrote it): read without that check; "
+                         "the checkpoints saved from now on carry them\n", it->model_path);
+        }
         if (c) return c;
         dm_ckpt_skip(it, err);
     }
