@@ -576,8 +576,8 @@ def bpb(model, window, seq_len=None, batch_size=None, progress=None, **kw):
 def eval_offsets(val_n, w, n, seed=EVAL_WINDOW_SEED):
     """The offsets of eval_windows=n (dm_corpus_eval_offsets): the set cut into n equal
     strata, one window of w bytes in each at an offset drawn with the fixed seed."""
-    stratum = val_n // n
-    if n < 1 or stratum < w:
+    stratum = val_n // n if n >= 1 else 0
+    if stratum < w:
         raise ValueError(f"eval_windows={n}: {n} windows of {w} bytes need a validation set "
                          f"of at least {n * w} bytes; it has {val_n}")
     r = Rng(seed, 0xE7A1000000000000)
