@@ -255,11 +255,10 @@ static int run_reps(bench_ctx *b) {
             if (arm_step(b, &A[(r + j) % 2], r)) return b->st->code;
         dm_probe_tick(&probe);
         /* every rank stops at the same rep, as the one that got the signal */
-        int code = 0, stop = dm_job_stopped(b->io) ? (int)*b->io->stop : 0;
+        int code = 0, failed;
         char msg[1024];
-        if (dm_comm_agree(b->a->comm, &code, msg, sizeof msg, &stop))
-            return dm_fail(b->st, DM_JOB_FAILED, "%s", msg);
-        if (stop && !*b->io->stop) *b->io->stop = stop;
+        int stop = dm_job_agree(b->io, b->a->comm, &code, msg, sizeof msg, &failed);
+        if (failed) return dm_fail(b->st, DM_JOB_FAILED, "%s", msg);
         if (stop && r + 1 < reps)
             return dm_fail(b->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d reps; "
                            "nothing reported", r + 1, reps);

@@ -100,11 +100,10 @@ static void progress(eval_progress *p, size_t done) {
 /* Between windows: 1 when a stop was asked for on any rank (then set on every one, as
  * the job's agreement does) or the exchange failed (dm_comm_error says so). */
 static int stop_asked(const dm_job_io *io, dm_comm *comm) {
-    int code = 0, stop = dm_job_stopped(io) ? (int)*io->stop : 0;
+    int code = 0, failed;
     char msg[64] = "";
-    if (dm_comm_size(comm) > 1 && dm_comm_agree(comm, &code, msg, sizeof msg, &stop)) return 1;
-    if (stop && io && io->stop && !*io->stop) *io->stop = stop;
-    return stop != 0;
+    int stop = dm_job_agree(io, comm, &code, msg, sizeof msg, &failed);
+    return failed || stop != 0;
 }
 
 double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
@@ -223,10 +222,9 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
     if (m && !st.code && dm_eval_check(&c, cfg.eval_window, cfg.eval_windows, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
-    int code = st.code, stop = dm_job_stopped(io) ? (int)*io->stop : 0;
-    dm_comm_agree(a->comm, &code, st.msg, sizeof st.msg, &stop);
+    int code = st.code, failed;
+    int stop = dm_job_agree(io, a->comm, &code, st.msg, sizeof st.msg, &failed);
     st.code = code;
-    if (stop && io && io->stop && !*io->stop) *io->stop = stop; /* as the rank signalled */
     if (!st.code && stop) /* asked to stop while loading: do not start the window */
         dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {

@@ -26,6 +26,14 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...) {
 
 int dm_job_stopped(const dm_job_io *io) { return io && io->stop && *io->stop; }
 
+int dm_job_agree(const dm_job_io *io, dm_comm *comm, int *code, char *msg, size_t n,
+                 int *failed) {
+    int stop = dm_job_stopped(io) ? (int)*io->stop : 0;
+    *failed = dm_comm_agree(comm, code, msg, n, &stop);
+    if (stop && io && io->stop && !*io->stop) *io->stop = stop;
+    return stop;
+}
+
 const char *dm_job_prog(const dm_job_io *io, char *buf, size_t n) {
     return dm_shell_quote(io && io->prog && io->prog[0] ? io->prog : "dormouse", buf, n);
 }

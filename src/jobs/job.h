@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/comm.h"
 #include "base/text.h" /* dm_shell_quote */
 #include "dormouse.h"
 
@@ -79,6 +80,12 @@ dm_job_code dm_fail(dm_status *st, dm_job_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* 1 when a stop was asked for. io may be NULL. */
 int dm_job_stopped(const dm_job_io *io);
+/* The ranks' agreement at a point every rank reaches (dm_comm_agree: *code and msg, n
+ * bytes, as there), with this process's stop request from io; afterwards io->stop holds
+ * the largest request of any rank, so every rank exits as the signalled one. Returns
+ * that request (0: none); 1 from dm_comm_agree (the exchange failed) into *failed. */
+int dm_job_agree(const dm_job_io *io, dm_comm *comm, int *code, char *msg, size_t n,
+                 int *failed);
 /* The program name for printed commands: io->prog, else "dormouse"; shell-quoted. */
 const char *dm_job_prog(const dm_job_io *io, char *buf, size_t n);
 

@@ -3,6 +3,7 @@
 #include "jobs/load.h"
 
 #include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,6 +34,17 @@ static int in_list(const char *const *list, const char *key) {
     return 0;
 }
 
+/* a line for dm_ckpt_loaded to warn with (cut when the notes are full) */
+__attribute__((format(printf, 2, 3))) static void add_note(dm_ckpt_iter *it, const char *fmt,
+                                                           ...) {
+    size_t used = strlen(it->notes);
+    if (used + 1 >= sizeof it->notes) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->notes + used, sizeof it->notes - used, fmt, ap);
+    va_end(ap);
+}
+
 dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
     char err[4096];
     for (;;) {
@@ -52,13 +64,10 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
             dm_ckpt_close(c); /* the caller named it when it asked for a fallback */
             continue;
         }
-        if (c && dm_ckpt_unverified(c)) {
-            size_t used = strlen(it->notes);
-            if (used < sizeof it->notes)
-                snprintf(it->notes + used, sizeof it->notes - used, "note: %.2000s has no "
-                         "checksums (an older dormouse wrote it): read without that check; "
-                         "the checkpoints saved from now on carry them\n", it->model_path);
-        }
+        if (c && dm_ckpt_unverified(c))
+            add_note(it, "note: %.2000s has no checksums (an older dormouse wrote it): read "
+                     "without that check; the checkpoints saved from now on carry them\n",
+                     it->model_path);
         if (c) return c;
         dm_ckpt_skip(it, err);
     }
@@ -66,10 +75,7 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
 
 void dm_ckpt_skip(dm_ckpt_iter *it, const char *why) {
     if (it->skipped++ == 0) snprintf(it->first, sizeof it->first, "%.2000s", why);
-    size_t used = strlen(it->notes);
-    if (used < sizeof it->notes)
-        snprintf(it->notes + used, sizeof it->notes - used,
-                 "note: skipping a checkpoint that does not load: %.2000s\n", why);
+    add_note(it, "note: skipping a checkpoint that does not load: %.2000s\n", why);
 }
 
 void dm_ckpt_loaded(dm_ckpt_iter *it, const dm_job_io *io) {

@@ -291,11 +291,9 @@ static int run_config(train_ctx *t) {
  * (the signal that asked, which every rank then carries in io->stop: they all exit as
  * the one that was signalled); one process: its own. Returns the status code. */
 static int agree(train_ctx *t) {
-    int code = (int)t->st->code, stop = dm_job_stopped(t->io) ? (int)*t->io->stop : 0;
-    dm_comm_agree(t->comm, &code, t->st->msg, sizeof t->st->msg, &stop);
+    int code = (int)t->st->code, failed;
+    t->stop = dm_job_agree(t->io, t->comm, &code, t->st->msg, sizeof t->st->msg, &failed) != 0;
     t->st->code = (dm_job_code)code;
-    t->stop = stop != 0;
-    if (stop && t->io && t->io->stop && !*t->io->stop) *t->io->stop = stop;
     return code;
 }
 
