@@ -150,8 +150,14 @@ int dm_config_mlp_hidden(const dm_config *c);
 /* ------------------------------------------------------------------------------------ */
 
 /* Use n threads (0 = all cores) for OpenMP regions; OpenBLAS keeps one of its own (each
- * GEMM tile runs on one thread). Returns the number in use. */
+ * GEMM tile runs on one thread). Every thread of the pool flushes denormal floats to zero
+ * (x86 FTZ and DAZ): a trained model's decays reach them, and they cost the CPU ~100x an
+ * ordinary operation. Returns the number in use. */
 int dm_set_threads(int n);
+/* 1 when the calling thread and every thread of a region of the current size flush
+ * denormals to zero; 0 where they do not (DM_CPU_KEEP_DENORMALS=1 in the environment, or
+ * a CPU that is neither x86 nor Arm). */
+int dm_denormals_flushed(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* Model                                                                                 */
