@@ -15,12 +15,11 @@
 #include <stdio.h>
 
 #include "jobs/eval.h"
-#include "jobs/train_ctx.h"
+#include "jobs/train_budget.h"
+#include "jobs/train_ranks.h"
+#include "jobs/train_report.h"
+#include "jobs/train_rundir.h"
 #include "ops/ops.h" /* DM_VERIFY_BOUND */
-
-double train_clock(const train_ctx *t) {
-    return t->a->clock ? t->a->clock(t->a->clock_ctx) : dm_now();
-}
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 

@@ -4,7 +4,8 @@
 #include <math.h>
 
 #include "jobs/eval.h"
-#include "jobs/train_ctx.h"
+#include "jobs/train_budget.h"
+#include "jobs/train_ranks.h"
 
 /* time_budget on a fresh run: the steps of the warmup (at most DM_BUDGET_MEASURE of them;
  * up to --until when that comes first) train as any run's, their times are measured, and
@@ -104,7 +105,7 @@ static int fit_budget(train_ctx *t, long done, int early) {
         dm_job_note(t->io, "note: the budget holds %d steps, fewer than warmup_steps=%d: the "
                     "learning rate never reaches its peak (a longer budget trains better)\n",
                     c->steps, c->warmup_steps);
-    return train_record_steps(t);
+    return train_write_config(t);
 }
 
 /* After each step's log line (every rank): its time (the clock since the last step's end,
@@ -141,7 +142,7 @@ int train_budget_tick(train_ctx *t, long done) {
                 "steps=%d instead of %d, the last %ld a cooldown (schedule_steps=%d; recorded "
                 "in config.json)\n", bud, 1e3 * mean_of(t->bud.recent, 0, n), n, c->steps, was,
                 (long)c->steps - dm_lr_cooldown_start(c->steps), c->schedule_steps);
-    return train_record_steps(t);
+    return train_write_config(t);
 }
 
 void train_budget_exclude(train_ctx *t, double seconds) { t->bud.excluded += seconds; }

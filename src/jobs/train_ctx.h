@@ -1,11 +1,12 @@
-/* train_ctx.h — the rooms of the training job (jobs/train.h) and the context they share.
+/* train_ctx.h — the context the rooms of the training job (jobs/train.h) share, and the
+ * few helpers they all use (train_ctx.c). The rooms, each calling only those below it:
  *
  *   train.c         the job: set-up, the step loop, one step, a fallback's second run
- *   train_rundir.c  the run directory: the config, the lock, resume, the checkpoints
- *   train_ranks.c   the ranks under mpirun: agreement, the config and state sent out
- *   train_budget.c  time_budget: the steps fixed from the measured rate, a slowed run cut
- *   train_report.c  what the run tells: the set-up notes, metrics.jsonl, the step events
+ *   train_rundir.h  the run directory: the config, the lock, resume, the checkpoints
+ *   train_report.h  what the run tells: the set-up notes, metrics.jsonl, the step events
  *                   and the evaluations on their cadence, the summary
+ *   train_budget.h  time_budget: the steps fixed from the measured rate, a slowed run cut
+ *   train_ranks.h   the ranks under mpirun: agreement, the config and state sent out
  *
  * Each room keeps its own state in one member of train_ctx; the rest of the context is
  * the run itself (config, corpus, model, optimizer, the step's numbers). Every function
@@ -108,67 +109,16 @@ typedef struct {
     train_report_state rep;
 } train_ctx;
 
-/* train.c: now on the job's clock: the args' (a test's) or the monotonic one */
+/* now on the job's clock: the args' (a test's) or the monotonic one */
 double train_clock(const train_ctx *t);
-
-/* train_rundir.c */
-/* Rank 0: the config (defaults or the run's config.json, then the file, then the sets),
- * checked; and the corpus paths: --data, else the run's data_path, else the bundled one. */
-int train_config(train_ctx *t);
-/* Rank 0, once every rank is set up: the run directory (a fresh run's files, or the
- * resumed run's newest checkpoint that loads) and metrics.jsonl opened. */
-int train_open_run(train_ctx *t);
-/* config.json after the budget changed steps (rank 0; the others: 0) */
-int train_record_steps(train_ctx *t);
-/* The checkpoint after `done` steps when one is due; 1 when the run stops here (the
- * status set when not OK), else 0. */
-int train_checkpoint(train_ctx *t, long done);
-/* What a failure keeps, for its message. */
+/* What a failure keeps (the newest checkpoint, or the directory as it was), for its
+ * message. */
 const char *train_kept(const train_ctx *t, char *buf, size_t n);
 /* dir/name <- text, atomically */
 int train_write_file(const char *dir, const char *name, const char *text, char *err,
                      size_t errlen);
-/* The run directory unlocked; left as it was found when the command failed before it
- * saved a checkpoint. */
-void train_close_run(train_ctx *t);
-
-/* train_ranks.c */
-/* The status of every rank agreed (the first failing rank's) and a stop asked of any
- * (ranks.stop); one process: its own. Returns the status code. */
-int train_agree(train_ctx *t);
-/* A failed exchange between ranks as the status (0 when none failed). */
-int train_comm_failed(train_ctx *t);
-/* rank 0's value of *v on every rank */
-int train_from_rank0(train_ctx *t, long *v);
-/* Rank 0's config to every rank, and its corpus paths unless --data / --val name them. */
-int train_share_config(train_ctx *t);
-/* Every rank's corpus against rank 0's (size and CRC-32). */
-int train_check_corpus(train_ctx *t);
-/* Rank 0's step count, parameters and optimizer state to every rank. */
-int train_share_state(train_ctx *t);
-
-/* train_budget.c */
-/* A fresh run with a time_budget: `steps` unfixed until the measured steps are done. */
-void train_budget_begin(train_ctx *t);
-/* Time that is not a step's (an evaluation, a checkpoint): left out of the step rate. */
-void train_budget_exclude(train_ctx *t, double seconds);
-/* An evaluation took `seconds`: left out of the step rate, and the cost of the next ones. */
-void train_budget_evaluated(train_ctx *t, double seconds);
-/* After each step (every rank): its time; with a budget, the steps fixed or cut. */
-int train_budget_tick(train_ctx *t, long done);
-
-/* train_report.c */
-/* The notes of the set-up, the atlas, the clocks (every rank, after the state is shared). */
-void train_report_start(train_ctx *t);
-/* metrics.jsonl opened for appending (rank 0). */
-int train_metrics_open(train_ctx *t);
-/* Before a checkpoint (rank 0): every metrics line written, else the run stops `when`. */
-int train_metrics_flush(train_ctx *t, const char *when);
-/* After `done` steps: the validation BPB on its cadence, the metrics line, the step event. */
-int train_log_eval(train_ctx *t, long done);
-/* The counters, the atlas and, for a run that reached its steps, the summary. */
-void train_finish(train_ctx *t);
-/* metrics.jsonl closed (the status set when its last lines are lost), the atlas freed. */
-void train_report_close(train_ctx *t);
+/* config.json of the run: rank 0 writes it (after set-up, and when the budget changed
+ * steps); the others return 0. */
+int train_write_config(train_ctx *t);
 
 #endif

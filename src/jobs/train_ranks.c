@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "jobs/train_ctx.h"
+#include "jobs/train_ranks.h"
 #include "model/host.h"
 #include "ops/backend.h"
 

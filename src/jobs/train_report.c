@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "jobs/eval.h"
-#include "jobs/train_ctx.h"
+#include "jobs/train_budget.h"
+#include "jobs/train_ranks.h"
+#include "jobs/train_report.h"
 #include "model/host.h"
 #include "model/model.h" /* the precision record */
 #include "ops/backend.h"

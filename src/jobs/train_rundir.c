@@ -14,15 +14,10 @@
 #include "io/files.h"
 #include "io/metrics.h" /* a resumed run's wall time so far */
 #include "jobs/load.h"
-#include "jobs/train_ctx.h"
-
-/* dir/name <- text, atomically */
-int train_write_file(const char *dir, const char *name, const char *text, char *err,
-                     size_t errlen) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return dm_write_file_atomic(path, text, err, errlen);
-}
+#include "jobs/train_budget.h"
+#include "jobs/train_ranks.h"
+#include "jobs/train_report.h"
+#include "jobs/train_rundir.h"
 
 /* Keep the lines of metrics.jsonl whose step is <= last (a resumed run continues it). */
 static int trim_metrics(const char *dir, long last, char *err, size_t errlen) {
@@ -59,15 +54,6 @@ static int lock_run(train_ctx *t, int create) {
     if (rc == DM_RUNDIR_OK) t->run.rd_open = 1;
     return rc == DM_RUNDIR_OK ? 0
          : dm_fail(t->st, rc == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED, "%s", err);
-}
-
-/* What a failure keeps, for its message. */
-const char *train_kept(const train_ctx *t, char *buf, size_t n) {
-    if (t->run.last_ckpt >= 0)
-        snprintf(buf, n, "the checkpoint of step %ld in %s is kept", t->run.last_ckpt, t->a->out);
-    else
-        snprintf(buf, n, "no checkpoint was saved, so %s is left as it was", t->a->out);
-    return buf;
 }
 
 /* The corpus as the user knows it, with its files' real sizes: "the corpus PATH (N
@@ -283,15 +269,6 @@ static int fresh_files(train_ctx *t) {
     return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
 }
 
-/* config.json of the run (rank 0) */
-static int write_config(train_ctx *t) {
-    char err[8192];
-    char *cj = dm_config_to_json(&t->cfg);
-    int wr = train_write_file(t->a->out, "config.json", cj, err, sizeof err);
-    free(cj);
-    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
-}
-
 /* The run directory: a fresh run's files, or the resumed run's newest checkpoint that
  * loads and its metrics trimmed to it; then config.json. What is written is undone if the
  * command fails before it saves a checkpoint (dm_rundir_remember). */
@@ -301,16 +278,12 @@ static int open_run(train_ctx *t) {
     if (dm_rundir_remember(&t->run.rd, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (t->a->resume ? resume_run(t) : fresh_files(t)) return t->st->code;
-    return write_config(t);
+    return train_write_config(t);
 }
 
 int train_open_run(train_ctx *t) {
     if (t->ranks.rank != 0 || open_run(t)) return t->st->code;
     return train_metrics_open(t);
-}
-
-int train_record_steps(train_ctx *t) {
-    return t->ranks.rank == 0 ? write_config(t) : 0;
 }
 
 void train_close_run(train_ctx *t) {
