@@ -4,6 +4,7 @@
 
 #include "jobs/bench.h"
 #include "cli/cli.h"
+#include "cli/commands.h"
 
 static const char *HELP =
     "usage: dormouse bench [--data PATH] [--set key=value]... [--baseline key=value]...\n"

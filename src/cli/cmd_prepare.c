@@ -4,6 +4,7 @@
 
 #include "base/num.h"
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "jobs/prepare.h"
 
 static const char *HELP =

@@ -1,0 +1,370 @@
+/* train_rundir.c — the run directory of a training run (rank 0 alone touches it): the
+ * config of the run (a resumed run's from its config.json), the lock, a fresh run's files
+ * or a resume from the newest checkpoint that loads (on probation: docs/robustness.md),
+ * and the checkpoints on their cadence. Nothing is written before the inputs are good, and
+ * what is written is undone if the command fails before it saves a checkpoint. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/ckpt.h"
+#include "io/files.h"
+#include "io/metrics.h" /* a resumed run's wall time so far */
+#include "jobs/load.h"
+#include "jobs/train_budget.h"
+#include "jobs/train_ranks.h"
+#include "jobs/train_report.h"
+#include "jobs/train_rundir.h"
+
+/* Keep the lines of metrics.jsonl whose step is <= last (a resumed run continues it). */
+static int trim_metrics(const char *dir, long last, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t cap = 1 << 16, len = 0;
+    char *keep = malloc(cap), line[8192];
+    keep[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        cJSON *s = o ? cJSON_GetObjectItemCaseSensitive(o, "step") : NULL;
+        int ok = cJSON_IsNumber(s) && s->valuedouble <= (double)last;
+        cJSON_Delete(o);
+        if (!ok) continue;
+        size_t l = strlen(line);
+        if (len + l + 1 > cap) keep = realloc(keep, cap = 2 * (len + l + 1));
+        memcpy(keep + len, line, l + 1);
+        len += l;
+    }
+    fclose(f);
+    int rc = train_write_file(dir, "metrics.jsonl", keep, err, errlen);
+    free(keep);
+    return rc;
+}
+
+/* ---- the run directory -------------------------------------------------------------- */
+
+/* Create (a fresh run) and lock the run directory: a second writer is refused. */
+static int lock_run(train_ctx *t, int create) {
+    char err[8192];
+    int rc = dm_rundir_open(&t->run.rd, t->a->out, create, t->a->locked, err, sizeof err);
+    if (rc == DM_RUNDIR_OK) t->run.rd_open = 1;
+    return rc == DM_RUNDIR_OK ? 0
+         : dm_fail(t->st, rc == DM_RUNDIR_BUSY ? DM_JOB_BAD_INPUT : DM_JOB_FAILED, "%s", err);
+}
+
+/* The corpus as the user knows it, with its files' real sizes: "the corpus PATH (N
+ * bytes)", with --val "... and the validation corpus VAL (M bytes)". */
+static void corpus_text(const train_ctx *t, char *buf, size_t n) {
+    const dm_corpus *c = &t->corpus;
+    if (c->val_bytes)
+        snprintf(buf, n, "the corpus %s (%zu bytes) with the validation corpus %s (%zu bytes)",
+                 t->data, c->train_n, t->val, c->val_n);
+    else
+        snprintf(buf, n, "the corpus %s (%zu bytes)", t->data, c->n);
+}
+
+/* The step of the k-th checkpoint of a run directory, newest first; -1 when none. */
+static long ckpt_step_at(const char *dir, int k) {
+    char p[4200], err[256];
+    long step = -1;
+    if (dm_ckpt_candidate(dir, k, p, sizeof p, err, sizeof err)) return -1;
+    char *slash = strrchr(p, '/');
+    if (!slash) return -1;
+    *slash = 0; /* RUN/ckpt-NNNNNNNN */
+    slash = strrchr(p, '/');
+    return sscanf(slash ? slash + 1 : p, "ckpt-%ld", &step) == 1 ? step : -1;
+}
+
+/* The corpus must be the one the run trained on: same size, same CRC-32, split into the
+ * same training bytes (a run of an older dormouse, without them, gets them recorded now).
+ * The identity covers the training bytes and the validation window; the message gives
+ * the files' own sizes. */
+static int check_run_corpus(train_ctx *t) {
+    char err[8192], path[4096], now[8400], was[256];
+    size_t n, train;
+    uint32_t crc, have = dm_corpus_crc32(&t->corpus);
+    int has_id;
+    if (dm_rundir_read_data(t->a->out, path, sizeof path, &n, &crc, &train, &has_id, err,
+                            sizeof err))
+        has_id = 0;
+    if (has_id && (n != t->corpus.n || crc != have)) {
+        corpus_text(t, now, sizeof now);
+        long w = t->cfg.eval_window;
+        if (t->val[0] && n > (size_t)w)
+            snprintf(was, sizeof was, "%zu bytes of corpus and a %ld-byte validation window, "
+                     "crc32 %08x", n - (size_t)w, w, (unsigned)crc);
+        else
+            snprintf(was, sizeof was, "%zu bytes, crc32 %08x", n, (unsigned)crc);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is not the one %s trained on (%s); resume "
+                       "with that corpus", now, t->a->out, was);
+    }
+    if (has_id && train && train != t->corpus.train_n) { /* the same bytes, split elsewhere */
+        corpus_text(t, now, sizeof now);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s holds the bytes %s trained on, split into "
+                       "%zu training bytes where the run had %zu (another split: prepare's "
+                       "--val-bytes or --val-fraction, or eval_window); resume with the run's "
+                       "split", now, t->a->out, t->corpus.train_n, train);
+    }
+    if (!has_id)
+        dm_job_note(t->io, "note: %s/data_path had no corpus size and CRC (a run of an older "
+                    "dormouse); recording those of %s\n", t->a->out, t->data);
+    if (has_id && train && !strcmp(path, t->data)) return 0;
+    char *abs = realpath(t->data, NULL);
+    int wr = dm_rundir_write_data(t->a->out, abs ? abs : t->data, t->corpus.n, have,
+                                  t->corpus.train_n, err, sizeof err);
+    free(abs);
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
+/* ---- the config of the run ---------------------------------------------------------- */
+
+/* The config (defaults or the run's config.json, then the file, then the sets), checked;
+ * and the corpus: --data, else the run's data_path, else the bundled one. */
+int train_config(train_ctx *t) {
+    const dm_train_args *a = t->a;
+    char path[4200], err[8192];
+    dm_config saved;
+    if (a->resume) {
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/config.json", a->out);
+        if (a->cfg)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "a resumed run takes its config from %s",
+                           path);
+        if (stat(path, &sb) != 0)
+            return dm_fail(t->st, DM_JOB_BAD_INPUT,
+                           "cannot resume: %s is not a run directory (no config.json)", a->out);
+        if (lock_run(t, 0)) return t->st->code;
+        dm_config_default(&t->cfg);
+        if (dm_config_apply_file(&t->cfg, path, t->st)) return t->st->code;
+        saved = t->cfg;
+    } else if (a->cfg) {
+        t->cfg = *a->cfg;
+    } else {
+        dm_config_default(&t->cfg);
+    }
+    if ((a->config_file && dm_config_apply_file(&t->cfg, a->config_file, t->st)) ||
+        dm_config_apply_sets(&t->cfg, "--set", a->sets, a->n_sets, t->st))
+        return t->st->code;
+    if (dm_config_validate(&t->cfg, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
+    if (a->resume && dm_config_check_model(&saved, &t->cfg, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    if (a->resume && t->cfg.time_budget != saved.time_budget)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "time_budget fixes the steps of a fresh run; "
+                       "%s keeps the steps it recorded (steps=%d; change them with --set "
+                       "steps=N)", a->out, saved.steps);
+
+    /* the corpus: --data, else the resumed run's own, else the bundled one */
+    snprintf(t->data, sizeof t->data, "%s", a->data ? a->data : "");
+    snprintf(t->val, sizeof t->val, "%s", a->val ? a->val : "");
+    if (!a->data && a->resume) {
+        size_t n, train;
+        uint32_t crc;
+        int has_id;
+        if (dm_rundir_read_data(a->out, t->data, sizeof t->data, &n, &crc, &train, &has_id, err,
+                                sizeof err))
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s (name the corpus with "
+                           "--data)", err);
+    }
+    if (!t->data[0] && !dm_data_path(NULL, t->data, sizeof t->data, t->st)) return t->st->code;
+    if (!a->val && a->resume) {
+        snprintf(path, sizeof path, "%s/val_path", a->out);
+        dm_read_line(path, t->val, sizeof t->val);
+    }
+    return 0;
+}
+
+/* ---- a fresh run or a resume ---------------------------------------------------------- */
+
+/* A fresh run: --out a directory (made if need be) that holds no run, locked. */
+static int lock_fresh(train_ctx *t) {
+    const dm_train_args *a = t->a;
+    char err[8192], p[4200];
+    struct stat sb;
+    if (stat(a->out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "--out %s is not a directory", a->out);
+    if (lock_run(t, 1)) return t->st->code;
+    if (dm_ckpt_resolve(a->out, p, sizeof p, err, sizeof err) == 0)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s already holds a run (%s); continue it "
+                       "with --resume or choose another --out", a->out, p);
+    return 0;
+}
+
+/* The newest checkpoint of the run that loads (of at most step run.upto), into the model
+ * and the optimizer; the run on probation from it. */
+static int load_newest(train_ctx *t) {
+    char err[8192];
+    dm_ckpt_iter it = {.path = t->a->out, .with_optim = 1, .upto = t->run.upto};
+    dm_ckpt *ck;
+    int rc = DM_CKPT_DAMAGED;
+    while (rc != DM_CKPT_OK && (ck = dm_ckpt_next(&it, t->st))) {
+        rc = dm_ckpt_into(ck, t->m, t->opt, err, sizeof err);
+        t->start = dm_ckpt_step(ck);
+        dm_ckpt_close(ck);
+        if (rc == DM_CKPT_MISMATCH) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+        if (rc != DM_CKPT_OK) dm_ckpt_skip(&it, err);
+    }
+    if (rc != DM_CKPT_OK) {
+        char why[sizeof t->st->msg];
+        snprintf(why, sizeof why, "%s", t->st->msg);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s", why);
+    }
+    dm_ckpt_loaded(&it, t->io);
+    t->run.last_ckpt = t->start;
+    t->run.probation = 1;
+    t->run.fallback = ckpt_step_at(t->a->out, it.k); /* the candidates after it are older */
+    return 0;
+}
+
+/* A resume: the checkpoint loaded, something left to train on the run's corpus, its
+ * metrics trimmed to the checkpoint. */
+static int resume_run(train_ctx *t) {
+    const dm_train_args *a = t->a;
+    char err[8192], p[4200];
+    if (load_newest(t)) return t->st->code;
+    if (t->start >= t->cfg.steps)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s is at step %ld, steps=%d: nothing to "
+                       "train (raise steps with --set steps=N, N > %ld)", a->out, t->start,
+                       t->cfg.steps, t->start);
+    if (a->until > 0 && a->until <= t->start)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "--until %ld: %s is already at step %ld",
+                       a->until, a->out, t->start);
+    if (check_run_corpus(t)) return t->st->code;
+    if (trim_metrics(a->out, t->start, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    dm_metrics mt;
+    snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
+    if (dm_metrics_read(p, &mt, err, sizeof err) == 0) {
+        t->run.wall_before = dm_metrics_wall(&mt);
+        dm_metrics_free(&mt);
+    }
+    dm_job_note(t->io, "resuming %s at step %ld of %d\n", a->out, t->start, t->cfg.steps);
+    return 0;
+}
+
+/* A fresh run's files: never mixed with an old one's; the corpus with its size and
+ * CRC-32, the validation corpus, as absolute paths (eval finds them anywhere). */
+static int fresh_files(train_ctx *t) {
+    const dm_train_args *a = t->a;
+    char err[8192], p[4200];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/val_path", a->out);
+    unlink(p);
+    char *abs = realpath(t->data, NULL);
+    int wr = dm_rundir_write_data(a->out, abs ? abs : t->data, t->corpus.n,
+                                  dm_corpus_crc32(&t->corpus), t->corpus.train_n, err,
+                                  sizeof err);
+    free(abs);
+    if (!wr && t->val[0]) {
+        abs = realpath(t->val, NULL);
+        snprintf(p, sizeof p, "%s\n", abs ? abs : t->val);
+        free(abs);
+        wr = train_write_file(a->out, "val_path", p, err, sizeof err);
+    }
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
+/* The run directory: a fresh run's files, or the resumed run's newest checkpoint that
+ * loads and its metrics trimmed to it; then config.json. What is written is undone if the
+ * command fails before it saves a checkpoint (dm_rundir_remember). */
+static int open_run(train_ctx *t) {
+    char err[8192];
+    if (!t->a->resume && lock_fresh(t)) return t->st->code;
+    if (dm_rundir_remember(&t->run.rd, err, sizeof err))
+        return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
+    if (t->a->resume ? resume_run(t) : fresh_files(t)) return t->st->code;
+    return train_write_config(t);
+}
+
+int train_open_run(train_ctx *t) {
+    if (t->ranks.rank != 0 || open_run(t)) return t->st->code;
+    return train_metrics_open(t);
+}
+
+void train_close_run(train_ctx *t) {
+    if (!t->run.rd_open) return;
+    if (t->st->code != DM_JOB_OK && !t->run.saved) dm_rundir_abandon(&t->run.rd);
+    dm_rundir_close(&t->run.rd);
+    t->run.rd_open = 0;
+}
+
+/* ---- the checkpoints -------------------------------------------------------------------- */
+
+/* Whether a checkpoint is due after `done` steps besides the end, a stop and --until:
+ * ckpt_every, or ckpt_time of wall clock on rank 0's clock; -1 when the ranks failed to
+ * agree on it. */
+static long due_by_cadence(train_ctx *t, long done) {
+    const dm_config *c = &t->cfg;
+    long due = c->ckpt_every > 0 && done % c->ckpt_every == 0;
+    if (!due && c->ckpt_time > 0) {
+        due = train_clock(t) - t->run.ckpt_mark >= (double)c->ckpt_time;
+        if (train_from_rank0(t, &due)) return -1;
+    }
+    return due;
+}
+
+/* The checkpoint of step `done`: rank 0 writes it, the lines up to this step in
+ * metrics.jsonl first; the ranks agree. 0 ok. */
+static int save(train_ctx *t, long done) {
+    char err[8192], kb[4400], when[96];
+    double ts = train_clock(t);
+    long keep = t->run.probation ? t->run.fallback : -1;
+    snprintf(when, sizeof when, "before the checkpoint of step %ld", done);
+    int bad = t->ranks.rank == 0 && (t->st->code || train_metrics_flush(t, when));
+    if (!bad && t->ranks.rank == 0 &&
+        dm_ckpt_save_keeping(t->a->out, t->m, t->opt, done, keep, err, sizeof err))
+        dm_fail(t->st, DM_JOB_FAILED, "%s (%s)", err, train_kept(t, kb, sizeof kb));
+    if (train_agree(t) != DM_JOB_OK) return 1;
+    t->run.saved = 1;
+    t->run.last_ckpt = done;
+    if (t->run.first_saved < 0) t->run.first_saved = done;
+    t->run.ckpt_mark = train_clock(t);
+    t->run.ckpt_s += t->run.ckpt_mark - ts;
+    train_budget_exclude(t, t->run.ckpt_mark - ts);
+    t->run.n_ckpt++;
+    return 0;
+}
+
+/* The checkpoint after `done` steps when one is due (the end, ckpt_every, ckpt_time,
+ * --until, a stop asked for, agreed by the ranks). */
+int train_checkpoint(train_ctx *t, long done) {
+    const dm_config *c = &t->cfg;
+    int last = done == c->steps, stop = t->ranks.stop;
+    int until = t->a->until > 0 && done == t->a->until && !last;
+    if (t->bud.fit_at) { /* measuring for time_budget: steps not fixed, so no checkpoint yet */
+        if (stop)
+            dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld, before time_budget "
+                    "fixed the steps (after step %ld); %s is left as it was", done,
+                    t->bud.fit_at, t->a->out);
+        return stop;
+    }
+    long due = last || stop || until;
+    if (!due && (due = due_by_cadence(t, done)) < 0) return 1;
+    if (due && save(t, done)) return 1;
+    char prog[512], out[4200];
+    dm_job_prog(t->io, prog, sizeof prog);
+    dm_shell_quote(t->a->out, out, sizeof out);
+    if (until) {
+        dm_job_note(t->io, "stopped at step %ld (--until): checkpoint saved; continue with "
+                    "`%s train --resume %s`\n", done, prog, out);
+        return 1;
+    }
+    if (stop && last && t->rep.eval_cut) { /* trained to the end: nothing to resume */
+        dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted during the final evaluation, after "
+                "the last step (%ld): checkpoint saved; its validation BPB: `%s eval %s`",
+                done, prog, out);
+        return 1;
+    }
+    if (stop && !last) {
+        dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld%s: checkpoint saved; "
+                "continue with `%s train --resume %s`", done,
+                t->rep.eval_cut ? " during its evaluation" : "", prog, out);
+        return 1;
+    }
+    return 0;
+}
