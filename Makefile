@@ -8,7 +8,8 @@
 #         step time against the bundled corpus, the evaluation's bytes/s; scripts/bench_data.sh;
 #         I/O heavy, ~40 GB, about 26 minutes on 2 cores)
 #       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
-#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
+#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin; with
+#         CUDA, lib/dormouse/libdormouse-cuda.so: docs/cuda.md)
 #       make uninstall (what the last install wrote)
 #       make fuzz (each libFuzzer harness of fuzz/ for FUZZ_SECONDS, default 60; clang)
 #       make crashtest (the kill -9 crash test, long: CRASHTEST_KILLS, default 270)
