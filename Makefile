@@ -10,7 +10,8 @@
 #       make bench-drift (a trained model's step against its step at init, denormals flushed
 #         and kept: scripts/bench_drift.sh; trains 500 steps first, minutes on 2 cores)
 #       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
-#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
+#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin; with
+#         CUDA, lib/dormouse/libdormouse-cuda.so: docs/cuda.md)
 #       make uninstall (what the last install wrote)
 #       make fuzz (each libFuzzer harness of fuzz/ for FUZZ_SECONDS, default 60; clang)
 #       make crashtest (the kill -9 crash test, long: CRASHTEST_KILLS, default 270)
