@@ -36,7 +36,7 @@ typedef struct {
 const char *dm_tokenizer_missing(void);
 
 /* Train a tokenizer of vocab pieces (type "bpe" or "unigram") on the lines of text (each
- * line a sentence; empty ones left out, long ones cut into DM_TOK_SEGMENT-byte pieces),
+ * line a sentence; empty ones left out, long ones cut into pieces of 4096 bytes),
  * with threads threads. *model is the serialized model (malloc'd, *model_n bytes). 0 ok,
  * else a one-line err (SentencePiece's own reason: a vocabulary too large for the text, or
  * too small for its characters). */

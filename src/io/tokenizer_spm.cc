@@ -26,8 +26,11 @@ static void set_err(char *err, size_t errlen, const char *what, const std::strin
 }
 
 // The training sentences: the lines of the text, empty ones left out, long ones cut into
-// segments (dm_tok_segment).
+// pieces of at most TRAIN_LINE bytes at character boundaries (SentencePiece's default
+// max_sentence_length is 4192; its BPE trainer crashes on some sentences of 64 KiB).
 namespace {
+const size_t TRAIN_LINE = 4096;
+
 class Lines : public sentencepiece::SentenceIterator {
   public:
     Lines(const uint8_t *p, size_t n) : p_(p), n_(n) { Next(); }
@@ -36,6 +39,11 @@ class Lines : public sentencepiece::SentenceIterator {
         while (off_ < n_) {
             size_t len = dm_tok_segment(p_ + off_, n_ - off_);
             const char *s = reinterpret_cast<const char *>(p_ + off_);
+            if (len > TRAIN_LINE) { // before a character's first byte
+                size_t k = TRAIN_LINE;
+                while (k > TRAIN_LINE - 3 && (p_[off_ + k] & 0xC0) == 0x80) k--;
+                len = (p_[off_ + k] & 0xC0) == 0x80 ? TRAIN_LINE : k;
+            }
             off_ += len;
             if (s[len - 1] == '\n') len--;
             if (len) {
@@ -122,7 +130,6 @@ int dm_tokenizer_train(const uint8_t *text, size_t n, int vocab, const char *typ
             {"eos_id", "-1"},
             {"pad_id", "-1"},
             {"input_sentence_size", "0"}, // every sentence given (prepare samples)
-            {"max_sentence_length", std::to_string(DM_TOK_SEGMENT)},
             {"num_threads", std::to_string(threads > 0 ? threads : 1)},
             {"minloglevel", "2"}, // errors only: its progress log is not ours to print
         };

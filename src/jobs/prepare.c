@@ -375,18 +375,20 @@ static const uint8_t *map_bin(writer *w) {
 
 /* The training sample of the tokenizer: all of train.bin up to cap bytes, else pieces of
  * TOK_PIECE bytes spread evenly over it, each cut to whole lines (malloc'd, *n bytes). */
-static uint8_t *tok_sample(const uint8_t *t, size_t n, size_t cap, size_t *out, int *pieces) {
+static uint8_t *tok_sample(const uint8_t *t, size_t n, size_t cap, size_t *out,
+                           int *pieces) { /* *pieces: 0 for all of it */
     if (n <= cap) {
         uint8_t *b = malloc(n ? n : 1);
         if (b) memcpy(b, t, n);
         *out = n;
-        *pieces = 1;
+        *pieces = 0;
         return b;
     }
-    size_t k = cap / TOK_PIECE < 2 ? 2 : cap / TOK_PIECE, got = 0;
+    size_t k = cap / TOK_PIECE ? cap / TOK_PIECE : 1, got = 0;
     uint8_t *b = malloc(k * TOK_PIECE);
     for (size_t j = 0; b && j < k; j++) {
-        size_t s = (size_t)((double)j * (double)(n - TOK_PIECE) / (double)(k - 1)), e = s + TOK_PIECE;
+        size_t s = k > 1 ? (size_t)((double)j * (double)(n - TOK_PIECE) / (double)(k - 1)) : 0,
+               e = s + TOK_PIECE;
         const uint8_t *nl = s ? memchr(t + s, '\n', TOK_PIECE) : t - 1;
         if (!nl) continue; /* one line throughout: no whole line in this piece */
         s = (size_t)(nl + 1 - t);
@@ -523,7 +525,7 @@ static int get_tokenizer(prep_ctx *P, const uint8_t *train, size_t n) {
         uint8_t *sample = tok_sample(train, n, cap, &sn, &pieces);
         if (!sample) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
         char about[256];
-        if (pieces == 1) snprintf(about, sizeof about, "all of train.bin");
+        if (!pieces) snprintf(about, sizeof about, "all of train.bin");
         else snprintf(about, sizeof about, "%d pieces of %d bytes spread evenly over "
                       "train.bin, each cut to whole lines", pieces, TOK_PIECE);
         dm_job_note(P->io, "prepare: training the tokenizer (%s, vocab %d) on %.1f MB: %s\n",
