@@ -64,7 +64,8 @@ static const char *HELP =
     "Progress: a line with the bytes read, bytes/s and the ETA (about once a second).\n"
     "Ctrl-C or SIGTERM stops it; nothing is left. Exit codes: 0 done, 1 I/O failure, 2 bad\n"
     "usage or input (a source missing, DATA_DIR exists, a damaged gzip, a split that leaves\n"
-    "fewer than 2 bytes on a side), 130 / 143 interrupted.\n";
+    "fewer than 2 bytes on a side; with --vocab, text that is not valid UTF-8 or does not\n"
+    "round-trip, a vocabulary SentencePiece cannot train), 130 / 143 interrupted.\n";
 
 int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--out", "--val", "--val-bytes", "--val-fraction",
