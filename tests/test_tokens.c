@@ -17,7 +17,7 @@
 /* a test that needs SentencePiece in this build */
 static int need_spm(void) {
     if (!dm_tokenizer_missing()) return 1;
-    t_skip("SKIP: %s", dm_tokenizer_missing());
+    t_skip("%s", dm_tokenizer_missing());
     return 0;
 }
 
@@ -435,7 +435,7 @@ TEST(tokens_cover_real_text) {
 TEST(tokens_python_sentencepiece_agrees) {
     if (!need_spm()) return;
     if (t_run("/usr/bin/python3 -c 'import sentencepiece'", NULL, 0) != 0) {
-        t_skip("SKIP tokens_python_sentencepiece_agrees: /usr/bin/python3 has no sentencepiece "
+        t_skip("/usr/bin/python3 has no sentencepiece "
                "(Debian: python3-sentencepiece)");
         return;
     }

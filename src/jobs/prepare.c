@@ -1,5 +1,6 @@
 /* prepare.c — `dormouse prepare`: the sources streamed into DATA_DIR.partial-PID, split,
  * synced, described in meta.json, then renamed to DATA_DIR (see prepare.h). */
+#define _DEFAULT_SOURCE /* madvise(MADV_DONTNEED): posix_madvise's DONTNEED does nothing */
 #include "jobs/prepare.h"
 
 #include <cjson/cJSON.h>
@@ -366,6 +367,14 @@ static const char *where(const prep_ctx *P, int part, uint64_t off, uint64_t *in
     return DM_PART_NAME(part);
 }
 
+/* The pages of text[from, to) are no longer needed by this process (they stay in the page
+ * cache): memory does not grow with the corpus. */
+static void release(const uint8_t *text, size_t from, size_t to) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t a = from / (size_t)pg * (size_t)pg;
+    if (text && to > a) madvise((void *)(text + a), to - a, MADV_DONTNEED);
+}
+
 /* Map a finished .bin (NULL for an empty one). */
 static const uint8_t *map_bin(writer *w) {
     if (!w->bytes) return NULL;
@@ -450,7 +459,10 @@ static int encode_part(prep_ctx *P, int part, const uint8_t *text, size_t n, int
     }
     double t0 = dm_now(), tick = t0;
     int rc = 0;
-    for (size_t pos = 0; pos < n && !rc;) {
+    size_t pos = 0, last = 0;
+    while (pos < n && !rc) {
+        release(text, last, pos); /* the block done */
+        last = pos;
         int ns = 0; /* the block: slots of about TOK_BLOCK / TOK_SLOTS bytes, cut at segments */
         for (; ns < TOK_SLOTS && pos < n; ns++) {
             sl[ns].s = pos;
@@ -492,6 +504,7 @@ static int encode_part(prep_ctx *P, int part, const uint8_t *text, size_t n, int
             tok_progress(P, part, pos, n, t0);
         }
     }
+    release(text, last, pos);
     for (int i = 0; i < TOK_SLOTS; i++) {
         free(sl[i].ids.p);
         free(sl[i].back.p);
@@ -569,6 +582,7 @@ static int make_tokens(prep_ctx *P) {
     int rc = 0;
     for (int i = 0; i < 2 && !rc; i++) { /* refused before any training, at its first byte */
         size_t bad = dm_utf8_invalid(text[i], (size_t)P->w[i].bytes);
+        release(text[i], 0, (size_t)P->w[i].bytes);
         if (bad < P->w[i].bytes) {
             uint64_t in;
             const char *src = where(P, i, bad, &in);
@@ -736,6 +750,8 @@ static int run(prep_ctx *P) {
     const dm_prepare_args *a = P->a;
     struct stat st;
     if (a->n_srcs < 1) return dm_fail(P->st, DM_JOB_BAD_INPUT, "prepare: no sources given");
+    if ((a->vocab > 256 || a->tokenizer) && dm_tokenizer_missing())
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", dm_tokenizer_missing());
     snprintf(P->out, sizeof P->out, "%s", a->out);
     for (size_t l = strlen(P->out); l > 1 && P->out[l - 1] == '/';) P->out[--l] = 0;
     if (stat(P->out, &st) == 0)
