@@ -295,7 +295,24 @@ TEST(tokens_damaged_tokenizer_refused) {
     t_expect(cmd, 2, "token data needs vocab support in the model: not yet", NULL, 0);
     snprintf(p, sizeof p, "%s/good", d);
     dm_tokdata td;
+    dm_tokstream s;
     CHECK(dm_tokdata_open(p, &td, err, sizeof err) == DM_DS_OK && td.vocab == 400);
+    CHECK(dm_tokdata_verify(&td, err, sizeof err) == 0);
+    CHECK(dm_tokdata_stream(&td, 1, &s, err, sizeof err) == 0 && s.bytes == 5000);
+    dm_tokstream_free(&s);
+    dm_tokdata_free(&td);
+    /* a .tok of the right size whose ids changed: --verify-data's CRC finds it; the first
+     * token made <unk> (no bytes) no longer covers val.bin */
+    sh_in(d, "cp -a good ids && printf '\\000\\000' | dd of=ids/val.tok bs=1 conv=notrunc "
+             "status=none");
+    snprintf(p, sizeof p, "%s/ids", d);
+    CHECK(dm_tokdata_open(p, &td, err, sizeof err) == DM_DS_OK);
+    CHECKF(dm_tokdata_verify(&td, err, sizeof err) == 1 &&
+           strstr(err, "--verify-data: val.tok is damaged: its CRC-32 is"), "%s", err);
+    CHECKF(dm_tokdata_stream(&td, 1, &s, err, sizeof err) == 1 &&
+           strstr(err, "val.tok is damaged: its tokens cover"), "%s", err);
+    CHECK(dm_tokdata_stream(&td, 0, &s, err, sizeof err) == 0 && s.bytes == 195000);
+    dm_tokstream_free(&s);
     dm_tokdata_free(&td);
     t_rmtree(d);
 }
@@ -392,17 +409,13 @@ TEST(tokens_cover_real_text) {
     dm_tokdata td;
     CHECKF(dm_tokdata_open(p, &td, err, sizeof err) == DM_DS_OK, "%s", err);
     if (!td.tok) return;
-    int32_t *len = malloc(td.vocab * sizeof *len);
-    for (int v = 0; v < td.vocab; v++) len[v] = dm_tokenizer_piece_bytes(td.tok, (uint32_t)v);
     size_t n, tn;
     uint32_t *ids = read_tok(d, "b", 1, td.width, &n);
     snprintf(p, sizeof p, "%s/b/val.bin", d);
     uint8_t *text = (uint8_t *)t_slurp(p, &tn);
-    uint8_t *raw = malloc(n * 2);
-    for (size_t i = 0; i < n; i++) raw[2 * i] = (uint8_t)ids[i], raw[2 * i + 1] = (uint8_t)(ids[i] >> 8);
     dm_tokstream s;
-    CHECK(dm_tokstream_init(&s, raw, 2, n, len, td.vocab, err, sizeof err) == 0);
-    CHECK(s.bytes == tn);
+    CHECKF(dm_tokdata_stream(&td, 1, &s, err, sizeof err) == 0, "%s", err);
+    CHECK(s.bytes == tn && s.n == n);
     /* the covering tokens decode to the bytes they cover, which hold the window */
     dm_rng r;
     dm_rng_seed(&r, 7, 0);
@@ -421,9 +434,7 @@ TEST(tokens_cover_real_text) {
         free(back.p);
     }
     dm_tokstream_free(&s);
-    free(len);
     free(ids);
-    free(raw);
     free(text);
     dm_tokdata_free(&td);
     t_rmtree(d);

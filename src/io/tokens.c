@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/dataset.h"
 #include "io/files.h"
@@ -101,6 +103,13 @@ int dm_tokdata_open(const char *dir, dm_tokdata *t, char *err, size_t errlen) {
                  dm_tokenizer_vocab(t->tok), t->vocab);
         goto bad;
     }
+    t->len = malloc((size_t)t->vocab * sizeof *t->len);
+    if (!t->len) {
+        snprintf(err, errlen, "out of memory");
+        goto bad;
+    }
+    for (int v = 0; v < t->vocab; v++) t->len[v] = dm_tokenizer_piece_bytes(t->tok, (uint32_t)v);
+    snprintf(t->dir, sizeof t->dir, "%s", dir);
     for (int i = 0; i < 2; i++) {
         struct stat st;
         snprintf(p, sizeof p, "%s/%s", dir, DM_TOK_PART_NAME(i));
@@ -126,8 +135,71 @@ bad:
 void dm_tokdata_free(dm_tokdata *t) {
     if (t->tok) dm_tokenizer_free(t->tok);
     free(t->model);
+    free(t->len);
+    for (int i = 0; i < 2; i++)
+        if (t->map[i]) munmap(t->map[i], t->map_n[i]);
+    memset(t->map, 0, sizeof t->map);
     t->tok = NULL;
     t->model = NULL;
+    t->len = NULL;
+}
+
+/* Map part's .tok: *m (NULL for no tokens). 0 ok, else err. */
+static int map_file(const dm_tokdata *t, int part, void **m, size_t *mn, char *err,
+                    size_t errlen) {
+    *m = NULL;
+    *mn = (size_t)(t->part[part].tokens * (uint64_t)t->width);
+    if (!*mn) return 0;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", t->dir, DM_TOK_PART_NAME(part));
+    int fd = dm_open_regular(p, "token file", err, errlen);
+    if (fd < 0) return 1;
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size == *mn;
+    void *r = ok ? mmap(NULL, *mn, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (r == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map %s: %s", p, ok ? strerror(errno) : "its size changed");
+        return 1;
+    }
+    *m = r;
+    return 0;
+}
+
+int dm_tokdata_verify(const dm_tokdata *t, char *err, size_t errlen) {
+    for (int i = 0; i < 2; i++) {
+        void *m;
+        size_t n;
+        if (map_file(t, i, &m, &n, err, errlen)) return 1;
+        uint32_t crc = dm_crc32(0, m, n);
+        if (m) munmap(m, n);
+        if (crc != t->part[i].crc) {
+            snprintf(err, errlen, "--verify-data: %s is damaged: its CRC-32 is %08x, meta.json "
+                     "records %08x; prepare the data again", DM_TOK_PART_NAME(i),
+                     (unsigned)crc, (unsigned)t->part[i].crc);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int dm_tokdata_stream(dm_tokdata *t, int part, dm_tokstream *s, char *err, size_t errlen) {
+    if (!t->map[part] && map_file(t, part, &t->map[part], &t->map_n[part], err, errlen))
+        return 1;
+    char e2[256];
+    if (dm_tokstream_init(s, t->map[part], t->width, (size_t)t->part[part].tokens, t->len,
+                          t->vocab, e2, sizeof e2)) {
+        snprintf(err, errlen, "%s/%s is damaged: %s", t->dir, DM_TOK_PART_NAME(part), e2);
+        return 1;
+    }
+    if (s->bytes != t->part[part].text_bytes) {
+        snprintf(err, errlen, "%s/%s is damaged: its tokens cover %llu bytes, %s has %llu",
+                 t->dir, DM_TOK_PART_NAME(part), (unsigned long long)s->bytes,
+                 DM_PART_NAME(part), (unsigned long long)t->part[part].text_bytes);
+        dm_tokstream_free(s);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- the bytes each token covers ---------------------------------------------------- */

@@ -44,6 +44,10 @@ typedef struct {
     uint8_t *model;                      /* tokenizer.model's bytes (malloc'd) */
     size_t model_n;
     dm_tokenizer *tok;                   /* ... loaded */
+    int32_t *len;                        /* the bytes of each piece, by id (malloc'd) */
+    char dir[4096];
+    void *map[2];                        /* the .tok files mapped by dm_tokdata_stream */
+    size_t map_n[2];
 } dm_tokdata;
 
 /* The tokens of the data directory dir (whose meta.json dm_dataset_open has accepted):
@@ -54,6 +58,9 @@ typedef struct {
  * another size than its tokens. */
 int dm_tokdata_open(const char *dir, dm_tokdata *t, char *err, size_t errlen);
 void dm_tokdata_free(dm_tokdata *t);
+/* Read both .tok files and check their CRC-32s against meta.json (--verify-data). 0 ok,
+ * else a one-line err. */
+int dm_tokdata_verify(const dm_tokdata *t, char *err, size_t errlen);
 
 /* A stream of tokens and where each one's bytes lie in the text it encodes. */
 #define DM_TOK_MARK 1024 /* a byte offset is kept for every DM_TOK_MARK-th token */
@@ -85,5 +92,10 @@ typedef struct {
 } dm_cover;
 /* 0 ok; 1 when the window is not 0 <= a < b <= s->bytes. */
 int dm_tokstream_cover(const dm_tokstream *s, uint64_t a, uint64_t b, dm_cover *c);
+
+/* The tokens of part (DM_PART_TRAIN, DM_PART_VAL) of t, memory-mapped, as a stream (its
+ * bytes must be the .bin's: else the .tok is damaged). Free the stream before t. 0 ok,
+ * else err. */
+int dm_tokdata_stream(dm_tokdata *t, int part, dm_tokstream *s, char *err, size_t errlen);
 
 #endif
