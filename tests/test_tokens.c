@@ -314,6 +314,15 @@ TEST(tokens_damaged_tokenizer_refused) {
     CHECK(dm_tokdata_stream(&td, 0, &s, err, sizeof err) == 0 && s.bytes == 195000);
     dm_tokstream_free(&s);
     dm_tokdata_free(&td);
+    /* the PyTorch twin refuses it too, rather than reading its text as bytes */
+    if (t_run("/usr/bin/python3 -c 'import torch, numpy'", NULL, 0) == 0) {
+        snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 -c \"import sys; sys.path.insert("
+                 "0, '" DM_SOURCE_DIR "/python'); import dormouse; dormouse.read_corpus('good')\"",
+                 d);
+        t_expect(cmd, 1, "good: token data needs vocab support in the model: not yet", NULL, 0);
+    } else {
+        printf("  (the twin's refusal not checked: /usr/bin/python3 has no torch)\n");
+    }
     t_rmtree(d);
 }
 

@@ -383,7 +383,8 @@ static const uint8_t *map_bin(writer *w) {
 }
 
 /* The training sample of the tokenizer: all of train.bin up to cap bytes, else pieces of
- * TOK_PIECE bytes spread evenly over it, each cut to whole lines (malloc'd, *n bytes). */
+ * TOK_PIECE bytes spread evenly over it, each cut to whole lines (a piece within one line:
+ * to whole characters) (malloc'd, *n bytes). */
 static uint8_t *tok_sample(const uint8_t *t, size_t n, size_t cap, size_t *out,
                            int *pieces) { /* *pieces: 0 for all of it */
     if (n <= cap) {
@@ -397,11 +398,15 @@ static uint8_t *tok_sample(const uint8_t *t, size_t n, size_t cap, size_t *out,
     uint8_t *b = malloc(k * TOK_PIECE);
     for (size_t j = 0; b && j < k; j++) {
         size_t s = k > 1 ? (size_t)((double)j * (double)(n - TOK_PIECE) / (double)(k - 1)) : 0,
-               e = s + TOK_PIECE;
-        const uint8_t *nl = s ? memchr(t + s, '\n', TOK_PIECE) : t - 1;
-        if (!nl) continue; /* one line throughout: no whole line in this piece */
-        s = (size_t)(nl + 1 - t);
+               e = s + TOK_PIECE, e0 = e;
+        const uint8_t *nl = s ? memchr(t + s, '\n', TOK_PIECE) : NULL;
+        if (nl && nl + 1 < t + e) s = (size_t)(nl + 1 - t);
         while (e > s && t[e - 1] != '\n' && e < n) e--;
+        if (e == s) { /* within one line: cut at characters */
+            e = e0;
+            while (s < e && (t[s] & 0xC0) == 0x80) s++;
+            while (e > s && e < n && (t[e] & 0xC0) == 0x80) e--;
+        }
         memcpy(b + got, t + s, e - s);
         got += e - s;
     }
