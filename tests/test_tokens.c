@@ -232,6 +232,10 @@ TEST(tokens_byte_vocab_is_todays_format) {
     }
     CHECK(nf == (int)(sizeof fields / sizeof *fields));
     CHECK(cJSON_GetObjectItemCaseSensitive(ma, "format_version")->valueint == 1);
+    char p[1200], err[512];
+    dm_tokdata td;
+    snprintf(p, sizeof p, "%s/b", d);
+    CHECK(dm_tokdata_open(p, &td, err, sizeof err) == DM_DS_NONE); /* no tokens in it */
     const char *vol[] = {"created"};
     for (int i = 0; i < 1 && ma && mb; i++) {
         cJSON_DeleteItemFromObjectCaseSensitive(ma, vol[i]);

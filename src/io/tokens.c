@@ -42,8 +42,9 @@ static int read_meta(const char *dir, dm_tokdata *t, char *err, size_t errlen) {
     free(text);
     cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "format_version");
     if (!cJSON_IsNumber(ver) || ver->valueint != DM_TOKENS_FORMAT_VERSION) {
+        int bytes = cJSON_IsNumber(ver) && ver->valueint == DM_DATASET_VERSION;
         cJSON_Delete(o);
-        return cJSON_IsNumber(ver) && ver->valueint == DM_DATASET_VERSION ? 0 : -1;
+        return bytes ? 0 : -1;
     }
     cJSON *tk = cJSON_GetObjectItemCaseSensitive(o, "tokens");
     cJSON *v = cJSON_GetObjectItemCaseSensitive(tk, "vocab"),
@@ -72,11 +73,13 @@ static int read_meta(const char *dir, dm_tokdata *t, char *err, size_t errlen) {
 
 int dm_tokdata_open(const char *dir, dm_tokdata *t, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
+    if (errlen) err[0] = 0;
     int m = read_meta(dir, t, err, errlen);
     if (m <= 0) {
         if (m < 0 && !*err)
-            snprintf(err, errlen, "%s/meta.json is damaged: not a dormouse data directory's",
-                     dir);
+            snprintf(err, errlen, "%s/meta.json is damaged: its format_version is neither %d "
+                     "(bytes) nor %d (tokens)", dir, DM_DATASET_VERSION,
+                     DM_TOKENS_FORMAT_VERSION);
         return m < 0 ? DM_DS_BAD : DM_DS_NONE;
     }
     char p[4200], e2[4400], have[DM_TOK_CHECKSUM_LEN];
