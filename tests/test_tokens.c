@@ -128,6 +128,10 @@ TEST(tokens_prepare_round_trips) {
     CHECK(cli(d, "prepare t.txt --out b --vocab 600 --val-bytes 70000", out, sizeof out) == 0);
     CHECK(strstr(out, "training the tokenizer (bpe, vocab 600)") && strstr(out, "bytes per token"));
     check_round_trip(d, "b", 600);
+    CHECK(strstr(out, "next:") == NULL); /* the model takes no vocabulary yet */
+    CHECK(cli(d, "prepare --help", out, sizeof out) == 0 && strstr(out, "--vocab N") &&
+          strstr(out, "--tokenizer FILE.model") && strstr(out, "--tokenizer-type") &&
+          strstr(out, "--tokenizer-sample") && strstr(out, "docs/tokens.md"));
     /* a unigram tokenizer trained on a sample of 1 MiB pieces; the same tokenizer reused
      * gives the same tokens */
     sh_in(d, "for i in 1 2 3 4 5; do cat t.txt; done > t3.txt");

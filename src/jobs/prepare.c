@@ -804,11 +804,13 @@ static int run(prep_ctx *P) {
     char q[4300], prog[512];
     dm_shell_quote(a->out, q, sizeof q);
     dm_job_prog(P->io, prog, sizeof prog);
+    char next[4900] = ""; /* the model takes no vocabulary yet: no next step for tokens */
+    if (!P->tok) snprintf(next, sizeof next, "; next: %s train --data %s", prog, q);
     dm_job_note(P->io, "prepared %s: train.bin %llu bytes (crc32 %08x), val.bin %llu bytes "
-                "(crc32 %08x), from %zu file%s (%d skipped); next: %s train --data %s\n",
+                "(crc32 %08x), from %zu file%s (%d skipped)%s\n",
                 a->out, (unsigned long long)P->w[0].bytes, (unsigned)P->w[0].base_crc,
                 (unsigned long long)P->w[1].bytes, (unsigned)P->w[1].base_crc, P->n_src,
-                P->n_src == 1 ? "" : "s", P->n_skipped, prog, q);
+                P->n_src == 1 ? "" : "s", P->n_skipped, next);
     if (P->tok)
         dm_job_note(P->io, "tokens: vocab %d (%s tokenizer), train.tok %llu tokens (%.3f "
                     "bytes per token), val.tok %llu tokens (%.3f bytes per token)\n",
