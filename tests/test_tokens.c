@@ -101,6 +101,18 @@ static void check_round_trip(const char *d, const char *dir, int vocab) {
         CHECK(dm_tokenizer_decode(td.tok, ids, n, &back, err, sizeof err) == 0);
         CHECKF(back.n == tn && !memcmp(back.p, text, tn), "%s/%s: decode(encode(x)) != x",
                dir, DM_PART_NAME(part));
+        /* each token's own bytes, one after another, are the text too */
+        size_t at = 0;
+        int same = 1;
+        for (size_t i = 0; i < n && same; i++) {
+            const uint8_t *pb;
+            int len = dm_tokenizer_piece(td.tok, ids[i], &pb);
+            same = len >= 0 && len == dm_tokenizer_piece_bytes(td.tok, ids[i]) &&
+                   at + (size_t)len <= tn && !memcmp(pb, text + at, (size_t)len);
+            at += len > 0 ? (size_t)len : 0;
+        }
+        CHECKF(same && at == tn, "%s/%s: the tokens' bytes differ from the text at byte %zu",
+               dir, DM_PART_NAME(part), at);
         /* the parallel pieces of prepare encode as the whole text does */
         CHECK(dm_tokenizer_encode(td.tok, text, tn, &again, err, sizeof err) == 0);
         CHECKF(again.n == n && !memcmp(again.p, ids, n * sizeof *ids),

@@ -50,8 +50,12 @@ void dm_tokenizer_free(dm_tokenizer *t);
 int dm_tokenizer_vocab(const dm_tokenizer *t);
 /* The model's type as its trainer recorded it: "unigram", "bpe", "word", "char". */
 const char *dm_tokenizer_type(const dm_tokenizer *t);
-/* The bytes token id decodes to (see above); -1 for an id out of range. */
+/* The number of bytes token id decodes to (see above); -1 for an id out of range. */
 int dm_tokenizer_piece_bytes(const dm_tokenizer *t, uint32_t id);
+/* Those bytes: *p (owned by t) and their number; -1 for an id out of range. The bytes of
+ * the tokens of a text, one token after another, are the text: a generator can print a
+ * token's bytes as it comes (a character of several byte pieces arrives byte by byte). */
+int dm_tokenizer_piece(const dm_tokenizer *t, uint32_t id, const uint8_t **p);
 
 /* Encode one segment (no cut inside it), appending its ids to out. 0 ok, else err. */
 int dm_tokenizer_encode_segment(const dm_tokenizer *t, const uint8_t *p, size_t n,

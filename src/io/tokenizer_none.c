@@ -34,6 +34,11 @@ void dm_tokenizer_free(dm_tokenizer *t) { (void)t; }
 int dm_tokenizer_vocab(const dm_tokenizer *t) { (void)t; return 0; }
 const char *dm_tokenizer_type(const dm_tokenizer *t) { (void)t; return "unknown"; }
 int dm_tokenizer_piece_bytes(const dm_tokenizer *t, uint32_t id) { (void)t, (void)id; return -1; }
+int dm_tokenizer_piece(const dm_tokenizer *t, uint32_t id, const uint8_t **p) {
+    (void)t, (void)id;
+    *p = NULL;
+    return -1;
+}
 
 int dm_tokenizer_encode_segment(const dm_tokenizer *t, const uint8_t *p, size_t n,
                                 dm_ids *out, char *err, size_t errlen) {

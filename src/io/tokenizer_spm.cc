@@ -17,7 +17,7 @@ extern "C" {
 
 struct dm_tokenizer {
     sentencepiece::SentencePieceProcessor sp;
-    std::vector<int> bytes; // piece bytes by id
+    std::vector<std::string> bytes; // the bytes each piece decodes to, by id
     const char *type;
 };
 
@@ -169,13 +169,20 @@ dm_tokenizer *dm_tokenizer_load(const void *model, size_t n, char *err, size_t e
         int V = t->sp.GetPieceSize();
         t->bytes.resize(size_t(V));
         for (int id = 0; id < V; id++) {
-            if (t->sp.IsByte(id)) { t->bytes[id] = 1; continue; }
-            if (t->sp.IsControl(id) || t->sp.IsUnknown(id)) { t->bytes[id] = 0; continue; }
-            const std::string &s = t->sp.IdToPiece(id); // U+2581 (3 bytes) stands for a space
-            int b = 0;
-            for (size_t i = 0; i < s.size(); i++, b++)
-                if (s.compare(i, 3, "\xe2\x96\x81") == 0) i += 2;
-            t->bytes[id] = b;
+            const std::string &s = t->sp.IdToPiece(id);
+            std::string &b = t->bytes[size_t(id)];
+            if (t->sp.IsByte(id)) { // "<0xAB>"
+                b.assign(1, char(std::strtoul(s.c_str() + 3, nullptr, 16)));
+            } else if (!t->sp.IsControl(id) && !t->sp.IsUnknown(id)) {
+                for (size_t i = 0; i < s.size(); i++) { // U+2581 (3 bytes) is the space
+                    if (s.compare(i, 3, "\xe2\x96\x81") == 0) {
+                        b += ' ';
+                        i += 2;
+                    } else {
+                        b += s[i];
+                    }
+                }
+            }
         }
         t->type = model_type(t->sp.serialized_model_proto());
         return t;
@@ -193,7 +200,13 @@ int dm_tokenizer_vocab(const dm_tokenizer *t) { return t->sp.GetPieceSize(); }
 const char *dm_tokenizer_type(const dm_tokenizer *t) { return t->type; }
 
 int dm_tokenizer_piece_bytes(const dm_tokenizer *t, uint32_t id) {
-    return id < t->bytes.size() ? t->bytes[id] : -1;
+    return id < t->bytes.size() ? int(t->bytes[id].size()) : -1;
+}
+
+int dm_tokenizer_piece(const dm_tokenizer *t, uint32_t id, const uint8_t **p) {
+    if (id >= t->bytes.size()) return -1;
+    *p = reinterpret_cast<const uint8_t *>(t->bytes[id].data());
+    return int(t->bytes[id].size());
 }
 
 int dm_tokenizer_encode_segment(const dm_tokenizer *t, const uint8_t *p, size_t n, dm_ids *out,
