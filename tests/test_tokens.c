@@ -151,6 +151,13 @@ TEST(tokens_prepare_round_trips) {
               "--tokenizer-sample 2097152", out, sizeof out) == 0);
     CHECK(strstr(out, "2 pieces of 1048576 bytes spread evenly") != NULL);
     check_round_trip(d, "u", 700);
+    /* the same text, the same tokenizer and tokens, byte for byte, on one thread */
+    CHECK(cli(d, "prepare t3.txt --out u1 --vocab 700 --tokenizer-type unigram "
+              "--tokenizer-sample 2097152", out, sizeof out) == 0);
+    sh_in(d, "OMP_NUM_THREADS=1 " DM_CLI " prepare t3.txt --out u2 --vocab 700 "
+             "--tokenizer-type unigram --tokenizer-sample 2097152 > /dev/null 2>&1 && "
+             "cmp u/tokenizer.model u1/tokenizer.model && cmp u/tokenizer.model "
+             "u2/tokenizer.model && cmp u/train.tok u2/train.tok && cmp u/val.tok u2/val.tok");
     CHECK(cli(d, "prepare t3.txt --out r --tokenizer u/tokenizer.model", out, sizeof out) == 0);
     sh_in(d, "cmp u/tokenizer.model r/tokenizer.model && cmp u/train.tok r/train.tok && "
              "cmp u/val.tok r/val.tok");

@@ -36,13 +36,14 @@ typedef struct {
 const char *dm_tokenizer_missing(void);
 
 /* Train a tokenizer of vocab pieces (type "bpe" or "unigram") on the lines of text (each
- * line a sentence; empty ones left out, long ones cut into pieces of 4096 bytes),
- * with threads threads. *model is the serialized model (malloc'd, *model_n bytes). 0 ok,
+ * line a sentence; empty ones left out, long ones cut into pieces of 4096 bytes). The same
+ * text gives the same model, byte for byte, on any machine (SentencePiece's 16 threads,
+ * whatever the cores: its unigram result depends on the thread count, and the model
+ * records it). *model is the serialized model (malloc'd, *model_n bytes). 0 ok,
  * else a one-line err (SentencePiece's own reason: a vocabulary too large for the text, or
  * too small for its characters). */
 int dm_tokenizer_train(const uint8_t *text, size_t n, int vocab, const char *type,
-                       int threads, uint8_t **model, size_t *model_n, char *err,
-                       size_t errlen);
+                       uint8_t **model, size_t *model_n, char *err, size_t errlen);
 /* Load a serialized model (the bytes of a tokenizer.model). NULL on error (err: it is not
  * a SentencePiece model). */
 dm_tokenizer *dm_tokenizer_load(const void *model, size_t n, char *err, size_t errlen);

@@ -15,9 +15,8 @@ struct dm_tokenizer {
 const char *dm_tokenizer_missing(void) { return WHY; }
 
 int dm_tokenizer_train(const uint8_t *text, size_t n, int vocab, const char *type,
-                       int threads, uint8_t **model, size_t *model_n, char *err,
-                       size_t errlen) {
-    (void)text, (void)n, (void)vocab, (void)type, (void)threads;
+                       uint8_t **model, size_t *model_n, char *err, size_t errlen) {
+    (void)text, (void)n, (void)vocab, (void)type;
     *model = NULL;
     *model_n = 0;
     snprintf(err, errlen, "%s", WHY);

@@ -113,7 +113,7 @@ extern "C" {
 
 const char *dm_tokenizer_missing(void) { return nullptr; }
 
-int dm_tokenizer_train(const uint8_t *text, size_t n, int vocab, const char *type, int threads,
+int dm_tokenizer_train(const uint8_t *text, size_t n, int vocab, const char *type,
                        uint8_t **model, size_t *model_n, char *err, size_t errlen) {
     *model = nullptr;
     *model_n = 0;
@@ -130,7 +130,7 @@ int dm_tokenizer_train(const uint8_t *text, size_t n, int vocab, const char *typ
             {"eos_id", "-1"},
             {"pad_id", "-1"},
             {"input_sentence_size", "0"}, // every sentence given (prepare samples)
-            {"num_threads", std::to_string(threads > 0 ? threads : 1)},
+            {"num_threads", "16"}, // fixed: the model depends on it (see tokenizer.h)
             {"minloglevel", "2"}, // errors only: its progress log is not ours to print
         };
         Lines lines(text, n);

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -549,8 +548,8 @@ static int get_tokenizer(prep_ctx *P, const uint8_t *train, size_t n) {
         dm_job_note(P->io, "prepare: training the tokenizer (%s, vocab %d) on %.1f MB: %s\n",
                     type, a->vocab, sn / 1e6, about);
         double t0 = dm_now();
-        int rc = dm_tokenizer_train(sample, sn, a->vocab, type, omp_get_max_threads(),
-                                    &P->model, &P->model_n, e2, sizeof e2);
+        int rc = dm_tokenizer_train(sample, sn, a->vocab, type, &P->model, &P->model_n, e2,
+                                    sizeof e2);
         free(sample);
         if (rc) return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", e2);
         char d[32];
