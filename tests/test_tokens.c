@@ -1,9 +1,9 @@
 /* test_tokens.c — token data (docs/tokens.md): `prepare --vocab N` round-trips every byte
  * and its parallel encoding is the text's encoding; text that is not valid UTF-8, or that
  * the tokenizer cannot round-trip, is refused naming the file and the offset; the byte
- * vocabulary is today's format byte for byte; a damaged or missing tokenizer.model is
+ * vocabulary is the byte format, byte for byte; a damaged or missing tokenizer.model is
  * refused with exit 2; the tokens covering a byte window agree with a brute force, and for
- * the byte vocabulary they are today's window; the Python SentencePiece reads the same. */
+ * the byte vocabulary they are the byte window; the Python SentencePiece reads the same. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +52,8 @@ static cJSON *meta(const char *d, const char *dir) {
 static void write_text(const char *d) {
     sh_in(d, "zcat " T_CORPUS " | head -c 400000 > t.txt"
              " && printf '  two  spaces\\t\\ttabs \\r\\n\\n\\nh\\303\\251llo w\\303\\266rld "
-             "\\342\\230\\203 \\346\\227\\245\\346\\234\\254 \\360\\237\\220\\255 nul:\\000:\\n' >> t.txt"
+             "\\342\\230\\203 \\346\\227\\245\\346\\234\\254 \\360\\237\\220\\255 "
+             "nul:\\000:\\n' >> t.txt"
              " && (for i in $(seq 7000); do printf 'abcdefgh\\342\\202\\254'; done) >> t.txt"
              " && printf '\\n' >> t.txt"
              " && zcat " T_CORPUS " | head -c 120000 | tail -c 60000 >> t.txt"
@@ -230,7 +231,7 @@ TEST(tokens_refuse_what_cannot_round_trip) {
     t_rmtree(d);
 }
 
-TEST(tokens_byte_vocab_is_todays_format) {
+TEST(tokens_byte_vocab_is_the_byte_format) {
     char d[256], out[16384];
     t_tmpdir(d, sizeof d);
     sh_in(d, "zcat " T_CORPUS " | head -c 300000 > x.txt && printf 'raw \\377 bytes' >> x.txt");
@@ -240,7 +241,7 @@ TEST(tokens_byte_vocab_is_todays_format) {
              "cat a/train.bin a/val.bin | cmp - x.txt && "
              "test \"$(ls a | tr '\\n' ' ')\" = 'meta.json train.bin val.bin ' && "
              "test \"$(ls b | tr '\\n' ' ')\" = 'meta.json train.bin val.bin '");
-    /* meta.json: the same, but for when each was made; version 1, today's fields */
+    /* meta.json: the same, but for when each was made; version 1, the byte format's fields */
     cJSON *ma = meta(d, "a"), *mb = meta(d, "b");
     static const char *const fields[] = {"format", "format_version", "dormouse_version",
                                          "created", "train", "val", "total_bytes", "split",
@@ -302,8 +303,8 @@ TEST(tokens_damaged_tokenizer_refused) {
         sh_in(d, s);
         snprintf(s, sizeof s, "%s/%s", d, cases[i].name);
         dm_tokdata td;
-        CHECKF(dm_tokdata_open(s, &td, err, sizeof err) == DM_DS_BAD && strstr(err, cases[i].needle),
-               "%s: %s", cases[i].name, err);
+        CHECKF(dm_tokdata_open(s, &td, err, sizeof err) == DM_DS_BAD &&
+               strstr(err, cases[i].needle), "%s: %s", cases[i].name, err);
         /* the command: one line, exit 2 */
         snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --data %s --out run_%s " T_TINY,
                  d, cases[i].name, cases[i].name);
@@ -404,7 +405,7 @@ TEST(tokens_cover_matches_brute_force) {
                    (unsigned long long)c.scored_bytes, w.t0, w.t1, (unsigned long long)w.b0,
                    (unsigned long long)w.b1, (unsigned long long)w.scored_bytes);
             CHECK(c.b0 <= a && b <= c.b1);
-            if (width == 1) /* the bytes: today's window, its first byte the context */
+            if (width == 1) /* the bytes: the byte window, its first byte the context */
                 CHECK(c.t0 == a && c.t1 == b && c.scored_bytes == b - a - 1);
         }
         /* eval_windows=all: windows each starting at the last byte of the one before score
@@ -425,7 +426,8 @@ TEST(tokens_cover_matches_brute_force) {
         CHECK(next == N && scored == off[N] - off[1]);
         /* windows out of the text */
         dm_cover c;
-        CHECK(dm_tokstream_cover(&s, 5, 5, &c) == 1 && dm_tokstream_cover(&s, 0, off[N] + 1, &c) == 1);
+        CHECK(dm_tokstream_cover(&s, 5, 5, &c) == 1 &&
+              dm_tokstream_cover(&s, 0, off[N] + 1, &c) == 1);
         dm_tokstream_free(&s);
         /* an id out of the vocabulary */
         uint8_t badid[4] = {0xff, 0xff, 0xff, 0x7f};

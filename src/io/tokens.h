@@ -13,10 +13,10 @@
  *
  * Scoring tokens in bits per byte: a validation window is a span of bytes [a, b) of the
  * text; the tokens that cover it are those whose bytes overlap it. As a window of bytes
- * today predicts its bytes after the first, the first covering token is the context and
- * the others are scored:
+ * predicts its bytes after the first, the first covering token is the context and the
+ * others are scored:
  *     BPB = (sum of their NLL in nats) / (ln 2 x the bytes they cover).
- * For the byte vocabulary each token is its byte, so this is today's number exactly. */
+ * For the byte vocabulary each token is its byte, so this is the bytes' number exactly. */
 #ifndef DM_TOKENS_H
 #define DM_TOKENS_H
 

@@ -445,7 +445,8 @@ static void encode_slot(const dm_tokenizer *tok, const uint8_t *text, tok_slot *
     size_t k = 0, m = sl->back.n < n ? sl->back.n : n;
     while (k < m && sl->back.p[k] == p[k]) k++;
     uint64_t sum = 0; /* the cover rule counts on the pieces' bytes adding up to the text */
-    for (size_t i = 0; i < sl->ids.n; i++) sum += (uint64_t)dm_tokenizer_piece_bytes(tok, sl->ids.p[i]);
+    for (size_t i = 0; i < sl->ids.n; i++)
+        sum += (uint64_t)dm_tokenizer_piece_bytes(tok, sl->ids.p[i]);
     if (k < n || sl->back.n != n || sum != n) {
         sl->rc = 2;
         sl->bad = sl->s + k;
