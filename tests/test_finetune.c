@@ -390,3 +390,50 @@ TEST(finetune_with_resume_refused) {
     t_expect(cmd, 2, "--init-from", NULL, 0);
     t_rmtree(d);
 }
+
+/* Under mpirun rank 0 reads the parent and sends its weights to the others: fine-tuning
+ * on 2 ranks (grad_accum 2) is the one-process fine-tuning with grad_accum 2, bit for bit
+ * (each step's loss, the final parameters). */
+TEST(finetune_under_mpi_equals_one_process) {
+    if (!DM_MPIEXEC[0]) {
+        t_skip("this build has no MPI (CMake found none; Debian: libopenmpi-dev openmpi-bin)");
+        return;
+    }
+    char d[256], parent[512], one[600], two[600], cmd[4096], log[700], text[16384];
+    t_tmpdir(d, sizeof d);
+    snprintf(parent, sizeof parent, "%s/parent", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --data " KJV " " TINY_MODEL " " TINY_RUN
+             " --steps 8 --out %s", parent);
+    CHECK(t_run(cmd, NULL, 0) == 0);
+    snprintf(one, sizeof one, "%s/one", d);
+    snprintf(two, sizeof two, "%s/two", d);
+    snprintf(log, sizeof log, "%s/ft.log", d);
+    const char *keys = TINY_RUN " --set grad_accum=2 --steps 4";
+    snprintf(cmd, sizeof cmd, DM_CLI " train --init-from %s --data " KJV " %s --out %s", parent,
+             keys, one);
+    int rc = t_run_out(cmd, log, text, sizeof text);
+    CHECKF(rc == 0, "one process: exit %d: %s", rc, text);
+    snprintf(cmd, sizeof cmd, T_MPIRUN " -np 2 " DM_CLI " train --init-from %s --data " KJV
+             " %s --out %s", parent, keys, two);
+    rc = t_run_out(cmd, log, text, sizeof text);
+    CHECKF(rc == 0, "2 ranks: exit %d: %s", rc, text);
+    for (int s = 1; s <= 4; s++) {
+        float a = (float)at_step(one, s, "loss"), b = (float)at_step(two, s, "loss");
+        CHECKF(memcmp(&a, &b, sizeof a) == 0 && isfinite(a), "step %d: loss %.9g (one "
+               "process) vs %.9g (2 ranks)", s, a, b);
+    }
+    dm_config mc;
+    dm_config_default(&mc);
+    tiny_model(&mc);
+    dm_model *probe = dm_model_create(&mc, NULL, 0);
+    size_t np = dm_model_num_params(probe);
+    dm_model_free(probe);
+    float *pa = t_alloc(np), *pb = t_alloc(np);
+    params_of(one, &mc, pa, np);
+    params_of(two, &mc, pb, np);
+    CHECKF(memcmp(pa, pb, np * sizeof(float)) == 0, "final parameters differ between one "
+           "process and 2 ranks");
+    free(pa);
+    free(pb);
+    t_rmtree(d);
+}
