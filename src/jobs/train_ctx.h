@@ -2,7 +2,8 @@
  * few helpers they all use (train_ctx.c). The rooms, each calling only those below it:
  *
  *   train.c         the job: set-up, the step loop, one step, a fallback's second run
- *   train_rundir.h  the run directory: the config, the lock, resume, the checkpoints
+ *   train_rundir.h  the run directory: the config, the lock, resume, the checkpoints,
+ *                   a fine-tuning run's parent
  *   train_report.h  what the run tells: the set-up notes, metrics.jsonl, the step events
  *                   and the evaluations on their cadence, the summary
  *   train_budget.h  time_budget: the steps fixed from the measured rate, a slowed run cut

@@ -2,8 +2,9 @@
  * config of the run (a resumed run's from its config.json, a fine-tuning run's model keys
  * from the checkpoint it starts from), the lock, a fresh run's files (a fine-tuning run's
  * parent and its weights) or a resume from the newest checkpoint that loads (on
- * probation: docs/robustness.md), and the checkpoints on their cadence. Nothing is written before the inputs are good, and
- * what is written is undone if the command fails before it saves a checkpoint. */
+ * probation: docs/robustness.md), and the checkpoints on their cadence. Nothing is
+ * written before the inputs are good, and what is written is undone if the command fails
+ * before it saves a checkpoint. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,8 +410,8 @@ static int fresh_files(train_ctx *t) {
 
 /* The run directory: a fresh run's files (a fine-tuning run's parent.json, its weights
  * loaded), or the resumed run's newest checkpoint that loads and its metrics trimmed to
- * it; then config.json. What is written is undone if the
- * command fails before it saves a checkpoint (dm_rundir_remember). */
+ * it; then config.json. What is written is undone if the command fails before it saves a
+ * checkpoint (dm_rundir_remember). */
 static int open_run(train_ctx *t) {
     char err[8192];
     if (!t->a->resume && lock_fresh(t)) return t->st->code;
