@@ -2,7 +2,8 @@
  * few helpers they all use (train_ctx.c). The rooms, each calling only those below it:
  *
  *   train.c         the job: set-up, the step loop, one step, a fallback's second run
- *   train_rundir.h  the run directory: the config, the lock, resume, the checkpoints
+ *   train_rundir.h  the run directory: the config, the lock, resume, the checkpoints,
+ *                   a fine-tuning run's parent
  *   train_report.h  what the run tells: the set-up notes, metrics.jsonl, the step events
  *                   and the evaluations on their cadence, the summary
  *   train_budget.h  time_budget: the steps fixed from the measured rate, a slowed run cut
@@ -55,6 +56,18 @@ typedef struct {
     int fell_back;        /* this invocation is a fallback's */
 } train_rundir_state;
 
+/* the model a fine-tuning run starts from (train --init-from; train_rundir.c, rank 0):
+ * a fresh run's from --init-from, a resumed run's from its parent.json */
+struct dm_ckpt;
+typedef struct {
+    char path[4096];      /* as named, absolute ("": the run starts from the seed's init) */
+    char model[4200];     /* the model file of the checkpoint its weights come from */
+    long step;            /* that checkpoint's step */
+    uint32_t crc;         /* the CRC-32 of that model file */
+    struct dm_ckpt *ck;   /* a fresh run: the checkpoint, open from the config until its
+                             weights are in the model */
+} train_parent_state;
+
 /* the time budget and ckpt_time, on the job's clock (train_clock) (train_budget.c) */
 typedef struct {
     double t_job;         /* when the job began (time_budget counts from it) */
@@ -105,6 +118,7 @@ typedef struct {
     double t0;            /* its start */
     train_ranks_state ranks;
     train_rundir_state run;
+    train_parent_state parent;
     train_budget_state bud;
     train_report_state rep;
 } train_ctx;

@@ -57,18 +57,22 @@ static void setup_notes(const train_ctx *t) {
         snprintf(steps, sizeof steps, "steps: as many as fit %s (time_budget), fixed after "
                  "step %ld", bud, t->bud.fit_at);
     } else snprintf(steps, sizeof steps, "%d steps", c->steps);
+    char from[4400] = ""; /* a fine-tuning run: the model it started from */
+    if (t->parent.path[0])
+        snprintf(from, sizeof from, ", fine-tuned from %.4000s (step %ld, model crc32 %08x)",
+                 t->parent.path, t->parent.step, (unsigned)t->parent.crc);
     dm_job_note(t->io, "dormouse train: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
-                "parameters\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
+                "parameters%s\n", c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model,
                 c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s",
-                c->head_dim, dm_model_num_params(t->m));
+                c->head_dim, dm_model_num_params(t->m), from);
     corpus_note(t, acc, steps);
     char over[256], chose[512];
     if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
     if (dm_backend_choice(c->backend, c->device, chose, sizeof chose)[0])
         dm_job_note(t->io, "%s\n", chose);
-    dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
+    dm_job_note(t->io, "run directory %s: config.json, %smetrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
-                "prints them)\n", t->a->out);
+                "prints them)\n", t->a->out, t->parent.path[0] ? "parent.json, " : "");
 }
 
 void train_report_start(train_ctx *t) {

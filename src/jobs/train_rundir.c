@@ -1,8 +1,10 @@
 /* train_rundir.c — the run directory of a training run (rank 0 alone touches it): the
- * config of the run (a resumed run's from its config.json), the lock, a fresh run's files
- * or a resume from the newest checkpoint that loads (on probation: docs/robustness.md),
- * and the checkpoints on their cadence. Nothing is written before the inputs are good, and
- * what is written is undone if the command fails before it saves a checkpoint. */
+ * config of the run (a resumed run's from its config.json, a fine-tuning run's model keys
+ * from the checkpoint it starts from), the lock, a fresh run's files (a fine-tuning run's
+ * parent and its weights) or a resume from the newest checkpoint that loads (on
+ * probation: docs/robustness.md), and the checkpoints on their cadence. Nothing is
+ * written before the inputs are good, and what is written is undone if the command fails
+ * before it saves a checkpoint. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/ckpt.h"
+#include "io/dataset.h" /* dm_crc32: the parent's model file */
 #include "io/files.h"
 #include "io/metrics.h" /* a resumed run's wall time so far */
 #include "jobs/load.h"
@@ -120,6 +123,134 @@ static int check_run_corpus(train_ctx *t) {
     return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
 }
 
+/* ---- fine-tuning: the model a new run starts from (--init-from) ----------------------- */
+
+/* The CRC-32 of the file at path into *crc; 0 ok, else err. */
+static int crc_file(const char *path, uint32_t *crc, char *err, size_t errlen) {
+    int fd = dm_open_regular(path, "model file", err, errlen);
+    if (fd < 0) return 1;
+    unsigned char buf[1 << 14];
+    uint32_t c = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof buf)) > 0) c = dm_crc32(c, buf, (size_t)got);
+    close(fd);
+    if (got < 0) {
+        snprintf(err, errlen, "cannot read %s", path);
+        return 1;
+    }
+    *crc = c;
+    return 0;
+}
+
+/* --init-from: its newest checkpoint that loads (dm_ckpt_next; one that went away since
+ * it was found, as a training run prunes them, is passed over), kept open for its
+ * weights, with its model file's CRC-32; the config's model keys set to its. */
+static int open_parent(train_ctx *t) {
+    train_parent_state *p = &t->parent;
+    char err[8192], v[64];
+    dm_ckpt_iter it = {.path = t->a->init_from};
+    dm_ckpt *ck;
+    while ((ck = dm_ckpt_next(&it, t->st)) && crc_file(it.model_path, &p->crc, err, sizeof err)) {
+        dm_ckpt_close(ck);
+        dm_ckpt_skip(&it, err);
+    }
+    if (!ck) {
+        char why[sizeof t->st->msg];
+        snprintf(why, sizeof why, "%s", t->st->msg);
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "--init-from %s: %s", t->a->init_from, why);
+    }
+    dm_ckpt_loaded(&it, t->io);
+    p->ck = ck;
+    p->step = dm_ckpt_step(ck);
+    char *abs = realpath(it.model_path, NULL);
+    snprintf(p->model, sizeof p->model, "%s", abs ? abs : it.model_path);
+    free(abs);
+    abs = realpath(t->a->init_from, NULL);
+    snprintf(p->path, sizeof p->path, "%s", abs ? abs : t->a->init_from);
+    free(abs);
+    const dm_config *pc = dm_ckpt_config(ck);
+    for (int i = 0; dm_config_key_name(i); i++) {
+        const char *key = dm_config_key_name(i);
+        if (dm_config_key_group(i) != DM_KEY_MODEL) continue;
+        dm_config_get(pc, key, v, sizeof v);
+        if (dm_config_set(&t->cfg, key, v, err, sizeof err))
+            return dm_fail(t->st, DM_JOB_BAD_INPUT, "--init-from %s: %s", p->model, err);
+    }
+    return 0;
+}
+
+/* The run's model keys must be the parent's: the first that differs, with both values. */
+static int check_parent(train_ctx *t) {
+    char va[64], vb[64];
+    const char *key = dm_config_diff(dm_ckpt_config(t->parent.ck), &t->cfg, DM_KEYS_MODEL, va,
+                                     vb, sizeof va);
+    if (!key) return 0;
+    return dm_fail(t->st, DM_JOB_BAD_INPUT, "--init-from %s has %s=%s, the run asks for %s=%s "
+                   "(a fine-tuning run keeps its parent's model keys: leave them out)",
+                   t->a->init_from, key, va, key, vb);
+}
+
+/* A fresh run's parent.json: where its weights came from. */
+static int write_parent(train_ctx *t) {
+    const train_parent_state *p = &t->parent;
+    char err[8192], crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)p->crc);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "init_from", p->path);
+    cJSON_AddStringToObject(o, "model", p->model);
+    cJSON_AddNumberToObject(o, "step", (double)p->step);
+    cJSON_AddStringToObject(o, "crc32", crc);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    size_t n = text ? strlen(text) : 0;
+    char *line = text ? realloc(text, n + 2) : NULL;
+    if (!line) {
+        free(text);
+        return dm_fail(t->st, DM_JOB_FAILED, "out of memory writing parent.json");
+    }
+    memcpy(line + n, "\n", 2);
+    int wr = train_write_file(t->a->out, "parent.json", line, err, sizeof err);
+    free(line);
+    return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
+}
+
+/* A fresh fine-tuning run (when it is one): parent.json, and the parent's weights into
+ * the model (the optimizer and the schedule start fresh); the checkpoint closed. */
+static int from_parent(train_ctx *t) {
+    char err[8192];
+    if (!t->parent.ck || write_parent(t)) return t->st->code;
+    int rc = dm_ckpt_into(t->parent.ck, t->m, NULL, err, sizeof err);
+    dm_ckpt_close(t->parent.ck);
+    t->parent.ck = NULL;
+    return rc ? dm_fail(t->st, DM_JOB_BAD_INPUT, "--init-from %s: %s", t->a->init_from, err)
+              : 0;
+}
+
+/* A resumed run's parent (its parent.json), for its header; a run of its own has none. */
+static void read_parent(train_ctx *t) {
+    char p[4200], err[256];
+    snprintf(p, sizeof p, "%s/parent.json", t->a->out);
+    if (access(p, F_OK) != 0) return;
+    char *text = dm_read_file(p, err, sizeof err);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    cJSON *from = cJSON_GetObjectItemCaseSensitive(o, "init_from"),
+          *model = cJSON_GetObjectItemCaseSensitive(o, "model"),
+          *step = cJSON_GetObjectItemCaseSensitive(o, "step"),
+          *crc = cJSON_GetObjectItemCaseSensitive(o, "crc32");
+    unsigned c;
+    if (cJSON_IsString(from) && cJSON_IsString(model) && cJSON_IsNumber(step) &&
+        cJSON_IsString(crc) && sscanf(crc->valuestring, "%8x", &c) == 1) {
+        snprintf(t->parent.path, sizeof t->parent.path, "%s", from->valuestring);
+        snprintf(t->parent.model, sizeof t->parent.model, "%s", model->valuestring);
+        t->parent.step = (long)step->valuedouble;
+        t->parent.crc = c;
+    } else {
+        dm_job_warn(t->io, "note: %s cannot be read; the run's parent goes unnamed\n", p);
+    }
+    cJSON_Delete(o);
+    free(text);
+}
+
 /* ---- the config of the run ---------------------------------------------------------- */
 
 /* The config (defaults or the run's config.json, then the file, then the sets), checked;
@@ -128,6 +259,9 @@ int train_config(train_ctx *t) {
     const dm_train_args *a = t->a;
     char path[4200], err[8192];
     dm_config saved;
+    if (a->resume && a->init_from)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "--init-from starts a new run and --resume "
+                       "continues one: give one of them");
     if (a->resume) {
         struct stat sb;
         snprintf(path, sizeof path, "%s/config.json", a->out);
@@ -146,9 +280,11 @@ int train_config(train_ctx *t) {
     } else {
         dm_config_default(&t->cfg);
     }
+    if (a->init_from && open_parent(t)) return t->st->code;
     if ((a->config_file && dm_config_apply_file(&t->cfg, a->config_file, t->st)) ||
         dm_config_apply_sets(&t->cfg, "--set", a->sets, a->n_sets, t->st))
         return t->st->code;
+    if (a->init_from && check_parent(t)) return t->st->code;
     if (dm_config_validate(&t->cfg, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
     if (a->resume && dm_config_check_model(&saved, &t->cfg, err, sizeof err))
@@ -242,6 +378,7 @@ static int resume_run(train_ctx *t) {
         t->run.wall_before = dm_metrics_wall(&mt);
         dm_metrics_free(&mt);
     }
+    read_parent(t);
     dm_job_note(t->io, "resuming %s at step %ld of %d\n", a->out, t->start, t->cfg.steps);
     return 0;
 }
@@ -254,6 +391,8 @@ static int fresh_files(train_ctx *t) {
     snprintf(p, sizeof p, "%s/metrics.jsonl", a->out);
     unlink(p);
     snprintf(p, sizeof p, "%s/val_path", a->out);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/parent.json", a->out);
     unlink(p);
     char *abs = realpath(t->data, NULL);
     int wr = dm_rundir_write_data(a->out, abs ? abs : t->data, t->corpus.n,
@@ -269,15 +408,16 @@ static int fresh_files(train_ctx *t) {
     return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
 }
 
-/* The run directory: a fresh run's files, or the resumed run's newest checkpoint that
- * loads and its metrics trimmed to it; then config.json. What is written is undone if the
- * command fails before it saves a checkpoint (dm_rundir_remember). */
+/* The run directory: a fresh run's files (a fine-tuning run's parent.json, its weights
+ * loaded), or the resumed run's newest checkpoint that loads and its metrics trimmed to
+ * it; then config.json. What is written is undone if the command fails before it saves a
+ * checkpoint (dm_rundir_remember). */
 static int open_run(train_ctx *t) {
     char err[8192];
     if (!t->a->resume && lock_fresh(t)) return t->st->code;
     if (dm_rundir_remember(&t->run.rd, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
-    if (t->a->resume ? resume_run(t) : fresh_files(t)) return t->st->code;
+    if (t->a->resume ? resume_run(t) : (fresh_files(t) || from_parent(t))) return t->st->code;
     return train_write_config(t);
 }
 
@@ -287,6 +427,8 @@ int train_open_run(train_ctx *t) {
 }
 
 void train_close_run(train_ctx *t) {
+    dm_ckpt_close(t->parent.ck); /* a run that failed before it loaded its parent */
+    t->parent.ck = NULL;
     if (!t->run.rd_open) return;
     if (t->st->code != DM_JOB_OK && !t->run.saved) dm_rundir_abandon(&t->run.rd);
     dm_rundir_close(&t->run.rd);

@@ -5,11 +5,14 @@
 
 #include "jobs/train_ctx.h"
 
-/* Rank 0: the config (defaults or the run's config.json, then the file, then the sets),
- * checked; and the corpus paths: --data, else the run's data_path, else the bundled one. */
+/* Rank 0: the config (defaults or the run's config.json; with --init-from the model keys
+ * of its checkpoint, which the file and the sets must keep; then the file, then the
+ * sets), checked; and the corpus paths: --data, else the run's data_path, else the
+ * bundled one. */
 int train_config(train_ctx *t);
-/* Rank 0, once every rank is set up: the run directory (a fresh run's files, or the
- * resumed run's newest checkpoint that loads) and metrics.jsonl opened. */
+/* Rank 0, once every rank is set up: the run directory (a fresh run's files, with a
+ * fine-tuning run's parent.json and the parent's weights in the model, or the resumed
+ * run's newest checkpoint that loads) and metrics.jsonl opened. */
 int train_open_run(train_ctx *t);
 /* The checkpoint after `done` steps when one is due; 1 when the run stops here (the
  * status set when not OK), else 0. */
