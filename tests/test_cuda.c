@@ -4,7 +4,9 @@
  * docs/bf16.md's 1e-6 of the f32 product of the same rounded operands; and the same bits
  * when a launch is repeated. Every GPU case skips, saying why, where no device can run
  * them (no driver, no device, a build without CUDA); cuda_probe_answers runs everywhere.
- * Labelled `cuda` (ctest -L cuda). */
+ * Labelled `cuda` (ctest -L cuda).
+ * The same file, built with DM_CUDA_EMU=1 against the CUDA emulator (tests/cuda_emu,
+ * docs/emulator.md), runs every case on the CPU: the emu_* tests (ctest -L cuda_emu). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,7 @@ static int no_gpu(void) {
     if (why) t_skip("no CUDA device (%s)", why);
     return why != NULL;
 }
-#if DM_HAVE_CUDA
+#if DM_HAVE_CUDA || DM_CUDA_EMU
 #define GPU_CASE(body) do { if (!no_gpu()) body(); } while (0)
 #else /* the bodies are not built: the probe always answers */
 #define GPU_CASE(body) do { (void)no_gpu(); } while (0)
@@ -31,7 +33,7 @@ static int no_gpu(void) {
 TEST(cuda_probe_answers) {
     const char *why = dm_cuda_unavailable(0);
     printf("  device 0: %s\n", why ? why : "usable");
-#if DM_HAVE_CUDA
+#if DM_HAVE_CUDA || DM_CUDA_EMU
     CHECKF(!why || (why[0] && !strchr(why, '\n')), "a reason is one non-empty line: [%s]", why);
 #else
     CHECKF(why && strstr(why, "this build has no CUDA"), "a build without CUDA says so: [%s]",
@@ -44,7 +46,7 @@ TEST(cuda_probe_answers) {
     if (!why && big) CHECKF(strstr(big, "out of range") != NULL, "[%s]", big);
 }
 
-#if DM_HAVE_CUDA
+#if DM_HAVE_CUDA || DM_CUDA_EMU
 /* ---- device buffers of the running case (freed at its end) ---- */
 static void *pool[256];
 static int npool;
@@ -492,9 +494,11 @@ static void batched_body(void) {
 /* ---- Newton–Schulz on a stack, wide and tall slices, both schedules, a zero slice,
  * against kernels/cpu/ns.c's f32 dm_ns ---- */
 static void ns_body(void) {
-    const int shapes[2][2] = {{32, 80}, {72, 24}};
+    /* [33, 45]: 5 slices of an odd size, so the workspace's doubles follow an odd number
+     * of floats */
+    const int shapes[3][2] = {{32, 80}, {72, 24}, {33, 45}};
     const dm_ns_sched scheds[2] = {DM_NS_QUINTIC5, DM_NS_POLAR5};
-    for (int si = 0; si < 2; si++)
+    for (int si = 0; si < 3; si++)
         for (int k = 0; k < 2; k++) {
             dm_ns_sched sc = scheds[k];
             enum { S = 5 };
@@ -685,6 +689,9 @@ static void graph_body(void) {
     double *mean = dalloc(sizeof(double));
     dm_cuda_stream s = NULL;
     CU(dm_cuda_stream_create(&s));
+    /* the uploads and poisons above ran on the legacy stream, which a non-blocking stream
+     * does not wait for: finish them before s reads those buffers */
+    CU(dm_cuda_sync(NULL));
     CU(chain(s, y, r, h, out, mean, loss[0], d_x, d_w, d_W, d_t, N, C));
     CU(dm_cuda_sync(s));
     dm_cuda_graph *g = NULL;
@@ -719,7 +726,7 @@ static void repeat_body(void) {
     float *w = randn(C, 52, 1.0f);
     float *d_x = dput(x, (size_t)N * C), *d_dy = dput(dy, (size_t)N * C), *d_w = dput(w, C);
     float *d_r = dpoison(N), *out[2], *dw[2], *dW[2];
-    dm_cuda_rmsnorm_fwd(dpoison((size_t)N * C), d_r, d_x, d_w, N, C, 1e-5f, NULL);
+    CU(dm_cuda_rmsnorm_fwd(dpoison((size_t)N * C), d_r, d_x, d_w, N, C, 1e-5f, NULL));
     for (int i = 0; i < 2; i++) { /* weight gradients of RMSNorm, the gate and a product */
         out[i] = dalloc((size_t)N * C * sizeof(float));
         dw[i] = dalloc((C + H) * sizeof(float)); /* RMSNorm's dw [C]; the gate's dA_log [H] */
@@ -760,7 +767,7 @@ static void repeat_body(void) {
     free(x), free(dy), free(w), free(gd), free(bd);
     dfree_all();
 }
-#endif /* DM_HAVE_CUDA */
+#endif /* DM_HAVE_CUDA || DM_CUDA_EMU */
 
 TEST(cuda_memory_roundtrip) { GPU_CASE(memory_body); }
 TEST(cuda_bf16_rounding_matches_cpu) { GPU_CASE(bf16_body); }
