@@ -75,6 +75,7 @@ namespace dm_emu {
 thread_ctx *cur;
 dim3 block_idx, block_dim, grid_dim;
 uint64_t cur_op;
+bool race_on = true;
 
 enum { T_RUN, T_BAR, T_WARP, T_DONE };
 
@@ -359,6 +360,9 @@ static void read_order() {
         exit(2);
     }
     rng_state = order_seed * 0x9E3779B97F4A7C15ull + 1;
+    const char *rc = getenv("DM_EMU_RACECHECK");
+    race_on = !(rc && !strcmp(rc, "0"));
+    if (!race_on) note("the race check is off (DM_EMU_RACECHECK=0)");
     note("CUDA emulator: threads resumed in %s order at each barrier%s", e && *e ? e : "forward",
          order_mode == O_RANDOM ? " (a fresh permutation each time)" : "");
 }
@@ -508,6 +512,11 @@ static void run_block(unsigned n) {
         if (bar && !warp)
             fault("__syncthreads reached by %u threads of %u while %u have returned (a barrier "
                   "in divergent code: undefined on a GPU)", bar, n, done);
+        for (unsigned w = 0; w < (n + 31) / 32; w++) /* a collective waiting on a lane that returned */
+            for (unsigned l = 0; warps[w].arrived && l < 32; l++)
+                if (warps[w].mask >> l & 1 && threads[w * 32 + l].state == T_DONE)
+                    fault("warp collective: lane %u of its mask 0x%08x has returned (warp %u)", l,
+                          warps[w].mask, w);
         fault("deadlock: %u threads at __syncthreads, %u at a warp collective, %u returned, of %u",
               bar, warp, done, n);
     }

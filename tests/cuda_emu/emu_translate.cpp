@@ -91,7 +91,8 @@ std::vector<Tok> lex(const std::string &src) {
     return t;
 }
 
-const std::set<std::string> arith = {"float", "double", "int", "unsigned", "char", "bool",
+/* char is left out: host code's strings (argv, names) stay char pointers */
+const std::set<std::string> arith = {"float", "double", "int", "unsigned", "bool",
                                      "short", "long", "int8_t", "uint8_t", "int16_t",
                                      "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t",
                                      "size_t"};

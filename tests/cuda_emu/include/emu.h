@@ -93,6 +93,7 @@ const region *find_region(uintptr_t u);
 void race_check(region *r, size_t off, bool write);
 void note_access(region *r, bool write);
 extern uint64_t cur_op;
+extern bool race_on; /* DM_EMU_RACECHECK=0 turns the race check off */
 
 /* the check of one access of n bytes at q through a pointer into r */
 inline void check(const region *rc, const void *q, size_t n, size_t align, bool write) {
@@ -101,7 +102,7 @@ inline void check(const region *rc, const void *q, size_t n, size_t align, bool 
         fault_access(rc, q, n, align, write);
     region *r = const_cast<region *>(rc);
     if (r->kind != R_LOCAL) {
-        race_check(r, u - b, write);
+        if (race_on) race_check(r, u - b, write);
         if (r->kind == R_GLOBAL && (write ? r->mark_w : r->mark_r) != cur_op) note_access(r, write);
     }
 }
@@ -158,6 +159,9 @@ template <class T> class ptr {
     template <class U, class = typename std::enable_if<std::is_convertible<U *, T *>::value>::type>
     ptr(const ptr<U> &o) : p(o.p), r(o.r) {}
     explicit operator bool() const { return p != nullptr; }
+    /* the raw pointer, for host code in a .cu file (a runtime call, a cast); an access
+     * through it is not checked */
+    operator T *() const { return p; }
     template <class I, class = typename std::enable_if<std::is_integral<I>::value>::type>
     auto operator[](I i) const -> decltype(deref(p, r)) {
         return deref(p + i, r);
