@@ -458,6 +458,11 @@ static char *dyn_buf, *static_buf;
 static size_t dyn_bytes; /* the running launch's dynamic shared memory */
 
 const region *dynamic_shared_region() { return &dyn_region; }
+const region *static_shared_region() { return &static_region; }
+
+void fault_index(long long i, size_t n) {
+    fault("index %lld of a __shared__ array dimension of %zu: out of bounds", i, n);
+}
 
 void *static_shared_at(shared_site &site, size_t bytes, size_t align) {
     if (site.block != block_serial) {

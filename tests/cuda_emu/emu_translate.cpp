@@ -6,7 +6,7 @@
  * through a #line at the top). Four rewrites, nothing else:
  *   1. F<<<cfg>>>(args)            -> dm_emu::kernel_launch(F, "F", dm_emu::launch_config(cfg))(args)
  *   2. extern __shared__ T s[];     -> dm_emu::ptr<T> s = dm_emu::dynamic_shared<T>();
- *   3. __shared__ T a[n]...;        -> T (&a)[n]... = dm_emu::static_shared<T[n]...>(site);
+ *   3. __shared__ T a[n]...;        -> dm_emu::sview<T[n]...> a = dm_emu::static_shared<T[n]...>(site);
  *   4. [const] A [const] *          -> dm_emu::ptr<[const] A>  for the arithmetic types A,
  *      and ", *x" -> ", x" in the rest of that declaration; not inside the parameter list
  *      of an extern "C" function (the C entry points keep the header's signatures).
@@ -168,8 +168,8 @@ struct Rewriter {
                            type + ">()";
             } else {
                 drop(i, semi);
-                out[i] = type + " (&" + t[name].s + ")" + dims + " = dm_emu::static_shared<" +
-                         type + dims +
+                out[i] = "dm_emu::sview<" + type + dims + "> " + t[name].s +
+                         " = dm_emu::static_shared<" + type + dims +
                          ">([]() -> dm_emu::shared_site & { static dm_emu::shared_site s_; "
                          "return s_; }())";
             }

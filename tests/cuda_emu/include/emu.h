@@ -8,7 +8,8 @@
  *     parameter lists of extern "C" functions  ->  dm_emu::ptr<T>, a pointer that knows
  *     the allocation it points into and checks every access against it;
  *   - extern __shared__ T s[]  ->  the block's dynamic shared memory, as a dm_emu::ptr;
- *   - __shared__ T a[n]...  ->  a reference into the block's static shared memory.
+ *   - __shared__ T a[n]...  ->  a view of the block's static shared memory (dm_emu::sview)
+ *     whose every index is checked against its dimension.
  *
  * Every access through a dm_emu::ptr is checked: inside its allocation (a cudaMalloc,
  * the block's shared memory, the thread's own stack for pointers to locals), the
@@ -21,10 +22,12 @@
  * Not modelled (docs/emulator.md): timing; blocks running concurrently (they run one
  * after another, so a kernel that needs two blocks to run at once deadlocks here); the
  * memory model between blocks beyond the race check above; accesses through pointers to
- * structs or through template parameter types (not rewritten, so not checked); static
- * __shared__ arrays are bounds-checked only by UBSan (-fsanitize=bounds) and not
- * race-checked; warp divergence cost and instruction-level semantics (fast-math
- * intrinsics are the libm functions).
+ * structs or through template parameter types (not rewritten, so not checked); a ptr
+ * converted back to a raw pointer (host code's casts and runtime calls) is not checked;
+ * warp divergence cost and instruction-level semantics (fast-math intrinsics are the libm
+ * functions). The race check knows __syncthreads as the only ordering inside a block: a
+ * warp-synchronous exchange through shared memory (ordered by __syncwarp on a GPU) is
+ * reported as a race.
  */
 #ifndef DM_EMU_H
 #define DM_EMU_H
@@ -200,8 +203,33 @@ struct shared_site {
     size_t off = 0;
 };
 void *static_shared_at(shared_site &site, size_t bytes, size_t align);
-template <class A> inline A &static_shared(shared_site &site) {
-    return *(A *)static_shared_at(site, sizeof(A), alignof(A));
+const region *static_shared_region();
+[[noreturn]] void fault_index(long long i, size_t n);
+
+/* a __shared__ array A (T[n], T[n][m], ...) seen as the kernel indexes it: every index
+ * checked against its dimension, every element access checked as a ptr's (and
+ * race-checked); it decays to a ptr as an array decays to a pointer */
+template <class A> class sview {
+    using E = typename std::remove_extent<A>::type;
+    static constexpr size_t N = std::extent<A>::value;
+    E *base;
+    const region *r;
+
+  public:
+    sview(E *b, const region *r_) : base(b), r(r_) {}
+    template <class I, class = typename std::enable_if<std::is_integral<I>::value>::type>
+    auto operator[](I i) const {
+        if (i < 0 || (unsigned long long)i >= N) fault_index((long long)i, N);
+        if constexpr (std::is_array<E>::value)
+            return sview<E>(base[i], r);
+        else
+            return deref(base + i, r);
+    }
+    operator ptr<E>() const { return ptr<E>(base, r); }
+};
+template <class A> inline sview<A> static_shared(shared_site &site) {
+    using E = typename std::remove_extent<A>::type;
+    return sview<A>((E *)static_shared_at(site, sizeof(A), alignof(A)), static_shared_region());
 }
 
 /* ---- barriers and warp collectives ---- */
