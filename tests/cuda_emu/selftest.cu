@@ -203,6 +203,11 @@ static int case_graph_replays(void) { /* correct: a captured graph replays its l
     float want = 0;
     for (int i = 0; i < 256; i++) want += hx[i];
     printf("sum %g (want %g), before the replay %g\n", hy[0], want, before);
+    if (!e) {
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+    }
+    cudaStreamDestroy(s);
     return said("the replay computes the sum", !e && before == 0.0f && hy[0] == want, 1);
 }
 static int case_block_sum(void) { /* correct: barriers and shuffles in every order */
@@ -232,6 +237,11 @@ static int case_blas_shapes(void) {
     void *A = dalloc(4096), *B = dalloc(4096), *C = dalloc(4096);
     float one = 1.0f, zero = 0.0f;
     int st = cublasLtMatmul(h, d, &one, A, la, B, lb, &zero, C, lc, C, lc, NULL, NULL, 0, NULL);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(d);
+    cublasLtDestroy(h);
     return said("CUBLAS_STATUS_INVALID_VALUE", st, CUBLAS_STATUS_INVALID_VALUE);
 }
 static int case_blas_range(void) {
