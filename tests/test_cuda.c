@@ -543,15 +543,14 @@ static void sphere_body(void) {
 
 /* ---- the delta core against the reference, KDA and GDN: the token-serial forward and
  * backward, the chunked forward ---- */
-static void delta_case(int scalar_gate) {
-    /* T = 77: the chunked forward's chunks of 32 end in a partial one */
-    dm_delta_dims d = {.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
+static void delta_run(dm_delta_dims d) {
+    const int scalar_gate = d.scalar_gate;
     d.scale = 1.0f / sqrtf((float)d.dk);
     const size_t nk = (size_t)d.B * d.T * d.H * d.dk, nv = (size_t)d.B * d.T * d.H * d.dv;
     const size_t ns = (size_t)d.B * d.T * d.H, nh = (size_t)d.B * d.H * d.dk * d.dv;
     const size_t ng = scalar_gate ? ns : nk;
-    const char *mn = scalar_gate ? "gdn" : "kda";
-    char what[64];
+    char mn[64], what[128];
+    snprintf(mn, sizeof mn, "%s T=%d dk=%d dv=%d", scalar_gate ? "gdn" : "kda", d.T, d.dk, d.dv);
     float *q = randn(nk, 40, 1.0f), *k = randn(nk, 41, 1.0f), *v = randn(nv, 42, 1.0f);
     float *g = t_alloc(ng), *beta = t_alloc(ns), *h0 = randn(nh, 43, 0.5f);
     float *dO = randn(nv, 44, 1.0f), *dhT = randn(nh, 45, 0.5f);
@@ -595,8 +594,22 @@ static void delta_case(int scalar_gate) {
     free(hT), free(dq), free(dk), free(dv), free(dg), free(db), free(dh0), free(work);
     dfree_all();
 }
-static void delta_kda_body(void) { delta_case(0); }
-static void delta_gdn_body(void) { delta_case(1); }
+/* T = 77: the chunked forward's chunks of 32 end in a partial one */
+static void delta_kda_body(void) {
+    delta_run((dm_delta_dims){.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = 0});
+}
+static void delta_gdn_body(void) {
+    delta_run((dm_delta_dims){.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = 1});
+}
+/* the shapes around the kernels' limits: one token; more keys than values and the
+ * reverse (the backward's block spans the larger); 128 x 128 heads, whose state needs
+ * shared memory past the 48 KiB default (the opt-in path) */
+static void delta_shapes_body(void) {
+    delta_run((dm_delta_dims){.B = 1, .T = 1, .H = 1, .dk = 32, .dv = 32, .scalar_gate = 0});
+    delta_run((dm_delta_dims){.B = 1, .T = 33, .H = 2, .dk = 64, .dv = 32, .scalar_gate = 1});
+    delta_run((dm_delta_dims){.B = 1, .T = 33, .H = 1, .dk = 40, .dv = 72, .scalar_gate = 0});
+    delta_run((dm_delta_dims){.B = 1, .T = 40, .H = 1, .dk = 128, .dv = 128, .scalar_gate = 0});
+}
 
 /* ---- the optimizer: the gradient's sum of squares (in double), AdamW and Muon's
  * momentum and weight step against optim.c's and muon.c's updates computed here in
@@ -786,6 +799,7 @@ TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
 TEST(cuda_retract_sphere) { GPU_CASE(sphere_body); }
 TEST(cuda_delta_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_gdn) { GPU_CASE(delta_gdn_body); }
+TEST(cuda_delta_shapes) { GPU_CASE(delta_shapes_body); }
 TEST(cuda_optim_adamw_muon_sumsq) { GPU_CASE(optim_body); }
 TEST(cuda_graph_replay) { GPU_CASE(graph_body); }
 TEST(cuda_repeat_bitwise) { GPU_CASE(repeat_body); }
