@@ -744,7 +744,6 @@ void dm_emu::launch(const void *fn, const char *kname, const char *file, int lin
     char label[256];
     snprintf(label, sizeof label, "%s (%s:%d)", kname, base ? base + 1 : file, line);
     const char *name = label;
-    unsigned n = c.block.x * c.block.y * c.block.z;
     if (!c.block.x || !c.block.y || !c.block.z || c.block.x > 1024 || c.block.y > 1024 ||
         c.block.z > 64 || (size_t)c.block.x * c.block.y * c.block.z > EMU_MAX_THREADS) {
         note("launch of %s refused: block (%u,%u,%u) (at most 1024 threads; 1024 x 1024 x 64)",
@@ -767,7 +766,6 @@ void dm_emu::launch(const void *fn, const char *kname, const char *file, int lin
         fail(cudaErrorInvalidValue);
         return;
     }
-    (void)n;
     std::string what = std::string("kernel ") + name, kn = name;
     launch_config cc = c;
     auto op = [fn, kn, cc, b, what](cudaStream_t s) mutable {
