@@ -24,6 +24,7 @@
  * memory model between blocks beyond the race check above; accesses through pointers to
  * structs or through template parameter types (not rewritten, so not checked); a ptr
  * converted back to a raw pointer (host code's casts and runtime calls) is not checked;
+ * host code dereferencing device memory (it is host memory here, so that works);
  * warp divergence cost and instruction-level semantics (fast-math intrinsics are the libm
  * functions). The race check knows __syncthreads as the only ordering inside a block: a
  * warp-synchronous exchange through shared memory (ordered by __syncwarp on a GPU) is
