@@ -299,10 +299,12 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
                 /* op(A) as rows [m][k], op(B) as columns [n][k] */
                 for (size_t i = 0; i < M; i++)
                     for (size_t kk = 0; kk < K; kk++)
-                        opa[i * K + kk] = load(Ab, a.type, ta == CUBLAS_OP_N ? i + kk * a.ld : kk + i * a.ld);
+                        opa[i * K + kk] =
+                            load(Ab, a.type, ta == CUBLAS_OP_N ? i + kk * a.ld : kk + i * a.ld);
                 for (size_t j = 0; j < N; j++)
                     for (size_t kk = 0; kk < K; kk++)
-                        opb[j * K + kk] = load(Bb, b.type, tb == CUBLAS_OP_N ? kk + j * b.ld : j + kk * b.ld);
+                        opb[j * K + kk] =
+                            load(Bb, b.type, tb == CUBLAS_OP_N ? kk + j * b.ld : j + kk * b.ld);
                 for (size_t j = 0; j < N; j++)
                     for (size_t i = 0; i < M; i++) {
                         const float *x = &opa[i * K], *y = &opb[j * K];

@@ -126,7 +126,9 @@ static region dyn_region, static_region;     /* the running block's shared memor
 static size_t static_used, static_poisoned;
 
 static const char *kind_name(const region *r) {
-    return r->kind == R_GLOBAL ? "device allocation" : r->kind == R_SHARED ? "shared memory" : "the thread's stack";
+    return r->kind == R_GLOBAL   ? "device allocation"
+           : r->kind == R_SHARED ? "shared memory"
+                                 : "the thread's stack";
 }
 
 static std::string describe(const region *r) {
@@ -397,7 +399,8 @@ uint64_t warp_collective(int kind, unsigned mask, uint64_t value, int arg, int w
     unsigned lane = me->lin & 31, base = me->lin & ~31u;
     unsigned lanes = nthreads_block - base < 32 ? nthreads_block - base : 32;
     unsigned exists = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
-    if (!(mask >> lane & 1)) fault("warp collective: the calling lane %u is not in its mask 0x%08x", lane, mask);
+    if (!(mask >> lane & 1))
+        fault("warp collective: the calling lane %u is not in its mask 0x%08x", lane, mask);
     if (mask & ~exists)
         fault("warp collective: mask 0x%08x names lanes this warp does not have (the block has %u "
               "threads)", mask, nthreads_block);
@@ -935,9 +938,11 @@ extern "C" {
 
 static cudaError_t memcpy_op(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
                              cudaStream_t s, const char *what) {
-    if (kind == cudaMemcpyDefault)
-        kind = find_alloc(src, false) ? (find_alloc(dst, false) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
-                                      : (find_alloc(dst, false) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    if (kind == cudaMemcpyDefault) { /* as unified addressing infers it */
+        bool s_dev = find_alloc(src, false) != nullptr, d_dev = find_alloc(dst, false) != nullptr;
+        kind = s_dev ? (d_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                     : (d_dev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    }
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDeviceToDevice)
         return fail(cudaErrorInvalidMemcpyDirection);
     if (n == 0) return cudaSuccess;
@@ -945,8 +950,10 @@ static cudaError_t memcpy_op(void *dst, const void *src, size_t n, cudaMemcpyKin
     bool dsrc = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     region *rd = ddst ? device_range(dst, n, what, "destination") : nullptr;
     region *rs = dsrc ? device_range(src, n, what, "source") : nullptr;
-    if (!ddst && find_alloc(dst, false)) fault("%s: the destination %p is device memory, the kind says host", what, dst);
-    if (!dsrc && find_alloc(src, false)) fault("%s: the source %p is device memory, the kind says host", what, src);
+    if (!ddst && find_alloc(dst, false))
+        fault("%s: the destination %p is device memory, the kind says host", what, dst);
+    if (!dsrc && find_alloc(src, false))
+        fault("%s: the source %p is device memory, the kind says host", what, src);
     return submit(s, what, [=](cudaStream_t t) {
         run_op(resolve(t), what, [&]() {
             if (rs) note_access(rs, false);

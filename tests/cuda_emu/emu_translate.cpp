@@ -68,10 +68,15 @@ std::vector<Tok> lex(const std::string &src) {
         } else if (isalpha((unsigned char)c) || c == '_') {
             while (j < n && (isalnum((unsigned char)src[j]) || src[j] == '_')) j++;
             t.push_back({ID, src.substr(i, j - i)});
-        } else if (isdigit((unsigned char)c) || (c == '.' && i + 1 < n && isdigit((unsigned char)src[i + 1]))) {
-            while (j < n && (isalnum((unsigned char)src[j]) || src[j] == '.' || src[j] == '_' ||
-                             ((src[j] == '+' || src[j] == '-') && (src[j - 1] == 'e' || src[j - 1] == 'E'))))
-                j++;
+        } else if (isdigit((unsigned char)c) ||
+                   (c == '.' && i + 1 < n && isdigit((unsigned char)src[i + 1]))) {
+            /* a number: digits, letters, '.', and a sign right after an exponent's e */
+            auto part = [&](size_t q) {
+                char d = src[q];
+                return isalnum((unsigned char)d) || d == '.' || d == '_' ||
+                       ((d == '+' || d == '-') && (src[q - 1] == 'e' || src[q - 1] == 'E'));
+            };
+            while (j < n && part(j)) j++;
             t.push_back({NUM, src.substr(i, j - i)});
         } else {
             static const char *multi[] = {"<<<", ">>>", "::", "->", "++", "--", "&&", "||",
