@@ -4,7 +4,9 @@
  * docs/bf16.md's 1e-6 of the f32 product of the same rounded operands; and the same bits
  * when a launch is repeated. Every GPU case skips, saying why, where no device can run
  * them (no driver, no device, a build without CUDA); cuda_probe_answers runs everywhere.
- * Labelled `cuda` (ctest -L cuda). */
+ * Labelled `cuda` (ctest -L cuda).
+ * The same file, built with DM_CUDA_EMU=1 against the CUDA emulator (tests/cuda_emu,
+ * docs/emulator.md), runs every case on the CPU: the emu_* tests (ctest -L cuda_emu). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,7 @@ static int no_gpu(void) {
     if (why) t_skip("no CUDA device (%s)", why);
     return why != NULL;
 }
-#if DM_HAVE_CUDA
+#if DM_HAVE_CUDA || DM_CUDA_EMU
 #define GPU_CASE(body) do { if (!no_gpu()) body(); } while (0)
 #else /* the bodies are not built: the probe always answers */
 #define GPU_CASE(body) do { (void)no_gpu(); } while (0)
@@ -31,7 +33,7 @@ static int no_gpu(void) {
 TEST(cuda_probe_answers) {
     const char *why = dm_cuda_unavailable(0);
     printf("  device 0: %s\n", why ? why : "usable");
-#if DM_HAVE_CUDA
+#if DM_HAVE_CUDA || DM_CUDA_EMU
     CHECKF(!why || (why[0] && !strchr(why, '\n')), "a reason is one non-empty line: [%s]", why);
 #else
     CHECKF(why && strstr(why, "this build has no CUDA"), "a build without CUDA says so: [%s]",
@@ -44,7 +46,7 @@ TEST(cuda_probe_answers) {
     if (!why && big) CHECKF(strstr(big, "out of range") != NULL, "[%s]", big);
 }
 
-#if DM_HAVE_CUDA
+#if DM_HAVE_CUDA || DM_CUDA_EMU
 /* ---- device buffers of the running case (freed at its end) ---- */
 static void *pool[256];
 static int npool;
@@ -492,9 +494,11 @@ static void batched_body(void) {
 /* ---- Newton–Schulz on a stack, wide and tall slices, both schedules, a zero slice,
  * against kernels/cpu/ns.c's f32 dm_ns ---- */
 static void ns_body(void) {
-    const int shapes[2][2] = {{32, 80}, {72, 24}};
+    /* [33, 45]: 5 slices of an odd size, so the workspace's doubles follow an odd number
+     * of floats */
+    const int shapes[3][2] = {{32, 80}, {72, 24}, {33, 45}};
     const dm_ns_sched scheds[2] = {DM_NS_QUINTIC5, DM_NS_POLAR5};
-    for (int si = 0; si < 2; si++)
+    for (int si = 0; si < 3; si++)
         for (int k = 0; k < 2; k++) {
             dm_ns_sched sc = scheds[k];
             enum { S = 5 };
@@ -539,15 +543,14 @@ static void sphere_body(void) {
 
 /* ---- the delta core against the reference, KDA and GDN: the token-serial forward and
  * backward, the chunked forward ---- */
-static void delta_case(int scalar_gate) {
-    /* T = 77: the chunked forward's chunks of 32 end in a partial one */
-    dm_delta_dims d = {.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = scalar_gate};
+static void delta_run(dm_delta_dims d) {
+    const int scalar_gate = d.scalar_gate;
     d.scale = 1.0f / sqrtf((float)d.dk);
     const size_t nk = (size_t)d.B * d.T * d.H * d.dk, nv = (size_t)d.B * d.T * d.H * d.dv;
     const size_t ns = (size_t)d.B * d.T * d.H, nh = (size_t)d.B * d.H * d.dk * d.dv;
     const size_t ng = scalar_gate ? ns : nk;
-    const char *mn = scalar_gate ? "gdn" : "kda";
-    char what[64];
+    char mn[64], what[128];
+    snprintf(mn, sizeof mn, "%s T=%d dk=%d dv=%d", scalar_gate ? "gdn" : "kda", d.T, d.dk, d.dv);
     float *q = randn(nk, 40, 1.0f), *k = randn(nk, 41, 1.0f), *v = randn(nv, 42, 1.0f);
     float *g = t_alloc(ng), *beta = t_alloc(ns), *h0 = randn(nh, 43, 0.5f);
     float *dO = randn(nv, 44, 1.0f), *dhT = randn(nh, 45, 0.5f);
@@ -591,8 +594,22 @@ static void delta_case(int scalar_gate) {
     free(hT), free(dq), free(dk), free(dv), free(dg), free(db), free(dh0), free(work);
     dfree_all();
 }
-static void delta_kda_body(void) { delta_case(0); }
-static void delta_gdn_body(void) { delta_case(1); }
+/* T = 77: the chunked forward's chunks of 32 end in a partial one */
+static void delta_kda_body(void) {
+    delta_run((dm_delta_dims){.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = 0});
+}
+static void delta_gdn_body(void) {
+    delta_run((dm_delta_dims){.B = 2, .T = 77, .H = 2, .dk = 32, .dv = 48, .scalar_gate = 1});
+}
+/* the shapes around the kernels' limits: one token; more keys than values and the
+ * reverse (the backward's block spans the larger); 128 x 128 heads, whose state needs
+ * shared memory past the 48 KiB default (the opt-in path) */
+static void delta_shapes_body(void) {
+    delta_run((dm_delta_dims){.B = 1, .T = 1, .H = 1, .dk = 32, .dv = 32, .scalar_gate = 0});
+    delta_run((dm_delta_dims){.B = 1, .T = 33, .H = 2, .dk = 64, .dv = 32, .scalar_gate = 1});
+    delta_run((dm_delta_dims){.B = 1, .T = 33, .H = 1, .dk = 40, .dv = 72, .scalar_gate = 0});
+    delta_run((dm_delta_dims){.B = 1, .T = 40, .H = 1, .dk = 128, .dv = 128, .scalar_gate = 0});
+}
 
 /* ---- the optimizer: the gradient's sum of squares (in double), AdamW and Muon's
  * momentum and weight step against optim.c's and muon.c's updates computed here in
@@ -685,6 +702,9 @@ static void graph_body(void) {
     double *mean = dalloc(sizeof(double));
     dm_cuda_stream s = NULL;
     CU(dm_cuda_stream_create(&s));
+    /* the uploads and poisons above ran on the legacy stream, which a non-blocking stream
+     * does not wait for: finish them before s reads those buffers */
+    CU(dm_cuda_sync(NULL));
     CU(chain(s, y, r, h, out, mean, loss[0], d_x, d_w, d_W, d_t, N, C));
     CU(dm_cuda_sync(s));
     dm_cuda_graph *g = NULL;
@@ -719,7 +739,7 @@ static void repeat_body(void) {
     float *w = randn(C, 52, 1.0f);
     float *d_x = dput(x, (size_t)N * C), *d_dy = dput(dy, (size_t)N * C), *d_w = dput(w, C);
     float *d_r = dpoison(N), *out[2], *dw[2], *dW[2];
-    dm_cuda_rmsnorm_fwd(dpoison((size_t)N * C), d_r, d_x, d_w, N, C, 1e-5f, NULL);
+    CU(dm_cuda_rmsnorm_fwd(dpoison((size_t)N * C), d_r, d_x, d_w, N, C, 1e-5f, NULL));
     for (int i = 0; i < 2; i++) { /* weight gradients of RMSNorm, the gate and a product */
         out[i] = dalloc((size_t)N * C * sizeof(float));
         dw[i] = dalloc((C + H) * sizeof(float)); /* RMSNorm's dw [C]; the gate's dA_log [H] */
@@ -760,7 +780,7 @@ static void repeat_body(void) {
     free(x), free(dy), free(w), free(gd), free(bd);
     dfree_all();
 }
-#endif /* DM_HAVE_CUDA */
+#endif /* DM_HAVE_CUDA || DM_CUDA_EMU */
 
 TEST(cuda_memory_roundtrip) { GPU_CASE(memory_body); }
 TEST(cuda_bf16_rounding_matches_cpu) { GPU_CASE(bf16_body); }
@@ -779,6 +799,7 @@ TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
 TEST(cuda_retract_sphere) { GPU_CASE(sphere_body); }
 TEST(cuda_delta_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_gdn) { GPU_CASE(delta_gdn_body); }
+TEST(cuda_delta_shapes) { GPU_CASE(delta_shapes_body); }
 TEST(cuda_optim_adamw_muon_sumsq) { GPU_CASE(optim_body); }
 TEST(cuda_graph_replay) { GPU_CASE(graph_body); }
 TEST(cuda_repeat_bitwise) { GPU_CASE(repeat_body); }

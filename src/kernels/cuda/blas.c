@@ -198,10 +198,15 @@ int dm_cuda_matmul_bwd_weight(dm_cuda_blas *b, int bf16, float *dW, float *dbias
     return err;
 }
 
-/* Newton–Schulz: work = [X ping-pong: n len][A: n m m][B: n m m][norms: n doubles] */
+/* Newton–Schulz: work = [X ping-pong: n len][A: n m m][B: n m m][pad][norms: n doubles],
+ * the pad (0 or 1 float) aligning the doubles to 8 bytes when n (len + 2 m m) is odd */
+static size_t ns_norms_at(int n, size_t len, size_t mm) {
+    size_t off = (size_t)n * (len + 2 * mm);
+    return off + (off & 1);
+}
 size_t dm_cuda_ns_work(int n, int rows, int cols) {
     size_t len = (size_t)rows * cols, m = (size_t)(rows < cols ? rows : cols);
-    return (size_t)n * (len + 2 * m * m + 2);
+    return ns_norms_at(n, len, m * m) + 2 * (size_t)n;
 }
 
 int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
@@ -210,7 +215,7 @@ int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int
     const int wide = rows <= cols, m = wide ? rows : cols;
     const long long len = (long long)rows * cols, mm = (long long)m * m;
     float *A = work + (size_t)n * len, *B = A + (size_t)n * mm;
-    double *norms = (double *)(B + (size_t)n * mm);
+    double *norms = (double *)(work + ns_norms_at(n, (size_t)len, (size_t)mm));
     /* ping-pong between out and work so that the last step lands in out (X0 into work
      * when the step count is odd; safe when out == G: the scaling is elementwise) */
     float *buf[2] = {out, work};

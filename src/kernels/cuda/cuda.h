@@ -227,7 +227,8 @@ int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float s
  *   for t < steps: A = X X^T (X^T X when tall);  B = b A + a I;  B += c A A;
  *                  X = B X (X B^T when tall).
  * abc: the schedule's (a, b, c) per step, host memory (dm_ns_sched_coeffs' values, as
- * floats). out may equal G. work: dm_cuda_ns_work floats of device memory. */
+ * floats). out may equal G. work: dm_cuda_ns_work floats of device memory, 8-byte aligned
+ * (as cudaMalloc gives it: the norms are doubles in it). */
 size_t dm_cuda_ns_work(int n, int rows, int cols);
 int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
                const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s);
