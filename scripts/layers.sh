@@ -24,7 +24,7 @@ set -uo pipefail
 src_dir=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$src_dir" || { echo "layers: cannot enter $src_dir" >&2; exit 1; }
 
-declare -A rank=([base]=0 [kernels]=1 [ops]=2 [model]=3 [optim]=4 [io]=5 [jobs]=6 [cli]=7)
+declare -A rank=([base]=0 [kernels]=1 [ref]=2 [ops]=2 [backends]=2 [model]=3 [optim]=4 [io]=5 [jobs]=6 [cli]=7)
 # the op layer's interface to the layers above it
 declare -A ops_public=([src/ops/ops.h]=1 [src/ops/atlas.h]=1 [src/ops/backend.h]=1
                        [src/ops/precision.h]=1 [src/ops/optim_ops.h]=1)
@@ -71,7 +71,15 @@ while IFS= read -r f; do
                      "(src/ops/$be/) calls kernels/$be" >&2
                 bad=1
             fi
-        elif (( rank[$from] > rank[ops] )) && [[ $to == kernels ]]; then
+        elif [[ $target == src/backends/*/kernels/* ]]; then
+            be=${target#src/backends/}
+            be=${be%%/*}
+            if [[ $f != src/backends/$be/* ]]; then
+                echo "layers: $f includes $target: only the $be backend (src/backends/$be/)" \
+                     "calls its kernels" >&2
+                bad=1
+            fi
+        elif (( rank[$from] > rank[ops] )) && [[ $to == kernels || $to == ref || $to == backends ]]; then
             echo "layers: $f ($from, layer ${rank[$from]}) includes $target: above the op" \
                  "layer the kernels are reached through ops" >&2
             bad=1

@@ -10,10 +10,10 @@
 #include <omp.h>
 
 #include "check.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/onednn.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/onednn.h"
 #include "model/model.h"
-#include "ops/cpu/ctx.h" /* the bf16 copy of the weights */
+#include "backends/cpu/ctx.h" /* the bf16 copy of the weights */
 #include "ops/ops.h"
 #include "io/data.h"
 #include "optim/optim.h"

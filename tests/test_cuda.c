@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/ref/ref.h"
-#include "kernels/cpu/ns.h"
-#include "kernels/cpu/retract.h"
+#include "ref/ref.h"
+#include "backends/cpu/kernels/ns.h"
+#include "backends/cpu/kernels/retract.h"
 
 /* the probe of device 0: 1 (the case skipped, with the reason) when it cannot run */
 static int no_gpu(void) {

@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/delta_chunk.h"
+#include "ref/ref.h"
 #include "oracle.h"
 
 enum { GATE_ZERO = 0, GATE_MILD = 1, GATE_STRONG = 2 };

@@ -9,12 +9,12 @@
 
 #include "check.h"
 #include "dormouse.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "ref/ref.h"
 #include "base/rng.h"
 #include "model/model.h"
-#include "ops/cpu/ctx.h"
-#include "kernels/cpu/ns.h"
+#include "backends/cpu/ctx.h"
+#include "backends/cpu/kernels/ns.h"
 #include "ops/optim_ops.h"
 
 static dm_config small(int mixer) {

@@ -1,5 +1,5 @@
 /* atlas.c — the step atlas, and its roofline table (the roofline's measurement, the
- * step's GEMMs timed standalone on the CPU kernels: ops/cpu/roofline.c). */
+ * step's GEMMs timed standalone on the CPU kernels: backends/cpu/roofline.c). */
 #include "ops/atlas.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * (docs/backends.md).
  *
  * A model has one backend, chosen at creation from the `backend` key (dm_backend_create):
- *   cpu     host memory; the CPU kernels (src/ops/cpu, kernels/cpu) run on it
+ *   cpu     host memory; the CPU kernels (src/backends/cpu, its kernels/) run on it
  *   fenced  test-only: the CPU kernels, but its memory is mapped PROT_NONE outside the
  *           backend's own calls (allocation, the copies, zeroing, and every op call, which
  *           the dispatch routine runs inside dm_backend_enter / dm_backend_leave): host code
@@ -20,7 +20,7 @@
  * only those of the precision asked for: a kernel is never handed another backend's
  * memory. The per-op-layer private state of the CPU kernels (oneDNN contexts and
  * primitives, bf16 operand scratch, the bf16 copies of the weights and of activations)
- * lives behind dm_ops.bctx (src/ops/cpu/ctx.h), not in the generic dm_ops.
+ * lives behind dm_ops.bctx (src/backends/cpu/ctx.h), not in the generic dm_ops.
  */
 #ifndef DM_BACKEND_H
 #define DM_BACKEND_H
@@ -95,7 +95,7 @@ static inline void dm_backend_leave(dm_backend *be) {
     if (be && be->vt->leave) be->vt->leave(be);
 }
 
-/* the backends (src/ops/cpu/mem.c): host memory; host memory fenced between calls */
+/* the backends (src/backends/cpu/mem.c): host memory; host memory fenced between calls */
 dm_backend *dm_backend_cpu_create(char *err, size_t errlen);
 dm_backend *dm_backend_fenced_create(char *err, size_t errlen);
 /* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's

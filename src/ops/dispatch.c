@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/cpu/ctx.h"
+#include "backends/cpu/ctx.h"
 #include "ops/op.h"
 
 static const dm_op_def *const DEFS[DM_OP_COUNT] = {

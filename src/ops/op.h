@@ -1,6 +1,6 @@
 /* op.h — how an op is described to the dispatch routine (inside src/ops only).
  *
- * Each op file (the cpu backend's, src/ops/cpu/: matmul.c, delta.c, norms.c, pointwise.c,
+ * Each op file (the cpu backend's, src/backends/cpu/: matmul.c, delta.c, norms.c, pointwise.c,
  * seq.c; the optimizer's update.c and ns.c) defines the op's argument struct, its
  * implementations and one dm_op_def; its typed entry points (ops.h, optim_ops.h) fill the
  * struct and call dm_op_run, which does the choosing, counting, timing and verifying for

@@ -2,7 +2,7 @@
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
  * An op has implementations keyed by backend and precision, in order of preference, the
- * op's reference last (kernels/ref: the oracle); those of another backend's memory kind
+ * op's reference last (src/ref: the oracle); those of another backend's memory kind
  * than dm_ops.be's are never asked, and the call runs inside that backend's window
  * (ops/backend.h, docs/backends.md). For each call the routine asks each
  * implementation in turn whether it takes the call — first the settings (kda_impl,
@@ -19,11 +19,11 @@
  *
  * Directions: DM_FWD; DM_BWD (the input gradient); DM_BWD_W (the weight gradient of a
  * matmul, its second backward product). Shapes and semantics of each op are those of the
- * kernel of the same name (kernels/cpu/kernels.h, kernels/cpu/delta_chunk.h): parameter
+ * kernel of the same name (backends/cpu/kernels/kernels.h, backends/cpu/kernels/delta_chunk.h): parameter
  * gradients accumulate, input gradients overwrite unless stated.
  *
  *   op         implementations (preferred first)
- *   matmul     onednn (kernels/cpu/onednn.c), openblas (dm_gemm), reference
+ *   matmul     onednn (backends/cpu/kernels/onednn.c), openblas (dm_gemm), reference
  *   delta      chunked (delta_chunk.c), reference (delta_ref.c, token-serial)
  *   rmsnorm    fused (rmsnorm.c), reference (norm_ref.c, composed)
  *   gatednorm  fused (gatednorm.c), reference (norm_ref.c, composed)
@@ -81,7 +81,7 @@ typedef struct dm_ops {
     /* the backend whose memory the ops are handed (NULL: host memory, the cpu backend's
      * kind): only implementations of its memory kind run, each call inside its window */
     struct dm_backend *be;
-    void *bctx; /* the CPU kernels' private state (ops/cpu/ctx.h), made on first use */
+    void *bctx; /* the CPU kernels' private state (backends/cpu/ctx.h), made on first use */
     /* counters */
     long calls[DM_OP_COUNT][DM_NDIR];
     long ran[DM_OP_COUNT][DM_NDIR][DM_OP_MAX_IMPL];

@@ -1,18 +1,18 @@
-/* optim_ops.h — the optimizer's ops (ops/cpu/update.c, ops/cpu/ns.c): what a training step's
+/* optim_ops.h — the optimizer's ops (backends/cpu/update.c, backends/cpu/ns.c): what a training step's
  * update computes, through the one dispatch routine like every other op (counted, timed
  * in the atlas, verified against the reference; docs/optimizer_ops.md). The optimizer
  * (src/optim) decides what to run on which tensor; these compute it.
  *
  *   op           implementations (preferred first)       kernel
- *   adamw        cpu, reference                           kernels/cpu/optim.c
+ *   adamw        cpu, reference                           backends/cpu/kernels/optim.c
  *   momentum     cpu, reference                           (Muon's, with the Nesterov u)
  *   muon_update  cpu, reference                           w = w decay - step O
  *   grad_norm    cpu, reference                           ||g||_2 (clipping's input)
  *   grad_add     cpu, reference                           the micro-batch gradient sum
  *   grad_mean    cpu, reference
- *   ns           openblas, reference                      kernels/cpu/ns.c (fp32)
- *   ns_bf16      onednn-bf16                              kernels/cpu/ns.c (bf16 operands)
- *   retract      cpu, reference                           kernels/cpu/retract.c
+ *   ns           openblas, reference                      backends/cpu/kernels/ns.c (fp32)
+ *   ns_bf16      onednn-bf16                              backends/cpu/kernels/ns.c (bf16 operands)
+ *   retract      cpu, reference                           backends/cpu/kernels/retract.c
  *
  * Every op here is one call in direction DM_FWD. Updates run in place (the first pointer
  * is read and written); verify mode runs the second implementation from the same inputs
@@ -30,7 +30,7 @@
 
 #include "ops/ops.h"
 
-/* p, m1, m2 [n] updated in place from g [n] (kernels/cpu/optim.h: dm_adamw) */
+/* p, m1, m2 [n] updated in place from g [n] (backends/cpu/kernels/optim.h: dm_adamw) */
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
                  float wd, float b1, float b2, float eps, long t, float gscale);
 /* mom [n] in place; u [n] written when non-NULL (dm_momentum) */
@@ -44,13 +44,13 @@ double dm_op_grad_norm(dm_ops *o, const float *g, size_t n);
 void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first);
 void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A);
 
-/* Newton–Schulz of the contiguous stack x[n, rows, cols] in place (kernels/cpu/ns.h:
+/* Newton–Schulz of the contiguous stack x[n, rows, cols] in place (backends/cpu/kernels/ns.h:
  * dm_ns_run), schedule s (DM_NS_*); stack = 1: the stack path for any n. bf16: the op
  * ns_bf16 (oneDNN's bf16 products; the caller asked dm_ops_ns_bf16_context first), else ns.
  * work: dm_op_ns_work(n, rows, cols, bf16) floats. */
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack);
-/* The retractions of a contiguous stack W[n, rows, cols] in place (kernels/cpu/retract.h):
+/* The retractions of a contiguous stack W[n, rows, cols] in place (backends/cpu/kernels/retract.h):
  * sphere with radii R[n]; stiefel with scales S[n] (stack as dm_op_ns; work:
  * dm_op_retract_work floats). */
 void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, int cols);
