@@ -98,6 +98,9 @@ static inline void dm_backend_leave(dm_backend *be) {
 /* the backends (src/backends/cpu/mem.c): host memory; host memory fenced between calls */
 dm_backend *dm_backend_cpu_create(char *err, size_t errlen);
 dm_backend *dm_backend_fenced_create(char *err, size_t errlen);
+/* NULL when the host's CPU and libraries run bf16 products here; else why not (the cpu
+ * backend answers: backends/cpu/ctx.c) */
+const char *dm_backend_host_bf16_missing(void);
 /* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's
  * backend here */
 dm_backend *dm_backend_cuda_create(int device, char *err, size_t errlen);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/ctx.h"
 #include "ops/op.h"
 
 static const dm_op_def *const DEFS[DM_OP_COUNT] = {
@@ -38,7 +37,7 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
     ops->precision = c->precision;
-    ops->bf16_why = dm_cpu_bf16_why();
+    ops->bf16_why = dm_backend_host_bf16_missing();
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
@@ -46,7 +45,7 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
 void dm_ops_bind(dm_ops *ops, dm_backend *be) { ops->be = be; }
 
 void dm_ops_free(dm_ops *ops) {
-    dm_cpu_ctx_free(ops->bctx);
+    if (ops->bctx && ops->bctx_free) ops->bctx_free(ops->bctx);
     ops->bctx = NULL;
     free(ops->vbuf);
     ops->vbuf = NULL;

@@ -81,7 +81,9 @@ typedef struct dm_ops {
     /* the backend whose memory the ops are handed (NULL: host memory, the cpu backend's
      * kind): only implementations of its memory kind run, each call inside its window */
     struct dm_backend *be;
-    void *bctx; /* the CPU kernels' private state (backends/cpu/ctx.h), made on first use */
+    void *bctx; /* the backend's private state of this op layer (the cpu backend's:
+                   backends/cpu/ctx.h), made by the backend on first use */
+    void (*bctx_free)(void *bctx); /* set with bctx by the backend that made it */
     /* counters */
     long calls[DM_OP_COUNT][DM_NDIR];
     long ran[DM_OP_COUNT][DM_NDIR][DM_OP_MAX_IMPL];

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim_internal.h"
+#include "optim/muon.h"
 
 static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *cols) {
     *rows = t->shape[0] / g->slices;
@@ -31,7 +31,7 @@ static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *c
 }
 
 /* tensor i when Muon updates it (its group in *g, its slices' shape in *r, *c), else NULL */
-static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const dm_group **g,
+static const dm_tensor *muon_tensor(const dm_muon *o, dm_model *m, int i, const dm_group **g,
                                     int *r, int *c) {
     *g = &o->groups[i];
     if ((*g)->kind != DM_GROUP_MUON) return NULL;
@@ -44,7 +44,7 @@ static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const
  * creation from ns_precision, the CPU and oneDNN): o->ns_bf16 = 1 and the op layer's
  * oneDNN context made (0), or 1 with the error when oneDNN, which the record found able,
  * cannot make one now */
-static int ns_bf16(dm_optim *o, dm_model *m, char *err, size_t errlen) {
+static int ns_bf16(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     if (!dm_model_precision(m)->ns_bf16) return 0;
     const char *why = dm_ops_ns_bf16_context(dm_optim_ops(m));
     o->ns_bf16 = !why;
@@ -59,7 +59,7 @@ static int ns_bf16(dm_optim *o, dm_model *m, char *err, size_t errlen) {
 #define MUON_TWIN_MAX_FLOPS 1e9
 
 /* The units of every Muon tensor, in order. */
-static int make_units(dm_optim *o, dm_model *m) {
+static int make_units(dm_muon *o, dm_model *m) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         n = 0;
@@ -77,7 +77,7 @@ static int make_units(dm_optim *o, dm_model *m) {
                 u->cols = c;
                 u->len = (size_t)r * c;
                 u->off = t->offset + (size_t)s * u->len;
-                u->cost = dm_op_ns_flops(1, r, c, o->cfg.ns);
+                u->cost = dm_op_ns_flops(1, r, c, o->cfg->ns);
             }
         }
         /* A head slice runs in its tensor's stack, and so does a whole matrix that is small,
@@ -93,8 +93,8 @@ static int make_units(dm_optim *o, dm_model *m) {
             int twins = 0;
             for (int b = 0; b < n; b++)
                 twins += b != a && o->units[b].rows == u->rows && o->units[b].cols == u->cols;
-            double it = dm_op_ns_flops(1, u->rows, u->cols, o->cfg.ns) /
-                        dm_op_ns_steps(o->cfg.ns);
+            double it = dm_op_ns_flops(1, u->rows, u->cols, o->cfg->ns) /
+                        dm_op_ns_steps(o->cfg->ns);
             u->stacked = u->slice >= 0 || !dm_op_ns_threaded(u->rows, u->cols) ||
                          (twins > 0 && it < MUON_TWIN_MAX_FLOPS);
         }
@@ -109,7 +109,7 @@ static int make_units(dm_optim *o, dm_model *m) {
 }
 
 /* Scratch for the largest batch one rank may run: all stacked units of one shape. */
-static size_t work_floats(const dm_optim *o) {
+static size_t work_floats(const dm_muon *o) {
     size_t work = 0;
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
@@ -126,7 +126,7 @@ static size_t work_floats(const dm_optim *o) {
     return work;
 }
 
-int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
+static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     size_t work = 0;
     if (ns_bf16(o, m, err, errlen)) return 1;
     o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
@@ -168,7 +168,27 @@ oom:
     return 1;
 }
 
-void dm_muon_free(dm_optim *o) {
+dm_muon *dm_muon_create(const dm_config *cfg, const dm_group *groups, dm_model *m, char *err,
+                        size_t errlen) {
+    dm_muon *o = calloc(1, sizeof *o);
+    if (!o) {
+        snprintf(err, errlen, "out of memory: Muon's state");
+        return NULL;
+    }
+    o->cfg = cfg;
+    o->groups = groups;
+    o->be = dm_model_backend(m);
+    o->n = dm_model_num_params(m);
+    o->n_tensors = dm_model_num_tensors(m);
+    if (muon_init(o, m, err, errlen)) {
+        dm_muon_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+void dm_muon_free(dm_muon *o) {
+    if (!o) return;
     dm_backend_release(o->be, o->mom);
     dm_backend_release(o->be, o->upd);
     dm_backend_release(o->be, o->ns_work);
@@ -180,9 +200,10 @@ void dm_muon_free(dm_optim *o) {
     free(o->pack_off);
     free(o->pack_cur);
     dm_backend_release(o->be, o->pack);
+    free(o);
 }
 
-int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
+int dm_muon_shard(dm_muon *o, dm_comm *comm, char *err, size_t errlen) {
     int N = dm_comm_size(comm), nu = o->n_units;
     o->comm = comm;
     o->rank = dm_comm_rank(comm);
@@ -248,12 +269,12 @@ oom:
     return 1;
 }
 
-void dm_muon_memory(const dm_optim *o, size_t *scratch, size_t *gather) {
+void dm_muon_memory(const dm_muon *o, size_t *scratch, size_t *gather) {
     *scratch = (o->upd ? o->upd_n : 0) * sizeof(float) + o->ns_work_n * sizeof(float);
     *gather = o->pack ? (o->pack_off[o->nranks] ? o->pack_off[o->nranks] : 1) * sizeof(float) : 0;
 }
 
-void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {
+void dm_muon_shard_text(const dm_muon *o, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "muon: %d units on %d rank%s:", o->n_units,
                                    o->nranks, o->nranks == 1 ? "" : "s");
     for (int r = 0; r < o->nranks && used < n; r++) {
@@ -269,7 +290,7 @@ void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {
 /* The next batch of this rank's stacked units not yet done, from *a on: those of unit
  * *a's shape (contiguous in upd from unit *a's uoff), their Stiefel scales in o->consts.
  * Marks them done; returns how many (0: none left). */
-static int next_batch(dm_optim *o, int *a, char *done) {
+static int next_batch(dm_muon *o, int *a, char *done) {
     for (; *a < o->n_units; ++*a)
         if (!done[*a] && o->units[*a].stacked && o->units[*a].owner == o->rank) break;
     if (*a == o->n_units) return 0;
@@ -287,23 +308,23 @@ static int next_batch(dm_optim *o, int *a, char *done) {
 }
 
 /* Newton-Schulz of a lone unit's update x (its GEMMs tiled over the threads) */
-static void orthogonalize_alone(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
-    dm_op_ns(ops, x, 1, u->rows, u->cols, o->cfg.ns, o->ns_work, o->ns_bf16, 0);
+static void orthogonalize_alone(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
+    dm_op_ns(ops, x, 1, u->rows, u->cols, o->cfg->ns, o->ns_work, o->ns_bf16, 0);
 }
 
 /* Newton-Schulz of this rank's stacked units, in place in upd, batched by shape */
-static void orthogonalize_stacked(dm_optim *o, dm_ops *ops, char *done) {
+static void orthogonalize_stacked(dm_muon *o, dm_ops *ops, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
     while ((k = next_batch(o, &a, done))) {
         const dm_muon_unit *u = &o->units[a];
-        dm_op_ns(ops, o->upd + u->uoff, k, u->rows, u->cols, o->cfg.ns, o->ns_work, o->ns_bf16,
+        dm_op_ns(ops, o->upd + u->uoff, k, u->rows, u->cols, o->cfg->ns, o->ns_work, o->ns_bf16,
                  1);
     }
 }
 
 /* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update */
-static void update_w(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
+static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
                      float f) {
     const dm_group *g = &o->groups[u->tensor];
     float lr = g->lr * f;
@@ -314,10 +335,10 @@ static void update_w(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W, 
 
 /* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
  * any unit */
-static void retract_one(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W) {
+static void retract_one(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W) {
     const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
     const float *S = o->scale + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
-    if (o->cfg.retract == DM_RETRACT_SPHERE)
+    if (o->cfg->retract == DM_RETRACT_SPHERE)
         dm_op_retract_sphere(ops, W + u->off, R, 1, u->rows, u->cols);
     else dm_op_retract_stiefel(ops, W + u->off, S, 1, u->rows, u->cols, o->ns_work, 0);
 }
@@ -325,7 +346,7 @@ static void retract_one(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *
 /* Stiefel retraction of this rank's stacked units, batched by shape: each batch's weights
  * staged in upd (free once the updates are applied) as one contiguous stack, retracted
  * there, and copied back */
-static void retract_stacked(dm_optim *o, dm_ops *ops, float *W, char *done) {
+static void retract_stacked(dm_muon *o, dm_ops *ops, float *W, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
     while ((k = next_batch(o, &a, done))) {
@@ -348,7 +369,7 @@ static void retract_stacked(dm_optim *o, dm_ops *ops, float *W, char *done) {
 }
 
 /* Every rank's updated units to every rank (N > 1): packed rank by rank, in unit order */
-static int gather_units(dm_optim *o, float *W) {
+static int gather_units(dm_muon *o, float *W) {
     size_t *at = o->pack_cur;
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
     for (int a = 0; a < o->n_units; a++) {
@@ -373,8 +394,8 @@ static int gather_units(dm_optim *o, float *W) {
     return 0;
 }
 
-int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
-    const dm_config *c = &o->cfg;
+int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step) {
+    const dm_config *c = o->cfg;
     float *W = dm_model_param_mem(m);
     const float *G = dm_model_grad_mem(m);
     float beta = c->muon_momentum;
@@ -415,8 +436,8 @@ int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
     return rc;
 }
 
-int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max) {
-    if (!o->mom || max < 3) return 0;
+int dm_muon_state(const dm_muon *o, dm_optim_buf *out, int max) {
+    if (max < 3) return 0;
     out[0] = (dm_optim_buf){"muon_momentum", o->mom, o->n};
     out[1] = (dm_optim_buf){"retract_radius", o->radius, (size_t)o->n_slices};
     out[2] = (dm_optim_buf){"retract_scale", o->scale, (size_t)o->n_slices};

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "backends/cpu/kernels/ns.h"
+#include "ref/ns_sched.h"
 
 void dm_adamw_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
                   const float *m1, const float *m2, size_t n, float lr, float wd, float b1,

@@ -13,6 +13,7 @@ dm_cpu_ctx *dm_cpu_ctx_of(dm_ops *ops) {
         fprintf(stderr, "dormouse: out of memory for the op layer's CPU state\n");
         abort();
     }
+    ops->bctx_free = dm_cpu_ctx_free;
     return ops->bctx;
 }
 
@@ -27,7 +28,7 @@ void dm_cpu_ctx_free(void *ctx) {
     free(c);
 }
 
-const char *dm_cpu_bf16_why(void) { return dm_cpu_bf16_missing(); }
+const char *dm_backend_host_bf16_missing(void) { return dm_cpu_bf16_missing(); }
 
 int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
     dm_cpu_ctx *c = dm_cpu_ctx_of(ops);

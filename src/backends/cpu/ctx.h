@@ -35,7 +35,5 @@ typedef struct dm_cpu_ctx {
  * small struct cannot be allocated). */
 dm_cpu_ctx *dm_cpu_ctx_of(dm_ops *ops);
 void dm_cpu_ctx_free(void *ctx);
-/* NULL when the CPU and the libraries run bf16 products here; else why not. */
-const char *dm_cpu_bf16_why(void);
 
 #endif

@@ -35,19 +35,7 @@
 #include <stddef.h>
 
 #include "dormouse.h"
-
-/* Schedules: DM_NS_QUINTIC5 = (3.4445, -4.7750, 2.0315) x 5, X0 = G/||G||_F (KJ / Moonlight);
- * DM_NS_POLAR5 = Polar Express, modded-nanogpt 5-step table, X0 = G/(1.02||G||_F).
- * The values are the config's (the `ns` key, include/dormouse.h). */
-typedef int dm_ns_sched;
-
-/* Config names: "quintic5", "polar5". parse returns 0 and sets *s, or -1 if unknown. */
-const char *dm_ns_sched_name(dm_ns_sched s);
-int dm_ns_sched_parse(const char *name, dm_ns_sched *s);
-int dm_ns_sched_steps(dm_ns_sched s);             /* iterations: 5 for both */
-double dm_ns_sched_safety(dm_ns_sched s);         /* 1.0 quintic5, 1.02 polar5 */
-/* coefficient (a, b, c) of iteration `step` (0-based, < steps) */
-void dm_ns_sched_coeffs(dm_ns_sched s, int step, double abc[3]);
+#include "ref/ns_sched.h"
 
 /* Per-iteration FLOPs (4 m^2 k + 2 m^3) from which a lone slice lets sgemm thread:
  * [64, 256] = 4.7e6 and [64, 768] = 1.3e7 stay single-threaded; [256, 256] = 1.0e8 threads. */
@@ -125,12 +113,6 @@ void dm_ns_gram(float *A, const float *X, int rows, int cols, int serial);
  *   Y = P X (rows <= cols)  or  Y = X P^T (rows > cols).   Y, X: [rows, cols]; Y != X. */
 void dm_ns_poly(float *Y, const float *X, const float *A, float *B, int rows, int cols,
                 float a, float b, float c, int serial);
-/* The two as a pair (the Stiefel retraction runs on either these or the reference's) */
-typedef struct {
-    void (*gram)(float *A, const float *X, int rows, int cols, int serial);
-    void (*poly)(float *Y, const float *X, const float *A, float *B, int rows, int cols,
-                 float a, float b, float c, int serial);
-} dm_ns_blocks;
 /* Frobenius norm of x[len], summed in double in a fixed order (thread-count independent). */
 double dm_frob_norm(const float *x, size_t len);
 
