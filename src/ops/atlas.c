@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void dm_atlas_reset(dm_atlas *a) { memset(a, 0, sizeof *a); }
 
 static int same(const char *x, const char *y) {

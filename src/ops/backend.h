@@ -3,7 +3,7 @@
  *
  * A model has one backend, chosen at creation from the `backend` key (dm_backend_create):
  *   cpu     host memory; the CPU kernels (src/backends/cpu, its kernels/) run on it
- *   fenced  test-only: the CPU kernels, but its memory is mapped PROT_NONE outside the
+ *   fenced  test-only (src/backends/fenced): the CPU kernels, but its memory is mapped PROT_NONE outside the
  *           backend's own calls (allocation, the copies, zeroing, and every op call, which
  *           the dispatch routine runs inside dm_backend_enter / dm_backend_leave): host code
  *           that still reads or writes model memory directly crashes. This is how the host
@@ -15,12 +15,15 @@
  * to, never to dereference — except through a host view (dm_backend_host_view), which a
  * backend may refuse (fenced does; cpu gives the memory itself).
  *
- * The op layer's implementations declare the kind of memory they take (dm_impl.mem,
- * ops/op.h) and the dispatch routine runs only those of the backend's kind, as it runs
- * only those of the precision asked for: a kernel is never handed another backend's
- * memory. The per-op-layer private state of the CPU kernels (oneDNN contexts and
- * primitives, bf16 operand scratch, the bf16 copies of the weights and of activations)
- * lives behind dm_ops.bctx (src/backends/cpu/ctx.h), not in the generic dm_ops.
+ * A backend is a folder, src/backends/<name>/: its memory, its implementations of the ops
+ * (its table, dm_backend.impls), its kernels and its private state; the registry
+ * (src/backends/registry.c) lists it in one line. The implementations declare the kind of
+ * memory they take (dm_impl.mem, ops/op.h) and the dispatch routine runs only those of the
+ * backend's kind, as it runs only those of the precision asked for: a kernel is never
+ * handed another backend's memory. The per-op-layer private state of a backend (the
+ * cpu's: oneDNN contexts and primitives, bf16 operand scratch, the bf16 copies of the
+ * weights and of activations) lives behind dm_ops.bctx (src/backends/cpu/ctx.h), not in
+ * the generic dm_ops.
  */
 #ifndef DM_BACKEND_H
 #define DM_BACKEND_H
@@ -47,13 +50,30 @@ typedef struct {
     void (*destroy)(dm_backend *be);
 } dm_backend_vt;
 
+struct dm_impl_list;
 struct dm_backend {
     const char *name; /* "cpu", "fenced" */
     int kind;         /* DM_BACKEND_* (dormouse.h) */
     int mem;          /* DM_MEM_*: the implementations it runs */
     const dm_backend_vt *vt;
     void *priv;       /* the backend's own state */
+    /* its implementations of every op, [DM_OP_COUNT] (ops/op.h: dm_impl_list; NULL: none
+     * of that op), registered from its folder; dispatch asks them, then the op's
+     * reference */
+    const struct dm_impl_list *const *impls;
 };
+
+/* A backend as the registry lists it (src/backends/registry.c, one line per backend): its
+ * name and kind, how it is made, and its implementations. The first entry is the host's
+ * (cpu): an op layer bound to no backend runs its implementations on host memory. */
+typedef struct {
+    const char *name;
+    int kind; /* DM_BACKEND_* */
+    dm_backend *(*create)(int device, char *err, size_t errlen);
+    const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: none (cuda: refused) */
+} dm_backend_reg;
+extern const dm_backend_reg dm_backend_regs[];
+extern const int dm_backend_n_regs;
 
 /* The backend of the `backend` key (DM_BACKEND_*: auto is cpu) on CUDA device `device`
  * (the `device` key; only cuda reads it). NULL with the reason in err when it cannot be
@@ -95,9 +115,12 @@ static inline void dm_backend_leave(dm_backend *be) {
     if (be && be->vt->leave) be->vt->leave(be);
 }
 
-/* the backends (src/backends/cpu/mem.c): host memory; host memory fenced between calls */
-dm_backend *dm_backend_cpu_create(char *err, size_t errlen);
-dm_backend *dm_backend_fenced_create(char *err, size_t errlen);
+/* A backend object of the registry's entry `reg` with these calls and state (for the
+ * backends' create functions); NULL with err when out of memory. */
+dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend_vt *vt,
+                            void *priv, char *err, size_t errlen);
+/* The registry's entry of kind (auto: the host's), or NULL. */
+const dm_backend_reg *dm_backend_reg_of(int kind);
 /* NULL when the host's CPU and libraries run bf16 products here; else why not (the cpu
  * backend answers: backends/cpu/ctx.c) */
 const char *dm_backend_host_bf16_missing(void);

@@ -1,5 +1,6 @@
 /* dispatch.c — the one dispatch routine of every op (see ops.h and op.h): choose an
- * implementation, count, time, verify; and the reports of the counters. */
+ * implementation among the backend's and the op's reference, count, time, verify; and the
+ * reports of the counters. It knows no backend: their tables come with dm_backend. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,27 +8,37 @@
 
 #include "ops/op.h"
 
-static const dm_op_def *const DEFS[DM_OP_COUNT] = {
-    [DM_OP_MATMUL] = &dm_def_matmul, [DM_OP_EMBED] = &dm_def_embed,
-    [DM_OP_RMSNORM] = &dm_def_rmsnorm, [DM_OP_GATEDNORM] = &dm_def_gatednorm,
-    [DM_OP_CONV] = &dm_def_conv,     [DM_OP_SILU] = &dm_def_silu,
-    [DM_OP_L2NORM] = &dm_def_l2norm, [DM_OP_GATE] = &dm_def_gate,
-    [DM_OP_SIGMOID] = &dm_def_sigmoid, [DM_OP_SWIGLU] = &dm_def_swiglu,
-    [DM_OP_XENT] = &dm_def_xent,     [DM_OP_DELTA] = &dm_def_delta,
-    [DM_OP_ADD] = &dm_def_add,
-    [DM_OP_GRAD_ADD] = &dm_def_grad_add, [DM_OP_GRAD_MEAN] = &dm_def_grad_mean,
-    [DM_OP_GRAD_NORM] = &dm_def_grad_norm, [DM_OP_ADAMW] = &dm_def_adamw,
-    [DM_OP_MOMENTUM] = &dm_def_momentum, [DM_OP_NS] = &dm_def_ns,
-    [DM_OP_NS_BF16] = &dm_def_ns_bf16, [DM_OP_MUON_UPDATE] = &dm_def_muon_update,
-    [DM_OP_RETRACT] = &dm_def_retract,
-};
+#define DM_OP_DEFS(NAME, name) [DM_OP_##NAME] = &dm_def_##name,
+static const dm_op_def *const DEFS[DM_OP_COUNT] = {DM_OP_LIST(DM_OP_DEFS)};
+#undef DM_OP_DEFS
 static const char *const DIR[DM_NDIR] = {"fwd", "bwd", "bwd_w"};
 
+const dm_op_def *dm_op_def_of(int op) { return op >= 0 && op < DM_OP_COUNT ? DEFS[op] : NULL; }
 const char *dm_op_name(int op) { return op >= 0 && op < DM_OP_COUNT ? DEFS[op]->name : NULL; }
 const char *dm_op_dir_name(int dir) { return dir >= 0 && dir < DM_NDIR ? DIR[dir] : NULL; }
+
+/* The implementations of op for ops' backend (the host's, the registry's first, when it has
+ * none): the backend's list, then the op's reference when the backend's memory is the
+ * host's kind. Indexed 0..n_impl-1 as the counters are. */
+static const dm_impl_list NONE = {NULL, 0};
+static const dm_impl_list *list_of(const dm_backend *be, int op) {
+    const dm_impl_list *const *t = be ? be->impls : dm_backend_regs[0].impls;
+    return t && t[op] ? t[op] : &NONE;
+}
+static int be_impls(const dm_backend *be, int op) {
+    int mem = be ? be->mem : DM_MEM_HOST;
+    return list_of(be, op)->n + (DEFS[op]->reference && DEFS[op]->reference->mem == mem);
+}
+static const dm_impl *be_impl(const dm_backend *be, int op, int i) {
+    const dm_impl_list *l = list_of(be, op);
+    return i < l->n ? &l->impl[i] : DEFS[op]->reference;
+}
+static int n_impl(const dm_ops *ops, int op) { return be_impls(ops->be, op); }
+static const dm_impl *impl_at(const dm_ops *ops, int op, int i) { return be_impl(ops->be, op, i); }
+
 const char *dm_op_impl_name(int op, int impl) {
-    if (op < 0 || op >= DM_OP_COUNT || impl < 0 || impl >= DEFS[op]->n_impl) return NULL;
-    return DEFS[op]->impl[impl].name;
+    if (op < 0 || op >= DM_OP_COUNT || impl < 0 || impl >= be_impls(NULL, op)) return NULL;
+    return be_impl(NULL, op, impl)->name;
 }
 
 void dm_ops_init(dm_ops *ops, const dm_config *c) {
@@ -42,7 +53,15 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
 
-void dm_ops_bind(dm_ops *ops, dm_backend *be) { ops->be = be; }
+void dm_ops_bind(dm_ops *ops, dm_backend *be) {
+    ops->be = be;
+    for (int op = 0; op < DM_OP_COUNT; op++)
+        if (n_impl(ops, op) > DM_OP_MAX_IMPL || n_impl(ops, op) == 0) {
+            fprintf(stderr, "dormouse: the %s backend has %d implementations of %s (1 to %d)\n",
+                    be ? be->name : "host", n_impl(ops, op), DEFS[op]->name, DM_OP_MAX_IMPL);
+            abort();
+        }
+}
 
 void dm_ops_free(dm_ops *ops) {
     if (ops->bctx && ops->bctx_free) ops->bctx_free(ops->bctx);
@@ -84,8 +103,8 @@ static void count_skip(dm_ops *ops, int op, int dir, int impl, const char *why) 
     else ops->skip_lost++;
 }
 
-static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, int dir) {
-    const dm_impl *im = &def->impl[impl];
+static void run_timed(dm_ops *ops, int op, const dm_op_def *def, int impl, void *args, int dir) {
+    const dm_impl *im = impl_at(ops, op, impl);
     if (!ops->atlas) {
         im->run(ops, args, dir);
         return;
@@ -94,7 +113,7 @@ static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, i
     im->run(ops, args, dir);
     dm_backend_sync(ops->be); /* the call's work done, not only queued */
     double t = dm_now() - t0;
-    dm_atlas_add(ops->atlas, def->name, DIR[dir], def->n_impl > 1 ? im->name : NULL, t,
+    dm_atlas_add(ops->atlas, def->name, DIR[dir], n_impl(ops, op) > 1 ? im->name : NULL, t,
                  def->flops ? def->flops(args, dir) : 0);
 }
 
@@ -135,19 +154,22 @@ static double rel_rms(const float *a, const float *r, const float *base, size_t 
 /* The second implementation for a call run by `chosen`: the reference of its precision,
  * or when that reference is the one chosen, the first other implementation of the same
  * precision able to take the call (whatever the settings say); -1 when there is none. */
-static int second(dm_ops *ops, const dm_op_def *def, int chosen, const void *args, int dir) {
-    int prec = def->impl[chosen].precision, mem = def->impl[chosen].mem;
-    if (!def->impl[chosen].reference) {
-        for (int i = 0; i < def->n_impl; i++)
-            if (def->impl[i].reference && def->impl[i].precision == prec &&
-                def->impl[i].mem == mem)
-                return i;
+static int second(dm_ops *ops, int op, int chosen, const void *args, int dir) {
+    const dm_impl *c = impl_at(ops, op, chosen);
+    int n = n_impl(ops, op);
+    if (!c->reference) {
+        for (int i = 0; i < n; i++) {
+            const dm_impl *im = impl_at(ops, op, i);
+            if (im->reference && im->precision == c->precision && im->mem == c->mem) return i;
+        }
         return -1;
     }
-    for (int i = 0; i < def->n_impl; i++)
-        if (i != chosen && def->impl[i].precision == prec && def->impl[i].mem == mem &&
-            !(def->impl[i].supports && def->impl[i].supports(ops, args, dir)))
+    for (int i = 0; i < n; i++) {
+        const dm_impl *im = impl_at(ops, op, i);
+        if (i != chosen && im->precision == c->precision && im->mem == c->mem &&
+            !(im->supports && im->supports(ops, args, dir)))
             return i;
+    }
     return -1;
 }
 
@@ -171,7 +193,7 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
                                               : out[i].n;
     float *buf = vscratch(ops, need ? need : 1), *p = buf;
     if (!buf) { /* no memory for the check: run unverified */
-        run_timed(ops, def, chosen, args, dir);
+        run_timed(ops, op, def, chosen, args, dir);
         return;
     }
     float *base[DM_OP_MAX_OUT] = {0};
@@ -192,10 +214,10 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
     }
     dm_atlas *atlas = ops->atlas; /* the second run is not part of the step's time */
     ops->atlas = NULL;
-    def->impl[other].run(ops, alt, dir);
+    impl_at(ops, op, other)->run(ops, alt, dir);
     ops->atlas = atlas;
-    run_timed(ops, def, chosen, args, dir);
-    int chosen_is_ref = def->impl[chosen].reference;
+    run_timed(ops, op, def, chosen, args, dir);
+    int chosen_is_ref = impl_at(ops, op, chosen)->reference;
     for (int i = 0; i < n; i++) {
         char what[64];
         snprintf(what, sizeof what, "%s %s", def->name, out[i].name);
@@ -216,19 +238,20 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
 void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     const dm_op_def *def = DEFS[op];
     dm_backend_enter(ops->be); /* the backend's memory is the kernels' during the call */
-    int chosen = -1;
-    for (int i = 0; i < def->n_impl && chosen < 0; i++) {
-        if (left_out(ops, &def->impl[i])) continue;
-        const char *why = why_not(ops, &def->impl[i], args, dir);
+    int chosen = -1, n = n_impl(ops, op);
+    for (int i = 0; i < n && chosen < 0; i++) {
+        const dm_impl *im = impl_at(ops, op, i);
+        if (left_out(ops, im)) continue;
+        const char *why = why_not(ops, im, args, dir);
         if (!why) chosen = i;
         else count_skip(ops, op, dir, i, why);
     }
     if (chosen < 0) abort(); /* every op's last implementation takes every call */
     ops->calls[op][dir]++;
     ops->ran[op][dir][chosen]++;
-    int other = ops->verify ? second(ops, def, chosen, args, dir) : -1;
+    int other = ops->verify ? second(ops, op, chosen, args, dir) : -1;
     if (other >= 0) run_verified(ops, op, def, chosen, other, args, dir);
-    else run_timed(ops, def, chosen, args, dir);
+    else run_timed(ops, op, def, chosen, args, dir);
     dm_backend_leave(ops->be);
 }
 
@@ -243,16 +266,16 @@ double dm_ops_verify_take(dm_ops *ops, char *what, size_t n) {
 
 /* ---- reports ---- */
 
-static int has_reference(const dm_op_def *def) {
-    return def->n_impl > 1 && def->impl[def->n_impl - 1].reference;
+static int has_reference(const dm_ops *ops, int op) {
+    int n = n_impl(ops, op);
+    return n > 1 && impl_at(ops, op, n - 1)->reference;
 }
 
 /* calls of (op, dir) run by a non-reference implementation */
 static long fast_calls(const dm_ops *ops, int op, int dir) {
-    const dm_op_def *def = DEFS[op];
     long f = 0;
-    for (int i = 0; i < def->n_impl; i++)
-        if (!def->impl[i].reference) f += ops->ran[op][dir][i];
+    for (int i = 0; i < n_impl(ops, op); i++)
+        if (!impl_at(ops, op, i)->reference) f += ops->ran[op][dir][i];
     return f;
 }
 
@@ -272,13 +295,13 @@ void dm_ops_report(const dm_ops *ops, char *buf, size_t n) {
             long f = fast_calls(ops, op, d);
             APPEND(" %s%s%s=%ld/%ld", DEFS[op]->name, d ? "_" : "", d ? DIR[d] : "", f,
                    ops->calls[op][d]);
-            if (has_reference(DEFS[op])) declined += ops->calls[op][d] - f;
+            if (has_reference(ops, op)) declined += ops->calls[op][d] - f;
         }
     APPEND(" declined=%ld", declined);
     for (int i = 0; i < ops->n_skip; i++) {
         const dm_skip *s = &ops->skip[i];
         APPEND("%s%s%s%s %s: %ld (%s)", i ? "; " : " [", DEFS[s->op]->name, s->dir ? "_" : "",
-               s->dir ? DIR[s->dir] : "", DEFS[s->op]->impl[s->impl].name, s->n, s->reason);
+               s->dir ? DIR[s->dir] : "", impl_at(ops, s->op, s->impl)->name, s->n, s->reason);
     }
     if (ops->n_skip) APPEND("]");
 }
@@ -297,15 +320,15 @@ void dm_ops_table(const dm_ops *ops, char *buf, size_t n) {
             char name[40], ran[128] = "", skip[512] = "";
             size_t r = 0, k = 0;
             snprintf(name, sizeof name, "%s.%s", def->name, DIR[d]);
-            for (int i = 0; i < def->n_impl; i++)
+            for (int i = 0; i < n_impl(ops, op); i++)
                 if (ops->ran[op][d][i] && r < sizeof ran)
                     r += (size_t)snprintf(ran + r, sizeof ran - r, "%s%s %ld", r ? ", " : "",
-                                          def->impl[i].name, ops->ran[op][d][i]);
+                                          impl_at(ops, op, i)->name, ops->ran[op][d][i]);
             for (int i = 0; i < ops->n_skip; i++) {
                 const dm_skip *s = &ops->skip[i];
                 if (s->op != op || s->dir != d || k >= sizeof skip) continue;
                 k += (size_t)snprintf(skip + k, sizeof skip - k, "%s%s %ld (%s)", k ? "; " : "",
-                                      def->impl[s->impl].name, s->n, s->reason);
+                                      impl_at(ops, op, s->impl)->name, s->n, s->reason);
             }
             if (verified && ops->verify_op[op][d] >= 0 && k < sizeof skip)
                 snprintf(skip + k, sizeof skip - k, "%sverify %.2g", k ? "; " : "",

@@ -41,16 +41,13 @@
 #include "dormouse.h"
 #include "kernels/common.h"
 #include "ops/atlas.h"
+#include "ops/oplist.h"
 
 enum { DM_FWD = 0, DM_BWD = 1, DM_BWD_W = 2, DM_NDIR = 3 };
-enum {
-    DM_OP_MATMUL, DM_OP_EMBED, DM_OP_RMSNORM, DM_OP_GATEDNORM, DM_OP_CONV, DM_OP_SILU,
-    DM_OP_L2NORM, DM_OP_GATE, DM_OP_SIGMOID, DM_OP_SWIGLU, DM_OP_XENT, DM_OP_DELTA, DM_OP_ADD,
-    /* the optimizer's (ops/optim_ops.h) */
-    DM_OP_GRAD_ADD, DM_OP_GRAD_MEAN, DM_OP_GRAD_NORM, DM_OP_ADAMW, DM_OP_MOMENTUM, DM_OP_NS,
-    DM_OP_NS_BF16, DM_OP_MUON_UPDATE, DM_OP_RETRACT,
-    DM_OP_COUNT
-};
+/* the ops (ops/oplist.h): DM_OP_MATMUL, ..., DM_OP_RETRACT */
+#define DM_OP_ENUM(NAME, name) DM_OP_##NAME,
+enum { DM_OP_LIST(DM_OP_ENUM) DM_OP_COUNT };
+#undef DM_OP_ENUM
 #define DM_OP_MAX_IMPL 6
 /* an implementation's precision: fp32, or bf16 products (bf16 operands rounded to nearest
  * even, f32 accumulation and outputs: docs/bf16.md) */

@@ -100,7 +100,7 @@ static int make_units(dm_muon *o, dm_model *m) {
         }
         if (!pass) {
             o->units = calloc((size_t)(n ? n : 1), sizeof *o->units);
-            o->consts = calloc((size_t)(n ? n : 1), sizeof *o->consts);
+            o->consts = dm_backend_alloc(o->be, (size_t)(n ? n : 1) * sizeof *o->consts);
             if (!o->units || !o->consts) return 1;
         }
     }
@@ -142,25 +142,37 @@ static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     o->mom = dm_backend_alloc(o->be, o->n * sizeof(float));
     o->ns_work = dm_backend_alloc(o->be, work * sizeof(float));
     o->ns_work_n = work;
-    /* the retraction constants, one pair per slice, are host memory: the optimizer reads
-     * them to give each batch of units its scales */
-    o->radius = calloc((size_t)o->n_slices ? (size_t)o->n_slices : 1, sizeof(float));
-    o->scale = calloc((size_t)o->n_slices ? (size_t)o->n_slices : 1, sizeof(float));
+    /* the retraction constants, one pair per slice, in the backend's memory like the rest
+     * of the state (a batch's scales are gathered into consts by backend copies) */
+    size_t cbytes = (size_t)(o->n_slices ? o->n_slices : 1) * sizeof(float);
+    o->radius = dm_backend_alloc(o->be, cbytes);
+    o->scale = dm_backend_alloc(o->be, cbytes);
     if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
     /* retraction constants from the weights as they are now (init; a resumed run then
-     * loads the saved ones over these): the weights read through a host view or copy */
+     * loads the saved ones over these): computed on the host from the weights read
+     * through a host view or copy, then copied in */
     size_t pbytes = dm_model_num_params(m) * sizeof(float);
     float *P = dm_backend_map(o->be, dm_model_param_mem(m), pbytes, 1);
-    if (!P) goto oom;
+    float *R = calloc(1, cbytes), *S = calloc(1, cbytes);
+    if (!P || !R || !S) {
+        if (P) dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);
+        free(R);
+        free(S);
+        goto oom;
+    }
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_group *g;
         int r, c;
         const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
         if (!t) continue;
-        dm_op_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i],
-                           P + t->offset, g->slices, r, c);
+        dm_op_retract_init(R + o->slice_off[i], S + o->slice_off[i], P + t->offset, g->slices,
+                           r, c);
     }
     dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);
+    dm_backend_from_host(o->be, o->radius, R, cbytes);
+    dm_backend_from_host(o->be, o->scale, S, cbytes);
+    free(R);
+    free(S);
     return dm_muon_shard(o, NULL, err, errlen);
 oom:
     snprintf(err, errlen, "out of memory: Muon's momentum and scratch need %.1f MiB",
@@ -193,10 +205,10 @@ void dm_muon_free(dm_muon *o) {
     dm_backend_release(o->be, o->upd);
     dm_backend_release(o->be, o->ns_work);
     free(o->slice_off);
-    free(o->radius);
-    free(o->scale);
+    dm_backend_release(o->be, o->radius);
+    dm_backend_release(o->be, o->scale);
     free(o->units);
-    free(o->consts);
+    dm_backend_release(o->be, o->consts);
     free(o->pack_off);
     free(o->pack_cur);
     dm_backend_release(o->be, o->pack);
@@ -288,9 +300,10 @@ void dm_muon_shard_text(const dm_muon *o, char *buf, size_t n) {
 }
 
 /* The next batch of this rank's stacked units not yet done, from *a on: those of unit
- * *a's shape (contiguous in upd from unit *a's uoff), their Stiefel scales in o->consts.
+ * *a's shape (contiguous in upd from unit *a's uoff), with `scales` their Stiefel scales
+ * copied into o->consts.
  * Marks them done; returns how many (0: none left). */
-static int next_batch(dm_muon *o, int *a, char *done) {
+static int next_batch(dm_muon *o, int *a, char *done, int scales) {
     for (; *a < o->n_units; ++*a)
         if (!done[*a] && o->units[*a].stacked && o->units[*a].owner == o->rank) break;
     if (*a == o->n_units) return 0;
@@ -302,7 +315,11 @@ static int next_batch(dm_muon *o, int *a, char *done) {
             v->cols != u->cols)
             continue;
         done[b] = 1;
-        o->consts[k++] = o->scale[o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice)];
+        if (scales)
+            dm_backend_copy(o->be, o->consts + k,
+                            o->scale + o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice),
+                            sizeof(float));
+        k++;
     }
     return k;
 }
@@ -316,7 +333,7 @@ static void orthogonalize_alone(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, 
 static void orthogonalize_stacked(dm_muon *o, dm_ops *ops, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, done))) {
+    while ((k = next_batch(o, &a, done, 0))) {
         const dm_muon_unit *u = &o->units[a];
         dm_op_ns(ops, o->upd + u->uoff, k, u->rows, u->cols, o->cfg->ns, o->ns_work, o->ns_bf16,
                  1);
@@ -349,7 +366,7 @@ static void retract_one(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W
 static void retract_stacked(dm_muon *o, dm_ops *ops, float *W, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, done))) {
+    while ((k = next_batch(o, &a, done, 1))) {
         const dm_muon_unit *u = &o->units[a];
         float *stage = o->upd + u->uoff;
         for (int pass = 0; pass < 2; pass++) {

@@ -44,7 +44,7 @@ struct dm_muon {
     size_t ns_work_n;  /* floats in ns_work */
     int n_units;
     dm_muon_unit *units; /* in tensor order, slices in order */
-    float *consts;     /* [n_units] a batch's Stiefel scales */
+    float *consts;     /* [n_units] a batch's Stiefel scales (backend memory) */
     dm_comm *comm;     /* the ranks sharing the work (NULL: one process) */
     int rank, nranks;
     size_t *pack_off;  /* [nranks+1] each rank's units in pack (floats) */
@@ -53,8 +53,8 @@ struct dm_muon {
     int ns_bf16;       /* 1: NS in bf16 (ns_precision; the op ns_bf16), 0: fp32 */
     int *slice_off;    /* [n_tensors] first slice of each Muon tensor in radius/scale */
     int n_slices;
-    float *radius;     /* [n_slices] retraction radius ||W0||_F per slice */
-    float *scale;      /* [n_slices] Stiefel scale per slice */
+    float *radius;     /* [n_slices] retraction radius ||W0||_F per slice (backend memory) */
+    float *scale;      /* [n_slices] Stiefel scale per slice (backend memory) */
     dm_atlas *atlas;   /* the all-gather's timing, or NULL (the ops are timed by the op
                           layer) */
 };

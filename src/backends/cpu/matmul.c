@@ -1,32 +1,22 @@
-/* matmul.c — the dense layer as an op: forward (out = in W^T + b), the data gradient
- * (bwd: din = dout W) and the weight gradient (bwd_w: dW += dout^T in, dbias += sums).
- * Implementations: in bf16 (precision=bf16: operands rounded to bf16, f32 accumulation)
- * oneDNN's bf16 matmul and its reference (the rounded operands through the f32 GEMM); in
- * fp32 oneDNN's matmul, OpenBLAS (dm_gemm) and the double-precision reference. The `gemm`
- * setting: openblas, onednn (OpenBLAS where oneDNN declines), or auto (the measured rule
- * below). */
+/* matmul.c — the cpu backend's dense layer (ops/matmul.c defines the op): in bf16
+ * (precision=bf16: operands rounded to bf16, f32 accumulation) oneDNN's bf16 matmul and its
+ * reference (the rounded operands through the f32 GEMM); in fp32 oneDNN's matmul and
+ * OpenBLAS (dm_gemm), before the op's double-precision reference. The `gemm` setting:
+ * openblas, onednn (OpenBLAS where oneDNN declines), or auto (the measured rule below).
+ * Also the cpu's bf16 copies of operands (dm_op_bf16_register, dm_op_round_bf16) and the
+ * backward's entry point, which rounds dout once for its two products. */
 #include <stdlib.h>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/onednn.h"
-#include "ref/ref.h"
 #include "backends/cpu/ctx.h"
+#include "ops/matmul.h"
 #include "ops/op.h"
 #include "ops/precision.h"
 
-typedef struct {
-    float *out;              /* fwd:   [N,O] */
-    const float *in, *W, *bias;
-    float *din;              /* bwd:   [N,K] */
-    const float *dout;       /* bwd, bwd_w: [N,O] */
-    int din_acc;
-    float *dW, *dbias;       /* bwd_w: [O,K], [O] */
-    int N, K, O;
-} mm_args;
-
 /* The GEMM a direction runs: C[M,Nc] = op(A) op(B) (+ C when beta) */
 typedef struct { int ta, tb, M, Nc, K, lda, ldb, ldc; float beta; } mm_gemm;
-static mm_gemm product(const mm_args *a, int dir) {
+static mm_gemm product(const dm_matmul_args *a, int dir) {
     if (dir == DM_FWD) return (mm_gemm){0, 1, a->N, a->O, a->K, a->K, a->K, a->O, 0.0f};
     if (dir == DM_BWD)
         return (mm_gemm){0, 0, a->N, a->K, a->O, a->O, a->K, a->K, a->din_acc ? 1.0f : 0.0f};
@@ -56,11 +46,11 @@ static const char *onednn_supports(dm_ops *ops, const void *args, int dir) {
 }
 
 const char *dm_ops_onednn_missing(dm_ops *ops) {
-    mm_args a = {.N = 64, .K = 64, .O = 64};
+    dm_matmul_args a = {.N = 64, .K = 64, .O = 64};
     return onednn_supports(ops, &a, DM_FWD);
 }
 
-static void run_be(const dm_gemm_be *be, mm_args *a, int dir) {
+static void run_be(const dm_gemm_be *be, dm_matmul_args *a, int dir) {
     if (dir == DM_FWD) dm_matmul_fwd(be, a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
     else if (dir == DM_BWD) dm_matmul_bwd_data(be, a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
     else dm_matmul_bwd_weight(be, a->dW, a->dbias, a->dout, a->in, a->N, a->K, a->O);
@@ -119,7 +109,7 @@ static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
 
 /* operand scratch: room for the operands a direction may round, as f32 (the reference
  * bf16 path) or bf16 (half of it) */
-static void *operand_scratch(dm_cpu_ctx *c, const mm_args *a, int dir) {
+static void *operand_scratch(dm_cpu_ctx *c, const dm_matmul_args *a, int dir) {
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
     size_t need = (dir == DM_FWD ? N * K + O * K : dir == DM_BWD ? N * O + O * K : N * O + N * K);
     need = (need + 128) * sizeof(float);
@@ -143,7 +133,7 @@ static const char *bf16_supports(dm_ops *ops, const void *args, int dir) {
 }
 
 static void bf16_run(dm_ops *ops, void *args, int dir) {
-    mm_args *a = args;
+    dm_matmul_args *a = args;
     dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
     uint16_t *s = c->bbuf;
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
@@ -181,7 +171,7 @@ static const char *ref_bf16_supports(dm_ops *ops, const void *args, int dir) {
 }
 
 static void ref_bf16_run(dm_ops *ops, void *args, int dir) {
-    mm_args *a = args;
+    dm_matmul_args *a = args;
     float *s = dm_cpu_ctx_of(ops)->bbuf;
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
     if (dir == DM_FWD) {
@@ -197,19 +187,11 @@ static void ref_bf16_run(dm_ops *ops, void *args, int dir) {
     }
 }
 
-/* ---- OpenBLAS, the reference ---- */
+/* ---- OpenBLAS ---- */
 
 static void openblas_run(dm_ops *ops, void *args, int dir) {
     (void)ops;
     run_be(NULL, args, dir);
-}
-
-static void ref_run(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    mm_args *a = args;
-    if (dir == DM_FWD) dm_matmul_ref_fwd(a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
-    else if (dir == DM_BWD) dm_matmul_ref_bwd_data(a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
-    else dm_matmul_ref_bwd_weight(a->dW, a->dbias, a->dout, a->in, a->N, a->K, a->O);
 }
 
 /* ---- the roofline's record (ops/atlas.h): the product a call ran and on which kernel ---- */
@@ -242,49 +224,18 @@ static void openblas_noted(dm_ops *o, void *a, int d) {
     noted(o, openblas_run, DM_GEMM_F32_OPENBLAS, a, d);
 }
 
-static int outputs(void *args, int dir, dm_out *o) {
-    mm_args *a = args;
-    size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
-    if (dir == DM_FWD) {
-        o[0] = (dm_out){"y", (void **)&a->out, N * O, DM_OUT_SET};
-        return 1;
-    }
-    if (dir == DM_BWD) {
-        o[0] = (dm_out){"dx", (void **)&a->din, N * K, a->din_acc ? DM_OUT_ACC : DM_OUT_SET};
-        return 1;
-    }
-    o[0] = (dm_out){"dW", (void **)&a->dW, O * K, DM_OUT_ACC};
-    if (!a->dbias) return 1;
-    o[1] = (dm_out){"dbias", (void **)&a->dbias, O, DM_OUT_ACC};
-    return 2;
-}
-
-static double flops(const void *args, int dir) {
-    const mm_args *a = args;
-    (void)dir;
-    return 2.0 * a->N * a->K * a->O;
-}
-
 static const dm_impl IMPL[] = {
     {"onednn-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, bf16_noted, DM_MEM_HOST},
     {"reference-bf16", 1, DM_PREC_BF16, NULL, ref_bf16_supports, ref_bf16_noted, DM_MEM_HOST},
     {"onednn", 0, DM_PREC_FP32, onednn_selected, onednn_supports, onednn_noted, DM_MEM_HOST},
     {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_noted, DM_MEM_HOST},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST},
 };
-const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, IMPL, 5,
-                                 sizeof(mm_args), outputs, flops};
-
-void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
-                      int N, int K, int O) {
-    mm_args a = {.out = out, .in = in, .W = W, .bias = bias, .N = N, .K = K, .O = O};
-    dm_op_run(o, DM_OP_MATMUL, DM_FWD, &a);
-}
+const dm_impl_list dm_cpu_matmul = DM_IMPL_LIST(IMPL);
 
 void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
                       const uint16_t *doutb, const float *in, const float *W, int N, int K,
                       int O, int din_acc) {
-    mm_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc, .dW = dW,
+    dm_matmul_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc, .dW = dW,
                  .dbias = dbias, .N = N, .K = K, .O = O};
     /* both products read dout: in bf16, its copy made by its producer, or rounded once
      * here for them */

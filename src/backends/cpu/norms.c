@@ -1,26 +1,9 @@
-/* norms.c — RMSNorm, the per-head gated RMSNorm and the per-head L2 norm as ops. The two
- * RMSNorms have a fused one-pass kernel (backends/cpu/kernels) and a composed reference
- * (norm_ref.c: the chain of elementary steps an autodiff framework would record);
- * norm_impl=reference picks the reference. */
+/* norms.c — the cpu backend's norms (ops/norms.c defines them): the fused one-pass
+ * kernels of both RMSNorms (norm_impl=reference leaves them for the composed reference)
+ * and the per-head L2 norm's kernel. */
 #include "backends/cpu/kernels/kernels.h"
-#include "ref/ref.h"
+#include "ops/norms.h"
 #include "ops/op.h"
-
-/* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats;
- * yb: [R,C] bf16(y) too, forward of the RMSNorms only (NULL: none); in their backward
- * bf16 of the gradient the next products read: dx (rmsnorm) or dz (the gated norm) */
-typedef struct {
-    float *y, *rstd;
-    uint16_t *yb;
-    const float *x, *z, *w;
-    float eps;
-    int act;                    /* gated: DM_GATE_*; l2norm: 1 = SiLU before the norm */
-    const float *xs;            /* l2norm bwd with SiLU before it: the SiLU's input */
-    float *dx, *dz, *dw;        /* bwd */
-    const float *dy, *rstd_in;
-    int R, C;
-    float *scratch;
-} norm_args;
 
 static const char *fused_selected(const dm_ops *ops, const void *args, int dir) {
     (void)args, (void)dir;
@@ -30,7 +13,7 @@ static const char *fused_selected(const dm_ops *ops, const void *args, int dir) 
 /* the fused kernels of both RMSNorms (the gated one when z != NULL) */
 static void norm_fused(dm_ops *ops, void *args, int dir) {
     (void)ops;
-    norm_args *a = args;
+    dm_norm_args *a = args;
     if (a->z && dir == DM_FWD)
         dm_gatednorm_fwd_yb(a->y, a->yb, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps,
                             a->act);
@@ -43,143 +26,19 @@ static void norm_fused(dm_ops *ops, void *args, int dir) {
         dm_rmsnorm_bwd_yb(a->dx, a->yb, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C);
 }
 
-/* their composed references */
-static void norm_ref(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    norm_args *a = args;
-    if (a->z && dir == DM_FWD)
-        dm_gatednorm_ref_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act,
-                             a->scratch);
-    else if (a->z)
-        dm_gatednorm_ref_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in, a->R,
-                             a->C, a->act, a->scratch);
-    else if (dir == DM_FWD)
-        dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
-    else
-        dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
-    if (a->yb) /* the copy of y, of dz (gated backward) or of dx (rmsnorm backward) */
-        dm_bf16_from_f32(a->yb, dir == DM_FWD ? a->y : a->z ? a->dz : a->dx,
-                         (size_t)a->R * a->C);
-}
-
-/* every norm's forward: y and the per-row inverse norms */
-static int fwd_outputs(norm_args *a, dm_out *o, const char *inv) {
-    o[0] = (dm_out){"y", (void **)&a->y, (size_t)a->R * a->C, DM_OUT_SET};
-    o[1] = (dm_out){inv, (void **)&a->rstd, (size_t)a->R, DM_OUT_SET};
-    return 2;
-}
-
-/* both RMSNorms: rmsnorm's dx accumulates (it adds onto the residual stream's gradient);
- * the gated one (z != NULL) overwrites dx and dz */
-static int rms_outputs(void *args, int dir, dm_out *o) {
-    norm_args *a = args;
-    size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) { /* the bf16 copy: the second run of verify mode writes none */
-        int k = fwd_outputs(a, o, "rstd");
-        if (a->yb) o[k++] = (dm_out){"y bf16", (void **)&a->yb, n, DM_OUT_PRIVATE};
-        return k;
-    }
-    int k = 0;
-    o[k++] = (dm_out){"dx", (void **)&a->dx, n, a->z ? DM_OUT_SET : DM_OUT_ACC};
-    if (a->z) o[k++] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
-    o[k++] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
-    if (a->yb) o[k++] = (dm_out){a->z ? "dz bf16" : "dx bf16", (void **)&a->yb, n, DM_OUT_PRIVATE};
-    return k;
-}
-
 static const dm_impl RMS[] = {
     {"fused", 0, DM_PREC_FP32, fused_selected, NULL, norm_fused, DM_MEM_HOST},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST},
 };
-const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
-                                  sizeof(norm_args), rms_outputs, NULL};
-const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, RMS, 2,
-                                    sizeof(norm_args), rms_outputs, NULL};
+const dm_impl_list dm_cpu_rmsnorm = DM_IMPL_LIST(RMS), dm_cpu_gatednorm = DM_IMPL_LIST(RMS);
 
 static void l2_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
-    norm_args *a = args;
+    dm_norm_args *a = args;
     if (dir == DM_FWD && a->act) dm_silu_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
     else if (dir == DM_FWD) dm_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
     else if (a->xs) dm_silu_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->xs, a->R, a->C);
     else dm_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
 }
 
-static void l2_ref(dm_ops *ops, void *args, int dir) {
-    (void)ops;
-    norm_args *a = args;
-    size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD && a->act) { /* composed: SiLU into y, then the norm in place */
-        dm_silu_ref_fwd(a->y, a->x, n);
-        dm_l2norm_ref_fwd(a->y, a->rstd, a->y, a->R, a->C, a->eps);
-    } else if (dir == DM_FWD) {
-        dm_l2norm_ref_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps);
-    } else {
-        dm_l2norm_ref_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C);
-        if (a->xs) dm_silu_ref_bwd(a->dx, a->dx, a->xs, n);
-    }
-}
-
-static int l2_outputs(void *args, int dir, dm_out *o) {
-    norm_args *a = args;
-    if (dir == DM_FWD) return fwd_outputs(a, o, "rn");
-    o[0] = (dm_out){"dx", (void **)&a->dx, (size_t)a->R * a->C, DM_OUT_SET};
-    return 1;
-}
-
-static const dm_impl L2[] = {
-    {"cpu", 0, DM_PREC_FP32, NULL, NULL, l2_cpu, DM_MEM_HOST},
-    {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref, DM_MEM_HOST},
-};
-const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, L2, 2, sizeof(norm_args),
-                                 l2_outputs, NULL};
-
-void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
-                       const float *w, int N, int C, float eps, float *scratch) {
-    if (!dm_ops_bf16_active(o)) yb = NULL;
-    norm_args a = {.y = y, .yb = yb, .rstd = rstd, .x = x, .w = w, .eps = eps, .R = N, .C = C,
-                   .scratch = scratch};
-    dm_op_run(o, DM_OP_RMSNORM, DM_FWD, &a);
-    if (yb) dm_op_bf16_register(o, yb, y, (size_t)N * C);
-}
-
-void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
-                       const float *x, const float *w, const float *rstd, int N, int C,
-                       float *scratch) {
-    if (!dm_ops_bf16_active(o)) dxb = NULL;
-    norm_args a = {.x = x, .w = w, .dx = dx, .yb = dxb, .dw = dw, .dy = dy, .rstd_in = rstd,
-                   .R = N, .C = C, .scratch = scratch};
-    dm_op_run(o, DM_OP_RMSNORM, DM_BWD, &a);
-}
-
-void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
-                         const float *z, const float *w, int R, int D, float eps, int act,
-                         float *scratch) {
-    if (!dm_ops_bf16_active(o)) yb = NULL;
-    norm_args a = {.y = y, .yb = yb, .rstd = rstd, .x = x, .z = z, .w = w, .eps = eps,
-                   .act = act, .R = R, .C = D, .scratch = scratch};
-    dm_op_run(o, DM_OP_GATEDNORM, DM_FWD, &a);
-    if (yb) dm_op_bf16_register(o, yb, y, (size_t)R * D);
-}
-
-void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *dw,
-                         const float *dy, const float *x, const float *z, const float *w,
-                         const float *rstd, int R, int D, int act, float *scratch) {
-    if (!dm_ops_bf16_active(o)) dzb = NULL;
-    norm_args a = {.x = x, .z = z, .w = w, .act = act, .dx = dx, .dz = dz, .yb = dzb, .dw = dw,
-                   .dy = dy, .rstd_in = rstd, .R = R, .C = D, .scratch = scratch};
-    dm_op_run(o, DM_OP_GATEDNORM, DM_BWD, &a);
-}
-
-/* the backward reads the forward's output y (passed as x) and its inverse norms rn */
-void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps,
-                      int silu) {
-    norm_args a = {.y = y, .rstd = rn, .x = x, .eps = eps, .act = silu, .R = R, .C = D};
-    dm_op_run(o, DM_OP_L2NORM, DM_FWD, &a);
-}
-
-void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
-                      const float *xs, int R, int D) {
-    norm_args a = {.x = y, .dx = dx, .dy = dy, .rstd_in = rn, .xs = xs, .R = R, .C = D};
-    dm_op_run(o, DM_OP_L2NORM, DM_BWD, &a);
-}
+static const dm_impl L2[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, l2_cpu, DM_MEM_HOST}};
+const dm_impl_list dm_cpu_l2norm = DM_IMPL_LIST(L2);

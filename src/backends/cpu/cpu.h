@@ -1,0 +1,16 @@
+/* cpu.h — the cpu backend's interface: for the registry, and for a backend that runs the
+ * cpu backend's implementations on memory of its own (fenced). */
+#ifndef DM_BACKENDS_CPU_H
+#define DM_BACKENDS_CPU_H
+
+#include <stddef.h>
+
+#include "ops/backend.h"
+#include "ops/op.h"
+
+/* host memory; its implementations dm_cpu_impls */
+dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen);
+/* its implementations of every op, preferred first (table.c) */
+extern const dm_impl_list *const dm_cpu_impls[DM_OP_COUNT];
+
+#endif

@@ -1,0 +1,12 @@
+/* table.c — the cpu backend's implementations of every op (ops/oplist.h), each list defined
+ * beside its kernels calls in this folder (matmul.c, delta.c, norms.c, pointwise.c, seq.c,
+ * update.c, ns.c); dispatch asks them in order, then the op's reference. */
+#include "backends/cpu/cpu.h"
+
+#define DM_CPU_LIST(NAME, name) extern const dm_impl_list dm_cpu_##name;
+DM_OP_LIST(DM_CPU_LIST)
+#undef DM_CPU_LIST
+
+#define DM_CPU_ROW(NAME, name) [DM_OP_##NAME] = &dm_cpu_##name,
+const dm_impl_list *const dm_cpu_impls[DM_OP_COUNT] = {DM_OP_LIST(DM_CPU_ROW)};
+#undef DM_CPU_ROW
