@@ -465,4 +465,7 @@ double dm_model_verify_take(dm_model *m, char *what, size_t n) {
     return dm_ops_verify_take(&m->ops, what, n);
 }
 
-void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) { m->ops.atlas = atlas; }
+void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) {
+    m->ops.atlas = atlas;
+    if (atlas) atlas->measure = m->be->vt->roofline; /* the roofline on the step's kernels */
+}

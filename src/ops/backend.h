@@ -34,6 +34,7 @@
 enum { DM_MEM_HOST = 0, DM_MEM_KINDS };
 
 typedef struct dm_backend dm_backend;
+struct dm_atlas;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
 typedef struct {
@@ -48,6 +49,9 @@ typedef struct {
     void (*enter)(dm_backend *be);
     void (*leave)(dm_backend *be);
     void (*destroy)(dm_backend *be);
+    /* the atlas's roofline (ops/atlas.h): time each GEMM set of the step alone on its
+     * kernels; NULL: none */
+    void (*roofline)(struct dm_atlas *a);
 } dm_backend_vt;
 
 struct dm_impl_list;

@@ -10,6 +10,10 @@
 
 /* host memory; its implementations dm_cpu_impls */
 dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen);
+/* the roofline (ops/atlas.h): each GEMM set of the step timed alone on the cpu kernels
+ * (roofline.c); its backends' dm_backend_vt.roofline */
+struct dm_atlas;
+void dm_cpu_roofline(struct dm_atlas *a);
 /* its implementations of every op, preferred first (table.c) */
 extern const dm_impl_list *const dm_cpu_impls[DM_OP_COUNT];
 

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/onednn.h"
+#include "backends/cpu/cpu.h"
 #include "ops/atlas.h"
 
 /* operands for the standalone runs: f32 and bf16 copies of the same values, per thread */
@@ -86,7 +87,7 @@ static double roof_call(const roof_buf *b, const dm_atlas_gemm *g) {
     return dm_now() - t0;
 }
 
-void dm_atlas_roofline(dm_atlas *a) {
+void dm_cpu_roofline(dm_atlas *a) {
     if (a->measured) return;
     int threads = omp_get_max_threads();
     a->roof_threads = threads;
