@@ -689,6 +689,9 @@ static void start(train_ctx *t) {
     if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
     if (dm_backend_choice(c->backend, c->device, chose, sizeof chose)[0])
         dm_job_note(t->io, "%s\n", chose);
+    char pol[512];
+    dm_policy_describe(dm_model_policy(t->m), pol, sizeof pol);
+    dm_job_note(t->io, "policy: %s\n", pol);
     dm_job_note(t->io, "run directory %s: config.json, metrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
                 "prints them)\n", t->a->out);
@@ -1072,7 +1075,9 @@ static void finish(train_ctx *t) {
     dm_shell_quote(out, q, sizeof q);
     dm_job_note(t->io, "next: %s sample %s | %s plot %s | %s eval %s\n", prog, q, prog, q, prog,
                 q);
-    char js[8192], mj[1024], jl[32], jb[32], jv[32], jr[32];
+    char js[8192], mj[1024], jl[32], jb[32], jv[32], jr[32], pol[2048];
+    dm_policy_json(dm_model_policy(t->m), pol, sizeof pol); /* the backend's decision */
+    pol[strcspn(pol, "\n")] = 0;
     dm_memory_json(&t->mem, mj, sizeof mj);
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %s,\n"
@@ -1082,14 +1087,15 @@ static void finish(train_ctx *t) {
              "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
              "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
-             "  \"dispatch\": \"%s\",\n  \"precision\": \"%s\",\n  \"verify_max_rel\": %s,\n"
+             "  \"dispatch\": \"%s\",\n  \"precision\": \"%s\",\n  \"policy\": %s,\n"
+             "  \"verify_max_rel\": %s,\n"
              "  \"memory\": {%s},\n"
              "  \"peak_rss_bytes\": %zu\n}\n",
              np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
              jnum(jb, sizeof jb, "%.6f", bits, 0), jnum(jv, sizeof jv, "%.6f", t->last_bpb, 0),
              t->val_step, tps, wall, t->wall_before + wall, t->n_ckpt, t->ckpt_s, t->nthreads, t->nranks, c->grad_accum,
              1e-6 * cs.bytes * per, 1e3 * cs.sec * per, words, pr.flags, pr.load_max, disp,
-             prec, jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
+             prec, pol, jnum(jr, sizeof jr, "%.3g", t->verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->rank == 0 && write_run_file(out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     /* the tables the console prints only with -v */

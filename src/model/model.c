@@ -179,9 +179,16 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
             goto fail;
         }
     }
-    if (dm_precision_decide(&m->prec, cfg, m->ops.bf16_why, err, errlen)) goto fail;
-    m->plan.bf16 = m->prec.matmul_bf16;
-    if (m->prec.matmul_bf16) {
+    /* the execution policy, decided once by the backend; everything after reads it */
+    dm_delta_dims core = dm_core_dims(cfg, 1, 1);
+    if (!m->be->vt->policy) {
+        if (err) snprintf(err, errlen, "backend %s: it decides no execution policy", m->be->name);
+        goto fail;
+    }
+    if (m->be->vt->policy(m->be, cfg, &m->ops, &core, &m->policy, err, errlen)) goto fail;
+    m->ops.policy = &m->policy;
+    m->plan.bf16 = m->policy.prec.matmul_bf16;
+    if (m->policy.prec.matmul_bf16) {
         if (dm_ops_reserve_bf16_weights(&m->ops, m->n_params)) {
             if (err)
                 snprintf(err, errlen, "out of memory: the bf16 copy of the weights needs %.1f MiB",
@@ -383,7 +390,7 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
                              (size_t)T);
     }
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
-    if (m->prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
+    if (m->policy.prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
         dm_ops_set_weights(&m->ops, m->params, m->n_params);
     m->B = B;
     m->T = T;

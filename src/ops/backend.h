@@ -30,11 +30,15 @@
 
 #include <stddef.h>
 
+#include "dormouse.h"
+
 /* the kinds of memory an implementation takes; one per family of kernels */
 enum { DM_MEM_HOST = 0, DM_MEM_KINDS };
 
 typedef struct dm_backend dm_backend;
 struct dm_atlas;
+struct dm_ops;
+struct dm_policy;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
 typedef struct {
@@ -52,6 +56,11 @@ typedef struct {
     /* the atlas's roofline (ops/atlas.h): time each GEMM set of the step alone on its
      * kernels; NULL: none */
     void (*roofline)(struct dm_atlas *a);
+    /* the execution policy (ops/policy.h) of a model of config c with delta core d, its op
+     * layer ops bound to this backend: decided once, at the model's creation. 0; or 1 with
+     * the one-line refusal in err (bf16 asked where it cannot run) */
+    int (*policy)(dm_backend *be, const dm_config *c, struct dm_ops *ops,
+                  const dm_delta_dims *d, struct dm_policy *p, char *err, size_t errlen);
 } dm_backend_vt;
 
 struct dm_impl_list;

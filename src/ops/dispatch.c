@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "ops/policy.h"
 
 #define DM_OP_DEFS(NAME, name) [DM_OP_##NAME] = &dm_def_##name,
 static const dm_op_def *const DEFS[DM_OP_COUNT] = {DM_OP_LIST(DM_OP_DEFS)};
@@ -51,6 +52,11 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->bf16_why = dm_backend_host_bf16_missing();
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
+}
+
+int dm_ops_bf16_active(const dm_ops *ops) {
+    if (ops->policy) return ops->policy->prec.matmul_bf16;
+    return dm_precision_matmul(ops->precision, ops->bf16_why);
 }
 
 void dm_ops_bind(dm_ops *ops, dm_backend *be) {

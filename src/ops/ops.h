@@ -78,6 +78,9 @@ typedef struct dm_ops {
     /* the backend whose memory the ops are handed (NULL: host memory, the cpu backend's
      * kind): only implementations of its memory kind run, each call inside its window */
     struct dm_backend *be;
+    /* the model's execution policy (ops/policy.h; NULL: an op layer of no model, which
+     * applies the config's rules itself) */
+    const struct dm_policy *policy;
     void *bctx; /* the backend's private state of this op layer (the cpu backend's:
                    backends/cpu/ctx.h), made by the backend on first use */
     void (*bctx_free)(void *bctx); /* set with bctx by the backend that made it */
@@ -125,8 +128,9 @@ void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n);
 /* NULL when oneDNN can run an f32 matmul here (a 64 x 64 x 64 product); else why not. */
 const char *dm_ops_onednn_missing(dm_ops *ops);
 
-/* 1 when a matmul would try the hardware bf16 kernel (precision bf16 or auto, and the
- * CPU has bf16): then it pays to round an operand once for all its products. */
+/* 1 when a matmul would try the hardware bf16 kernel (the policy's matmul precision; with
+ * no policy: precision bf16 or auto, and the CPU has bf16): then it pays to round an
+ * operand once for all its products. */
 int dm_ops_bf16_active(const dm_ops *ops);
 /* Round x[n] into xb and let every bf16 product that reads x (exactly x, n elements) use
  * xb until dm_ops_forget_bf16: for an activation read by several products (the normed

@@ -7,9 +7,14 @@
 
 #include "ops/backend.h"
 #include "ops/op.h"
+#include "ops/policy.h"
 
 /* host memory; its implementations dm_cpu_impls */
 dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen);
+/* the execution policy (ops/policy.h) of a model of config c and delta core d, its ops
+ * bound to the backend (policy.c); its backends' dm_backend_vt.policy */
+int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
+                  struct dm_policy *p, char *err, size_t errlen);
 /* the roofline (ops/atlas.h): each GEMM set of the step timed alone on the cpu kernels
  * (roofline.c); its backends' dm_backend_vt.roofline */
 struct dm_atlas;

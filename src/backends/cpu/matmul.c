@@ -63,10 +63,6 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
 
 /* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
 
-int dm_ops_bf16_active(const dm_ops *ops) {
-    return dm_precision_matmul(ops->precision, ops->bf16_why);
-}
-
 void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
     if (!dm_ops_bf16_active(ops)) return;
     dm_cpu_ctx *cx = dm_cpu_ctx_of(ops);

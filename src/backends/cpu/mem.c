@@ -36,7 +36,7 @@ static void cpu_destroy(dm_backend *be) { free(be); }
 
 static const dm_backend_vt CPU = {cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_copy,
                                   cpu_zero,  NULL,        cpu_view, NULL,     NULL,
-                                  cpu_destroy, dm_cpu_roofline};
+                                  cpu_destroy, dm_cpu_roofline, dm_cpu_policy};
 
 dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen) {
     (void)device;

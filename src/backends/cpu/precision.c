@@ -40,9 +40,3 @@ int dm_precision_decide(dm_precision *p, const dm_config *c, const char *cpu_why
         return refuse("ns_precision", p->ns_why, err, errlen);
     return 0;
 }
-
-void dm_precision_describe(const dm_precision *p, char *buf, size_t n) {
-    const char *why = p->matmul_why ? p->matmul_why : p->ns_why;
-    snprintf(buf, n, "matmuls %s, Newton-Schulz %s%s%s%s", p->matmul_bf16 ? "bf16" : "fp32",
-             p->ns_bf16 ? "bf16" : "fp32", why ? " (" : "", why ? why : "", why ? ")" : "");
-}

@@ -114,7 +114,8 @@ static void fenced_destroy(dm_backend *be) {
 static const dm_backend_vt FENCED = {fenced_alloc, fenced_release, fenced_to_host, fenced_from_host,
                                      fenced_copy,  fenced_zero,    NULL,        NULL,
                                      fenced_enter, fenced_leave,   fenced_destroy,
-                                     dm_cpu_roofline}; /* on host operands of its own */
+                                     dm_cpu_roofline, /* on host operands of its own */
+                                     dm_cpu_policy};
 
 dm_backend *dm_backend_fenced_create(int device, char *err, size_t errlen) {
     (void)device;
