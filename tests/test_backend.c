@@ -291,9 +291,10 @@ static float *opt_state(const dm_optim *o, dm_backend *be, size_t *n) {
 }
 
 /* Whole training steps on fenced — forward, backward, the gradient norm, AdamW and Muon
- * with head-wise Newton-Schulz and the Stiefel retraction — with the host never touching
- * its memory (it faults outside the backend's calls): parameters, gradients and every
- * optimizer state buffer equal the cpu's bit for bit, step by step. */
+ * with head-wise Newton-Schulz and the sphere or Stiefel retraction, one step in verify
+ * mode — with the host never touching its memory (it faults outside the backend's calls):
+ * parameters, gradients, every optimizer state buffer and the verify maximum equal the
+ * cpu's bit for bit, step by step. */
 TEST(backend_fenced_training_steps_match_cpu) {
     char err[256];
     for (int retract = 0; retract < 2; retract++) {
@@ -311,6 +312,7 @@ TEST(backend_fenced_training_steps_match_cpu) {
         uint8_t tok[2 * 33];
         for (int step = 0; step < 3; step++) {
             for (size_t i = 0; i < sizeof tok; i++) tok[i] = (uint8_t)(i * 37 + 11 * step + 5);
+            a->ops.verify = b->ops.verify = step == 1; /* verify mode reads fenced by copies */
             float la = dm_model_forward(a, tok, 2, 32, NULL), lb = dm_model_forward(b, tok, 2, 32, NULL);
             dm_model_zero_grad(a), dm_model_zero_grad(b);
             dm_model_backward(a), dm_model_backward(b);
@@ -330,6 +332,12 @@ TEST(backend_fenced_training_steps_match_cpu) {
             CHECKF(sa == sb && sa > 2 * np && !memcmp(xa, xb, sa * sizeof(float)),
                    "step %d: the optimizer state differs (%zu vs %zu floats)", step, sa, sb);
             free(xa), free(xb);
+            char wa[64], wb[64];
+            double va = dm_ops_verify_take(&a->ops, wa, sizeof wa);
+            double vb = dm_ops_verify_take(&b->ops, wb, sizeof wb);
+            CHECKF(va == vb && !strcmp(wa, wb) && (step == 1 ? va >= 0 && va <= DM_VERIFY_BOUND
+                                                             : va == -1),
+                   "step %d: verify %.3g (%s) vs %.3g (%s)", step, va, wa, vb, wb);
         }
         /* it moved: the weights are not the init's */
         dm_model *fresh = dm_model_create(&cc, err, sizeof err);

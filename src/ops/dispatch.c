@@ -72,7 +72,8 @@ void dm_ops_bind(dm_ops *ops, dm_backend *be) {
 void dm_ops_free(dm_ops *ops) {
     if (ops->bctx && ops->bctx_free) ops->bctx_free(ops->bctx);
     ops->bctx = NULL;
-    free(ops->vbuf);
+    if (ops->be) dm_backend_release(ops->be, ops->vbuf);
+    else free(ops->vbuf);
     ops->vbuf = NULL;
     ops->vcap = 0;
 }
@@ -125,14 +126,32 @@ static void run_timed(dm_ops *ops, int op, const dm_op_def *def, int impl, void 
 
 /* ---- verify mode ---- */
 
+/* The second run's outputs live where the first's do, in the backend's memory (host memory
+ * without a backend), and are read back through its copies to be compared: verify mode
+ * never dereferences backend memory on the host. */
 static void *vscratch(dm_ops *ops, size_t floats) {
     if (floats > ops->vcap) {
-        float *p = realloc(ops->vbuf, floats * sizeof(float));
+        float *p = ops->be ? dm_backend_alloc(ops->be, floats * sizeof(float))
+                           : malloc(floats * sizeof(float));
         if (!p) return NULL;
+        if (ops->be) dm_backend_release(ops->be, ops->vbuf);
+        else free(ops->vbuf);
         ops->vbuf = p;
         ops->vcap = floats;
     }
     return ops->vbuf;
+}
+static void vcopy(dm_ops *ops, void *dst, const void *src, size_t bytes) {
+    if (ops->be) dm_backend_copy(ops->be, dst, src, bytes);
+    else memmove(dst, src, bytes);
+}
+/* n floats of backend memory at p as a malloc'd host copy (NULL: p is NULL, or no memory) */
+static float *vhost(dm_ops *ops, const float *p, size_t n) {
+    float *h = p ? malloc((n ? n : 1) * sizeof(float)) : NULL;
+    if (!h) return NULL;
+    if (ops->be) dm_backend_to_host(ops->be, h, p, n * sizeof(float));
+    else memcpy(h, p, n * sizeof(float));
+    return h;
 }
 
 /* a relative difference of one output of (op, dir) */
@@ -193,10 +212,10 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
     def->outputs(alt, dir, alt_out);
     size_t need = 0;
     for (int i = 0; i < n; i++)
-        need += out[i].kind == DM_OUT_PRIVATE ? 0
-                : out[i].kind == DM_OUT_F64   ? 3 /* a double, aligned */
-                : out[i].kind == DM_OUT_ACC   ? 2 * out[i].n
-                                              : out[i].n;
+        need += out[i].kind == DM_OUT_PRIVATE || out[i].kind == DM_OUT_F64 ? 0
+                : out[i].kind == DM_OUT_ACC                                ? 2 * out[i].n
+                                                                           : out[i].n;
+    double f64[DM_OP_MAX_OUT]; /* a reduction's value is the host's (xent's loss, the norm) */
     float *buf = vscratch(ops, need ? need : 1), *p = buf;
     if (!buf) { /* no memory for the check: run unverified */
         run_timed(ops, op, def, chosen, args, dir);
@@ -208,15 +227,18 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
             *alt_out[i].slot = NULL;
             continue;
         }
+        if (out[i].kind == DM_OUT_F64) {
+            *alt_out[i].slot = &f64[i];
+            continue;
+        }
         if (out[i].kind == DM_OUT_ACC) { /* both runs start from the values there now */
             base[i] = p;
-            memcpy(p, *out[i].slot, out[i].n * sizeof(float));
-            memcpy(p + out[i].n, *out[i].slot, out[i].n * sizeof(float));
+            vcopy(ops, p, *out[i].slot, out[i].n * sizeof(float));
+            vcopy(ops, p + out[i].n, *out[i].slot, out[i].n * sizeof(float));
             p += out[i].n;
         }
-        if (out[i].kind == DM_OUT_F64 && (p - buf) % 2) p++;
         *alt_out[i].slot = p;
-        p += out[i].kind == DM_OUT_F64 ? 2 : out[i].n;
+        p += out[i].n;
     }
     dm_atlas *atlas = ops->atlas; /* the second run is not part of the step's time */
     ops->atlas = NULL;
@@ -234,9 +256,12 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
             note(ops, op, dir, what, fabs(a - b) / (r != 0 ? fabs(r) : 1.0));
             continue;
         }
-        const float *a = *out[i].slot, *b = *alt_out[i].slot;
-        note(ops, op, dir, what,
-             rel_rms(chosen_is_ref ? b : a, chosen_is_ref ? a : b, base[i], out[i].n));
+        float *a = vhost(ops, *out[i].slot, out[i].n), *b = vhost(ops, *alt_out[i].slot, out[i].n);
+        float *b0 = vhost(ops, base[i], out[i].n);
+        if (a && b && (b0 || !base[i]))
+            note(ops, op, dir, what,
+                 rel_rms(chosen_is_ref ? b : a, chosen_is_ref ? a : b, b0, out[i].n));
+        free(a), free(b), free(b0);
     }
     ops->verify_calls++;
 }
