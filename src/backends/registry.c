@@ -7,8 +7,8 @@
 #include "dormouse.h"
 
 const dm_backend_reg dm_backend_regs[] = {
-    {"cpu", DM_BACKEND_CPU, dm_backend_cpu_create, dm_cpu_impls},
-    {"fenced", DM_BACKEND_FENCED, dm_backend_fenced_create, dm_cpu_impls},
-    {"cuda", DM_BACKEND_CUDA, dm_backend_cuda_create, NULL},
+    {"cpu", DM_BACKEND_CPU, dm_backend_cpu_create, dm_cpu_impls, &dm_cpu_vt},
+    {"fenced", DM_BACKEND_FENCED, dm_backend_fenced_create, dm_cpu_impls, NULL},
+    {"cuda", DM_BACKEND_CUDA, dm_backend_cuda_create, NULL, NULL},
 };
 const int dm_backend_n_regs = (int)(sizeof dm_backend_regs / sizeof dm_backend_regs[0]);

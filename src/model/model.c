@@ -169,16 +169,6 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     }
     init_params(m, init, tb.kinds); /* on the host, then to the backend */
     dm_backend_unmap(m->be, m->params, init, pbytes, 1);
-    if (cfg->kda_impl == DM_IMPL_CHUNKED) {
-        dm_delta_dims d = dm_core_dims(cfg, 1, 1);
-        const char *why;
-        if (!dm_ops_delta_chunked(&m->ops, &d, &why)) {
-            if (err)
-                snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support "
-                                      "this model (%s); use kda_impl=auto or reference", why);
-            goto fail;
-        }
-    }
     /* the execution policy, decided once by the backend; everything after reads it */
     dm_delta_dims core = dm_core_dims(cfg, 1, 1);
     if (!m->be->vt->policy) {
@@ -187,6 +177,13 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     }
     if (m->be->vt->policy(m->be, cfg, &m->ops, &core, &m->policy, err, errlen)) goto fail;
     m->ops.policy = &m->policy;
+    if (cfg->kda_impl == DM_IMPL_CHUNKED && m->policy.delta != DM_IMPL_CHUNKED) {
+        if (err)
+            snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support this "
+                                  "model (%s); use kda_impl=auto or reference",
+                     m->policy.delta_why ? m->policy.delta_why : "the backend has none");
+        goto fail;
+    }
     m->plan.bf16 = m->policy.prec.matmul_bf16;
     if (m->policy.prec.matmul_bf16) {
         if (dm_ops_reserve_bf16_weights(&m->ops, m->n_params)) {

@@ -61,6 +61,10 @@ typedef struct {
      * the one-line refusal in err (bf16 asked where it cannot run) */
     int (*policy)(dm_backend *be, const dm_config *c, struct dm_ops *ops,
                   const dm_delta_dims *d, struct dm_policy *p, char *err, size_t errlen);
+    /* the memory plan's question (ops.h: dm_ops_delta_work): the delta core's scratch and
+     * saved state for dims d on nthreads threads; NULL: none */
+    size_t (*delta_work)(const struct dm_ops *ops, const dm_delta_dims *d, int nthreads,
+                         int both, size_t *saved);
 } dm_backend_vt;
 
 struct dm_impl_list;
@@ -84,6 +88,8 @@ typedef struct {
     int kind; /* DM_BACKEND_* */
     dm_backend *(*create)(int device, char *err, size_t errlen);
     const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: none (cuda: refused) */
+    const dm_backend_vt *vt; /* its calls, for an op layer of no model (the host's: what
+                                `dormouse plan` sizes); NULL: made with the backend */
 } dm_backend_reg;
 extern const dm_backend_reg dm_backend_regs[];
 extern const int dm_backend_n_regs;

@@ -1,6 +1,6 @@
 /* delta.h — the delta-rule core's arguments (delta.c; shapes: dm_delta_dims, dormouse.h).
- * work and nthreads are the cpu backend's: its scratch (dm_ops_delta_work) and the
- * threads it runs the (b, h) pairs on. */
+ * work and nthreads are the cpu backend's: its scratch (sized by dm_ops_delta_work, which
+ * asks the backend) and the threads it runs the (b, h) pairs on. */
 #ifndef DM_OPS_DELTA_H
 #define DM_OPS_DELTA_H
 

@@ -54,6 +54,13 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
 
+size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
+                         size_t *saved) {
+    const dm_backend_vt *vt = ops->be ? ops->be->vt : dm_backend_regs[0].vt;
+    *saved = 0;
+    return vt && vt->delta_work ? vt->delta_work(ops, d, nthreads, both, saved) : 0;
+}
+
 int dm_ops_bf16_active(const dm_ops *ops) {
     if (ops->policy) return ops->policy->prec.matmul_bf16;
     return dm_precision_matmul(ops->precision, ops->bf16_why);

@@ -142,12 +142,10 @@ void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
 void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
 void dm_ops_forget_bf16(dm_ops *ops);
 
-/* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
-int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);
-/* The delta op's scratch for dims d on nthreads threads: the `work` floats of the path the
- * settings pick, or with `both` of either path (verify mode runs the second one too; the
- * reference's grows with T: it keeps every state of a sequence); and in *saved the floats
- * of the chunked forward's saved state when the settings pick the chunked path (else 0). */
+/* The delta op's scratch for dims d on nthreads threads, as the backend of ops (the host's
+ * when it has none) sizes it: the `work` floats of the path the settings pick, or with
+ * `both` of either path (verify mode runs the second one too); and in *saved the floats
+ * of the forward's state saved for the backward (0: none). */
 size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved);
 

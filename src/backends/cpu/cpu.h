@@ -15,6 +15,16 @@ dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen);
  * bound to the backend (policy.c); its backends' dm_backend_vt.policy */
 int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                   struct dm_policy *p, char *err, size_t errlen);
+/* Would the delta op run chunked for dims d under the settings of ops? (0 with the
+ * reason.) (delta.c) */
+int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);
+/* the delta op's scratch on the cpu (ops.h: dm_ops_delta_work): the reference's work grows
+ * with T (it keeps every state of a sequence), the chunked path's with the chunk; both
+ * with the threads (delta.c); its backends' dm_backend_vt.delta_work */
+size_t dm_cpu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
+                         size_t *saved);
+/* its calls (mem.c), for the registry */
+extern const dm_backend_vt dm_cpu_vt;
 /* the roofline (ops/atlas.h): each GEMM set of the step timed alone on the cpu kernels
  * (roofline.c); its backends' dm_backend_vt.roofline */
 struct dm_atlas;

@@ -3,6 +3,7 @@
  * the op's token-serial reference; and the scratch the two paths need. docs/kda.md,
  * docs/chunked.md. */
 #include "backends/cpu/kernels/delta_chunk.h"
+#include "backends/cpu/cpu.h"
 #include "ops/delta.h"
 #include "ops/op.h"
 #include "ref/ref.h"
@@ -27,7 +28,7 @@ int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char *
     return w == NULL;
 }
 
-size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
+size_t dm_cpu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved) {
     int chunked = dm_ops_delta_chunked(ops, d, NULL);
     size_t w = 0;

@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/ops.h"
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/kernels/delta_chunk.h"
+#include "ops/ops.h"
 #include "ref/ref.h"
 
 /* delta_ref.c keeps a [dk, <=16384/dk] forward state tile on the stack */

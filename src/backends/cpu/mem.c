@@ -34,12 +34,13 @@ static void *cpu_view(dm_backend *be, void *p) {
 }
 static void cpu_destroy(dm_backend *be) { free(be); }
 
-static const dm_backend_vt CPU = {cpu_alloc, cpu_release, cpu_copy, cpu_copy, cpu_copy,
-                                  cpu_zero,  NULL,        cpu_view, NULL,     NULL,
-                                  cpu_destroy, dm_cpu_roofline, dm_cpu_policy};
+const dm_backend_vt dm_cpu_vt = {cpu_alloc,   cpu_release,     cpu_copy,      cpu_copy,
+                                 cpu_copy,    cpu_zero,        NULL,          cpu_view,
+                                 NULL,        NULL,            cpu_destroy,   dm_cpu_roofline,
+                                 dm_cpu_policy, dm_cpu_delta_work};
 
 dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen) {
     (void)device;
-    return dm_backend_make(dm_backend_reg_of(DM_BACKEND_CPU), DM_MEM_HOST, &CPU, NULL, err,
+    return dm_backend_make(dm_backend_reg_of(DM_BACKEND_CPU), DM_MEM_HOST, &dm_cpu_vt, NULL, err,
                            errlen);
 }
