@@ -193,12 +193,11 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
             goto fail;
         }
     }
-    if (cfg->gemm == DM_GEMM_ONEDNN) {
-        const char *why = dm_ops_onednn_missing(&m->ops);
-        if (why) {
-            if (err) snprintf(err, errlen, "gemm=onednn: %s; use gemm=auto or openblas", why);
-            goto fail;
-        }
+    if (cfg->gemm == DM_GEMM_ONEDNN && m->policy.gemm_why) { /* the policy's engine */
+        if (err)
+            snprintf(err, errlen, "gemm=onednn: %s; use gemm=auto or openblas",
+                     m->policy.gemm_why);
+        goto fail;
     }
     free(tb.kinds);
     return m;

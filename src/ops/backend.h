@@ -29,6 +29,7 @@
 #define DM_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dormouse.h"
 
@@ -39,6 +40,20 @@ typedef struct dm_backend dm_backend;
 struct dm_atlas;
 struct dm_ops;
 struct dm_policy;
+
+/* What an op layer asks of its backend besides the ops (ops.h, optim_ops.h: the generic
+ * calls of the same names forward here; a NULL entry: nothing to do, or a refusal). */
+typedef struct {
+    /* bf16 copies of operands the products read (the cpu's: a registry of copies in its
+     * private state, and the bf16 copy of the weights) */
+    void (*bf16_register)(struct dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
+    void (*round_bf16)(struct dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+    void (*forget_bf16)(struct dm_ops *ops);
+    int (*reserve_bf16_weights)(struct dm_ops *ops, size_t n);
+    void (*set_weights)(struct dm_ops *ops, const float *w, size_t n);
+    /* NULL when the op ns_bf16 can run (its library's context made now); else why not */
+    const char *(*ns_bf16_context)(struct dm_ops *ops);
+} dm_backend_calls;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
 typedef struct {
@@ -65,6 +80,7 @@ typedef struct {
      * saved state for dims d on nthreads threads; NULL: none */
     size_t (*delta_work)(const struct dm_ops *ops, const dm_delta_dims *d, int nthreads,
                          int both, size_t *saved);
+    const dm_backend_calls *calls; /* the op layer's other questions; NULL: none */
 } dm_backend_vt;
 
 struct dm_impl_list;

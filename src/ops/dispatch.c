@@ -54,11 +54,46 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
 
+/* ---- what the op layer asks of its backend besides the ops (backend.h) ---- */
+
+static const dm_backend_vt *vt_of(const dm_ops *ops) {
+    return ops->be ? ops->be->vt : dm_backend_regs[0].vt;
+}
+static const dm_backend_calls *calls_of(const dm_ops *ops) {
+    const dm_backend_vt *vt = vt_of(ops);
+    return vt ? vt->calls : NULL;
+}
+
 size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved) {
-    const dm_backend_vt *vt = ops->be ? ops->be->vt : dm_backend_regs[0].vt;
+    const dm_backend_vt *vt = vt_of(ops);
     *saved = 0;
     return vt && vt->delta_work ? vt->delta_work(ops, d, nthreads, both, saved) : 0;
+}
+void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->bf16_register) c->bf16_register(ops, xb, x, n);
+}
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->round_bf16) c->round_bf16(ops, xb, x, n);
+}
+void dm_ops_forget_bf16(dm_ops *ops) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->forget_bf16) c->forget_bf16(ops);
+}
+int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    return c && c->reserve_bf16_weights ? c->reserve_bf16_weights(ops, n) : 0;
+}
+void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->set_weights) c->set_weights(ops, w, n);
+}
+const char *dm_ops_ns_bf16_context(dm_ops *ops) {
+    const dm_backend_calls *c = calls_of(ops);
+    return c && c->ns_bf16_context ? c->ns_bf16_context(ops)
+                                   : "the backend runs no bf16 Newton-Schulz";
 }
 
 int dm_ops_bf16_active(const dm_ops *ops) {

@@ -124,9 +124,8 @@ int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n);
  * now, and used by every bf16 matmul whose weight lies in w. Call after each change of the
  * weights (the model does at each forward); nothing when no copy is reserved. */
 void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n);
-
-/* NULL when oneDNN can run an f32 matmul here (a 64 x 64 x 64 product); else why not. */
-const char *dm_ops_onednn_missing(dm_ops *ops);
+/* (These and the bf16 copies below are the backend's: forwarded to its
+ * dm_backend_calls, ops/backend.h; a backend without them does nothing.) */
 
 /* 1 when a matmul would try the hardware bf16 kernel (the policy's matmul precision; with
  * no policy: precision bf16 or auto, and the CPU has bf16): then it pays to round an

@@ -25,6 +25,15 @@ size_t dm_cpu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
                          size_t *saved);
 /* its calls (mem.c), for the registry */
 extern const dm_backend_vt dm_cpu_vt;
+/* what its op layers ask besides the ops (backend.h: dm_backend_calls; table.c): the bf16
+ * copies (matmul.c, ctx.c) and bf16 Newton-Schulz's oneDNN context (ns.c) */
+extern const dm_backend_calls dm_cpu_calls;
+void dm_cpu_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
+void dm_cpu_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+void dm_cpu_forget_bf16(dm_ops *ops);
+int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n);
+void dm_cpu_set_weights(dm_ops *ops, const float *w, size_t n);
+const char *dm_cpu_ns_bf16_context(dm_ops *ops);
 /* the roofline (ops/atlas.h): each GEMM set of the step timed alone on the cpu kernels
  * (roofline.c); its backends' dm_backend_vt.roofline */
 struct dm_atlas;

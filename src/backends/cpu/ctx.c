@@ -1,5 +1,6 @@
 /* ctx.c — the CPU kernels' private state of an op layer (ctx.h), and the bf16 weight copy
  * kept in it. */
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/ctx.h"
 
 #include <stdio.h>
@@ -30,7 +31,7 @@ void dm_cpu_ctx_free(void *ctx) {
 
 const char *dm_backend_host_bf16_missing(void) { return dm_cpu_bf16_missing(); }
 
-int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
+int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n) {
     dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
     if (n <= c->wts_cap) return 0;
     uint16_t *p = malloc((n ? n : 1) * sizeof *p);
@@ -43,7 +44,7 @@ int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
     return 0;
 }
 
-void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n) {
+void dm_cpu_set_weights(dm_ops *ops, const float *w, size_t n) {
     dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
     if (!c->wts_bf16 || n > c->wts_cap) return;
     dm_backend_enter(ops->be);

@@ -3,12 +3,13 @@
  * reference (the rounded operands through the f32 GEMM); in fp32 oneDNN's matmul and
  * OpenBLAS (dm_gemm), before the op's double-precision reference. The `gemm` setting:
  * openblas, onednn (OpenBLAS where oneDNN declines), or auto (the measured rule below).
- * Also the cpu's bf16 copies of operands (dm_op_bf16_register, dm_op_round_bf16) and the
+ * Also the cpu's bf16 copies of operands (dm_cpu_bf16_register, dm_cpu_round_bf16) and the
  * backward's entry point, which rounds dout once for its two products. */
 #include <stdlib.h>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/onednn.h"
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/ctx.h"
 #include "ops/matmul.h"
 #include "ops/op.h"
@@ -45,11 +46,6 @@ static const char *onednn_supports(dm_ops *ops, const void *args, int dir) {
                               1.0f, g.beta);
 }
 
-const char *dm_ops_onednn_missing(dm_ops *ops) {
-    dm_matmul_args a = {.N = 64, .K = 64, .O = 64};
-    return onednn_supports(ops, &a, DM_FWD);
-}
-
 static void run_be(const dm_gemm_be *be, dm_matmul_args *a, int dir) {
     if (dir == DM_FWD) dm_matmul_fwd(be, a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
     else if (dir == DM_BWD) dm_matmul_bwd_data(be, a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
@@ -63,7 +59,7 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
 
 /* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
 
-void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
+void dm_cpu_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
     if (!dm_ops_bf16_active(ops)) return;
     dm_cpu_ctx *cx = dm_cpu_ctx_of(ops);
     if (cx->n_copies == cx->cap_copies) {
@@ -76,17 +72,17 @@ void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t
     cx->copies[cx->n_copies++] = (struct dm_bf16_copy){x, xb, n};
 }
 
-void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+void dm_cpu_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
     if (!dm_ops_bf16_active(ops)) return;
     double t0 = ops->atlas ? dm_now() : 0;
     dm_backend_enter(ops->be);
     dm_bf16_from_f32(xb, x, n);
     dm_backend_leave(ops->be);
     if (ops->atlas) dm_atlas_add(ops->atlas, "round_bf16", NULL, NULL, dm_now() - t0, 0);
-    dm_op_bf16_register(ops, xb, x, n);
+    dm_cpu_bf16_register(ops, xb, x, n);
 }
 
-void dm_ops_forget_bf16(dm_ops *ops) {
+void dm_cpu_forget_bf16(dm_ops *ops) {
     if (ops->bctx) ((dm_cpu_ctx *)ops->bctx)->n_copies = 0;
 }
 

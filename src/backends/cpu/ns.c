@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/onednn.h"
 #include "backends/cpu/kernels/retract.h"
 #include "ref/optim_ref.h"
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/ctx.h"
 #include "ops/op.h"
 #include "ops/ns.h"
@@ -51,7 +52,7 @@ static dm_onednn *onednn(dm_ops *ops) {
     return c->onednn;
 }
 
-const char *dm_ops_ns_bf16_context(dm_ops *ops) {
+const char *dm_cpu_ns_bf16_context(dm_ops *ops) {
     return onednn(ops) ? NULL : (dm_cpu_ctx_of(ops)->onednn_why ? dm_cpu_ctx_of(ops)->onednn_why
                                                                    : "no reason given");
 }

@@ -1,6 +1,7 @@
 /* table.c — the cpu backend's implementations of every op (ops/oplist.h), each list defined
  * beside its kernels calls in this folder (matmul.c, delta.c, norms.c, pointwise.c, seq.c,
- * update.c, ns.c); dispatch asks them in order, then the op's reference. */
+ * update.c, ns.c); dispatch asks them in order, then the op's reference. And what its op
+ * layers ask besides the ops. */
 #include "backends/cpu/cpu.h"
 
 #define DM_CPU_LIST(NAME, name) extern const dm_impl_list dm_cpu_##name;
@@ -10,3 +11,7 @@ DM_OP_LIST(DM_CPU_LIST)
 #define DM_CPU_ROW(NAME, name) [DM_OP_##NAME] = &dm_cpu_##name,
 const dm_impl_list *const dm_cpu_impls[DM_OP_COUNT] = {DM_OP_LIST(DM_CPU_ROW)};
 #undef DM_CPU_ROW
+
+const dm_backend_calls dm_cpu_calls = {dm_cpu_bf16_register,        dm_cpu_round_bf16,
+                                       dm_cpu_forget_bf16,          dm_cpu_reserve_bf16_weights,
+                                       dm_cpu_set_weights,          dm_cpu_ns_bf16_context};
