@@ -305,7 +305,7 @@ TEST(atlas_roofline_times_every_gemm) {
          * and a lone slice, wide and tall */
         int sets = a->n_gemm;
         m->ops.verify = 0;
-        float *x = t_alloc(96 * 64), *work = t_alloc(dm_op_ns_work(4, 96, 64, v == 2));
+        float *x = t_alloc(96 * 64), *work = t_alloc(dm_op_ns_work(&m->ops, 4, 96, 64, v == 2));
         t_fill_normal(x, 96 * 64, 5, 1.0f);
         dm_op_ns(&m->ops, x, 4, 16, 64, DM_NS_QUINTIC5, work, v == 2, 1);
         dm_op_ns(&m->ops, x, 1, 96, 64, DM_NS_QUINTIC5, work, v == 2, 0);

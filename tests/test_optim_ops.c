@@ -197,7 +197,7 @@ TEST(optim_ops_are_their_kernels) {
         int n = cs[k].n, rows = cs[k].rows, cols = cs[k].cols, st = cs[k].stack;
         size_t len = (size_t)n * rows * cols;
         float *x = t_alloc(len), *y = t_alloc(len), *s = t_alloc(n);
-        float *work = t_alloc(dm_op_ns_work(n, rows, cols, 0) + dm_op_retract_work(n, rows, cols));
+        float *work = t_alloc(dm_op_ns_work(&ops, n, rows, cols, 0) + dm_op_retract_work(&ops, n, rows, cols));
         t_fill_normal(x, len, 11 + k, 0.02f);
         memcpy(y, x, len * sizeof(float));
         dm_op_ns(&ops, x, n, rows, cols, DM_NS_POLAR5, work, 0, st);
@@ -205,7 +205,7 @@ TEST(optim_ops_are_their_kernels) {
         CHECKF(!memcmp(x, y, len * sizeof(float)), "ns [%d,%d,%d] differs from its kernel", n,
                rows, cols);
         CHECK(dm_ns_tiled(n, rows, cols, st) == (k == 0));
-        dm_op_retract_init(s, NULL, x, n, rows, cols); /* radii of the orthogonalized x */
+        dm_op_retract_init(&ops, s, NULL, x, n, rows, cols); /* radii of the orthogonalized x */
         for (int i = 0; i < n; i++) s[i] *= 1.5f;
         dm_op_retract_sphere(&ops, x, s, n, rows, cols);
         dm_retract_sphere(y, s, n, rows, cols);

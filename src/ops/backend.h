@@ -53,6 +53,11 @@ typedef struct {
     void (*set_weights)(struct dm_ops *ops, const float *w, size_t n);
     /* NULL when the op ns_bf16 can run (its library's context made now); else why not */
     const char *(*ns_bf16_context)(struct dm_ops *ops);
+    /* Newton-Schulz's and the retraction's plan on this backend (optim_ops.h) */
+    size_t (*ns_work)(int n, int rows, int cols, int bf16);
+    int (*ns_threaded)(int rows, int cols);
+    size_t (*retract_work)(int n, int rows, int cols);
+    void (*retract_init)(float *R, float *s, const float *W0, int n, int rows, int cols);
 } dm_backend_calls;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "ops/backend.h"
 #include "ops/op.h"
 #include "ops/optim_ops.h"
 #include "ref/ns_sched.h"
@@ -99,3 +100,34 @@ void dm_op_retract_stiefel(dm_ops *o, float *W, const float *S, int n, int rows,
     dm_op_run(o, DM_OP_RETRACT, DM_FWD, &a);
 }
 
+
+/* ---- what the optimizer asks to plan these ops (optim_ops.h) ---- */
+
+int dm_op_ns_steps(int s) { return dm_ns_sched_steps(s); }
+double dm_op_ns_flops(int n, int rows, int cols, int s) {
+    double m = rows < cols ? rows : cols, k = rows < cols ? cols : rows;
+    return (double)n * dm_ns_sched_steps(s) * (4.0 * m * m * k + 2.0 * m * m * m);
+}
+
+/* the backend's answers (ops/backend.h: dm_backend_calls; the host's without one) */
+static const dm_backend_calls *calls_of(const dm_ops *o) {
+    const dm_backend_vt *vt = o->be ? o->be->vt : dm_backend_regs[0].vt;
+    return vt ? vt->calls : NULL;
+}
+size_t dm_op_ns_work(dm_ops *o, int n, int rows, int cols, int bf16) {
+    const dm_backend_calls *c = calls_of(o);
+    return c && c->ns_work ? c->ns_work(n, rows, cols, bf16) : 0;
+}
+int dm_op_ns_threaded(dm_ops *o, int rows, int cols) {
+    const dm_backend_calls *c = calls_of(o);
+    return c && c->ns_threaded ? c->ns_threaded(rows, cols) : 0;
+}
+size_t dm_op_retract_work(dm_ops *o, int n, int rows, int cols) {
+    const dm_backend_calls *c = calls_of(o);
+    return c && c->retract_work ? c->retract_work(n, rows, cols) : 0;
+}
+void dm_op_retract_init(dm_ops *o, float *R, float *s, const float *W0, int n, int rows,
+                        int cols) {
+    const dm_backend_calls *c = calls_of(o);
+    if (c && c->retract_init) c->retract_init(R, s, W0, n, rows, cols);
+}

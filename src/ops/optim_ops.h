@@ -57,19 +57,21 @@ void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, 
 void dm_op_retract_stiefel(dm_ops *o, float *W, const float *S, int n, int rows, int cols,
                            float *work, int stack);
 
-/* What the optimizer needs to know of these ops to plan them: NS's scratch, FLOPs and
- * iterations, whether a lone slice of a shape tiles its GEMMs over the threads, the
- * Stiefel retraction's scratch; and for bf16 NS (which the precision record decides,
- * ops/precision.h), NULL when the op layer's oneDNN context is made (now, if not yet),
- * else why not. */
-size_t dm_op_ns_work(int n, int rows, int cols, int bf16);
-double dm_op_ns_flops(int n, int rows, int cols, int s);
+/* What the optimizer needs to know of these ops to plan them: NS's iterations and FLOPs
+ * (the schedule's, ref/ns_sched.h), and, as o's backend answers (its dm_backend_calls;
+ * the host's when o has none): NS's scratch, whether a lone slice of a shape tiles its
+ * GEMMs over the threads, the Stiefel retraction's scratch; and for bf16 NS (which the
+ * policy decides, ops/policy.h), NULL when the backend's context for it is made (now, if
+ * not yet), else why not. */
 int dm_op_ns_steps(int s);
-int dm_op_ns_threaded(int rows, int cols);
-size_t dm_op_retract_work(int n, int rows, int cols);
+double dm_op_ns_flops(int n, int rows, int cols, int s);
+size_t dm_op_ns_work(dm_ops *o, int n, int rows, int cols, int bf16);
+int dm_op_ns_threaded(dm_ops *o, int rows, int cols);
+size_t dm_op_retract_work(dm_ops *o, int n, int rows, int cols);
 const char *dm_ops_ns_bf16_context(dm_ops *o);
-/* The retraction constants of W0[n, rows, cols] at init (not a step's op):
- * R[i] = ||W0_i||_F, s[i] = R[i] / sqrt(min(rows, cols)) (dm_retract_init). */
-void dm_op_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols);
+/* The retraction constants of W0[n, rows, cols] at init, in host memory (not a step's op):
+ * R[i] = ||W0_i||_F, s[i] = R[i] / sqrt(min(rows, cols)) (the backend's dm_retract_init). */
+void dm_op_retract_init(dm_ops *o, float *R, float *s, const float *W0, int n, int rows,
+                        int cols);
 
 #endif

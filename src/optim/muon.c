@@ -95,7 +95,7 @@ static int make_units(dm_muon *o, dm_model *m) {
                 twins += b != a && o->units[b].rows == u->rows && o->units[b].cols == u->cols;
             double it = dm_op_ns_flops(1, u->rows, u->cols, o->cfg->ns) /
                         dm_op_ns_steps(o->cfg->ns);
-            u->stacked = u->slice >= 0 || !dm_op_ns_threaded(u->rows, u->cols) ||
+            u->stacked = u->slice >= 0 || !dm_op_ns_threaded(dm_optim_ops(m), u->rows, u->cols) ||
                          (twins > 0 && it < MUON_TWIN_MAX_FLOPS);
         }
         if (!pass) {
@@ -109,7 +109,7 @@ static int make_units(dm_muon *o, dm_model *m) {
 }
 
 /* Scratch for the largest batch one rank may run: all stacked units of one shape. */
-static size_t work_floats(const dm_muon *o) {
+static size_t work_floats(const dm_muon *o, dm_ops *ops) {
     size_t work = 0;
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
@@ -118,8 +118,8 @@ static size_t work_floats(const dm_muon *o) {
             for (int b = 0; b < o->n_units; b++)
                 k += b != a && o->units[b].stacked && o->units[b].rows == u->rows &&
                      o->units[b].cols == u->cols;
-        size_t w = dm_op_ns_work(k, u->rows, u->cols, o->ns_bf16);
-        size_t ws = dm_op_retract_work(k, u->rows, u->cols);
+        size_t w = dm_op_ns_work(ops, k, u->rows, u->cols, o->ns_bf16);
+        size_t ws = dm_op_retract_work(ops, k, u->rows, u->cols);
         if (w > work) work = w;
         if (ws > work) work = ws;
     }
@@ -138,7 +138,7 @@ static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
         o->slice_off[i] = o->n_slices;
         o->n_slices += g->slices;
     }
-    work = work_floats(o);
+    work = work_floats(o, dm_optim_ops(m));
     o->mom = dm_backend_alloc(o->be, o->n * sizeof(float));
     o->ns_work = dm_backend_alloc(o->be, work * sizeof(float));
     o->ns_work_n = work;
@@ -165,7 +165,7 @@ static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
         int r, c;
         const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
         if (!t) continue;
-        dm_op_retract_init(R + o->slice_off[i], S + o->slice_off[i], P + t->offset, g->slices,
+        dm_op_retract_init(dm_optim_ops(m), R + o->slice_off[i], S + o->slice_off[i], P + t->offset, g->slices,
                            r, c);
     }
     dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);

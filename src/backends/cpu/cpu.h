@@ -34,6 +34,11 @@ void dm_cpu_forget_bf16(dm_ops *ops);
 int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n);
 void dm_cpu_set_weights(dm_ops *ops, const float *w, size_t n);
 const char *dm_cpu_ns_bf16_context(dm_ops *ops);
+/* what the optimizer asks to plan Newton-Schulz and the retraction on the cpu (ns.c;
+ * optim_ops.h's dm_op_ns_work, dm_op_ns_threaded, dm_op_retract_work, dm_op_retract_init) */
+size_t dm_cpu_ns_work(int n, int rows, int cols, int bf16);
+int dm_cpu_ns_threaded(int rows, int cols);
+size_t dm_cpu_retract_work(int n, int rows, int cols);
 /* the roofline (ops/atlas.h): each GEMM set of the step timed alone on the cpu kernels
  * (roofline.c); its backends' dm_backend_vt.roofline */
 struct dm_atlas;

@@ -69,12 +69,10 @@ static void ns_bf16_run(dm_ops *ops, void *args, int dir) {
 static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_FP32, NULL, NULL, ns_bf16_run, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_ns_bf16 = DM_IMPL_LIST(NS_BF16);
 
-size_t dm_op_ns_work(int n, int rows, int cols, int bf16) {
+size_t dm_cpu_ns_work(int n, int rows, int cols, int bf16) {
     return bf16 ? dm_ns_work_bf16(n, rows, cols) : dm_ns_work(n, rows, cols);
 }
-double dm_op_ns_flops(int n, int rows, int cols, int s) { return dm_ns_flops(n, rows, cols, s); }
-int dm_op_ns_steps(int s) { return dm_ns_sched_steps(s); }
-int dm_op_ns_threaded(int rows, int cols) { return dm_ns_slice_threaded(rows, cols); }
+int dm_cpu_ns_threaded(int rows, int cols) { return dm_ns_slice_threaded(rows, cols); }
 
 /* ---- retract ---- */
 
@@ -98,10 +96,6 @@ static const dm_impl RETRACT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, retract_c
                                   {"reference", 1, DM_PREC_FP32, NULL, NULL, retract_ref, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_retract = DM_IMPL_LIST(RETRACT);
 
-size_t dm_op_retract_work(int n, int rows, int cols) {
+size_t dm_cpu_retract_work(int n, int rows, int cols) {
     return dm_retract_stiefel_work(n, rows, cols);
-}
-
-void dm_op_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols) {
-    dm_retract_init(R, s, W0, n, rows, cols);
 }
