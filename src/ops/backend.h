@@ -44,12 +44,20 @@ struct dm_policy;
 /* What an op layer asks of its backend besides the ops (ops.h, optim_ops.h: the generic
  * calls of the same names forward here; a NULL entry: nothing to do, or a refusal). */
 typedef struct {
+    /* NULL when the backend runs hardware bf16 products; else why not (the op layer's
+     * bf16_why, which the policy's precision record starts from) */
+    const char *(*bf16_missing)(void);
     /* bf16 copies of operands the products read (the cpu's: a registry of copies in its
      * private state, and the bf16 copy of the weights) */
     void (*bf16_register)(struct dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
     void (*round_bf16)(struct dm_ops *ops, uint16_t *xb, const float *x, size_t n);
     void (*forget_bf16)(struct dm_ops *ops);
     int (*reserve_bf16_weights)(struct dm_ops *ops, size_t n);
+    /* a matmul backward's dout[n] for its two products (shared: both run): its bf16 copy
+     * kept (doutb, its producer's) or made; returns a mark dout_forget comes back to */
+    int (*dout_bf16)(struct dm_ops *ops, const uint16_t *doutb, const float *dout, size_t n,
+                     int shared);
+    void (*dout_forget)(struct dm_ops *ops, int mark);
     void (*set_weights)(struct dm_ops *ops, const float *w, size_t n);
     /* NULL when the op ns_bf16 can run (its library's context made now); else why not */
     const char *(*ns_bf16_context)(struct dm_ops *ops);
@@ -161,9 +169,6 @@ dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend
                             void *priv, char *err, size_t errlen);
 /* The registry's entry of kind (auto: the host's), or NULL. */
 const dm_backend_reg *dm_backend_reg_of(int kind);
-/* NULL when the host's CPU and libraries run bf16 products here; else why not (the cpu
- * backend answers: backends/cpu/ctx.c) */
-const char *dm_backend_host_bf16_missing(void);
 /* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's
  * backend here */
 dm_backend *dm_backend_cuda_create(int device, char *err, size_t errlen);

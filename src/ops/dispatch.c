@@ -42,6 +42,13 @@ const char *dm_op_impl_name(int op, int impl) {
     return be_impl(NULL, op, impl)->name;
 }
 
+/* why the backend (the host's: NULL) runs no hardware bf16 products; NULL: it does */
+static const char *bf16_missing(const dm_backend *be) {
+    const dm_backend_vt *vt = be ? be->vt : dm_backend_regs[0].vt;
+    const dm_backend_calls *c = vt ? vt->calls : NULL;
+    return c && c->bf16_missing ? c->bf16_missing() : "the backend has no bf16 products";
+}
+
 void dm_ops_init(dm_ops *ops, const dm_config *c) {
     memset(ops, 0, sizeof *ops);
     ops->kda_impl = c->kda_impl;
@@ -49,7 +56,7 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
     ops->precision = c->precision;
-    ops->bf16_why = dm_backend_host_bf16_missing();
+    ops->bf16_why = bf16_missing(NULL);
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
@@ -103,6 +110,7 @@ int dm_ops_bf16_active(const dm_ops *ops) {
 
 void dm_ops_bind(dm_ops *ops, dm_backend *be) {
     ops->be = be;
+    ops->bf16_why = bf16_missing(be);
     for (int op = 0; op < DM_OP_COUNT; op++)
         if (n_impl(ops, op) > DM_OP_MAX_IMPL || n_impl(ops, op) == 0) {
             fprintf(stderr, "dormouse: the %s backend has %d implementations of %s (1 to %d)\n",

@@ -1,10 +1,9 @@
 /* matmul.c — the dense layer as an op (arguments: matmul.h): forward (out = in W^T + b),
  * the data gradient (bwd: din = dout W) and the weight gradient (bwd_w: dW += dout^T in,
- * dbias += sums), with the double-precision reference (matmul_ref.c). The backward's
- * entry point, dm_op_matmul_bwd, is the cpu backend's (it rounds dout to bf16 once for
- * both products). */
+ * dbias += sums), with the double-precision reference (matmul_ref.c). */
 #include "ops/matmul.h"
 
+#include "ops/backend.h"
 #include "ops/op.h"
 #include "ref/ref.h"
 
@@ -49,3 +48,19 @@ void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, co
     dm_op_run(o, DM_OP_MATMUL, DM_FWD, &a);
 }
 
+
+void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
+                      const uint16_t *doutb, const float *in, const float *W, int N, int K,
+                      int O, int din_acc) {
+    dm_matmul_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc,
+                        .dW = dW, .dbias = dbias, .N = N, .K = K, .O = O};
+    /* both products read dout: the backend may keep a bf16 copy of it for them (its
+     * producer's, or rounded once here), forgotten after them */
+    const dm_backend_vt *vt = o->be ? o->be->vt : dm_backend_regs[0].vt;
+    const dm_backend_calls *c = vt ? vt->calls : NULL;
+    size_t nd = (size_t)(N > 0 ? N : 0) * (size_t)(O > 0 ? O : 0);
+    int mark = c && c->dout_bf16 ? c->dout_bf16(o, doutb, dout, nd, din != NULL) : 0;
+    if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
+    dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);
+    if (c && c->dout_forget) c->dout_forget(o, mark);
+}

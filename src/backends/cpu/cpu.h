@@ -32,6 +32,9 @@ void dm_cpu_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_
 void dm_cpu_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
 void dm_cpu_forget_bf16(dm_ops *ops);
 int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n);
+int dm_cpu_dout_bf16(dm_ops *o, const uint16_t *doutb, const float *dout, size_t nd,
+                     int shared);
+void dm_cpu_dout_forget(dm_ops *o, int mark);
 void dm_cpu_set_weights(dm_ops *ops, const float *w, size_t n);
 const char *dm_cpu_ns_bf16_context(dm_ops *ops);
 /* what the optimizer asks to plan Newton-Schulz and the retraction on the cpu (ns.c;

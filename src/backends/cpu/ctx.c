@@ -29,7 +29,6 @@ void dm_cpu_ctx_free(void *ctx) {
     free(c);
 }
 
-const char *dm_backend_host_bf16_missing(void) { return dm_cpu_bf16_missing(); }
 
 int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n) {
     dm_cpu_ctx *c = dm_cpu_ctx_of(ops);

@@ -3,8 +3,8 @@
  * reference (the rounded operands through the f32 GEMM); in fp32 oneDNN's matmul and
  * OpenBLAS (dm_gemm), before the op's double-precision reference. The `gemm` setting:
  * openblas, onednn (OpenBLAS where oneDNN declines), or auto (the measured rule below).
- * Also the cpu's bf16 copies of operands (dm_cpu_bf16_register, dm_cpu_round_bf16) and the
- * backward's entry point, which rounds dout once for its two products. */
+ * Also the cpu's bf16 copies of operands (dm_cpu_bf16_register, dm_cpu_round_bf16), and
+ * the backward's dout rounded once for its two products (dm_cpu_dout_bf16). */
 #include <stdlib.h>
 
 #include "backends/cpu/kernels/kernels.h"
@@ -224,25 +224,21 @@ static const dm_impl IMPL[] = {
 };
 const dm_impl_list dm_cpu_matmul = DM_IMPL_LIST(IMPL);
 
-void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
-                      const uint16_t *doutb, const float *in, const float *W, int N, int K,
-                      int O, int din_acc) {
-    dm_matmul_args a = {.in = in, .W = W, .din = din, .dout = dout, .din_acc = din_acc, .dW = dW,
-                 .dbias = dbias, .N = N, .K = K, .O = O};
-    /* both products read dout: in bf16, its copy made by its producer, or rounded once
-     * here for them */
-    size_t nd = (size_t)N * O;
+/* the bf16 dout a matmul's two backward products read: its producer's copy, or rounded
+ * once here for both (shared: the data gradient runs too); returns the registry's mark to
+ * come back to once they ran (dm_cpu_dout_forget: dout's copy is forgotten) */
+int dm_cpu_dout_bf16(dm_ops *o, const uint16_t *doutb, const float *dout, size_t nd,
+                     int shared) {
     dm_cpu_ctx *c = dm_cpu_ctx_of(o);
     int had = c->n_copies;
-    if (doutb) dm_op_bf16_register(o, doutb, dout, nd);
-    int once = !doutb && din && dm_ops_bf16_active(o) && N > 0 && O > 0;
+    if (doutb) dm_cpu_bf16_register(o, doutb, dout, nd);
+    int once = !doutb && shared && dm_ops_bf16_active(o) && nd > 0;
     if (once && nd > c->dcap) {
         uint16_t *p = realloc(c->dbuf, nd * sizeof *p);
         if (p) c->dbuf = p, c->dcap = nd;
         else once = 0;
     }
-    if (once) dm_op_round_bf16(o, c->dbuf, dout, nd);
-    if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
-    dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);
-    c->n_copies = had; /* dout's copy is forgotten */
+    if (once) dm_cpu_round_bf16(o, c->dbuf, dout, nd);
+    return had;
 }
+void dm_cpu_dout_forget(dm_ops *o, int mark) { dm_cpu_ctx_of(o)->n_copies = mark; }
