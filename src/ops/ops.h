@@ -1,8 +1,11 @@
 /* ops.h — the op layer (docs/architecture.md section 4): every op a training step runs,
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
- * An op has implementations keyed by backend and precision, in order of preference, the
- * op's reference last (src/ref: the oracle); those of another backend's memory kind
+ * The ops are listed once (ops/oplist.h) and each is defined in its family's file of
+ * src/ops (its arguments, outputs, FLOPs, reference and entry points: op.h); a backend
+ * implements them in its folder and registers them (ops/backend.h). So an op has
+ * implementations keyed by backend and precision, in order of preference, the op's
+ * reference last (src/ref: the oracle); those of another backend's memory kind
  * than dm_ops.be's are never asked, and the call runs inside that backend's window
  * (ops/backend.h, docs/backends.md). For each call the routine asks each
  * implementation in turn whether it takes the call — first the settings (kda_impl,
@@ -19,10 +22,10 @@
  *
  * Directions: DM_FWD; DM_BWD (the input gradient); DM_BWD_W (the weight gradient of a
  * matmul, its second backward product). Shapes and semantics of each op are those of the
- * kernel of the same name (backends/cpu/kernels/kernels.h, backends/cpu/kernels/delta_chunk.h): parameter
- * gradients accumulate, input gradients overwrite unless stated.
+ * kernel of the same name (backends/cpu/kernels/kernels.h, .../delta_chunk.h):
+ * parameter gradients accumulate, input gradients overwrite unless stated.
  *
- *   op         implementations (preferred first)
+ *   op         the cpu backend's implementations (preferred first), then the reference
  *   matmul     onednn (backends/cpu/kernels/onednn.c), openblas (dm_gemm), reference
  *   delta      chunked (delta_chunk.c), reference (delta_ref.c, token-serial)
  *   rmsnorm    fused (rmsnorm.c), reference (norm_ref.c, composed)
