@@ -11,7 +11,8 @@ static void ref_run(dm_ops *ops, void *args, int dir) {
     (void)ops;
     dm_matmul_args *a = args;
     if (dir == DM_FWD) dm_matmul_ref_fwd(a->out, a->in, a->W, a->bias, a->N, a->K, a->O);
-    else if (dir == DM_BWD) dm_matmul_ref_bwd_data(a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
+    else if (dir == DM_BWD)
+        dm_matmul_ref_bwd_data(a->din, a->dout, a->W, a->N, a->K, a->O, a->din_acc);
     else dm_matmul_ref_bwd_weight(a->dW, a->dbias, a->dout, a->in, a->N, a->K, a->O);
 }
 

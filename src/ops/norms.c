@@ -80,7 +80,8 @@ static int l2_outputs(void *args, int dir, dm_out *o) {
 }
 
 static const dm_impl L2_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref, DM_MEM_HOST};
-const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF, sizeof(dm_norm_args),
+const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF,
+                                 sizeof(dm_norm_args),
                                  l2_outputs, NULL};
 
 void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,

@@ -47,7 +47,8 @@ static void ns_ref(dm_ops *ops, void *args, int dir) {
     if (!(steps & 1) && len) memcpy(a->out, x0, len * sizeof(float));
 }
 static const dm_impl NS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref, DM_MEM_HOST};
-const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF, sizeof(dm_ns_args), ns_outputs,
+const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF,
+                             sizeof(dm_ns_args), ns_outputs,
                              ns_op_flops};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NULL, sizeof(dm_ns_args), ns_outputs,
                                   ns_op_flops};

@@ -1,4 +1,4 @@
-/* optim_ops.h — the optimizer's ops (backends/cpu/update.c, backends/cpu/ns.c): what a training step's
+/* optim_ops.h — the optimizer's ops (defined in ops/update.c and ops/ns.c): what a training step's
  * update computes, through the one dispatch routine like every other op (counted, timed
  * in the atlas, verified against the reference; docs/optimizer_ops.md). The optimizer
  * (src/optim) decides what to run on which tensor; these compute it.

@@ -55,7 +55,8 @@ static int conv_outputs(void *args, int dir, dm_out *o) {
     return 3;
 }
 static const dm_impl CONV_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref, DM_MEM_HOST};
-const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF, sizeof(dm_conv_args),
+const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF,
+                               sizeof(dm_conv_args),
                                conv_outputs, NULL};
 
 void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
@@ -92,7 +93,8 @@ static int xent_outputs(void *args, int dir, dm_out *o) {
     return n;
 }
 static const dm_impl XENT_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref, DM_MEM_HOST};
-const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF, sizeof(dm_xent_args),
+const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
+                               sizeof(dm_xent_args),
                                xent_outputs, NULL};
 
 double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,

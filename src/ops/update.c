@@ -23,8 +23,10 @@ static int adamw_outputs(void *args, int dir, dm_out *o) {
     o[2] = (dm_out){"v", (void **)&a->m2o, a->n, DM_OUT_SET};
     return 3;
 }
-static const dm_impl ADAMW_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref, DM_MEM_HOST};
-const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF, sizeof(dm_adamw_args),
+static const dm_impl ADAMW_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref,
+                                  DM_MEM_HOST};
+const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
+                                sizeof(dm_adamw_args),
                                 adamw_outputs, NULL};
 
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
@@ -48,8 +50,10 @@ static int mom_outputs(void *args, int dir, dm_out *o) {
     o[1] = (dm_out){"u", (void **)&a->u, a->n, DM_OUT_SET};
     return 2;
 }
-static const dm_impl MOMENTUM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mom_ref, DM_MEM_HOST};
-const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF, sizeof(dm_mom_args),
+static const dm_impl MOMENTUM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mom_ref,
+                                     DM_MEM_HOST};
+const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
+                                   sizeof(dm_mom_args),
                                    mom_outputs, NULL};
 
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
@@ -71,7 +75,8 @@ static int apply_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"w", (void **)&a->wo, a->n, DM_OUT_SET};
     return 1;
 }
-static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref, DM_MEM_HOST};
+static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref,
+                                  DM_MEM_HOST};
 const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
                                       sizeof(dm_apply_args), apply_outputs, NULL};
 
@@ -93,8 +98,10 @@ static int norm_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"norm", (void **)&a->norm, 1, DM_OUT_F64};
     return 1;
 }
-static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST};
-const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF, sizeof(dm_gnorm_args),
+static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref,
+                                 DM_MEM_HOST};
+const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
+                                    sizeof(dm_gnorm_args),
                                     norm_outputs, NULL};
 
 double dm_op_grad_norm(dm_ops *o, const float *g, size_t n) {
@@ -122,11 +129,15 @@ static int sum_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"sum", (void **)&a->out, a->n, DM_OUT_SET};
     return 1;
 }
-static const dm_impl GRAD_ADD_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, add_ref, DM_MEM_HOST};
-const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, &GRAD_ADD_REF, sizeof(dm_sum_args),
+static const dm_impl GRAD_ADD_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, add_ref,
+                                     DM_MEM_HOST};
+const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, &GRAD_ADD_REF,
+                                   sizeof(dm_sum_args),
                                    sum_outputs, NULL};
-static const dm_impl GRAD_MEAN_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref, DM_MEM_HOST};
-const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF, sizeof(dm_sum_args),
+static const dm_impl GRAD_MEAN_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref,
+                                      DM_MEM_HOST};
+const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF,
+                                    sizeof(dm_sum_args),
                                     sum_outputs, NULL};
 
 void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first) {

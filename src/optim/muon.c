@@ -165,7 +165,8 @@ static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
         int r, c;
         const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
         if (!t) continue;
-        dm_op_retract_init(dm_optim_ops(m), R + o->slice_off[i], S + o->slice_off[i], P + t->offset, g->slices,
+        dm_op_retract_init(dm_optim_ops(m), R + o->slice_off[i], S + o->slice_off[i],
+                           P + t->offset, g->slices,
                            r, c);
     }
     dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);
