@@ -43,9 +43,20 @@ static double flops(const void *args, int dir) {
     return (dir == DM_FWD ? 1.0 : 3.0) * 7.0 * d->dk * d->dv * (double)d->B * d->T * d->H;
 }
 
+/* the dims (positive; dm_delta_forward checks them for its callers) and the buffers */
+static const char *check(const void *args, int dir) {
+    const dm_delta_args *a = args;
+    const dm_delta_dims *d = a->d;
+    if (!d) return "no dims";
+    if (d->B < 1 || d->T < 1 || d->H < 1 || d->dk < 1 || d->dv < 1) return "a size below 1";
+    if (!a->q || !a->k || !a->v || !a->g || !a->beta) return "a NULL input";
+    if (dir == DM_FWD) return !a->o ? "a NULL buffer" : NULL;
+    return !a->dO || !a->dq || !a->dk || !a->dv || !a->dg || !a->dbeta ? "a NULL buffer" : NULL;
+}
+
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
-                                sizeof(dm_delta_args), outputs, flops};
+                                sizeof(dm_delta_args), outputs, flops, check};
 
 void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,

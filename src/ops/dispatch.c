@@ -318,6 +318,12 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
 
 void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     const dm_op_def *def = DEFS[op];
+    const char *bad = def->check ? def->check(args, dir) : NULL;
+    if (bad) {
+        fprintf(stderr, "dormouse: op %s.%s called with %s\n", def->name, DIR[dir], bad);
+        fflush(stderr);
+        abort();
+    }
     dm_backend_enter(ops->be); /* the backend's memory is the kernels' during the call */
     int chosen = -1, n = n_impl(ops, op);
     for (int i = 0; i < n && chosen < 0; i++) {

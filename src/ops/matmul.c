@@ -39,9 +39,20 @@ static double flops(const void *args, int dir) {
     return 2.0 * a->N * a->K * a->O;
 }
 
+static const char *check(const void *args, int dir) {
+    const dm_matmul_args *a = args;
+    if (a->N < 0 || a->K < 0 || a->O < 0) return "a negative size";
+    if (dir == DM_FWD)
+        return a->N && a->O && (!a->out || (a->K && (!a->in || !a->W))) ? "a NULL buffer"
+                                                                        : NULL;
+    if (dir == DM_BWD) return a->N && a->K && (!a->din || !a->dout || !a->W) ? "a NULL buffer"
+                                                                             : NULL;
+    return a->O && a->K && (!a->dW || (a->N && (!a->dout || !a->in))) ? "a NULL buffer" : NULL;
+}
+
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, &REF,
-                                 sizeof(dm_matmul_args), outputs, flops};
+                                 sizeof(dm_matmul_args), outputs, flops, check};
 
 void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
                       int N, int K, int O) {

@@ -51,11 +51,20 @@ static int rms_outputs(void *args, int dir, dm_out *o) {
     return k;
 }
 
+/* every norm's check: sizes, and the buffers a non-empty call needs */
+static const char *norm_check(const void *args, int dir) {
+    const dm_norm_args *a = args;
+    if (a->R < 0 || a->C < 0) return "a negative size";
+    if (!a->R || !a->C) return NULL;
+    if (dir == DM_FWD) return !a->y || !a->rstd || !a->x ? "a NULL buffer" : NULL;
+    return !a->dx || !a->dy || !a->x || !a->rstd_in ? "a NULL buffer" : NULL;
+}
+
 static const dm_impl RMS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST};
 const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, &RMS_REF,
-                                  sizeof(dm_norm_args), rms_outputs, NULL};
+                                  sizeof(dm_norm_args), rms_outputs, NULL, norm_check};
 const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, &RMS_REF,
-                                    sizeof(dm_norm_args), rms_outputs, NULL};
+                                    sizeof(dm_norm_args), rms_outputs, NULL, norm_check};
 
 static void l2_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
@@ -82,7 +91,7 @@ static int l2_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl L2_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref, DM_MEM_HOST};
 const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF,
                                  sizeof(dm_norm_args),
-                                 l2_outputs, NULL};
+                                 l2_outputs, NULL, norm_check};
 
 void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
                        const float *w, int N, int C, float eps, float *scratch) {

@@ -46,12 +46,19 @@ static void ns_ref(dm_ops *ops, void *args, int dir) {
                        x0, ab);
     if (!(steps & 1) && len) memcpy(a->out, x0, len * sizeof(float));
 }
+static const char *ns_check(const void *args, int dir) {
+    (void)dir;
+    const dm_ns_args *a = args;
+    if (a->n < 0 || a->rows < 0 || a->cols < 0) return "a negative size";
+    return a->n && a->rows && a->cols && (!a->out || !a->G || !a->work) ? "a NULL buffer"
+                                                                       : NULL;
+}
+
 static const dm_impl NS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref, DM_MEM_HOST};
-const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF,
-                             sizeof(dm_ns_args), ns_outputs,
-                             ns_op_flops};
+const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF, sizeof(dm_ns_args), ns_outputs,
+                             ns_op_flops, ns_check};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NULL, sizeof(dm_ns_args), ns_outputs,
-                                  ns_op_flops};
+                                  ns_op_flops, ns_check};
 
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack) {
@@ -87,8 +94,15 @@ static int retract_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"W", (void **)&a->out, (size_t)a->n * a->rows * a->cols, DM_OUT_SET};
     return 1;
 }
+static const char *retract_check(const void *args, int dir) {
+    (void)dir;
+    const dm_retract_args *a = args;
+    if (a->n < 0 || a->rows < 0 || a->cols < 0) return "a negative size";
+    if (!a->n || !a->rows || !a->cols) return NULL;
+    return !a->out || !a->W || !a->c || (a->stiefel && !a->work) ? "a NULL buffer" : NULL;
+}
 const dm_op_def dm_def_retract = {"retract", 1u << DM_FWD, NULL, sizeof(dm_retract_args),
-                                  retract_outputs, NULL};
+                                  retract_outputs, NULL, retract_check};
 
 void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, int cols) {
     dm_retract_args a = {W, W, R, n, rows, cols, 0, 0, NULL};

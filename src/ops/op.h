@@ -68,6 +68,11 @@ typedef struct {
     int (*outputs)(void *args, int dir, dm_out *out);
     /* FLOPs of a call, for the atlas's GFLOP/s; NULL: not counted (memory-bound ops) */
     double (*flops)(const void *args, int dir);
+    /* the shape checks of a call: NULL when its sizes are sane (none negative) and every
+     * buffer a non-empty call needs is given, else what is wrong (static string); a call
+     * that fails them is a bug of its caller, stopped before any implementation runs
+     * (NULL hook: none) */
+    const char *(*check)(const void *args, int dir);
 } dm_op_def;
 
 /* The one dispatch routine. */

@@ -25,13 +25,33 @@ static void sigmoid_ref(dm_ops *o, void *args, int dir) {
     if (dir == DM_FWD) dm_sigmoid_ref_fwd(a->y, a->x, a->n);
     else dm_sigmoid_ref_bwd(a->dx, a->dy, a->x, a->n);
 }
+/* the elementwise ops' checks: the buffers of a non-empty call */
+static const char *unary_check(const void *args, int dir) {
+    const dm_unary_args *a = args;
+    if (!a->n) return NULL;
+    if (dir == DM_FWD) return !a->y || !a->x ? "a NULL buffer" : NULL;
+    return !a->dx || !a->dy || !a->x ? "a NULL buffer" : NULL;
+}
+static const char *swiglu_check(const void *args, int dir) {
+    const dm_swiglu_args *s = args;
+    if (!s->n) return NULL;
+    if (!s->a || !s->b) return "a NULL buffer";
+    if (dir == DM_FWD) return !s->h ? "a NULL buffer" : NULL;
+    return !s->da || !s->db || !s->dh ? "a NULL buffer" : NULL;
+}
+static const char *add_check(const void *args, int dir) {
+    (void)dir;
+    const dm_add_args *a = args;
+    return a->n && (!a->y || !a->x) ? "a NULL buffer" : NULL;
+}
+
 static const dm_impl SILU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, silu_ref, DM_MEM_HOST};
 static const dm_impl SIGMOID_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, sigmoid_ref,
                                     DM_MEM_HOST};
 const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, &SILU_REF,
-                               sizeof(dm_unary_args), unary_outputs, NULL};
+                               sizeof(dm_unary_args), unary_outputs, NULL, unary_check};
 const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, &SIGMOID_REF,
-                                  sizeof(dm_unary_args), unary_outputs, NULL};
+                                  sizeof(dm_unary_args), unary_outputs, NULL, unary_check};
 
 /* in: x for the forward and for silu's backward, y for sigmoid's backward */
 static void unary(dm_ops *o, int op, int dir, float *out, const float *in, const float *dy,
@@ -83,7 +103,7 @@ static int swiglu_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl SWIGLU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref,
                                    DM_MEM_HOST};
 const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, &SWIGLU_REF,
-                                 sizeof(dm_swiglu_args), swiglu_outputs, NULL};
+                                 sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check};
 
 void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
                       size_t n) {
@@ -127,9 +147,19 @@ static int gate_outputs(void *args, int dir, dm_out *o) {
     o[3] = (dm_out){"df bf16", (void **)&a->dfb, n, DM_OUT_PRIVATE};
     return 4;
 }
+static const char *gate_check(const void *args, int dir) {
+    const dm_gate_args *a = args;
+    if (a->N < 0 || a->H < 0 || a->Cg < 0) return "a negative size";
+    if (!a->N || !a->H || !a->Cg) return NULL;
+    if (!a->f || !a->A_log || !a->dt_bias) return "a NULL input";
+    return dir == DM_FWD ? (!a->g ? "a NULL buffer" : NULL)
+                         : (!a->df || !a->dA_log || !a->ddt_bias || !a->dg ? "a NULL buffer"
+                                                                          : NULL);
+}
+
 static const dm_impl GATE_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref, DM_MEM_HOST};
 const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, &GATE_REF,
-                               sizeof(dm_gate_args), gate_outputs, NULL};
+                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check};
 
 void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
                     const float *dt_bias, int N, int H, int Cg, float lb) {
@@ -156,7 +186,7 @@ static int add_outputs(void *args, int dir, dm_out *o) {
     return 1;
 }
 const dm_op_def dm_def_add = {"add", 1u << DM_FWD, NULL, sizeof(dm_add_args), add_outputs,
-                              NULL};
+                              NULL, add_check};
 
 void dm_op_add(dm_ops *o, float *y, const float *x, size_t n) {
     dm_add_args a = {.y = y, .x = x, .n = n};

@@ -19,9 +19,18 @@ static int embed_outputs(void *args, int dir, dm_out *o) {
                : (dm_out){"dtable", (void **)&a->dtable, (size_t)DM_VOCAB * a->C, DM_OUT_ACC};
     return 1;
 }
+static const char *embed_check(const void *args, int dir) {
+    const dm_embed_args *a = args;
+    if (a->N < 0 || a->C < 0) return "a negative size";
+    if (!a->N || !a->C) return NULL;
+    if (!a->tok) return "a NULL buffer";
+    return dir == DM_FWD ? (!a->out || !a->table ? "a NULL buffer" : NULL)
+                         : (!a->dtable || !a->dout ? "a NULL buffer" : NULL);
+}
+
 static const dm_impl EMBED_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref, DM_MEM_HOST};
 const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, &EMBED_REF,
-                                sizeof(dm_embed_args), embed_outputs, NULL};
+                                sizeof(dm_embed_args), embed_outputs, NULL, embed_check};
 
 void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *table, int N,
                      int C) {
@@ -54,10 +63,19 @@ static int conv_outputs(void *args, int dir, dm_out *o) {
     o[2] = (dm_out){"dx bf16", (void **)&a->dxb, n, DM_OUT_PRIVATE};
     return 3;
 }
+static const char *conv_check(const void *args, int dir) {
+    const dm_conv_args *a = args;
+    if (a->B < 0 || a->T < 0 || a->C < 0 || a->W < 1) return "a negative size or no width";
+    if (!a->B || !a->T || !a->C) return NULL;
+    if (!a->x || !a->w) return "a NULL buffer";
+    return dir == DM_FWD ? (!a->y ? "a NULL buffer" : NULL)
+                         : (!a->dx || !a->dw || !a->dy ? "a NULL buffer" : NULL);
+}
+
 static const dm_impl CONV_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref, DM_MEM_HOST};
 const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF,
                                sizeof(dm_conv_args),
-                               conv_outputs, NULL};
+                               conv_outputs, NULL, conv_check};
 
 void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
                     int W) {
@@ -92,10 +110,19 @@ static int xent_outputs(void *args, int dir, dm_out *o) {
     if (a->losses) o[n++] = (dm_out){"losses", (void **)&a->losses, (size_t)a->N, DM_OUT_SET};
     return n;
 }
+static const char *xent_check(const void *args, int dir) {
+    const dm_xent_args *a = args;
+    if (a->N < 0 || a->V < 1) return "a negative size or no vocabulary";
+    if (dir == DM_FWD && !a->mean) return "a NULL buffer";
+    if (!a->N) return NULL;
+    if (!a->logits || !a->targets) return "a NULL buffer";
+    return dir == DM_BWD && !a->dlogits ? "a NULL buffer" : NULL;
+}
+
 static const dm_impl XENT_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref, DM_MEM_HOST};
 const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
                                sizeof(dm_xent_args),
-                               xent_outputs, NULL};
+                               xent_outputs, NULL, xent_check};
 
 double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,
                       int N, int V) {

@@ -23,11 +23,41 @@ static int adamw_outputs(void *args, int dir, dm_out *o) {
     o[2] = (dm_out){"v", (void **)&a->m2o, a->n, DM_OUT_SET};
     return 3;
 }
+/* ---- the checks: the buffers of a non-empty call ---- */
+
+static const char *adamw_check(const void *args, int dir) {
+    (void)dir;
+    const dm_adamw_args *a = args;
+    return a->n && (!a->po || !a->m1o || !a->m2o || !a->p || !a->g || !a->m1 || !a->m2)
+               ? "a NULL buffer" : NULL;
+}
+static const char *mom_check(const void *args, int dir) {
+    (void)dir;
+    const dm_mom_args *a = args;
+    return a->n && (!a->momo || !a->mom || !a->g) ? "a NULL buffer" : NULL;
+}
+static const char *apply_check(const void *args, int dir) {
+    (void)dir;
+    const dm_apply_args *a = args;
+    return a->n && (!a->wo || !a->w || !a->x) ? "a NULL buffer" : NULL;
+}
+static const char *gnorm_check(const void *args, int dir) {
+    (void)dir;
+    const dm_gnorm_args *a = args;
+    return !a->norm || (a->n && !a->g) ? "a NULL buffer" : NULL;
+}
+static const char *sum_check(const void *args, int dir) {
+    (void)dir;
+    const dm_sum_args *a = args;
+    if (a->A < 0) return "a negative count";
+    return a->n && (!a->out || !a->acc) ? "a NULL buffer" : NULL;
+}
+
 static const dm_impl ADAMW_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref,
                                   DM_MEM_HOST};
 const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 sizeof(dm_adamw_args),
-                                adamw_outputs, NULL};
+                                adamw_outputs, NULL, adamw_check};
 
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
                  float wd, float b1, float b2, float eps, long t, float gscale) {
@@ -54,7 +84,7 @@ static const dm_impl MOMENTUM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, m
                                      DM_MEM_HOST};
 const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
                                    sizeof(dm_mom_args),
-                                   mom_outputs, NULL};
+                                   mom_outputs, NULL, mom_check};
 
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
                     float gscale) {
@@ -78,7 +108,7 @@ static int apply_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref,
                                   DM_MEM_HOST};
 const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
-                                      sizeof(dm_apply_args), apply_outputs, NULL};
+                                      sizeof(dm_apply_args), apply_outputs, NULL, apply_check};
 
 void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step) {
     dm_apply_args a = {w, w, x, n, decay, step};
@@ -102,7 +132,7 @@ static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_
                                  DM_MEM_HOST};
 const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
                                     sizeof(dm_gnorm_args),
-                                    norm_outputs, NULL};
+                                    norm_outputs, NULL, gnorm_check};
 
 double dm_op_grad_norm(dm_ops *o, const float *g, size_t n) {
     double norm = 0;
@@ -133,12 +163,12 @@ static const dm_impl GRAD_ADD_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, a
                                      DM_MEM_HOST};
 const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, &GRAD_ADD_REF,
                                    sizeof(dm_sum_args),
-                                   sum_outputs, NULL};
+                                   sum_outputs, NULL, sum_check};
 static const dm_impl GRAD_MEAN_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref,
                                       DM_MEM_HOST};
 const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF,
                                     sizeof(dm_sum_args),
-                                    sum_outputs, NULL};
+                                    sum_outputs, NULL, sum_check};
 
 void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first) {
     dm_sum_args a = {.out = acc, .acc = acc, .g = g, .n = n, .first = first};
