@@ -16,7 +16,7 @@
 #include "check.h" /* t_fill_normal */
 #include "io/history.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/cpu/ns.h" /* the schedule's coefficients */
+#include "backends/cpu/kernels/ns.h" /* the schedule's coefficients */
 
 #if DM_HAVE_CUDA
 enum { B = 8, T = 512, NT = B * T, C = 256, H = 4, D = 64, MLP = 768, V = 256, CW = 4 };

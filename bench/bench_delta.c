@@ -30,8 +30,8 @@
 
 #include "jobs/bench.h"
 #include "check.h"
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/delta_chunk.h"
+#include "ref/ref.h"
 
 static double now(void) {
     struct timespec t;

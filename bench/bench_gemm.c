@@ -1,6 +1,6 @@
 /* bench_gemm.c — the GEMM backends on the products of a d2 training step (B*T = 4096 rows
  * by default): dm_gemm (OpenBLAS, one sgemm per shape-fixed tile), oneDNN's matmul over
- * the same tiles (kernels/cpu/onednn.c), OpenBLAS's own threaded cblas_sgemm, and, where
+ * the same tiles (backends/cpu/kernels/onednn.c), OpenBLAS's own threaded cblas_sgemm, and, where
  * the CPU has hardware bf16, oneDNN's bf16 matmul over the same tiles (bf16 operands, f32
  * output: what precision=bf16 runs), interleaved round by round; GFLOP/s medians and the
  * time ratios of each against dm_gemm in the same rounds.
@@ -22,8 +22,8 @@
 #include "base/stats.h"
 #include "check.h"
 #include "jobs/bench.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/onednn.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/onednn.h"
 #include "ops/atlas.h"
 
 enum { V_DM, V_DNN, V_BLAS, V_DNN16, V_T4, V_T8, V_T16, V_N };

@@ -24,7 +24,7 @@
 #include "base/stats.h"
 #include "check.h"
 #include "jobs/bench.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "ops/atlas.h"
 
 enum {

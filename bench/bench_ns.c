@@ -26,7 +26,7 @@
 
 #include "jobs/bench.h"
 #include "check.h"
-#include "kernels/cpu/ns.h"
+#include "backends/cpu/kernels/ns.h"
 #include "base/rng.h"
 
 #define MAX_ROUNDS 400

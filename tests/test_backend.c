@@ -1,19 +1,25 @@
 /* test_backend.c — the backend object (ops/backend.h, docs/backends.md): cpu memory is host
- * memory; fenced memory faults outside the backend's calls and not inside them; a model
- * on fenced refuses host views and copies by tensor name; the backend key. */
+ * memory; fenced memory faults outside the backend's calls and not inside them, and its
+ * copies check their ranges; a model on fenced refuses host views and copies by tensor
+ * name, and trains whole steps (forward, backward, Muon, AdamW) to the cpu's bits; the
+ * execution policy the backend decides; the backend key. */
 #define _DEFAULT_SOURCE
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "dormouse.h"
 #include "model/host.h"
+#include "model/model.h"
 #include "ops/backend.h"
+#include "ops/policy.h"
+#include "optim/optim.h"
 
 /* the signal a child dies of running fn(p), 0 when it exits normally */
 static int dies_of(void (*fn)(volatile float *), volatile float *p) {
@@ -98,6 +104,58 @@ TEST(backend_fenced_faults_outside_its_calls) {
     dm_backend_free(be);
 }
 
+/* the signal a child dies of running fn(be, p), 0 when it exits normally */
+static int copy_dies_of(void (*fn)(dm_backend *, float *), dm_backend *be, float *p) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGABRT, SIG_DFL);
+        int devnull = open("/dev/null", O_WRONLY); /* the backend's one-line message */
+        if (devnull >= 0) dup2(devnull, 2);
+        fn(be, p);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+static float host_buf[256];
+static void past_end_to_host(dm_backend *be, float *p) {
+    dm_backend_to_host(be, host_buf, p + 90, 11 * sizeof(float)); /* one float past 100 */
+}
+static void past_end_from_host(dm_backend *be, float *p) {
+    dm_backend_from_host(be, p + 99, host_buf, 2 * sizeof(float));
+}
+static void host_as_source(dm_backend *be, float *p) {
+    dm_backend_copy(be, p, host_buf, sizeof(float)); /* host memory is not the backend's */
+}
+static void zero_past_end(dm_backend *be, float *p) { dm_backend_zero(be, p + 50, 51 * 4); }
+static void within(dm_backend *be, float *p) {
+    dm_backend_to_host(be, host_buf, p, 100 * sizeof(float));
+    dm_backend_from_host(be, p + 99, host_buf, sizeof(float));
+    dm_backend_copy(be, p + 50, p, 50 * sizeof(float));
+    dm_backend_zero(be, p + 100, 0);
+}
+
+/* fenced copies and zeroing stop (abort, as a device faults) when their range leaves the
+ * allocation it starts in, or lies in host memory; the same calls in range run */
+TEST(backend_fenced_copies_check_ranges) {
+    char err[256];
+    dm_backend *be = dm_backend_create(DM_BACKEND_FENCED, 0, err, sizeof err);
+    CHECKF(be, "%s", err);
+    float *p = dm_backend_alloc(be, 100 * sizeof(float)); /* a page is mapped, 400 bytes asked */
+    CHECK(p != NULL);
+    static void (*const BAD[])(dm_backend *, float *) = {past_end_to_host, past_end_from_host,
+                                                        host_as_source, zero_past_end};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        int sig = copy_dies_of(BAD[i], be, p);
+        CHECKF(sig == SIGABRT, "out-of-range call %zu: signal %d, expected SIGABRT", i, sig);
+    }
+    CHECK(copy_dies_of(within, be, p) == 0);
+    dm_backend_release(be, p);
+    dm_backend_free(be);
+}
+
 static dm_config tiny(int backend) {
     dm_config c;
     dm_config_default(&c);
@@ -178,4 +236,117 @@ TEST(backend_cuda_refused_with_reason) {
     CHECKF(strstr(note, "backend: cpu (auto; not cuda: ") && strstr(note, dm_backend_cuda_missing(0)),
            "%s", note);
     CHECK(dm_backend_choice(DM_BACKEND_CPU, 0, note, sizeof note)[0] == 0);
+}
+
+/* The execution policy: decided by the model's backend at its creation, from the config
+ * and the machine, and what the op layer reads (its bf16 answer); fenced decides as cpu
+ * does, under its own name. */
+TEST(backend_policy_decided_once) {
+    char err[256], line[512], js[2048];
+    dm_config c = tiny(DM_BACKEND_CPU);
+    c.gemm = DM_GEMM_OPENBLAS, c.kda_impl = DM_IMPL_REFERENCE, c.norm_impl = DM_IMPL_REFERENCE;
+    c.precision = DM_PRECISION_FP32;
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    CHECKF(m, "%s", err);
+    const dm_policy *p = dm_model_policy(m);
+    CHECK(!strcmp(p->backend, "cpu") && p->threads >= 1 && p->gemm == DM_GEMM_OPENBLAS &&
+          p->delta == DM_IMPL_REFERENCE && p->norm == DM_IMPL_REFERENCE &&
+          p->chunk == c.chunk_size && !p->prec.matmul_bf16);
+    CHECK(dm_ops_bf16_active(&m->ops) == p->prec.matmul_bf16 && m->ops.policy == p);
+    dm_policy_describe(p, line, sizeof line);
+    printf("  policy: %s\n", line);
+    CHECK(strstr(line, "cpu, ") && strstr(line, "gemm openblas") && strstr(line, "delta reference") &&
+          strstr(line, "norms reference") && strstr(line, "matmuls fp32"));
+    dm_policy_json(p, js, sizeof js);
+    CHECK(js[0] == '{' && strstr(js, "\"gemm\": \"openblas\"") && strstr(js, "\"delta\": \"reference\""));
+    dm_model_free(m);
+    /* the defaults on cpu and on fenced: chunked where it supports the model, oneDNN where
+     * it runs; the same decision on both */
+    dm_config d = tiny(DM_BACKEND_CPU), f = tiny(DM_BACKEND_FENCED);
+    dm_model *a = dm_model_create(&d, err, sizeof err), *b = dm_model_create(&f, err, sizeof err);
+    CHECKF(a && b, "%s", err);
+    const dm_policy *pa = dm_model_policy(a), *pb = dm_model_policy(b);
+    CHECK(pa->delta == DM_IMPL_CHUNKED && !pa->delta_why);
+    CHECK((pa->gemm == DM_GEMM_ONEDNN) == (pa->gemm_why == NULL));
+    CHECK(!strcmp(pb->backend, "fenced") && pa->threads == pb->threads && pa->gemm == pb->gemm &&
+          pa->delta == pb->delta && pa->prec.matmul_bf16 == pb->prec.matmul_bf16 &&
+          pa->prec.ns_bf16 == pb->prec.ns_bf16 && pa->ftz == pb->ftz);
+    dm_model_free(a);
+    dm_model_free(b);
+}
+
+/* every buffer of the optimizer's state, read through the backend's copies */
+static float *opt_state(const dm_optim *o, dm_backend *be, size_t *n) {
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
+    size_t all = 0, at = 0;
+    for (int i = 0; i < nb; i++) all += bufs[i].n;
+    float *h = t_alloc(all ? all : 1);
+    for (int i = 0; i < nb; i++) {
+        dm_backend_to_host(be, h + at, bufs[i].data, bufs[i].n * sizeof(float));
+        at += bufs[i].n;
+    }
+    *n = all;
+    return h;
+}
+
+/* Whole training steps on fenced — forward, backward, the gradient norm, AdamW and Muon
+ * with head-wise Newton-Schulz and the sphere or Stiefel retraction, one step in verify
+ * mode — with the host never touching its memory (it faults outside the backend's calls):
+ * parameters, gradients, every optimizer state buffer and the verify maximum equal the
+ * cpu's bit for bit, step by step. */
+TEST(backend_fenced_training_steps_match_cpu) {
+    char err[256];
+    for (int retract = 0; retract < 2; retract++) {
+        dm_config cc = tiny(DM_BACKEND_CPU), cf = tiny(DM_BACKEND_FENCED);
+        cc.retract = cf.retract = retract ? DM_RETRACT_STIEFEL : DM_RETRACT_SPHERE;
+        cc.n_layer = cf.n_layer = 2;
+        dm_model *a = dm_model_create(&cc, err, sizeof err), *b = dm_model_create(&cf, err, sizeof err);
+        CHECKF(a && b, "%s", err);
+        dm_optim *oa = a ? dm_optim_create(a, &cc, err, sizeof err) : NULL;
+        dm_optim *ob = b ? dm_optim_create(b, &cf, err, sizeof err) : NULL;
+        CHECKF(oa && ob, "%s", err);
+        if (!oa || !ob) return;
+        size_t np = dm_model_num_params(a);
+        float *pa = t_alloc(np), *pb = t_alloc(np);
+        uint8_t tok[2 * 33];
+        for (int step = 0; step < 3; step++) {
+            for (size_t i = 0; i < sizeof tok; i++) tok[i] = (uint8_t)(i * 37 + 11 * step + 5);
+            a->ops.verify = b->ops.verify = step == 1; /* verify mode reads fenced by copies */
+            float la = dm_model_forward(a, tok, 2, 32, NULL), lb = dm_model_forward(b, tok, 2, 32, NULL);
+            dm_model_zero_grad(a), dm_model_zero_grad(b);
+            dm_model_backward(a), dm_model_backward(b);
+            dm_model_grads_to_host(a, pa);
+            dm_model_grads_to_host(b, pb);
+            CHECKF(la == lb && !memcmp(pa, pb, np * sizeof(float)),
+                   "step %d: loss %.9g vs %.9g, or the gradients differ", step, la, lb);
+            double na = dm_optim_step(oa, a, step), nb = dm_optim_step(ob, b, step);
+            CHECKF(na == nb, "step %d: grad norm %.17g vs %.17g", step, na, nb);
+            dm_model_params_to_host(a, pa);
+            dm_model_params_to_host(b, pb);
+            CHECKF(!memcmp(pa, pb, np * sizeof(float)), "step %d (%s): the parameters differ",
+                   step, retract ? "stiefel" : "sphere");
+            size_t sa, sb;
+            float *xa = opt_state(oa, dm_model_backend(a), &sa);
+            float *xb = opt_state(ob, dm_model_backend(b), &sb);
+            CHECKF(sa == sb && sa > 2 * np && !memcmp(xa, xb, sa * sizeof(float)),
+                   "step %d: the optimizer state differs (%zu vs %zu floats)", step, sa, sb);
+            free(xa), free(xb);
+            char wa[64], wb[64];
+            double va = dm_ops_verify_take(&a->ops, wa, sizeof wa);
+            double vb = dm_ops_verify_take(&b->ops, wb, sizeof wb);
+            CHECKF(va == vb && !strcmp(wa, wb) && (step == 1 ? va >= 0 && va <= DM_VERIFY_BOUND
+                                                             : va == -1),
+                   "step %d: verify %.3g (%s) vs %.3g (%s)", step, va, wa, vb, wb);
+        }
+        /* it moved: the weights are not the init's */
+        dm_model *fresh = dm_model_create(&cc, err, sizeof err);
+        float *p0 = t_alloc(np);
+        dm_model_params_to_host(fresh, p0);
+        CHECK(memcmp(p0, pa, np * sizeof(float)) != 0);
+        dm_model_free(fresh);
+        free(p0), free(pa), free(pb);
+        dm_optim_free(oa), dm_optim_free(ob);
+        dm_model_free(a), dm_model_free(b);
+    }
 }

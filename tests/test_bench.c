@@ -9,7 +9,7 @@
 #include "jobs/bench.h"
 #include "check.h"
 #include "io/history.h"
-#include "kernels/cpu/kernels.h" /* dm_cpu_bf16_missing */
+#include "backends/cpu/kernels/kernels.h" /* dm_cpu_bf16_missing */
 
 #define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
              "--set gate_rank=8 --set batch_size=2 --set seq_len=32"

@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/ref/ref.h"
-#include "kernels/cpu/ns.h"
-#include "kernels/cpu/retract.h"
+#include "ref/ref.h"
+#include "backends/cpu/kernels/ns.h"
+#include "backends/cpu/kernels/retract.h"
 
 /* the probe of device 0: 1 (the case skipped, with the reason) when it cannot run */
 static int no_gpu(void) {
@@ -492,7 +492,7 @@ static void batched_body(void) {
 }
 
 /* ---- Newton–Schulz on a stack, wide and tall slices, both schedules, a zero slice,
- * against kernels/cpu/ns.c's f32 dm_ns ---- */
+ * against backends/cpu/kernels/ns.c's f32 dm_ns ---- */
 static void ns_body(void) {
     /* [33, 45]: 5 slices of an odd size, so the workspace's doubles follow an odd number
      * of floats */

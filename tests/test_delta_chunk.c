@@ -22,9 +22,9 @@
 
 #include "check.h"
 #include "dormouse.h"
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/delta_chunk.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "ref/ref.h"
 #include "oracle.h"
 
 enum { GATE_ZERO = 0, GATE_MILD = 1, GATE_STRONG = 2 };

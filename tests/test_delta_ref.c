@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/delta_chunk.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/delta_chunk.h"
+#include "ref/ref.h"
 #include "oracle.h"
 #include "base/rng.h"
 

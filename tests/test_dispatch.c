@@ -3,18 +3,23 @@
  * stay correct, a forced fused path on an unsupported model is a clear error, the
  * counters count, verify mode measures the adjoint equivalence, and the fused norms
  * equal their composed references. */
+#define _DEFAULT_SOURCE
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "dormouse.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "ref/ref.h"
 #include "base/rng.h"
 #include "model/model.h"
-#include "ops/cpu/ctx.h"
-#include "kernels/cpu/ns.h"
+#include "backends/cpu/ctx.h"
+#include "backends/cpu/kernels/ns.h"
 #include "ops/optim_ops.h"
 
 static dm_config small(int mixer) {
@@ -305,7 +310,7 @@ TEST(atlas_roofline_times_every_gemm) {
          * and a lone slice, wide and tall */
         int sets = a->n_gemm;
         m->ops.verify = 0;
-        float *x = t_alloc(96 * 64), *work = t_alloc(dm_op_ns_work(4, 96, 64, v == 2));
+        float *x = t_alloc(96 * 64), *work = t_alloc(dm_op_ns_work(&m->ops, 4, 96, 64, v == 2));
         t_fill_normal(x, 96 * 64, 5, 1.0f);
         dm_op_ns(&m->ops, x, 4, 16, 64, DM_NS_QUINTIC5, work, v == 2, 1);
         dm_op_ns(&m->ops, x, 1, 96, 64, DM_NS_QUINTIC5, work, v == 2, 0);
@@ -387,4 +392,52 @@ TEST(dispatch_gemm_backends) {
     CHECK(strstr(rep, "declined=0") != NULL); /* OpenBLAS is not the reference */
     dm_model_free(m);
     for (int i = 0; i < 3; i++) free(g[i]);
+}
+
+/* An op's shape checks (its definition in src/ops) stop a call with a negative size or a
+ * missing buffer before any implementation runs: the process aborts naming the op, the
+ * direction and what is wrong; the same calls with sane arguments run. */
+static int bad_call(int which, const char *errpath) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGABRT, SIG_DFL);
+        FILE *e = freopen(errpath, "w", stderr);
+        (void)e;
+        dm_config c = small(DM_MIXER_KDA);
+        dm_ops ops;
+        dm_ops_init(&ops, &c);
+        float x[16] = {0}, y[16], w[16] = {0};
+        if (which == 0) dm_op_matmul_fwd(&ops, y, x, w, NULL, -1, 4, 4);
+        if (which == 1) dm_op_silu_fwd(&ops, NULL, x, 16);
+        if (which == 2) dm_op_rmsnorm_fwd(&ops, y, NULL, NULL, x, w, 2, 8, 1e-6f, NULL);
+        if (which == 3) { /* sane: runs */
+            dm_op_matmul_fwd(&ops, y, x, w, NULL, 4, 2, 2);
+            dm_op_silu_fwd(&ops, y, x, 0); /* empty: no buffer needed */
+            dm_op_silu_fwd(&ops, y, x, 16);
+        }
+        dm_ops_free(&ops);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+TEST(dispatch_shape_checks_stop_bad_calls) {
+    static const char *const SAID[] = {"op matmul.fwd called with a negative size",
+                                       "op silu.fwd called with a NULL buffer",
+                                       "op rmsnorm.fwd called with a NULL buffer"};
+    char d[256], path[512];
+    t_tmpdir(d, sizeof d);
+    snprintf(path, sizeof path, "%s/err", d);
+    for (int i = 0; i < 3; i++) {
+        int sig = bad_call(i, path);
+        char *err = t_read_text(path);
+        CHECKF(sig == SIGABRT && err && strstr(err, SAID[i]), "bad call %d: signal %d, said: %s",
+               i, sig, err ? err : "(nothing)");
+        free(err);
+    }
+    CHECK(bad_call(3, path) == 0);
+    t_rmtree(d);
 }

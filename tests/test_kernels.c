@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/onednn.h"
-#include "kernels/ref/ref.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/onednn.h"
+#include "ref/ref.h"
 #include "oracle.h"
 
 /* ---- the kernel sets under test: the CPU kernels (matmul over OpenBLAS), the CPU
- * kernels with matmul over oneDNN, and the reference kernels (kernels/ref). Every case
+ * kernels with matmul over oneDNN, and the reference kernels (src/ref). Every case
  * runs on each set that has the kernels it tests. ---- */
 typedef struct {
     const char *name;

@@ -1,5 +1,5 @@
 /* test_normuon.c — NorMuon's neuron-wise normalisation and the cautious weight decay
- * (kernels/cpu/normuon.h) against their float64 references (kernels/ref/normuon_ref.h)
+ * (backends/cpu/kernels/normuon.h) against their float64 references (ref/normuon_ref.h)
  * and against what they must do: NorMuon keeps each slice's Frobenius norm, makes the
  * rows' RMS equal when the moment is the current one (beta2 = 0), follows the moment's
  * recursion over steps, leaves a zero slice zero and gives the same bits on any thread
@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/normuon.h"
-#include "kernels/cpu/optim.h"
-#include "kernels/ref/normuon_ref.h"
+#include "backends/cpu/kernels/normuon.h"
+#include "backends/cpu/kernels/optim.h"
+#include "ref/normuon_ref.h"
 
 /* rows of very different scales, as an orthogonalised update's rows are not */
 static void fill_update(float *x, int n, int rows, int cols, uint64_t seed) {

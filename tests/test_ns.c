@@ -1,4 +1,4 @@
-/* test_ns.c — batched Newton–Schulz (src/kernels/cpu/ns.h): head-wise batching, per-slice
+/* test_ns.c — batched Newton–Schulz (src/backends/cpu/kernels/ns.h): head-wise batching, per-slice
  * normalization, singular-value bands (docs/muon.md sections 4-5), zero slices. */
 #include <math.h>
 #include <omp.h>
@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/onednn.h"
-#include "kernels/cpu/ns.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/onednn.h"
+#include "backends/cpu/kernels/ns.h"
 #include "base/rng.h"
 
 /* LAPACK from libopenblas (Fortran symbol; LAPACKE headers may be absent). The trailing

@@ -8,7 +8,7 @@
 #include "check.h"
 #include "dormouse.h"
 #include "optim/optim.h"
-#include "kernels/cpu/ns.h"
+#include "backends/cpu/kernels/ns.h"
 #include "base/rng.h"
 
 TEST(cfg_retract_every_default_is_one) {

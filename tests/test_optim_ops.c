@@ -10,9 +10,9 @@
 #include "check.h"
 #include "dormouse.h"
 #include "base/rng.h"
-#include "kernels/cpu/ns.h"
-#include "kernels/cpu/optim.h"
-#include "kernels/cpu/retract.h"
+#include "backends/cpu/kernels/ns.h"
+#include "backends/cpu/kernels/optim.h"
+#include "backends/cpu/kernels/retract.h"
 #include "model/model.h"
 #include "ops/optim_ops.h"
 #include "optim/gradsum.h"
@@ -68,10 +68,11 @@ static dm_model *train_step(dm_config c, int verify, dm_atlas *atlas, dm_optim *
 }
 
 /* the calls each optimizer op makes in one step of this model and optimizer */
-static void expected_calls(const dm_optim *o, const dm_model *m, int verify, long *want) {
+static void expected_calls(const dm_optim *opt, const dm_model *m, int verify, long *want) {
+    const dm_muon *o = opt->muon;
     int adamw = 0, lone = 0, shapes = 0;
     for (int i = 0; i < dm_model_num_tensors(m); i++)
-        adamw += dm_optim_group(o, i)->kind == DM_GROUP_ADAMW;
+        adamw += dm_optim_group(opt, i)->kind == DM_GROUP_ADAMW;
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
         if (!u->stacked) {
@@ -91,9 +92,9 @@ static void expected_calls(const dm_optim *o, const dm_model *m, int verify, lon
     want[DM_OP_ADAMW] = adamw;
     want[DM_OP_MOMENTUM] = o->n_units;
     /* one call per stacked shape and per lone unit; in verify mode one per step of each */
-    want[DM_OP_NS] = (shapes + lone) * (verify ? dm_op_ns_steps(o->cfg.ns) : 1);
+    want[DM_OP_NS] = (shapes + lone) * (verify ? dm_op_ns_steps(o->cfg->ns) : 1);
     want[DM_OP_MUON_UPDATE] = o->n_units;
-    want[DM_OP_RETRACT] = o->cfg.retract == DM_RETRACT_SPHERE ? o->n_units : shapes + lone;
+    want[DM_OP_RETRACT] = o->cfg->retract == DM_RETRACT_SPHERE ? o->n_units : shapes + lone;
 }
 
 TEST(optim_ops_counted_timed_verified) {
@@ -110,7 +111,7 @@ TEST(optim_ops_counted_timed_verified) {
         const dm_ops *ops = &m->ops;
         long want[DM_OP_COUNT];
         expected_calls(o, m, verify, want);
-        CHECK(o->n_units > 0 && want[DM_OP_ADAMW] > 0);
+        CHECK(o->muon->n_units > 0 && want[DM_OP_ADAMW] > 0);
         for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++) {
             int op = OPS[k];
             const char *name = dm_op_name(op);
@@ -149,7 +150,7 @@ TEST(optim_ops_counted_timed_verified) {
         CHECK(text && strstr(text, "ns.fwd (openblas)") && strstr(text, "adamw.fwd (cpu)") &&
               strstr(text, "grad_norm.fwd (cpu)"));
         printf("  %s, retract %s, verify %s: %d units, %d NS calls\n%s", v ? "gdn" : "kda",
-               v ? "stiefel" : "sphere", verify ? "on" : "off", o->n_units,
+               v ? "stiefel" : "sphere", verify ? "on" : "off", o->muon->n_units,
                (int)want[DM_OP_NS], table);
         free(text);
         dm_optim_free(o);
@@ -196,7 +197,7 @@ TEST(optim_ops_are_their_kernels) {
         int n = cs[k].n, rows = cs[k].rows, cols = cs[k].cols, st = cs[k].stack;
         size_t len = (size_t)n * rows * cols;
         float *x = t_alloc(len), *y = t_alloc(len), *s = t_alloc(n);
-        float *work = t_alloc(dm_op_ns_work(n, rows, cols, 0) + dm_op_retract_work(n, rows, cols));
+        float *work = t_alloc(dm_op_ns_work(&ops, n, rows, cols, 0) + dm_op_retract_work(&ops, n, rows, cols));
         t_fill_normal(x, len, 11 + k, 0.02f);
         memcpy(y, x, len * sizeof(float));
         dm_op_ns(&ops, x, n, rows, cols, DM_NS_POLAR5, work, 0, st);
@@ -204,7 +205,7 @@ TEST(optim_ops_are_their_kernels) {
         CHECKF(!memcmp(x, y, len * sizeof(float)), "ns [%d,%d,%d] differs from its kernel", n,
                rows, cols);
         CHECK(dm_ns_tiled(n, rows, cols, st) == (k == 0));
-        dm_op_retract_init(s, NULL, x, n, rows, cols); /* radii of the orthogonalized x */
+        dm_op_retract_init(&ops, s, NULL, x, n, rows, cols); /* radii of the orthogonalized x */
         for (int i = 0; i < n; i++) s[i] *= 1.5f;
         dm_op_retract_sphere(&ops, x, s, n, rows, cols);
         dm_retract_sphere(y, s, n, rows, cols);

@@ -1,10 +1,10 @@
-/* test_retract.c — sphere and Stiefel retractions (src/kernels/cpu/retract.h, docs/muon.md section 7). */
+/* test_retract.c — sphere and Stiefel retractions (src/backends/cpu/kernels/retract.h, docs/muon.md section 7). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/retract.h"
+#include "backends/cpu/kernels/retract.h"
 #include "base/rng.h"
 
 /* ||X X^T - I||_F (X^T X when tall) for X = W / s, in double */

@@ -1,5 +1,5 @@
 /* test_small_mm.c — the small matrix products of the chunked delta core
- * (src/kernels/cpu/small_mm.h) against the plain product written as three loops.
+ * (src/backends/cpu/kernels/small_mm.h) against the plain product written as three loops.
  *
  * The kernel promises that each C element is one fixed-order sum over k,
  * acc = VFMA(a_k, b_k, acc), then alpha * acc (+ C when beta), whatever the register tile
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernels/cpu/small_mm.h"
+#include "backends/cpu/kernels/small_mm.h"
 
 /* op(X)[r][c] of X with leading dimension ld, transposed (t) or not */
 static float at(const float *X, int ld, int t, int r, int c) {

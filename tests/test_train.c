@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "io/files.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "io/ckpt.h"
 #include "io/data.h"
 #include "dormouse.h"

@@ -87,7 +87,7 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
     ab.sets = sets;
     ab.variants = variants;
     ab.warmup = -1;
-    int report = 0, r, run_opts = 0, x_given = 0;
+    int report = 0, r, run_opts = 0, x_given = 0, plot = 0, plot_x = DM_PLOT_X_STEP;
     while ((r = dm_args_next(&a, "ab")) > 0) {
         if (!a.name) {
             fprintf(stderr, "error: ab: unexpected argument '%s'\n", a.value);
@@ -99,9 +99,9 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
         }
         if (!strcmp(a.name, "--dir")) ab.dir = a.value;
         else if (!strcmp(a.name, "--report")) report = 1;
-        else if (!strcmp(a.name, "--plot")) ab.plot = 1;
+        else if (!strcmp(a.name, "--plot")) plot = 1;
         else if (!strcmp(a.name, "--x")) {
-            if ((ab.plot_x = dm_plot_x_parse(a.value)) < 0) {
+            if ((plot_x = dm_plot_x_parse(a.value)) < 0) {
                 fprintf(stderr, "error: --x expects step, time or tokens, got '%s'\n", a.value);
                 return EXIT_USAGE;
             }
@@ -136,11 +136,17 @@ int dm_cmd_ab(int argc, char **argv, const dm_job_io *io) {
                         "--dir (and --warmup, --plot, --x)\n");
         return EXIT_USAGE;
     }
-    if (x_given && !ab.plot) {
+    if (x_given && !plot) {
         fprintf(stderr, "error: --x sets the axis of --plot; add --plot\n");
         return EXIT_USAGE;
     }
-    dm_status st = report ? dm_ab_report(ab.dir, ab.warmup, ab.plot, ab.plot_x, io)
-                          : dm_ab_run(&ab, io);
+    dm_status st = report ? dm_ab_report(ab.dir, ab.warmup, io) : dm_ab_run(&ab, io);
+    /* the plot after the table: of a report that read its sweep, of a sweep after any but
+     * bad input (a failed or interrupted cell's neighbours are drawn) */
+    if (plot && (report ? st.code == DM_JOB_OK : st.code != DM_JOB_BAD_INPUT)) {
+        dm_status pst = dm_plot_ab(ab.dir, NULL, plot_x, io);
+        if (pst.code && !st.code) st = pst;
+        else if (pst.code) dm_job_warn(io, "plot: %s\n", pst.msg);
+    }
     return dm_cli_exit(io, &st);
 }

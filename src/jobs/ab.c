@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "jobs/ab.h"
-#include "jobs/plot.h"
 
 /* The table as one note. */
 static void note_table(const dm_ab_spec *s, const dm_ab_results *r, const dm_job_io *io) {
@@ -41,18 +40,13 @@ dm_status dm_ab_run(const dm_ab_args *a, const dm_job_io *io) {
              dm_ab_run_cells(s, r, &ran, io, &st) != DM_JOB_BAD_INPUT) {
         note_table(s, r, io);
         if (st.code == DM_JOB_OK) append_history(s, r, ran, a->history, io, &st);
-        if (a->plot) {
-            dm_status pst = dm_plot_ab(s->dir, NULL, a->plot_x, io);
-            if (pst.code && !st.code) st = pst;
-            else if (pst.code) dm_job_warn(io, "plot: %s\n", pst.msg);
-        }
     }
     free(s);
     free(r);
     return st;
 }
 
-dm_status dm_ab_report(const char *dir, long warmup, int plot, int plot_x, const dm_job_io *io) {
+dm_status dm_ab_report(const char *dir, long warmup, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     dm_ab_spec *s = malloc(sizeof *s);
     dm_ab_results *r = malloc(sizeof *r);
@@ -64,7 +58,6 @@ dm_status dm_ab_report(const char *dir, long warmup, int plot, int plot_x, const
         if (warmup >= 0) s->warmup = (int)warmup;
         dm_ab_load_results(s, r);
         note_table(s, r, io);
-        if (plot) st = dm_plot_ab(dir, NULL, plot_x, io);
     }
     free(s);
     free(r);

@@ -192,8 +192,6 @@ typedef struct {
     long steps;               /* > 0: the steps of every cell (else the control's `steps`) */
     long warmup;              /* >= 0: steps left out of the ms/step median (else default) */
     const char *history;      /* append the rows here (--history FILE); NULL: nothing */
-    int plot;                 /* draw AB_DIR/plot.png after the table (dm_plot_ab) */
-    int plot_x;               /* its x axis: DM_PLOT_X_* (jobs/plot.h) */
     int verify_data;          /* a prepared data directory: check its CRC-32s first */
 } dm_ab_args;
 
@@ -203,13 +201,12 @@ int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st);
 
 /* `dormouse ab`: make the spec, run the missing cells (dm_ab_run_cells), report the table
  * as a note (not after bad input), for a complete sweep that trained a cell append the
- * history rows when a->history is set, and draw the plot when a->plot is set (also after a
- * failed or interrupted cell: the cells there are drawn). */
+ * history rows when a->history is set. (`ab --plot` draws the plot after it, also after a
+ * failed or interrupted cell: the cells there are drawn; jobs/plot.h.) */
 dm_status dm_ab_run(const dm_ab_args *a, const dm_job_io *io);
 
 /* `dormouse ab --report`: the table of AB_DIR from ab.json and its cells; warmup >= 0
- * overrides the sweep's; plot: also draw AB_DIR/plot.png against plot_x (dm_plot_ab).
- * Bad input when AB_DIR holds no sweep. */
-dm_status dm_ab_report(const char *dir, long warmup, int plot, int plot_x, const dm_job_io *io);
+ * overrides the sweep's. Bad input when AB_DIR holds no sweep. */
+dm_status dm_ab_report(const char *dir, long warmup, const dm_job_io *io);
 
 #endif

@@ -70,6 +70,9 @@ static void setup_notes(const train_ctx *t) {
     if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(t->io, "%s", over);
     if (dm_backend_choice(c->backend, c->device, chose, sizeof chose)[0])
         dm_job_note(t->io, "%s\n", chose);
+    char pol[512];
+    dm_policy_describe(dm_model_policy(t->m), pol, sizeof pol);
+    dm_job_note(t->io, "policy: %s\n", pol);
     dm_job_note(t->io, "run directory %s: config.json, %smetrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
                 "prints them)\n", t->a->out, t->parent.path[0] ? "parent.json, " : "");
@@ -351,7 +354,9 @@ static void summary_notes(const train_ctx *t, const summary *s) {
 /* summary.json (rank 0) */
 static void summary_json(train_ctx *t, const summary *s, const char *disp) {
     const dm_config *c = &t->cfg;
-    char js[8192], mj[1024], jl[32], jb[32], jv[32], jr[32], err[8192];
+    char js[8192], mj[1024], jl[32], jb[32], jv[32], jr[32], err[8192], pol[2048];
+    dm_policy_json(dm_model_policy(t->m), pol, sizeof pol); /* the backend's decision */
+    pol[strcspn(pol, "\n")] = 0;
     dm_memory_json(&t->rep.mem, mj, sizeof mj);
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %s,\n"
@@ -361,7 +366,8 @@ static void summary_json(train_ctx *t, const summary *s, const char *disp) {
              "  \"processes\": %d,\n  \"grad_accum\": %d,\n  \"comm_mb_per_step\": %.3f,\n"
              "  \"comm_ms_per_step\": %.3f,\n"
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
-             "  \"dispatch\": \"%s\",\n  \"precision\": \"%s\",\n  \"verify_max_rel\": %s,\n"
+             "  \"dispatch\": \"%s\",\n  \"precision\": \"%s\",\n  \"policy\": %s,\n"
+             "  \"verify_max_rel\": %s,\n"
              "  \"memory\": {%s},\n"
              "  \"peak_rss_bytes\": %zu\n}\n",
              s->np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
@@ -369,7 +375,7 @@ static void summary_json(train_ctx *t, const summary *s, const char *disp) {
              jnum(jv, sizeof jv, "%.6f", t->rep.last_bpb, 0), t->rep.val_step, s->tps, s->wall,
              t->run.wall_before + s->wall, t->run.n_ckpt, t->run.ckpt_s, t->nthreads,
              t->ranks.n, c->grad_accum, 1e-6 * s->cs.bytes * s->per, 1e3 * s->cs.sec * s->per,
-             s->words, s->pr.flags, s->pr.load_max, disp, s->prec,
+             s->words, s->pr.flags, s->pr.load_max, disp, s->prec, pol,
              jnum(jr, sizeof jr, "%.3g", t->rep.verify_worst, 1), mj, dm_peak_rss_bytes());
     if (t->ranks.rank == 0 && train_write_file(t->a->out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);

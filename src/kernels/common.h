@@ -1,4 +1,4 @@
-/* common.h — what every kernel backend (kernels/cpu, kernels/ref, later kernels/cuda)
+/* common.h — what every kernel backend (backends/cpu/kernels, ref, later kernels/cuda)
  * shares: the small enums that select a variant of a kernel. */
 #ifndef DM_KERNELS_COMMON_H
 #define DM_KERNELS_COMMON_H

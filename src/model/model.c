@@ -169,19 +169,23 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     }
     init_params(m, init, tb.kinds); /* on the host, then to the backend */
     dm_backend_unmap(m->be, m->params, init, pbytes, 1);
-    if (cfg->kda_impl == DM_IMPL_CHUNKED) {
-        dm_delta_dims d = dm_core_dims(cfg, 1, 1);
-        const char *why;
-        if (!dm_ops_delta_chunked(&m->ops, &d, &why)) {
-            if (err)
-                snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support "
-                                      "this model (%s); use kda_impl=auto or reference", why);
-            goto fail;
-        }
+    /* the execution policy, decided once by the backend; everything after reads it */
+    dm_delta_dims core = dm_core_dims(cfg, 1, 1);
+    if (!m->be->vt->policy) {
+        if (err) snprintf(err, errlen, "backend %s: it decides no execution policy", m->be->name);
+        goto fail;
     }
-    if (dm_precision_decide(&m->prec, cfg, m->ops.bf16_why, err, errlen)) goto fail;
-    m->plan.bf16 = m->prec.matmul_bf16;
-    if (m->prec.matmul_bf16) {
+    if (m->be->vt->policy(m->be, cfg, &m->ops, &core, &m->policy, err, errlen)) goto fail;
+    m->ops.policy = &m->policy;
+    if (cfg->kda_impl == DM_IMPL_CHUNKED && m->policy.delta != DM_IMPL_CHUNKED) {
+        if (err)
+            snprintf(err, errlen, "kda_impl=chunked: the chunked kernel does not support this "
+                                  "model (%s); use kda_impl=auto or reference",
+                     m->policy.delta_why ? m->policy.delta_why : "the backend has none");
+        goto fail;
+    }
+    m->plan.bf16 = m->policy.prec.matmul_bf16;
+    if (m->policy.prec.matmul_bf16) {
         if (dm_ops_reserve_bf16_weights(&m->ops, m->n_params)) {
             if (err)
                 snprintf(err, errlen, "out of memory: the bf16 copy of the weights needs %.1f MiB",
@@ -189,12 +193,11 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
             goto fail;
         }
     }
-    if (cfg->gemm == DM_GEMM_ONEDNN) {
-        const char *why = dm_ops_onednn_missing(&m->ops);
-        if (why) {
-            if (err) snprintf(err, errlen, "gemm=onednn: %s; use gemm=auto or openblas", why);
-            goto fail;
-        }
+    if (cfg->gemm == DM_GEMM_ONEDNN && m->policy.gemm_why) { /* the policy's engine */
+        if (err)
+            snprintf(err, errlen, "gemm=onednn: %s; use gemm=auto or openblas",
+                     m->policy.gemm_why);
+        goto fail;
     }
     free(tb.kinds);
     return m;
@@ -384,7 +387,7 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
                              (size_t)T);
     }
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
-    if (m->prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
+    if (m->policy.prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
         dm_ops_set_weights(&m->ops, m->params, m->n_params);
     m->B = B;
     m->T = T;
@@ -466,4 +469,7 @@ double dm_model_verify_take(dm_model *m, char *what, size_t n) {
     return dm_ops_verify_take(&m->ops, what, n);
 }
 
-void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) { m->ops.atlas = atlas; }
+void dm_model_set_atlas(dm_model *m, dm_atlas *atlas) {
+    m->ops.atlas = atlas;
+    if (atlas) atlas->measure = m->be->vt->roofline; /* the roofline on the step's kernels */
+}

@@ -13,6 +13,7 @@
 #include "model/host.h"
 #include "ops/backend.h"
 #include "ops/ops.h"
+#include "ops/policy.h"
 #include "ops/precision.h"
 
 #define DM_NORM_EPS 1e-6f /* RMSNorm and the per-head output norm */
@@ -64,16 +65,21 @@ struct dm_model {
     float *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */
-    dm_precision prec;         /* the precision record, made once at creation: every
-                                  reader of "are the bf16 products active" reads it */
+    dm_policy policy;          /* the execution policy (ops/policy.h), decided once at
+                                  creation by the backend: every reader of "are the bf16
+                                  products active", the threads, the engines reads it */
 
     /* last forward */
     int B, T;
     int have_forward;
 };
 
-/* The precision record of m (ops/precision.h), made at its creation. */
-static inline const dm_precision *dm_model_precision(const dm_model *m) { return &m->prec; }
+/* The execution policy of m (ops/policy.h) and its precision record (ops/precision.h),
+ * decided at its creation. */
+static inline const dm_policy *dm_model_policy(const dm_model *m) { return &m->policy; }
+static inline const dm_precision *dm_model_precision(const dm_model *m) {
+    return &m->policy.prec;
+}
 
 /* mixer.c: the mixer unit of layer l, x_mid = x_in + Mixer(RMSNorm(x_in)): one step of
  * its forward (DM_S_NORM1 .. DM_S_MIX_OUT, plan.h), and its backward from dres[N,D] (the

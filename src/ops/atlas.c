@@ -1,5 +1,6 @@
 /* atlas.c — the step atlas, and its roofline table (the roofline's measurement, the
- * step's GEMMs timed standalone on the CPU kernels: ops/cpu/roofline.c). */
+ * step's GEMMs timed standalone on the kernels they ran on, is the backend's: the cpu's in
+ * backends/cpu/roofline.c). */
 #include "ops/atlas.h"
 
 #include <math.h>
@@ -8,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-void dm_atlas_reset(dm_atlas *a) { memset(a, 0, sizeof *a); }
+void dm_atlas_reset(dm_atlas *a) {
+    void (*measure)(dm_atlas *) = a->measure; /* the backend's, kept */
+    memset(a, 0, sizeof *a);
+    a->measure = measure;
+}
 
 static int same(const char *x, const char *y) {
     return x == y || (x && y && strcmp(x, y) == 0);
@@ -70,6 +74,16 @@ void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec) {
 }
 
 static const char *KIND[] = {"bf16 onednn", "f32 onednn", "f32 openblas"};
+
+void dm_atlas_roofline(dm_atlas *a) {
+    if (a->measured) return;
+    if (a->measure) {
+        a->measure(a);
+        return;
+    }
+    a->measured = -1;
+    a->roof_why = "the backend times no GEMMs alone";
+}
 
 /* the roofline table: each set's time in the step and alone, then the fraction */
 static void print_roofline(dm_atlas *a, FILE *f, double steps, double step) {

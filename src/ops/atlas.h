@@ -54,6 +54,9 @@ typedef struct dm_atlas {
     int measured;          /* the roofline: 0 not yet, 1 measured, -1 could not */
     const char *roof_why;  /* why not (-1) */
     int roof_threads;
+    /* the roofline's measurement on the kernels of the backend the step ran on (its
+     * dm_backend_vt.roofline, set when the atlas is attached to a model); NULL: none */
+    void (*measure)(struct dm_atlas *a);
 } dm_atlas;
 
 void dm_atlas_reset(dm_atlas *a);
@@ -67,8 +70,8 @@ void dm_atlas_stage(dm_atlas *a, int stage, double sec);
 void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec);
 /* The roofline: every distinct set of GEMMs the step ran, timed standalone on the kernel
  * it ran on (same tiles, same threads: the OpenMP threads there are now; fresh operands;
- * one warm-up, then the best of DM_ATLAS_ROOF_REPS). Done once; dm_atlas_print does it
- * when it has not been done. */
+ * one warm-up, then the best of DM_ATLAS_ROOF_REPS), by the backend's measure. Done once;
+ * dm_atlas_print does it when it has not been done. */
 #define DM_ATLAS_ROOF_REPS 5
 void dm_atlas_roofline(dm_atlas *a);
 /* The table: per step averages over a->steps steps; then the roofline (measured first

@@ -1,4 +1,5 @@
-/* backend.c — choosing a backend and the calls every backend answers (backend.h). */
+/* backend.c — choosing a backend from the registry and the calls every backend answers
+ * (backend.h). */
 #include "ops/backend.h"
 
 #include <stdio.h>
@@ -6,26 +7,39 @@
 
 #include "dormouse.h"
 
+const dm_backend_reg *dm_backend_reg_of(int kind) {
+    if (kind == DM_BACKEND_AUTO) return &dm_backend_regs[0]; /* auto: the host's (cpu) */
+    for (int i = 0; i < dm_backend_n_regs; i++)
+        if (dm_backend_regs[i].kind == kind) return &dm_backend_regs[i];
+    return NULL;
+}
+
 const char *dm_backend_name(int kind) {
-    switch (kind) {
-    case DM_BACKEND_AUTO: /* auto: the CPU, the one compute backend there is */
-    case DM_BACKEND_CPU: return "cpu";
-    case DM_BACKEND_FENCED: return "fenced";
-    case DM_BACKEND_CUDA: return "cuda";
-    default: return NULL;
-    }
+    const dm_backend_reg *r = dm_backend_reg_of(kind);
+    return r ? r->name : NULL;
 }
 
 dm_backend *dm_backend_create(int kind, int device, char *err, size_t errlen) {
-    switch (kind) {
-    case DM_BACKEND_AUTO:
-    case DM_BACKEND_CPU: return dm_backend_cpu_create(err, errlen);
-    case DM_BACKEND_FENCED: return dm_backend_fenced_create(err, errlen);
-    case DM_BACKEND_CUDA: return dm_backend_cuda_create(device, err, errlen);
-    default:
-        if (err) snprintf(err, errlen, "backend: no backend %d (auto|cpu|fenced|cuda)", kind);
+    const dm_backend_reg *r = dm_backend_reg_of(kind);
+    if (!r) {
+        size_t at = err ? (size_t)snprintf(err, errlen, "backend: no backend %d (auto", kind) : 0;
+        for (int i = 0; err && i < dm_backend_n_regs && at < errlen; i++)
+            at += (size_t)snprintf(err + at, errlen - at, "|%s", dm_backend_regs[i].name);
+        if (err && at < errlen) snprintf(err + at, errlen - at, ")");
         return NULL;
     }
+    return r->create(device, err, errlen);
+}
+
+dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend_vt *vt,
+                            void *priv, char *err, size_t errlen) {
+    dm_backend *be = calloc(1, sizeof *be);
+    if (!be) {
+        if (err) snprintf(err, errlen, "out of memory creating the %s backend", reg->name);
+        return NULL;
+    }
+    *be = (dm_backend){reg->name, reg->kind, mem, vt, priv, reg->impls};
+    return be;
 }
 
 const char *dm_backend_choice(int kind, int device, char *buf, size_t n) {

@@ -2,8 +2,8 @@
  * (docs/backends.md).
  *
  * A model has one backend, chosen at creation from the `backend` key (dm_backend_create):
- *   cpu     host memory; the CPU kernels (src/ops/cpu, kernels/cpu) run on it
- *   fenced  test-only: the CPU kernels, but its memory is mapped PROT_NONE outside the
+ *   cpu     host memory; the CPU kernels (src/backends/cpu, its kernels/) run on it
+ *   fenced  test-only (src/backends/fenced): the CPU kernels, but its memory is mapped PROT_NONE outside the
  *           backend's own calls (allocation, the copies, zeroing, and every op call, which
  *           the dispatch routine runs inside dm_backend_enter / dm_backend_leave): host code
  *           that still reads or writes model memory directly crashes. This is how the host
@@ -15,22 +15,58 @@
  * to, never to dereference — except through a host view (dm_backend_host_view), which a
  * backend may refuse (fenced does; cpu gives the memory itself).
  *
- * The op layer's implementations declare the kind of memory they take (dm_impl.mem,
- * ops/op.h) and the dispatch routine runs only those of the backend's kind, as it runs
- * only those of the precision asked for: a kernel is never handed another backend's
- * memory. The per-op-layer private state of the CPU kernels (oneDNN contexts and
- * primitives, bf16 operand scratch, the bf16 copies of the weights and of activations)
- * lives behind dm_ops.bctx (src/ops/cpu/ctx.h), not in the generic dm_ops.
+ * A backend is a folder, src/backends/<name>/: its memory, its implementations of the ops
+ * (its table, dm_backend.impls), its kernels and its private state; the registry
+ * (src/backends/registry.c) lists it in one line. The implementations declare the kind of
+ * memory they take (dm_impl.mem, ops/op.h) and the dispatch routine runs only those of the
+ * backend's kind, as it runs only those of the precision asked for: a kernel is never
+ * handed another backend's memory. The per-op-layer private state of a backend (the
+ * cpu's: oneDNN contexts and primitives, bf16 operand scratch, the bf16 copies of the
+ * weights and of activations) lives behind dm_ops.bctx (src/backends/cpu/ctx.h), not in
+ * the generic dm_ops.
  */
 #ifndef DM_BACKEND_H
 #define DM_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "dormouse.h"
 
 /* the kinds of memory an implementation takes; one per family of kernels */
 enum { DM_MEM_HOST = 0, DM_MEM_KINDS };
 
 typedef struct dm_backend dm_backend;
+struct dm_atlas;
+struct dm_ops;
+struct dm_policy;
+
+/* What an op layer asks of its backend besides the ops (ops.h, optim_ops.h: the generic
+ * calls of the same names forward here; a NULL entry: nothing to do, or a refusal). */
+typedef struct {
+    /* NULL when the backend runs hardware bf16 products; else why not (the op layer's
+     * bf16_why, which the policy's precision record starts from) */
+    const char *(*bf16_missing)(void);
+    /* bf16 copies of operands the products read (the cpu's: a registry of copies in its
+     * private state, and the bf16 copy of the weights) */
+    void (*bf16_register)(struct dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
+    void (*round_bf16)(struct dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+    void (*forget_bf16)(struct dm_ops *ops);
+    int (*reserve_bf16_weights)(struct dm_ops *ops, size_t n);
+    /* a matmul backward's dout[n] for its two products (shared: both run): its bf16 copy
+     * kept (doutb, its producer's) or made; returns a mark dout_forget comes back to */
+    int (*dout_bf16)(struct dm_ops *ops, const uint16_t *doutb, const float *dout, size_t n,
+                     int shared);
+    void (*dout_forget)(struct dm_ops *ops, int mark);
+    void (*set_weights)(struct dm_ops *ops, const float *w, size_t n);
+    /* NULL when the op ns_bf16 can run (its library's context made now); else why not */
+    const char *(*ns_bf16_context)(struct dm_ops *ops);
+    /* Newton-Schulz's and the retraction's plan on this backend (optim_ops.h) */
+    size_t (*ns_work)(int n, int rows, int cols, int bf16);
+    int (*ns_threaded)(int rows, int cols);
+    size_t (*retract_work)(int n, int rows, int cols);
+    void (*retract_init)(float *R, float *s, const float *W0, int n, int rows, int cols);
+} dm_backend_calls;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
 typedef struct {
@@ -45,15 +81,47 @@ typedef struct {
     void (*enter)(dm_backend *be);
     void (*leave)(dm_backend *be);
     void (*destroy)(dm_backend *be);
+    /* the atlas's roofline (ops/atlas.h): time each GEMM set of the step alone on its
+     * kernels; NULL: none */
+    void (*roofline)(struct dm_atlas *a);
+    /* the execution policy (ops/policy.h) of a model of config c with delta core d, its op
+     * layer ops bound to this backend: decided once, at the model's creation. 0; or 1 with
+     * the one-line refusal in err (bf16 asked where it cannot run) */
+    int (*policy)(dm_backend *be, const dm_config *c, struct dm_ops *ops,
+                  const dm_delta_dims *d, struct dm_policy *p, char *err, size_t errlen);
+    /* the memory plan's question (ops.h: dm_ops_delta_work): the delta core's scratch and
+     * saved state for dims d on nthreads threads; NULL: none */
+    size_t (*delta_work)(const struct dm_ops *ops, const dm_delta_dims *d, int nthreads,
+                         int both, size_t *saved);
+    const dm_backend_calls *calls; /* the op layer's other questions; NULL: none */
 } dm_backend_vt;
 
+struct dm_impl_list;
 struct dm_backend {
     const char *name; /* "cpu", "fenced" */
     int kind;         /* DM_BACKEND_* (dormouse.h) */
     int mem;          /* DM_MEM_*: the implementations it runs */
     const dm_backend_vt *vt;
     void *priv;       /* the backend's own state */
+    /* its implementations of every op, [DM_OP_COUNT] (ops/op.h: dm_impl_list; NULL: none
+     * of that op), registered from its folder; dispatch asks them, then the op's
+     * reference */
+    const struct dm_impl_list *const *impls;
 };
+
+/* A backend as the registry lists it (src/backends/registry.c, one line per backend): its
+ * name and kind, how it is made, and its implementations. The first entry is the host's
+ * (cpu): an op layer bound to no backend runs its implementations on host memory. */
+typedef struct {
+    const char *name;
+    int kind; /* DM_BACKEND_* */
+    dm_backend *(*create)(int device, char *err, size_t errlen);
+    const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: none (cuda: refused) */
+    const dm_backend_vt *vt; /* its calls, for an op layer of no model (the host's: what
+                                `dormouse plan` sizes); NULL: made with the backend */
+} dm_backend_reg;
+extern const dm_backend_reg dm_backend_regs[];
+extern const int dm_backend_n_regs;
 
 /* The backend of the `backend` key (DM_BACKEND_*: auto is cpu) on CUDA device `device`
  * (the `device` key; only cuda reads it). NULL with the reason in err when it cannot be
@@ -95,9 +163,12 @@ static inline void dm_backend_leave(dm_backend *be) {
     if (be && be->vt->leave) be->vt->leave(be);
 }
 
-/* the backends (src/ops/cpu/mem.c): host memory; host memory fenced between calls */
-dm_backend *dm_backend_cpu_create(char *err, size_t errlen);
-dm_backend *dm_backend_fenced_create(char *err, size_t errlen);
+/* A backend object of the registry's entry `reg` with these calls and state (for the
+ * backends' create functions); NULL with err when out of memory. */
+dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend_vt *vt,
+                            void *priv, char *err, size_t errlen);
+/* The registry's entry of kind (auto: the host's), or NULL. */
+const dm_backend_reg *dm_backend_reg_of(int kind);
 /* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's
  * backend here */
 dm_backend *dm_backend_cuda_create(int device, char *err, size_t errlen);

@@ -1,34 +1,52 @@
 /* dispatch.c — the one dispatch routine of every op (see ops.h and op.h): choose an
- * implementation, count, time, verify; and the reports of the counters. */
+ * implementation among the backend's and the op's reference, count, time, verify; and the
+ * reports of the counters. It knows no backend: their tables come with dm_backend. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/cpu/ctx.h"
 #include "ops/op.h"
+#include "ops/policy.h"
 
-static const dm_op_def *const DEFS[DM_OP_COUNT] = {
-    [DM_OP_MATMUL] = &dm_def_matmul, [DM_OP_EMBED] = &dm_def_embed,
-    [DM_OP_RMSNORM] = &dm_def_rmsnorm, [DM_OP_GATEDNORM] = &dm_def_gatednorm,
-    [DM_OP_CONV] = &dm_def_conv,     [DM_OP_SILU] = &dm_def_silu,
-    [DM_OP_L2NORM] = &dm_def_l2norm, [DM_OP_GATE] = &dm_def_gate,
-    [DM_OP_SIGMOID] = &dm_def_sigmoid, [DM_OP_SWIGLU] = &dm_def_swiglu,
-    [DM_OP_XENT] = &dm_def_xent,     [DM_OP_DELTA] = &dm_def_delta,
-    [DM_OP_ADD] = &dm_def_add,
-    [DM_OP_GRAD_ADD] = &dm_def_grad_add, [DM_OP_GRAD_MEAN] = &dm_def_grad_mean,
-    [DM_OP_GRAD_NORM] = &dm_def_grad_norm, [DM_OP_ADAMW] = &dm_def_adamw,
-    [DM_OP_MOMENTUM] = &dm_def_momentum, [DM_OP_NS] = &dm_def_ns,
-    [DM_OP_NS_BF16] = &dm_def_ns_bf16, [DM_OP_MUON_UPDATE] = &dm_def_muon_update,
-    [DM_OP_RETRACT] = &dm_def_retract,
-};
+#define DM_OP_DEFS(NAME, name) [DM_OP_##NAME] = &dm_def_##name,
+static const dm_op_def *const DEFS[DM_OP_COUNT] = {DM_OP_LIST(DM_OP_DEFS)};
+#undef DM_OP_DEFS
 static const char *const DIR[DM_NDIR] = {"fwd", "bwd", "bwd_w"};
 
+const dm_op_def *dm_op_def_of(int op) { return op >= 0 && op < DM_OP_COUNT ? DEFS[op] : NULL; }
 const char *dm_op_name(int op) { return op >= 0 && op < DM_OP_COUNT ? DEFS[op]->name : NULL; }
 const char *dm_op_dir_name(int dir) { return dir >= 0 && dir < DM_NDIR ? DIR[dir] : NULL; }
+
+/* The implementations of op for ops' backend (the host's, the registry's first, when it has
+ * none): the backend's list, then the op's reference when the backend's memory is the
+ * host's kind. Indexed 0..n_impl-1 as the counters are. */
+static const dm_impl_list NONE = {NULL, 0};
+static const dm_impl_list *list_of(const dm_backend *be, int op) {
+    const dm_impl_list *const *t = be ? be->impls : dm_backend_regs[0].impls;
+    return t && t[op] ? t[op] : &NONE;
+}
+static int be_impls(const dm_backend *be, int op) {
+    int mem = be ? be->mem : DM_MEM_HOST;
+    return list_of(be, op)->n + (DEFS[op]->reference && DEFS[op]->reference->mem == mem);
+}
+static const dm_impl *be_impl(const dm_backend *be, int op, int i) {
+    const dm_impl_list *l = list_of(be, op);
+    return i < l->n ? &l->impl[i] : DEFS[op]->reference;
+}
+static int n_impl(const dm_ops *ops, int op) { return be_impls(ops->be, op); }
+static const dm_impl *impl_at(const dm_ops *ops, int op, int i) { return be_impl(ops->be, op, i); }
+
 const char *dm_op_impl_name(int op, int impl) {
-    if (op < 0 || op >= DM_OP_COUNT || impl < 0 || impl >= DEFS[op]->n_impl) return NULL;
-    return DEFS[op]->impl[impl].name;
+    if (op < 0 || op >= DM_OP_COUNT || impl < 0 || impl >= be_impls(NULL, op)) return NULL;
+    return be_impl(NULL, op, impl)->name;
+}
+
+/* why the backend (the host's: NULL) runs no hardware bf16 products; NULL: it does */
+static const char *bf16_missing(const dm_backend *be) {
+    const dm_backend_vt *vt = be ? be->vt : dm_backend_regs[0].vt;
+    const dm_backend_calls *c = vt ? vt->calls : NULL;
+    return c && c->bf16_missing ? c->bf16_missing() : "the backend has no bf16 products";
 }
 
 void dm_ops_init(dm_ops *ops, const dm_config *c) {
@@ -38,17 +56,74 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
     ops->precision = c->precision;
-    ops->bf16_why = dm_cpu_bf16_why();
+    ops->bf16_why = bf16_missing(NULL);
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
 }
 
-void dm_ops_bind(dm_ops *ops, dm_backend *be) { ops->be = be; }
+/* ---- what the op layer asks of its backend besides the ops (backend.h) ---- */
+
+static const dm_backend_vt *vt_of(const dm_ops *ops) {
+    return ops->be ? ops->be->vt : dm_backend_regs[0].vt;
+}
+static const dm_backend_calls *calls_of(const dm_ops *ops) {
+    const dm_backend_vt *vt = vt_of(ops);
+    return vt ? vt->calls : NULL;
+}
+
+size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
+                         size_t *saved) {
+    const dm_backend_vt *vt = vt_of(ops);
+    *saved = 0;
+    return vt && vt->delta_work ? vt->delta_work(ops, d, nthreads, both, saved) : 0;
+}
+void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->bf16_register) c->bf16_register(ops, xb, x, n);
+}
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->round_bf16) c->round_bf16(ops, xb, x, n);
+}
+void dm_ops_forget_bf16(dm_ops *ops) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->forget_bf16) c->forget_bf16(ops);
+}
+int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    return c && c->reserve_bf16_weights ? c->reserve_bf16_weights(ops, n) : 0;
+}
+void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->set_weights) c->set_weights(ops, w, n);
+}
+const char *dm_ops_ns_bf16_context(dm_ops *ops) {
+    const dm_backend_calls *c = calls_of(ops);
+    return c && c->ns_bf16_context ? c->ns_bf16_context(ops)
+                                   : "the backend runs no bf16 Newton-Schulz";
+}
+
+int dm_ops_bf16_active(const dm_ops *ops) {
+    if (ops->policy) return ops->policy->prec.matmul_bf16;
+    return dm_precision_matmul(ops->precision, ops->bf16_why);
+}
+
+void dm_ops_bind(dm_ops *ops, dm_backend *be) {
+    ops->be = be;
+    ops->bf16_why = bf16_missing(be);
+    for (int op = 0; op < DM_OP_COUNT; op++)
+        if (n_impl(ops, op) > DM_OP_MAX_IMPL || n_impl(ops, op) == 0) {
+            fprintf(stderr, "dormouse: the %s backend has %d implementations of %s (1 to %d)\n",
+                    be ? be->name : "host", n_impl(ops, op), DEFS[op]->name, DM_OP_MAX_IMPL);
+            abort();
+        }
+}
 
 void dm_ops_free(dm_ops *ops) {
-    dm_cpu_ctx_free(ops->bctx);
+    if (ops->bctx && ops->bctx_free) ops->bctx_free(ops->bctx);
     ops->bctx = NULL;
-    free(ops->vbuf);
+    if (ops->be) dm_backend_release(ops->be, ops->vbuf);
+    else free(ops->vbuf);
     ops->vbuf = NULL;
     ops->vcap = 0;
 }
@@ -85,8 +160,8 @@ static void count_skip(dm_ops *ops, int op, int dir, int impl, const char *why) 
     else ops->skip_lost++;
 }
 
-static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, int dir) {
-    const dm_impl *im = &def->impl[impl];
+static void run_timed(dm_ops *ops, int op, const dm_op_def *def, int impl, void *args, int dir) {
+    const dm_impl *im = impl_at(ops, op, impl);
     if (!ops->atlas) {
         im->run(ops, args, dir);
         return;
@@ -95,20 +170,38 @@ static void run_timed(dm_ops *ops, const dm_op_def *def, int impl, void *args, i
     im->run(ops, args, dir);
     dm_backend_sync(ops->be); /* the call's work done, not only queued */
     double t = dm_now() - t0;
-    dm_atlas_add(ops->atlas, def->name, DIR[dir], def->n_impl > 1 ? im->name : NULL, t,
+    dm_atlas_add(ops->atlas, def->name, DIR[dir], n_impl(ops, op) > 1 ? im->name : NULL, t,
                  def->flops ? def->flops(args, dir) : 0);
 }
 
 /* ---- verify mode ---- */
 
+/* The second run's outputs live where the first's do, in the backend's memory (host memory
+ * without a backend), and are read back through its copies to be compared: verify mode
+ * never dereferences backend memory on the host. */
 static void *vscratch(dm_ops *ops, size_t floats) {
     if (floats > ops->vcap) {
-        float *p = realloc(ops->vbuf, floats * sizeof(float));
+        float *p = ops->be ? dm_backend_alloc(ops->be, floats * sizeof(float))
+                           : malloc(floats * sizeof(float));
         if (!p) return NULL;
+        if (ops->be) dm_backend_release(ops->be, ops->vbuf);
+        else free(ops->vbuf);
         ops->vbuf = p;
         ops->vcap = floats;
     }
     return ops->vbuf;
+}
+static void vcopy(dm_ops *ops, void *dst, const void *src, size_t bytes) {
+    if (ops->be) dm_backend_copy(ops->be, dst, src, bytes);
+    else memmove(dst, src, bytes);
+}
+/* n floats of backend memory at p as a malloc'd host copy (NULL: p is NULL, or no memory) */
+static float *vhost(dm_ops *ops, const float *p, size_t n) {
+    float *h = p ? malloc((n ? n : 1) * sizeof(float)) : NULL;
+    if (!h) return NULL;
+    if (ops->be) dm_backend_to_host(ops->be, h, p, n * sizeof(float));
+    else memcpy(h, p, n * sizeof(float));
+    return h;
 }
 
 /* a relative difference of one output of (op, dir) */
@@ -136,19 +229,22 @@ static double rel_rms(const float *a, const float *r, const float *base, size_t 
 /* The second implementation for a call run by `chosen`: the reference of its precision,
  * or when that reference is the one chosen, the first other implementation of the same
  * precision able to take the call (whatever the settings say); -1 when there is none. */
-static int second(dm_ops *ops, const dm_op_def *def, int chosen, const void *args, int dir) {
-    int prec = def->impl[chosen].precision, mem = def->impl[chosen].mem;
-    if (!def->impl[chosen].reference) {
-        for (int i = 0; i < def->n_impl; i++)
-            if (def->impl[i].reference && def->impl[i].precision == prec &&
-                def->impl[i].mem == mem)
-                return i;
+static int second(dm_ops *ops, int op, int chosen, const void *args, int dir) {
+    const dm_impl *c = impl_at(ops, op, chosen);
+    int n = n_impl(ops, op);
+    if (!c->reference) {
+        for (int i = 0; i < n; i++) {
+            const dm_impl *im = impl_at(ops, op, i);
+            if (im->reference && im->precision == c->precision && im->mem == c->mem) return i;
+        }
         return -1;
     }
-    for (int i = 0; i < def->n_impl; i++)
-        if (i != chosen && def->impl[i].precision == prec && def->impl[i].mem == mem &&
-            !(def->impl[i].supports && def->impl[i].supports(ops, args, dir)))
+    for (int i = 0; i < n; i++) {
+        const dm_impl *im = impl_at(ops, op, i);
+        if (i != chosen && im->precision == c->precision && im->mem == c->mem &&
+            !(im->supports && im->supports(ops, args, dir)))
             return i;
+    }
     return -1;
 }
 
@@ -166,13 +262,13 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
     def->outputs(alt, dir, alt_out);
     size_t need = 0;
     for (int i = 0; i < n; i++)
-        need += out[i].kind == DM_OUT_PRIVATE ? 0
-                : out[i].kind == DM_OUT_F64   ? 3 /* a double, aligned */
-                : out[i].kind == DM_OUT_ACC   ? 2 * out[i].n
-                                              : out[i].n;
+        need += out[i].kind == DM_OUT_PRIVATE || out[i].kind == DM_OUT_F64 ? 0
+                : out[i].kind == DM_OUT_ACC                                ? 2 * out[i].n
+                                                                           : out[i].n;
+    double f64[DM_OP_MAX_OUT]; /* a reduction's value is the host's (xent's loss, the norm) */
     float *buf = vscratch(ops, need ? need : 1), *p = buf;
     if (!buf) { /* no memory for the check: run unverified */
-        run_timed(ops, def, chosen, args, dir);
+        run_timed(ops, op, def, chosen, args, dir);
         return;
     }
     float *base[DM_OP_MAX_OUT] = {0};
@@ -181,22 +277,25 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
             *alt_out[i].slot = NULL;
             continue;
         }
+        if (out[i].kind == DM_OUT_F64) {
+            *alt_out[i].slot = &f64[i];
+            continue;
+        }
         if (out[i].kind == DM_OUT_ACC) { /* both runs start from the values there now */
             base[i] = p;
-            memcpy(p, *out[i].slot, out[i].n * sizeof(float));
-            memcpy(p + out[i].n, *out[i].slot, out[i].n * sizeof(float));
+            vcopy(ops, p, *out[i].slot, out[i].n * sizeof(float));
+            vcopy(ops, p + out[i].n, *out[i].slot, out[i].n * sizeof(float));
             p += out[i].n;
         }
-        if (out[i].kind == DM_OUT_F64 && (p - buf) % 2) p++;
         *alt_out[i].slot = p;
-        p += out[i].kind == DM_OUT_F64 ? 2 : out[i].n;
+        p += out[i].n;
     }
     dm_atlas *atlas = ops->atlas; /* the second run is not part of the step's time */
     ops->atlas = NULL;
-    def->impl[other].run(ops, alt, dir);
+    impl_at(ops, op, other)->run(ops, alt, dir);
     ops->atlas = atlas;
-    run_timed(ops, def, chosen, args, dir);
-    int chosen_is_ref = def->impl[chosen].reference;
+    run_timed(ops, op, def, chosen, args, dir);
+    int chosen_is_ref = impl_at(ops, op, chosen)->reference;
     for (int i = 0; i < n; i++) {
         char what[64];
         snprintf(what, sizeof what, "%s %s", def->name, out[i].name);
@@ -207,29 +306,39 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
             note(ops, op, dir, what, fabs(a - b) / (r != 0 ? fabs(r) : 1.0));
             continue;
         }
-        const float *a = *out[i].slot, *b = *alt_out[i].slot;
-        note(ops, op, dir, what,
-             rel_rms(chosen_is_ref ? b : a, chosen_is_ref ? a : b, base[i], out[i].n));
+        float *a = vhost(ops, *out[i].slot, out[i].n), *b = vhost(ops, *alt_out[i].slot, out[i].n);
+        float *b0 = vhost(ops, base[i], out[i].n);
+        if (a && b && (b0 || !base[i]))
+            note(ops, op, dir, what,
+                 rel_rms(chosen_is_ref ? b : a, chosen_is_ref ? a : b, b0, out[i].n));
+        free(a), free(b), free(b0);
     }
     ops->verify_calls++;
 }
 
 void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     const dm_op_def *def = DEFS[op];
+    const char *bad = def->check ? def->check(args, dir) : NULL;
+    if (bad) {
+        fprintf(stderr, "dormouse: op %s.%s called with %s\n", def->name, DIR[dir], bad);
+        fflush(stderr);
+        abort();
+    }
     dm_backend_enter(ops->be); /* the backend's memory is the kernels' during the call */
-    int chosen = -1;
-    for (int i = 0; i < def->n_impl && chosen < 0; i++) {
-        if (left_out(ops, &def->impl[i])) continue;
-        const char *why = why_not(ops, &def->impl[i], args, dir);
+    int chosen = -1, n = n_impl(ops, op);
+    for (int i = 0; i < n && chosen < 0; i++) {
+        const dm_impl *im = impl_at(ops, op, i);
+        if (left_out(ops, im)) continue;
+        const char *why = why_not(ops, im, args, dir);
         if (!why) chosen = i;
         else count_skip(ops, op, dir, i, why);
     }
     if (chosen < 0) abort(); /* every op's last implementation takes every call */
     ops->calls[op][dir]++;
     ops->ran[op][dir][chosen]++;
-    int other = ops->verify ? second(ops, def, chosen, args, dir) : -1;
+    int other = ops->verify ? second(ops, op, chosen, args, dir) : -1;
     if (other >= 0) run_verified(ops, op, def, chosen, other, args, dir);
-    else run_timed(ops, def, chosen, args, dir);
+    else run_timed(ops, op, def, chosen, args, dir);
     dm_backend_leave(ops->be);
 }
 
@@ -244,16 +353,16 @@ double dm_ops_verify_take(dm_ops *ops, char *what, size_t n) {
 
 /* ---- reports ---- */
 
-static int has_reference(const dm_op_def *def) {
-    return def->n_impl > 1 && def->impl[def->n_impl - 1].reference;
+static int has_reference(const dm_ops *ops, int op) {
+    int n = n_impl(ops, op);
+    return n > 1 && impl_at(ops, op, n - 1)->reference;
 }
 
 /* calls of (op, dir) run by a non-reference implementation */
 static long fast_calls(const dm_ops *ops, int op, int dir) {
-    const dm_op_def *def = DEFS[op];
     long f = 0;
-    for (int i = 0; i < def->n_impl; i++)
-        if (!def->impl[i].reference) f += ops->ran[op][dir][i];
+    for (int i = 0; i < n_impl(ops, op); i++)
+        if (!impl_at(ops, op, i)->reference) f += ops->ran[op][dir][i];
     return f;
 }
 
@@ -273,13 +382,13 @@ void dm_ops_report(const dm_ops *ops, char *buf, size_t n) {
             long f = fast_calls(ops, op, d);
             APPEND(" %s%s%s=%ld/%ld", DEFS[op]->name, d ? "_" : "", d ? DIR[d] : "", f,
                    ops->calls[op][d]);
-            if (has_reference(DEFS[op])) declined += ops->calls[op][d] - f;
+            if (has_reference(ops, op)) declined += ops->calls[op][d] - f;
         }
     APPEND(" declined=%ld", declined);
     for (int i = 0; i < ops->n_skip; i++) {
         const dm_skip *s = &ops->skip[i];
         APPEND("%s%s%s%s %s: %ld (%s)", i ? "; " : " [", DEFS[s->op]->name, s->dir ? "_" : "",
-               s->dir ? DIR[s->dir] : "", DEFS[s->op]->impl[s->impl].name, s->n, s->reason);
+               s->dir ? DIR[s->dir] : "", impl_at(ops, s->op, s->impl)->name, s->n, s->reason);
     }
     if (ops->n_skip) APPEND("]");
 }
@@ -298,15 +407,15 @@ void dm_ops_table(const dm_ops *ops, char *buf, size_t n) {
             char name[40], ran[128] = "", skip[512] = "";
             size_t r = 0, k = 0;
             snprintf(name, sizeof name, "%s.%s", def->name, DIR[d]);
-            for (int i = 0; i < def->n_impl; i++)
+            for (int i = 0; i < n_impl(ops, op); i++)
                 if (ops->ran[op][d][i] && r < sizeof ran)
                     r += (size_t)snprintf(ran + r, sizeof ran - r, "%s%s %ld", r ? ", " : "",
-                                          def->impl[i].name, ops->ran[op][d][i]);
+                                          impl_at(ops, op, i)->name, ops->ran[op][d][i]);
             for (int i = 0; i < ops->n_skip; i++) {
                 const dm_skip *s = &ops->skip[i];
                 if (s->op != op || s->dir != d || k >= sizeof skip) continue;
                 k += (size_t)snprintf(skip + k, sizeof skip - k, "%s%s %ld (%s)", k ? "; " : "",
-                                      def->impl[s->impl].name, s->n, s->reason);
+                                      impl_at(ops, op, s->impl)->name, s->n, s->reason);
             }
             if (verified && ops->verify_op[op][d] >= 0 && k < sizeof skip)
                 snprintf(skip + k, sizeof skip - k, "%sverify %.2g", k ? "; " : "",

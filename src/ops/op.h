@@ -1,10 +1,13 @@
-/* op.h — how an op is described to the dispatch routine (inside src/ops only).
+/* op.h — how an op is described to the dispatch routine, and how a backend implements it
+ * (inside the op layer and the backends' folders only; docs/architecture.md section 4).
  *
- * Each op file (the cpu backend's, src/ops/cpu/: matmul.c, delta.c, norms.c, pointwise.c,
- * seq.c; the optimizer's update.c and ns.c) defines the op's argument struct, its
- * implementations and one dm_op_def; its typed entry points (ops.h, optim_ops.h) fill the
- * struct and call dm_op_run, which does the choosing, counting, timing and verifying for
- * every op alike (docs/backends.md: where a second backend's implementations go).
+ * An op is defined once, backend-free, in its family's file of src/ops/ (matmul, delta,
+ * norms, pointwise, seq; the optimizer's update and ns): its argument struct (the family's
+ * header), its dm_op_def (directions, outputs a verify run compares, FLOPs, the reference
+ * implementation over host memory) and its typed entry points (ops.h, optim_ops.h), which
+ * fill the struct and call dm_op_run. A backend implements ops in its own folder: one
+ * dm_impl_list per op in its table (dm_backend.impls), preferred first; dispatch asks them
+ * in order, then the op's reference. The op list is ops/oplist.h.
  */
 #ifndef DM_OP_H
 #define DM_OP_H
@@ -45,26 +48,41 @@ typedef struct {
 } dm_out;
 #define DM_OP_MAX_OUT 8
 
+/* A backend's implementations of one op, preferred first; its table holds one per op
+ * (indexed by DM_OP_*). DM_IMPL_LIST counts them. */
+typedef struct dm_impl_list {
+    const dm_impl *impl;
+    int n;
+} dm_impl_list;
+#define DM_IMPL_LIST(array) {(array), (int)(sizeof(array) / sizeof((array)[0]))}
+
 typedef struct {
     const char *name;           /* "matmul" */
     unsigned dirs;              /* the directions it has: bits 1 << DM_FWD, ... */
-    const dm_impl *impl;        /* preferred first, the reference (when it has one) last */
-    int n_impl;
+    /* the op's fp32 reference (src/ref, the oracle) over host memory: asked after the
+     * backend's implementations when the backend's memory is the host's kind (NULL: the
+     * op has none, as add) */
+    const dm_impl *reference;
     size_t args_size;
     /* the outputs of a call (pointers that are NULL are left out); returns the count */
     int (*outputs)(void *args, int dir, dm_out *out);
     /* FLOPs of a call, for the atlas's GFLOP/s; NULL: not counted (memory-bound ops) */
     double (*flops)(const void *args, int dir);
+    /* the shape checks of a call: NULL when its sizes are sane (none negative) and every
+     * buffer a non-empty call needs is given, else what is wrong (static string); a call
+     * that fails them is a bug of its caller, stopped before any implementation runs
+     * (NULL hook: none) */
+    const char *(*check)(const void *args, int dir);
 } dm_op_def;
 
 /* The one dispatch routine. */
 void dm_op_run(dm_ops *ops, int op, int dir, void *args);
 
-/* the ops, indexed by DM_OP_* in dispatch.c */
-extern const dm_op_def dm_def_matmul, dm_def_embed, dm_def_rmsnorm, dm_def_gatednorm,
-    dm_def_conv, dm_def_silu, dm_def_l2norm, dm_def_gate, dm_def_sigmoid, dm_def_swiglu,
-    dm_def_xent, dm_def_delta, dm_def_add, dm_def_grad_add, dm_def_grad_mean, dm_def_grad_norm,
-    dm_def_adamw, dm_def_momentum, dm_def_ns, dm_def_ns_bf16, dm_def_muon_update,
-    dm_def_retract;
+/* the ops' definitions (dm_def_matmul, ...), each in its family's file of src/ops/ */
+#define DM_OP_EXTERN(NAME, name) extern const dm_op_def dm_def_##name;
+DM_OP_LIST(DM_OP_EXTERN)
+#undef DM_OP_EXTERN
+/* The definition of op (DM_OP_*). */
+const dm_op_def *dm_op_def_of(int op);
 
 #endif

@@ -1,8 +1,11 @@
 /* ops.h — the op layer (docs/architecture.md section 4): every op a training step runs,
  * through one dispatch routine (dispatch.c). The model calls only these dm_op_*.
  *
- * An op has implementations keyed by backend and precision, in order of preference, the
- * op's reference last (kernels/ref: the oracle); those of another backend's memory kind
+ * The ops are listed once (ops/oplist.h) and each is defined in its family's file of
+ * src/ops (its arguments, outputs, FLOPs, reference and entry points: op.h); a backend
+ * implements them in its folder and registers them (ops/backend.h). So an op has
+ * implementations keyed by backend and precision, in order of preference, the op's
+ * reference last (src/ref: the oracle); those of another backend's memory kind
  * than dm_ops.be's are never asked, and the call runs inside that backend's window
  * (ops/backend.h, docs/backends.md). For each call the routine asks each
  * implementation in turn whether it takes the call — first the settings (kda_impl,
@@ -19,11 +22,11 @@
  *
  * Directions: DM_FWD; DM_BWD (the input gradient); DM_BWD_W (the weight gradient of a
  * matmul, its second backward product). Shapes and semantics of each op are those of the
- * kernel of the same name (kernels/cpu/kernels.h, kernels/cpu/delta_chunk.h): parameter
- * gradients accumulate, input gradients overwrite unless stated.
+ * kernel of the same name (backends/cpu/kernels/kernels.h, .../delta_chunk.h):
+ * parameter gradients accumulate, input gradients overwrite unless stated.
  *
- *   op         implementations (preferred first)
- *   matmul     onednn (kernels/cpu/onednn.c), openblas (dm_gemm), reference
+ *   op         the cpu backend's implementations (preferred first), then the reference
+ *   matmul     onednn (backends/cpu/kernels/onednn.c), openblas (dm_gemm), reference
  *   delta      chunked (delta_chunk.c), reference (delta_ref.c, token-serial)
  *   rmsnorm    fused (rmsnorm.c), reference (norm_ref.c, composed)
  *   gatednorm  fused (gatednorm.c), reference (norm_ref.c, composed)
@@ -41,16 +44,13 @@
 #include "dormouse.h"
 #include "kernels/common.h"
 #include "ops/atlas.h"
+#include "ops/oplist.h"
 
 enum { DM_FWD = 0, DM_BWD = 1, DM_BWD_W = 2, DM_NDIR = 3 };
-enum {
-    DM_OP_MATMUL, DM_OP_EMBED, DM_OP_RMSNORM, DM_OP_GATEDNORM, DM_OP_CONV, DM_OP_SILU,
-    DM_OP_L2NORM, DM_OP_GATE, DM_OP_SIGMOID, DM_OP_SWIGLU, DM_OP_XENT, DM_OP_DELTA, DM_OP_ADD,
-    /* the optimizer's (ops/optim_ops.h) */
-    DM_OP_GRAD_ADD, DM_OP_GRAD_MEAN, DM_OP_GRAD_NORM, DM_OP_ADAMW, DM_OP_MOMENTUM, DM_OP_NS,
-    DM_OP_NS_BF16, DM_OP_MUON_UPDATE, DM_OP_RETRACT,
-    DM_OP_COUNT
-};
+/* the ops (ops/oplist.h): DM_OP_MATMUL, ..., DM_OP_RETRACT */
+#define DM_OP_ENUM(NAME, name) DM_OP_##NAME,
+enum { DM_OP_LIST(DM_OP_ENUM) DM_OP_COUNT };
+#undef DM_OP_ENUM
 #define DM_OP_MAX_IMPL 6
 /* an implementation's precision: fp32, or bf16 products (bf16 operands rounded to nearest
  * even, f32 accumulation and outputs: docs/bf16.md) */
@@ -81,7 +81,12 @@ typedef struct dm_ops {
     /* the backend whose memory the ops are handed (NULL: host memory, the cpu backend's
      * kind): only implementations of its memory kind run, each call inside its window */
     struct dm_backend *be;
-    void *bctx; /* the CPU kernels' private state (ops/cpu/ctx.h), made on first use */
+    /* the model's execution policy (ops/policy.h; NULL: an op layer of no model, which
+     * applies the config's rules itself) */
+    const struct dm_policy *policy;
+    void *bctx; /* the backend's private state of this op layer (the cpu backend's:
+                   backends/cpu/ctx.h), made by the backend on first use */
+    void (*bctx_free)(void *bctx); /* set with bctx by the backend that made it */
     /* counters */
     long calls[DM_OP_COUNT][DM_NDIR];
     long ran[DM_OP_COUNT][DM_NDIR][DM_OP_MAX_IMPL];
@@ -122,12 +127,12 @@ int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n);
  * now, and used by every bf16 matmul whose weight lies in w. Call after each change of the
  * weights (the model does at each forward); nothing when no copy is reserved. */
 void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n);
+/* (These and the bf16 copies below are the backend's: forwarded to its
+ * dm_backend_calls, ops/backend.h; a backend without them does nothing.) */
 
-/* NULL when oneDNN can run an f32 matmul here (a 64 x 64 x 64 product); else why not. */
-const char *dm_ops_onednn_missing(dm_ops *ops);
-
-/* 1 when a matmul would try the hardware bf16 kernel (precision bf16 or auto, and the
- * CPU has bf16): then it pays to round an operand once for all its products. */
+/* 1 when a matmul would try the hardware bf16 kernel (the policy's matmul precision; with
+ * no policy: precision bf16 or auto, and the CPU has bf16): then it pays to round an
+ * operand once for all its products. */
 int dm_ops_bf16_active(const dm_ops *ops);
 /* Round x[n] into xb and let every bf16 product that reads x (exactly x, n elements) use
  * xb until dm_ops_forget_bf16: for an activation read by several products (the normed
@@ -139,12 +144,10 @@ void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
 void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
 void dm_ops_forget_bf16(dm_ops *ops);
 
-/* Would the delta op run chunked for dims d under these settings? (0 with the reason.) */
-int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);
-/* The delta op's scratch for dims d on nthreads threads: the `work` floats of the path the
- * settings pick, or with `both` of either path (verify mode runs the second one too; the
- * reference's grows with T: it keeps every state of a sequence); and in *saved the floats
- * of the chunked forward's saved state when the settings pick the chunked path (else 0). */
+/* The delta op's scratch for dims d on nthreads threads, as the backend of ops (the host's
+ * when it has none) sizes it: the `work` floats of the path the settings pick, or with
+ * `both` of either path (verify mode runs the second one too); and in *saved the floats
+ * of the forward's state saved for the backward (0: none). */
 size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved);
 

@@ -1,18 +1,18 @@
-/* optim_ops.h — the optimizer's ops (ops/cpu/update.c, ops/cpu/ns.c): what a training step's
+/* optim_ops.h — the optimizer's ops (defined in ops/update.c and ops/ns.c): what a training step's
  * update computes, through the one dispatch routine like every other op (counted, timed
  * in the atlas, verified against the reference; docs/optimizer_ops.md). The optimizer
  * (src/optim) decides what to run on which tensor; these compute it.
  *
  *   op           implementations (preferred first)       kernel
- *   adamw        cpu, reference                           kernels/cpu/optim.c
+ *   adamw        cpu, reference                           backends/cpu/kernels/optim.c
  *   momentum     cpu, reference                           (Muon's, with the Nesterov u)
  *   muon_update  cpu, reference                           w = w decay - step O
  *   grad_norm    cpu, reference                           ||g||_2 (clipping's input)
  *   grad_add     cpu, reference                           the micro-batch gradient sum
  *   grad_mean    cpu, reference
- *   ns           openblas, reference                      kernels/cpu/ns.c (fp32)
- *   ns_bf16      onednn-bf16                              kernels/cpu/ns.c (bf16 operands)
- *   retract      cpu, reference                           kernels/cpu/retract.c
+ *   ns           openblas, reference                      backends/cpu/kernels/ns.c (fp32)
+ *   ns_bf16      onednn-bf16                              backends/cpu/kernels/ns.c (bf16 operands)
+ *   retract      cpu, reference                           backends/cpu/kernels/retract.c
  *
  * Every op here is one call in direction DM_FWD. Updates run in place (the first pointer
  * is read and written); verify mode runs the second implementation from the same inputs
@@ -30,7 +30,7 @@
 
 #include "ops/ops.h"
 
-/* p, m1, m2 [n] updated in place from g [n] (kernels/cpu/optim.h: dm_adamw) */
+/* p, m1, m2 [n] updated in place from g [n] (backends/cpu/kernels/optim.h: dm_adamw) */
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
                  float wd, float b1, float b2, float eps, long t, float gscale);
 /* mom [n] in place; u [n] written when non-NULL (dm_momentum) */
@@ -44,32 +44,34 @@ double dm_op_grad_norm(dm_ops *o, const float *g, size_t n);
 void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first);
 void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A);
 
-/* Newton–Schulz of the contiguous stack x[n, rows, cols] in place (kernels/cpu/ns.h:
+/* Newton–Schulz of the contiguous stack x[n, rows, cols] in place (backends/cpu/kernels/ns.h:
  * dm_ns_run), schedule s (DM_NS_*); stack = 1: the stack path for any n. bf16: the op
  * ns_bf16 (oneDNN's bf16 products; the caller asked dm_ops_ns_bf16_context first), else ns.
  * work: dm_op_ns_work(n, rows, cols, bf16) floats. */
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack);
-/* The retractions of a contiguous stack W[n, rows, cols] in place (kernels/cpu/retract.h):
+/* The retractions of a contiguous stack W[n, rows, cols] in place (backends/cpu/kernels/retract.h):
  * sphere with radii R[n]; stiefel with scales S[n] (stack as dm_op_ns; work:
  * dm_op_retract_work floats). */
 void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, int cols);
 void dm_op_retract_stiefel(dm_ops *o, float *W, const float *S, int n, int rows, int cols,
                            float *work, int stack);
 
-/* What the optimizer needs to know of these ops to plan them: NS's scratch, FLOPs and
- * iterations, whether a lone slice of a shape tiles its GEMMs over the threads, the
- * Stiefel retraction's scratch; and for bf16 NS (which the precision record decides,
- * ops/precision.h), NULL when the op layer's oneDNN context is made (now, if not yet),
- * else why not. */
-size_t dm_op_ns_work(int n, int rows, int cols, int bf16);
-double dm_op_ns_flops(int n, int rows, int cols, int s);
+/* What the optimizer needs to know of these ops to plan them: NS's iterations and FLOPs
+ * (the schedule's, ref/ns_sched.h), and, as o's backend answers (its dm_backend_calls;
+ * the host's when o has none): NS's scratch, whether a lone slice of a shape tiles its
+ * GEMMs over the threads, the Stiefel retraction's scratch; and for bf16 NS (which the
+ * policy decides, ops/policy.h), NULL when the backend's context for it is made (now, if
+ * not yet), else why not. */
 int dm_op_ns_steps(int s);
-int dm_op_ns_threaded(int rows, int cols);
-size_t dm_op_retract_work(int n, int rows, int cols);
+double dm_op_ns_flops(int n, int rows, int cols, int s);
+size_t dm_op_ns_work(dm_ops *o, int n, int rows, int cols, int bf16);
+int dm_op_ns_threaded(dm_ops *o, int rows, int cols);
+size_t dm_op_retract_work(dm_ops *o, int n, int rows, int cols);
 const char *dm_ops_ns_bf16_context(dm_ops *o);
-/* The retraction constants of W0[n, rows, cols] at init (not a step's op):
- * R[i] = ||W0_i||_F, s[i] = R[i] / sqrt(min(rows, cols)) (dm_retract_init). */
-void dm_op_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols);
+/* The retraction constants of W0[n, rows, cols] at init, in host memory (not a step's op):
+ * R[i] = ||W0_i||_F, s[i] = R[i] / sqrt(min(rows, cols)) (the backend's dm_retract_init). */
+void dm_op_retract_init(dm_ops *o, float *R, float *s, const float *W0, int n, int rows,
+                        int cols);
 
 #endif

@@ -1,9 +1,11 @@
 /* precision.h — the precision record: whether a model's bf16 products are active, for its
  * matrix products and for Muon's Newton–Schulz, decided once when the model is made
- * (dm_model_create) from `precision`, `ns_precision`, the CPU's bf16 and oneDNN, with the
- * reason when they are not. The model (its bf16 weight copy), the plan (the arena's bf16
- * copies), the memory report, the op layer, Muon, bench and the summary read this record;
- * none decides again. docs/bf16.md says what the bf16 products round. */
+ * (dm_model_create), by its backend as part of the execution policy (ops/policy.h; the
+ * cpu's dm_precision_decide in backends/cpu/precision.c) from `precision`, `ns_precision`,
+ * the CPU's bf16 and oneDNN, with the reason when they are not. The model (its bf16 weight
+ * copy), the plan (the arena's bf16 copies), the memory report, the op layer, Muon, bench
+ * and the summary read this record; none decides again. docs/bf16.md says what the bf16
+ * products round. */
 #ifndef DM_PRECISION_H
 #define DM_PRECISION_H
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim_internal.h"
+#include "optim/common.h"
 
 struct dm_gradsum {
     dm_model *m;

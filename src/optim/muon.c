@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim_internal.h"
+#include "optim/muon.h"
 
 static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *cols) {
     *rows = t->shape[0] / g->slices;
@@ -31,7 +31,7 @@ static void slice_shape(const dm_tensor *t, const dm_group *g, int *rows, int *c
 }
 
 /* tensor i when Muon updates it (its group in *g, its slices' shape in *r, *c), else NULL */
-static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const dm_group **g,
+static const dm_tensor *muon_tensor(const dm_muon *o, dm_model *m, int i, const dm_group **g,
                                     int *r, int *c) {
     *g = &o->groups[i];
     if ((*g)->kind != DM_GROUP_MUON) return NULL;
@@ -44,7 +44,7 @@ static const dm_tensor *muon_tensor(const dm_optim *o, dm_model *m, int i, const
  * creation from ns_precision, the CPU and oneDNN): o->ns_bf16 = 1 and the op layer's
  * oneDNN context made (0), or 1 with the error when oneDNN, which the record found able,
  * cannot make one now */
-static int ns_bf16(dm_optim *o, dm_model *m, char *err, size_t errlen) {
+static int ns_bf16(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     if (!dm_model_precision(m)->ns_bf16) return 0;
     const char *why = dm_ops_ns_bf16_context(dm_optim_ops(m));
     o->ns_bf16 = !why;
@@ -59,7 +59,7 @@ static int ns_bf16(dm_optim *o, dm_model *m, char *err, size_t errlen) {
 #define MUON_TWIN_MAX_FLOPS 1e9
 
 /* The units of every Muon tensor, in order. */
-static int make_units(dm_optim *o, dm_model *m) {
+static int make_units(dm_muon *o, dm_model *m) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         n = 0;
@@ -77,7 +77,7 @@ static int make_units(dm_optim *o, dm_model *m) {
                 u->cols = c;
                 u->len = (size_t)r * c;
                 u->off = t->offset + (size_t)s * u->len;
-                u->cost = dm_op_ns_flops(1, r, c, o->cfg.ns);
+                u->cost = dm_op_ns_flops(1, r, c, o->cfg->ns);
             }
         }
         /* A head slice runs in its tensor's stack, and so does a whole matrix that is small,
@@ -92,14 +92,14 @@ static int make_units(dm_optim *o, dm_model *m) {
             int twins = 0;
             for (int b = 0; b < n; b++)
                 twins += b != a && o->units[b].rows == u->rows && o->units[b].cols == u->cols;
-            double it = dm_op_ns_flops(1, u->rows, u->cols, o->cfg.ns) /
-                        dm_op_ns_steps(o->cfg.ns);
-            u->stacked = u->slice >= 0 || !dm_op_ns_threaded(u->rows, u->cols) ||
+            double it = dm_op_ns_flops(1, u->rows, u->cols, o->cfg->ns) /
+                        dm_op_ns_steps(o->cfg->ns);
+            u->stacked = u->slice >= 0 || !dm_op_ns_threaded(dm_optim_ops(m), u->rows, u->cols) ||
                          (twins > 0 && it < MUON_TWIN_MAX_FLOPS);
         }
         if (!pass) {
             o->units = calloc((size_t)(n ? n : 1), sizeof *o->units);
-            o->consts = calloc((size_t)(n ? n : 1), sizeof *o->consts);
+            o->consts = dm_backend_alloc(o->be, (size_t)(n ? n : 1) * sizeof *o->consts);
             if (!o->units || !o->consts) return 1;
         }
     }
@@ -108,7 +108,7 @@ static int make_units(dm_optim *o, dm_model *m) {
 }
 
 /* Scratch for the largest batch one rank may run: all stacked units of one shape. */
-static size_t work_floats(const dm_optim *o) {
+static size_t work_floats(const dm_muon *o, dm_ops *ops) {
     size_t work = 0;
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
@@ -117,15 +117,15 @@ static size_t work_floats(const dm_optim *o) {
             for (int b = 0; b < o->n_units; b++)
                 k += b != a && o->units[b].stacked && o->units[b].rows == u->rows &&
                      o->units[b].cols == u->cols;
-        size_t w = dm_op_ns_work(k, u->rows, u->cols, o->ns_bf16);
-        size_t ws = dm_op_retract_work(k, u->rows, u->cols);
+        size_t w = dm_op_ns_work(ops, k, u->rows, u->cols, o->ns_bf16);
+        size_t ws = dm_op_retract_work(ops, k, u->rows, u->cols);
         if (w > work) work = w;
         if (ws > work) work = ws;
     }
     return work;
 }
 
-int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
+static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     size_t work = 0;
     if (ns_bf16(o, m, err, errlen)) return 1;
     o->slice_off = calloc((size_t)o->n_tensors, sizeof *o->slice_off);
@@ -137,29 +137,42 @@ int dm_muon_init(dm_optim *o, dm_model *m, char *err, size_t errlen) {
         o->slice_off[i] = o->n_slices;
         o->n_slices += g->slices;
     }
-    work = work_floats(o);
+    work = work_floats(o, dm_optim_ops(m));
     o->mom = dm_backend_alloc(o->be, o->n * sizeof(float));
     o->ns_work = dm_backend_alloc(o->be, work * sizeof(float));
     o->ns_work_n = work;
-    /* the retraction constants, one pair per slice, are host memory: the optimizer reads
-     * them to give each batch of units its scales */
-    o->radius = calloc((size_t)o->n_slices ? (size_t)o->n_slices : 1, sizeof(float));
-    o->scale = calloc((size_t)o->n_slices ? (size_t)o->n_slices : 1, sizeof(float));
+    /* the retraction constants, one pair per slice, in the backend's memory like the rest
+     * of the state (a batch's scales are gathered into consts by backend copies) */
+    size_t cbytes = (size_t)(o->n_slices ? o->n_slices : 1) * sizeof(float);
+    o->radius = dm_backend_alloc(o->be, cbytes);
+    o->scale = dm_backend_alloc(o->be, cbytes);
     if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
     /* retraction constants from the weights as they are now (init; a resumed run then
-     * loads the saved ones over these): the weights read through a host view or copy */
+     * loads the saved ones over these): computed on the host from the weights read
+     * through a host view or copy, then copied in */
     size_t pbytes = dm_model_num_params(m) * sizeof(float);
     float *P = dm_backend_map(o->be, dm_model_param_mem(m), pbytes, 1);
-    if (!P) goto oom;
+    float *R = calloc(1, cbytes), *S = calloc(1, cbytes);
+    if (!P || !R || !S) {
+        if (P) dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);
+        free(R);
+        free(S);
+        goto oom;
+    }
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_group *g;
         int r, c;
         const dm_tensor *t = muon_tensor(o, m, i, &g, &r, &c);
         if (!t) continue;
-        dm_op_retract_init(o->radius + o->slice_off[i], o->scale + o->slice_off[i],
-                           P + t->offset, g->slices, r, c);
+        dm_op_retract_init(dm_optim_ops(m), R + o->slice_off[i], S + o->slice_off[i],
+                           P + t->offset, g->slices,
+                           r, c);
     }
     dm_backend_unmap(o->be, dm_model_param_mem(m), P, pbytes, 0);
+    dm_backend_from_host(o->be, o->radius, R, cbytes);
+    dm_backend_from_host(o->be, o->scale, S, cbytes);
+    free(R);
+    free(S);
     return dm_muon_shard(o, NULL, err, errlen);
 oom:
     snprintf(err, errlen, "out of memory: Muon's momentum and scratch need %.1f MiB",
@@ -167,21 +180,42 @@ oom:
     return 1;
 }
 
-void dm_muon_free(dm_optim *o) {
+dm_muon *dm_muon_create(const dm_config *cfg, const dm_group *groups, dm_model *m, char *err,
+                        size_t errlen) {
+    dm_muon *o = calloc(1, sizeof *o);
+    if (!o) {
+        snprintf(err, errlen, "out of memory: Muon's state");
+        return NULL;
+    }
+    o->cfg = cfg;
+    o->groups = groups;
+    o->be = dm_model_backend(m);
+    o->n = dm_model_num_params(m);
+    o->n_tensors = dm_model_num_tensors(m);
+    if (muon_init(o, m, err, errlen)) {
+        dm_muon_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+void dm_muon_free(dm_muon *o) {
+    if (!o) return;
     dm_backend_release(o->be, o->mom);
     dm_backend_release(o->be, o->upd);
     dm_backend_release(o->be, o->ns_work);
     free(o->slice_off);
-    free(o->radius);
-    free(o->scale);
+    dm_backend_release(o->be, o->radius);
+    dm_backend_release(o->be, o->scale);
     free(o->units);
-    free(o->consts);
+    dm_backend_release(o->be, o->consts);
     free(o->pack_off);
     free(o->pack_cur);
     dm_backend_release(o->be, o->pack);
+    free(o);
 }
 
-int dm_muon_shard(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
+int dm_muon_shard(dm_muon *o, dm_comm *comm, char *err, size_t errlen) {
     int N = dm_comm_size(comm), nu = o->n_units;
     o->comm = comm;
     o->rank = dm_comm_rank(comm);
@@ -247,12 +281,12 @@ oom:
     return 1;
 }
 
-void dm_muon_memory(const dm_optim *o, size_t *scratch, size_t *gather) {
+void dm_muon_memory(const dm_muon *o, size_t *scratch, size_t *gather) {
     *scratch = (o->upd ? o->upd_n : 0) * sizeof(float) + o->ns_work_n * sizeof(float);
     *gather = o->pack ? (o->pack_off[o->nranks] ? o->pack_off[o->nranks] : 1) * sizeof(float) : 0;
 }
 
-void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {
+void dm_muon_shard_text(const dm_muon *o, char *buf, size_t n) {
     size_t used = (size_t)snprintf(buf, n, "muon: %d units on %d rank%s:", o->n_units,
                                    o->nranks, o->nranks == 1 ? "" : "s");
     for (int r = 0; r < o->nranks && used < n; r++) {
@@ -266,9 +300,10 @@ void dm_muon_shard_text(const dm_optim *o, char *buf, size_t n) {
 }
 
 /* The next batch of this rank's stacked units not yet done, from *a on: those of unit
- * *a's shape (contiguous in upd from unit *a's uoff), their Stiefel scales in o->consts.
+ * *a's shape (contiguous in upd from unit *a's uoff), with `scales` their Stiefel scales
+ * copied into o->consts.
  * Marks them done; returns how many (0: none left). */
-static int next_batch(dm_optim *o, int *a, char *done) {
+static int next_batch(dm_muon *o, int *a, char *done, int scales) {
     for (; *a < o->n_units; ++*a)
         if (!done[*a] && o->units[*a].stacked && o->units[*a].owner == o->rank) break;
     if (*a == o->n_units) return 0;
@@ -280,29 +315,33 @@ static int next_batch(dm_optim *o, int *a, char *done) {
             v->cols != u->cols)
             continue;
         done[b] = 1;
-        o->consts[k++] = o->scale[o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice)];
+        if (scales)
+            dm_backend_copy(o->be, o->consts + k,
+                            o->scale + o->slice_off[v->tensor] + (v->slice < 0 ? 0 : v->slice),
+                            sizeof(float));
+        k++;
     }
     return k;
 }
 
 /* Newton-Schulz of a lone unit's update x (its GEMMs tiled over the threads) */
-static void orthogonalize_alone(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
-    dm_op_ns(ops, x, 1, u->rows, u->cols, o->cfg.ns, o->ns_work, o->ns_bf16, 0);
+static void orthogonalize_alone(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
+    dm_op_ns(ops, x, 1, u->rows, u->cols, o->cfg->ns, o->ns_work, o->ns_bf16, 0);
 }
 
 /* Newton-Schulz of this rank's stacked units, in place in upd, batched by shape */
-static void orthogonalize_stacked(dm_optim *o, dm_ops *ops, char *done) {
+static void orthogonalize_stacked(dm_muon *o, dm_ops *ops, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, done))) {
+    while ((k = next_batch(o, &a, done, 0))) {
         const dm_muon_unit *u = &o->units[a];
-        dm_op_ns(ops, o->upd + u->uoff, k, u->rows, u->cols, o->cfg.ns, o->ns_work, o->ns_bf16,
+        dm_op_ns(ops, o->upd + u->uoff, k, u->rows, u->cols, o->cfg->ns, o->ns_work, o->ns_bf16,
                  1);
     }
 }
 
 /* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update */
-static void update_w(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
+static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
                      float f) {
     const dm_group *g = &o->groups[u->tensor];
     float lr = g->lr * f;
@@ -313,10 +352,10 @@ static void update_w(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W, 
 
 /* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
  * any unit */
-static void retract_one(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *W) {
+static void retract_one(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W) {
     const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
     const float *S = o->scale + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
-    if (o->cfg.retract == DM_RETRACT_SPHERE)
+    if (o->cfg->retract == DM_RETRACT_SPHERE)
         dm_op_retract_sphere(ops, W + u->off, R, 1, u->rows, u->cols);
     else dm_op_retract_stiefel(ops, W + u->off, S, 1, u->rows, u->cols, o->ns_work, 0);
 }
@@ -324,10 +363,10 @@ static void retract_one(dm_optim *o, dm_ops *ops, const dm_muon_unit *u, float *
 /* Stiefel retraction of this rank's stacked units, batched by shape: each batch's weights
  * staged in upd (free once the updates are applied) as one contiguous stack, retracted
  * there, and copied back */
-static void retract_stacked(dm_optim *o, dm_ops *ops, float *W, char *done) {
+static void retract_stacked(dm_muon *o, dm_ops *ops, float *W, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
-    while ((k = next_batch(o, &a, done))) {
+    while ((k = next_batch(o, &a, done, 1))) {
         const dm_muon_unit *u = &o->units[a];
         float *stage = o->upd + u->uoff;
         for (int pass = 0; pass < 2; pass++) {
@@ -347,7 +386,7 @@ static void retract_stacked(dm_optim *o, dm_ops *ops, float *W, char *done) {
 }
 
 /* Every rank's updated units to every rank (N > 1): packed rank by rank, in unit order */
-static int gather_units(dm_optim *o, float *W) {
+static int gather_units(dm_muon *o, float *W) {
     size_t *at = o->pack_cur;
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
     for (int a = 0; a < o->n_units; a++) {
@@ -372,8 +411,8 @@ static int gather_units(dm_optim *o, float *W) {
     return 0;
 }
 
-int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
-    const dm_config *c = &o->cfg;
+int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step) {
+    const dm_config *c = o->cfg;
     float *W = dm_model_param_mem(m);
     const float *G = dm_model_grad_mem(m);
     float beta = c->muon_momentum;
@@ -414,8 +453,8 @@ int dm_muon_step(dm_optim *o, dm_model *m, float f, float gscale, long step) {
     return rc;
 }
 
-int dm_muon_state(const dm_optim *o, dm_optim_buf *out, int max) {
-    if (!o->mom || max < 3) return 0;
+int dm_muon_state(const dm_muon *o, dm_optim_buf *out, int max) {
+    if (max < 3) return 0;
     out[0] = (dm_optim_buf){"muon_momentum", o->mom, o->n};
     out[1] = (dm_optim_buf){"retract_radius", o->radius, (size_t)o->n_slices};
     out[2] = (dm_optim_buf){"retract_scale", o->scale, (size_t)o->n_slices};

@@ -1,5 +1,5 @@
 /* optim.c — parameter groups, lr schedule, clipping, AdamW, and the dispatch of Muon
- * groups to muon.c. What they compute runs through the op layer (ops/optim_ops.h). */
+ * groups to muon.c (muon.h). What they compute runs through the op layer (ops/optim_ops.h). */
 #include "optim/optim.h"
 
 #include <math.h>
@@ -9,7 +9,10 @@
 
 #include "optim/optim_internal.h"
 
-void dm_optim_set_atlas(dm_optim *o, dm_atlas *atlas) { o->atlas = atlas; }
+void dm_optim_set_atlas(dm_optim *o, dm_atlas *atlas) {
+    o->atlas = atlas;
+    if (o->muon) o->muon->atlas = atlas;
+}
 
 const dm_group *dm_optim_group(const dm_optim *o, int tensor) { return &o->groups[tensor]; }
 
@@ -36,8 +39,7 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
                         ? c->n_head : 1;
         any_muon |= muon;
     }
-    int bad = any_muon && dm_muon_init(o, m, err, errlen);
-    if (bad) {
+    if (any_muon && !(o->muon = dm_muon_create(&o->cfg, o->groups, m, err, errlen))) {
         dm_optim_free(o);
         return NULL;
     }
@@ -51,7 +53,7 @@ oom:
 
 void dm_optim_free(dm_optim *o) {
     if (!o) return;
-    dm_muon_free(o);
+    dm_muon_free(o->muon);
     free(o->groups);
     dm_backend_release(o->be, o->m1);
     dm_backend_release(o->be, o->m2);
@@ -129,16 +131,16 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
                         G + t->offset, t->numel, g->lr * f, g->wd, c->beta1, c->beta2,
                         c->adam_eps, step + 1, gscale);
     }
-    if (o->mom && dm_muon_step(o, m, f, gscale, step)) return NAN;
+    if (o->muon && dm_muon_step(o->muon, m, f, gscale, step)) return NAN;
     return norm;
 }
 
 int dm_optim_set_comm(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {
-    return o->mom ? dm_muon_shard(o, comm, err, errlen) : 0;
+    return o->muon ? dm_muon_shard(o->muon, comm, err, errlen) : 0;
 }
 
 void dm_optim_shard_text(const dm_optim *o, char *buf, size_t n) {
-    if (o->mom) dm_muon_shard_text(o, buf, n);
+    if (o->muon) dm_muon_shard_text(o->muon, buf, n);
     else snprintf(buf, n, "muon: none (optimizer adamw)");
 }
 
@@ -147,7 +149,7 @@ int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max) {
     if (max < 2) return 0;
     out[k++] = (dm_optim_buf){"adam_m", o->m1, o->n};
     out[k++] = (dm_optim_buf){"adam_v", o->m2, o->n};
-    return k + dm_muon_state(o, out + k, max - k);
+    return o->muon ? k + dm_muon_state(o->muon, out + k, max - k) : k;
 }
 
 int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, char *err,
@@ -169,5 +171,5 @@ void dm_optim_memory(const dm_optim *o, dm_optim_mem *mem) {
     dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
     int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
     for (int i = 0; i < nb; i++) mem->state += bufs[i].n * sizeof(float);
-    dm_muon_memory(o, &mem->scratch, &mem->gather);
+    if (o->muon) dm_muon_memory(o->muon, &mem->scratch, &mem->gather);
 }

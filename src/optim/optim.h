@@ -8,15 +8,7 @@
 
 #include "base/comm.h"
 #include "dormouse.h"
-
-enum { DM_GROUP_ADAMW = 0, DM_GROUP_MUON = 1 };
-
-typedef struct {
-    int kind;    /* DM_GROUP_* */
-    float lr;    /* peak lr of this tensor */
-    float wd;    /* decoupled weight decay (times the scheduled base lr) */
-    int slices;  /* Muon: matrices this tensor is orthogonalized as (n_head for head-wise) */
-} dm_group;
+#include "optim/common.h"
 
 typedef struct dm_optim dm_optim;
 
@@ -57,16 +49,6 @@ void dm_optim_shard_text(const dm_optim *o, char *buf, size_t n);
 struct dm_atlas;
 void dm_optim_set_atlas(dm_optim *o, struct dm_atlas *atlas);
 
-/* The optimizer's state, as named flat float buffers (what a checkpoint stores; the
- * optimizer does not know the file format): adam_m, adam_v (the parameter layout), and
- * with Muon muon_momentum (the parameter layout), retract_radius, retract_scale (one per
- * Muon slice). data points into the optimizer (valid while it lives). */
-typedef struct {
-    const char *name;
-    float *data;
-    size_t n; /* floats */
-} dm_optim_buf;
-#define DM_OPTIM_MAX_BUFS 8
 
 /* The bytes the optimizer allocates in large buffers: its state (the buffers of
  * dm_optim_state), its scratch (Muon's update buffer, Newton-Schulz and Stiefel work) and
@@ -77,7 +59,7 @@ typedef struct {
 } dm_optim_mem;
 void dm_optim_memory(const dm_optim *o, dm_optim_mem *mem);
 
-/* Fill out[0..max) with the state buffers; returns how many. */
+/* Fill out[0..max) with the state buffers (optim/common.h); returns how many. */
 int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max);
 /* Load the buffer `name` from src[0..n). 0 ok; else err (no such buffer, another size). */
 int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, char *err,

@@ -1,5 +1,5 @@
 /* oracle_delta.c — the gated delta rule in plain double loops (test oracle).
- * Written independently of src/kernels/ref/delta_ref.c: the state is kept transposed,
+ * Written independently of src/ref/delta_ref.c: the state is kept transposed,
  * M[j][i] = S[i][j] ([dv][dk], one value column per row), and every step is spelled out
  * as in docs/kda.md section 4:
  *   S' = Diag(exp(g_t)) S_{t-1};  e = v_t - S'^T k_t;  S_t = S' + beta_t k_t e^T;

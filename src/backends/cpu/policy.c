@@ -1,0 +1,37 @@
+/* policy.c — the cpu backend's execution policy (ops/policy.h), decided once when a model
+ * is made: the thread pool the job set (dm_set_threads), whether its threads flush
+ * denormals (as the thread setup left them: dm_denormals_flushed), the GEMM engine
+ * (oneDNN unless gemm=openblas or oneDNN cannot run here), the delta core's path for the
+ * model's shape, the norms' kernels and the precision record (precision.c). */
+#include <omp.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/kernels/onednn.h"
+#include "ops/policy.h"
+
+/* why oneDNN cannot run an f32 matmul here (NULL: it can): a context made and freed (the
+ * op layer makes its own on its first matmul) */
+static const char *onednn_missing(void) {
+    const char *why = NULL;
+    dm_onednn *d = dm_onednn_create(&why);
+    if (!d) return why ? why : "oneDNN cannot make a context";
+    why = dm_onednn_supports(d, 0, 1, 64, 64, 64, 64, 64, 64, 1.0f, 0.0f);
+    dm_onednn_free(d);
+    return why;
+}
+
+int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
+                  dm_policy *p, char *err, size_t errlen) {
+    *p = (dm_policy){.backend = be->name, .threads = omp_get_max_threads(), .ftz = dm_denormals_flushed(),
+                     .chunk = c->chunk_size};
+    p->gemm = DM_GEMM_OPENBLAS;
+    if (c->gemm != DM_GEMM_OPENBLAS) {
+        p->gemm_why = onednn_missing();
+        if (!p->gemm_why) p->gemm = DM_GEMM_ONEDNN;
+    }
+    const char *why = NULL;
+    p->delta = dm_ops_delta_chunked(ops, d, &why) ? DM_IMPL_CHUNKED : DM_IMPL_REFERENCE;
+    if (c->kda_impl != DM_IMPL_REFERENCE) p->delta_why = why;
+    p->norm = c->norm_impl == DM_IMPL_REFERENCE ? DM_IMPL_REFERENCE : DM_IMPL_CHUNKED;
+    return dm_precision_decide(&p->prec, c, ops->bf16_why, err, errlen);
+}

@@ -1,0 +1,32 @@
+/* seq.c — the cpu backend's sequence ops (ops/seq.c defines them): the byte embedding,
+ * the causal depthwise conv and the softmax cross-entropy on the CPU kernels. */
+#include "backends/cpu/kernels/kernels.h"
+#include "ops/op.h"
+#include "ops/seq.h"
+
+static void embed_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_embed_args *a = args;
+    if (dir == DM_FWD) dm_embed_fwd(a->out, a->tok, a->table, a->N, a->C);
+    else dm_embed_bwd(a->dtable, a->dout, a->tok, a->N, a->C);
+}
+static const dm_impl EMBED[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, embed_cpu, DM_MEM_HOST}};
+const dm_impl_list dm_cpu_embed = DM_IMPL_LIST(EMBED);
+
+static void conv_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_conv_args *a = args;
+    if (dir == DM_FWD) dm_conv_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
+    else dm_conv_bwd_yb(a->dx, a->dxb, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
+}
+static const dm_impl CONV[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, conv_cpu, DM_MEM_HOST}};
+const dm_impl_list dm_cpu_conv = DM_IMPL_LIST(CONV);
+
+static void xent_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_xent_args *a = args;
+    if (dir == DM_FWD) *a->mean = dm_xent_fwd(a->losses, a->logits, a->targets, a->N, a->V);
+    else dm_xent_bwd_yb(a->dlogits, a->db, a->logits, a->targets, a->N, a->V, a->scale);
+}
+static const dm_impl XENT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, xent_cpu, DM_MEM_HOST}};
+const dm_impl_list dm_cpu_xent = DM_IMPL_LIST(XENT);

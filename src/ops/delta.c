@@ -1,0 +1,78 @@
+/* delta.c — the delta-rule core as an op (arguments: delta.h), with the token-serial
+ * reference (ref/delta_ref.c). docs/kda.md, docs/chunked.md. */
+#include "ops/delta.h"
+
+#include "ops/op.h"
+#include "ref/ref.h"
+
+static void ref_run(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_delta_args *a = args;
+    if (dir == DM_FWD)
+        dm_delta_ref_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT, a->nthreads);
+    else
+        dm_delta_ref_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO, a->dhT, a->dq,
+                         a->dk, a->dv, a->dg, a->dbeta, a->dh0, a->work, a->nthreads);
+}
+
+static int outputs(void *args, int dir, dm_out *o) {
+    dm_delta_args *a = args;
+    const dm_delta_dims *d = a->d;
+    size_t nb = (size_t)d->B * d->T * d->H, nk = nb * d->dk, nv = nb * d->dv;
+    size_t ns = (size_t)d->B * d->H * d->dk * d->dv, ng = d->scalar_gate ? nb : nk;
+    int n = 0;
+    if (dir == DM_FWD) {
+        o[n++] = (dm_out){"o", (void **)&a->o, nv, DM_OUT_SET};
+        if (a->hT) o[n++] = (dm_out){"hT", (void **)&a->hT, ns, DM_OUT_SET};
+        if (a->saved) o[n++] = (dm_out){"saved", (void **)&a->saved, 0, DM_OUT_PRIVATE};
+        return n;
+    }
+    o[n++] = (dm_out){"dq", (void **)&a->dq, nk, DM_OUT_SET};
+    o[n++] = (dm_out){"dk", (void **)&a->dk, nk, DM_OUT_SET};
+    o[n++] = (dm_out){"dv", (void **)&a->dv, nv, DM_OUT_SET};
+    o[n++] = (dm_out){"dg", (void **)&a->dg, ng, DM_OUT_SET};
+    o[n++] = (dm_out){"dbeta", (void **)&a->dbeta, nb, DM_OUT_SET};
+    if (a->dh0) o[n++] = (dm_out){"dh0", (void **)&a->dh0, ns, DM_OUT_SET};
+    return n;
+}
+
+/* per token and head: decay, S'^T k, rank-1 update, S^T q: about 7 dk dv; the backward
+ * about three times that */
+static double flops(const void *args, int dir) {
+    const dm_delta_dims *d = ((const dm_delta_args *)args)->d;
+    return (dir == DM_FWD ? 1.0 : 3.0) * 7.0 * d->dk * d->dv * (double)d->B * d->T * d->H;
+}
+
+/* the dims (positive; dm_delta_forward checks them for its callers) and the buffers */
+static const char *check(const void *args, int dir) {
+    const dm_delta_args *a = args;
+    const dm_delta_dims *d = a->d;
+    if (!d) return "no dims";
+    if (d->B < 1 || d->T < 1 || d->H < 1 || d->dk < 1 || d->dv < 1) return "a size below 1";
+    if (!a->q || !a->k || !a->v || !a->g || !a->beta) return "a NULL input";
+    if (dir == DM_FWD) return !a->o ? "a NULL buffer" : NULL;
+    return !a->dO || !a->dq || !a->dk || !a->dv || !a->dg || !a->dbeta ? "a NULL buffer" : NULL;
+}
+
+static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
+const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
+                                sizeof(dm_delta_args), outputs, flops, check};
+
+void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
+                     const float *v, const float *g, const float *beta, const float *h0,
+                     float *out, float *hT, float *saved, float *work, int nthreads) {
+    dm_delta_args a = {.d = d, .q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = out,
+                    .hT = hT, .saved = saved, .work = work, .nthreads = nthreads};
+    dm_op_run(o, DM_OP_DELTA, DM_FWD, &a);
+}
+
+void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
+                     const float *v, const float *g, const float *beta, const float *h0,
+                     const float *saved, const float *dO, const float *dhT, float *dq,
+                     float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
+                     int nthreads) {
+    dm_delta_args a = {.d = d, .q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0,
+                    .saved_in = saved, .dO = dO, .dhT = dhT, .dq = dq, .dk = dk, .dv = dv,
+                    .dg = dg, .dbeta = dbeta, .dh0 = dh0, .work = work, .nthreads = nthreads};
+    dm_op_run(o, DM_OP_DELTA, DM_BWD, &a);
+}

@@ -1,0 +1,194 @@
+/* pointwise.c — the elementwise ops: SiLU, sigmoid, SwiGLU, the forget gate, and the
+ * residual add (arguments: pointwise.h). Each but add has the libm reference (act_ref.c);
+ * add has nothing to check it against. */
+#include "ops/pointwise.h"
+
+#include "ops/op.h"
+#include "ref/ref.h"
+
+static int unary_outputs(void *args, int dir, dm_out *o) {
+    dm_unary_args *a = args;
+    o[0] = dir == DM_FWD ? (dm_out){"y", (void **)&a->y, a->n, DM_OUT_SET}
+                         : (dm_out){"dx", (void **)&a->dx, a->n, DM_OUT_SET};
+    return 1;
+}
+
+static void silu_ref(dm_ops *o, void *args, int dir) {
+    (void)o;
+    dm_unary_args *a = args;
+    if (dir == DM_FWD) dm_silu_ref_fwd(a->y, a->x, a->n);
+    else dm_silu_ref_bwd(a->dx, a->dy, a->x, a->n);
+}
+static void sigmoid_ref(dm_ops *o, void *args, int dir) {
+    (void)o;
+    dm_unary_args *a = args;
+    if (dir == DM_FWD) dm_sigmoid_ref_fwd(a->y, a->x, a->n);
+    else dm_sigmoid_ref_bwd(a->dx, a->dy, a->x, a->n);
+}
+/* the elementwise ops' checks: the buffers of a non-empty call */
+static const char *unary_check(const void *args, int dir) {
+    const dm_unary_args *a = args;
+    if (!a->n) return NULL;
+    if (dir == DM_FWD) return !a->y || !a->x ? "a NULL buffer" : NULL;
+    return !a->dx || !a->dy || !a->x ? "a NULL buffer" : NULL;
+}
+static const char *swiglu_check(const void *args, int dir) {
+    const dm_swiglu_args *s = args;
+    if (!s->n) return NULL;
+    if (!s->a || !s->b) return "a NULL buffer";
+    if (dir == DM_FWD) return !s->h ? "a NULL buffer" : NULL;
+    return !s->da || !s->db || !s->dh ? "a NULL buffer" : NULL;
+}
+static const char *add_check(const void *args, int dir) {
+    (void)dir;
+    const dm_add_args *a = args;
+    return a->n && (!a->y || !a->x) ? "a NULL buffer" : NULL;
+}
+
+static const dm_impl SILU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, silu_ref, DM_MEM_HOST};
+static const dm_impl SIGMOID_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, sigmoid_ref,
+                                    DM_MEM_HOST};
+const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, &SILU_REF,
+                               sizeof(dm_unary_args), unary_outputs, NULL, unary_check};
+const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, &SIGMOID_REF,
+                                  sizeof(dm_unary_args), unary_outputs, NULL, unary_check};
+
+/* in: x for the forward and for silu's backward, y for sigmoid's backward */
+static void unary(dm_ops *o, int op, int dir, float *out, const float *in, const float *dy,
+                  size_t n) {
+    dm_unary_args a = {.x = in, .dy = dy, .n = n};
+    if (dir == DM_FWD) a.y = out;
+    else a.dx = out;
+    dm_op_run(o, op, dir, &a);
+}
+void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n) {
+    unary(o, DM_OP_SILU, DM_FWD, y, x, NULL, n);
+}
+void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n) {
+    unary(o, DM_OP_SILU, DM_BWD, dx, x, dy, n);
+}
+void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n) {
+    unary(o, DM_OP_SIGMOID, DM_FWD, y, x, NULL, n);
+}
+void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n) {
+    unary(o, DM_OP_SIGMOID, DM_BWD, dx, y, dy, n);
+}
+
+/* ---- swiglu ---- */
+
+static void swiglu_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_swiglu_args *s = args;
+    if (dir == DM_FWD) dm_swiglu_ref_fwd(s->h, s->a, s->b, s->n);
+    else dm_swiglu_ref_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
+    if (dir == DM_FWD && s->hb) dm_bf16_ref_from_f32(s->hb, s->h, s->n);
+    if (dir == DM_BWD && s->dab) dm_bf16_ref_from_f32(s->dab, s->da, s->n);
+    if (dir == DM_BWD && s->dbb) dm_bf16_ref_from_f32(s->dbb, s->db, s->n);
+}
+static int swiglu_outputs(void *args, int dir, dm_out *o) {
+    dm_swiglu_args *s = args;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"h", (void **)&s->h, s->n, DM_OUT_SET};
+        if (!s->hb) return 1; /* the bf16 copy: the second run of verify mode writes none */
+        o[1] = (dm_out){"h bf16", (void **)&s->hb, s->n, DM_OUT_PRIVATE};
+        return 2;
+    }
+    o[0] = (dm_out){"da", (void **)&s->da, s->n, DM_OUT_SET};
+    o[1] = (dm_out){"db", (void **)&s->db, s->n, DM_OUT_SET};
+    int k = 2; /* the bf16 copies: the second run of verify mode writes none */
+    if (s->dab) o[k++] = (dm_out){"da bf16", (void **)&s->dab, s->n, DM_OUT_PRIVATE};
+    if (s->dbb) o[k++] = (dm_out){"db bf16", (void **)&s->dbb, s->n, DM_OUT_PRIVATE};
+    return k;
+}
+static const dm_impl SWIGLU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref,
+                                   DM_MEM_HOST};
+const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, &SWIGLU_REF,
+                                 sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check};
+
+void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
+                      size_t n) {
+    if (!dm_ops_bf16_active(o)) hb = NULL;
+    dm_swiglu_args s = {.h = h, .hb = hb, .a = a, .b = b, .n = n};
+    dm_op_run(o, DM_OP_SWIGLU, DM_FWD, &s);
+    if (hb) dm_op_bf16_register(o, hb, h, n);
+}
+void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, uint16_t *dab, uint16_t *dbb,
+                      const float *dh, const float *a, const float *b, size_t n) {
+    if (!dm_ops_bf16_active(o)) dab = dbb = NULL;
+    dm_swiglu_args s = {.a = a, .b = b, .da = da, .db = db, .dab = dab, .dbb = dbb, .dh = dh,
+                        .n = n};
+    dm_op_run(o, DM_OP_SWIGLU, DM_BWD, &s);
+}
+
+/* ---- the forget gate ---- */
+
+static void gate_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_gate_args *a = args;
+    if (dir == DM_FWD)
+        dm_gate_ref_fwd(a->g, a->f, a->A_log, a->dt_bias, a->N, a->H, a->Cg, a->lb);
+    else
+        dm_gate_ref_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias, a->N,
+                        a->H, a->Cg, a->lb);
+    if (dir == DM_BWD && a->dfb)
+        dm_bf16_ref_from_f32(a->dfb, a->df, (size_t)a->N * a->H * a->Cg);
+}
+static int gate_outputs(void *args, int dir, dm_out *o) {
+    dm_gate_args *a = args;
+    size_t n = (size_t)a->N * a->H * a->Cg;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"g", (void **)&a->g, n, DM_OUT_SET};
+        return 1;
+    }
+    o[0] = (dm_out){"df", (void **)&a->df, n, DM_OUT_SET};
+    o[1] = (dm_out){"dA_log", (void **)&a->dA_log, (size_t)a->H, DM_OUT_ACC};
+    o[2] = (dm_out){"ddt_bias", (void **)&a->ddt_bias, (size_t)a->H * a->Cg, DM_OUT_ACC};
+    if (!a->dfb) return 3; /* the bf16 copy: the second run of verify mode writes none */
+    o[3] = (dm_out){"df bf16", (void **)&a->dfb, n, DM_OUT_PRIVATE};
+    return 4;
+}
+static const char *gate_check(const void *args, int dir) {
+    const dm_gate_args *a = args;
+    if (a->N < 0 || a->H < 0 || a->Cg < 0) return "a negative size";
+    if (!a->N || !a->H || !a->Cg) return NULL;
+    if (!a->f || !a->A_log || !a->dt_bias) return "a NULL input";
+    return dir == DM_FWD ? (!a->g ? "a NULL buffer" : NULL)
+                         : (!a->df || !a->dA_log || !a->ddt_bias || !a->dg ? "a NULL buffer"
+                                                                          : NULL);
+}
+
+static const dm_impl GATE_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref, DM_MEM_HOST};
+const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, &GATE_REF,
+                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check};
+
+void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
+                    const float *dt_bias, int N, int H, int Cg, float lb) {
+    dm_gate_args a = {.g = g, .f = f, .A_log = A_log, .dt_bias = dt_bias, .N = N, .H = H,
+                      .Cg = Cg, .lb = lb};
+    dm_op_run(o, DM_OP_GATE, DM_FWD, &a);
+}
+void dm_op_gate_bwd(dm_ops *o, float *df, uint16_t *dfb, float *dA_log, float *ddt_bias,
+                    const float *dg, const float *f, const float *A_log, const float *dt_bias,
+                    int N, int H, int Cg, float lb) {
+    if (!dm_ops_bf16_active(o)) dfb = NULL;
+    dm_gate_args a = {.f = f, .A_log = A_log, .dt_bias = dt_bias, .df = df, .dfb = dfb,
+                      .dA_log = dA_log, .ddt_bias = ddt_bias, .dg = dg, .N = N, .H = H,
+                      .Cg = Cg, .lb = lb};
+    dm_op_run(o, DM_OP_GATE, DM_BWD, &a);
+}
+
+/* ---- the residual add: no reference ---- */
+
+static int add_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_add_args *a = args;
+    o[0] = (dm_out){"y", (void **)&a->y, a->n, DM_OUT_ACC};
+    return 1;
+}
+const dm_op_def dm_def_add = {"add", 1u << DM_FWD, NULL, sizeof(dm_add_args), add_outputs,
+                              NULL, add_check};
+
+void dm_op_add(dm_ops *o, float *y, const float *x, size_t n) {
+    dm_add_args a = {.y = y, .x = x, .n = n};
+    dm_op_run(o, DM_OP_ADD, DM_FWD, &a);
+}

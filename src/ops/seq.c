@@ -1,0 +1,141 @@
+/* seq.c — the ops at the ends of the network and along the sequence (arguments: seq.h):
+ * the byte embedding, the causal depthwise conv and the softmax cross-entropy, each with
+ * the serial double-accumulating reference (seq_ref.c). */
+#include "ops/seq.h"
+
+#include "ops/op.h"
+#include "ref/ref.h"
+
+static void embed_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_embed_args *a = args;
+    if (dir == DM_FWD) dm_embed_ref_fwd(a->out, a->tok, a->table, a->N, a->C);
+    else dm_embed_ref_bwd(a->dtable, a->dout, a->tok, a->N, a->C);
+}
+static int embed_outputs(void *args, int dir, dm_out *o) {
+    dm_embed_args *a = args;
+    o[0] = dir == DM_FWD
+               ? (dm_out){"y", (void **)&a->out, (size_t)a->N * a->C, DM_OUT_SET}
+               : (dm_out){"dtable", (void **)&a->dtable, (size_t)DM_VOCAB * a->C, DM_OUT_ACC};
+    return 1;
+}
+static const char *embed_check(const void *args, int dir) {
+    const dm_embed_args *a = args;
+    if (a->N < 0 || a->C < 0) return "a negative size";
+    if (!a->N || !a->C) return NULL;
+    if (!a->tok) return "a NULL buffer";
+    return dir == DM_FWD ? (!a->out || !a->table ? "a NULL buffer" : NULL)
+                         : (!a->dtable || !a->dout ? "a NULL buffer" : NULL);
+}
+
+static const dm_impl EMBED_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref, DM_MEM_HOST};
+const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, &EMBED_REF,
+                                sizeof(dm_embed_args), embed_outputs, NULL, embed_check};
+
+void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *table, int N,
+                     int C) {
+    dm_embed_args a = {.out = out, .tok = tok, .table = table, .N = N, .C = C};
+    dm_op_run(o, DM_OP_EMBED, DM_FWD, &a);
+}
+void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
+                     int C) {
+    dm_embed_args a = {.tok = tok, .dtable = dtable, .dout = dout, .N = N, .C = C};
+    dm_op_run(o, DM_OP_EMBED, DM_BWD, &a);
+}
+
+static void conv_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_conv_args *a = args;
+    if (dir == DM_FWD) dm_conv_ref_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
+    else dm_conv_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
+    if (dir == DM_BWD && a->dxb) dm_bf16_ref_from_f32(a->dxb, a->dx, (size_t)a->B * a->T * a->C);
+}
+static int conv_outputs(void *args, int dir, dm_out *o) {
+    dm_conv_args *a = args;
+    size_t n = (size_t)a->B * a->T * a->C;
+    if (dir == DM_FWD) {
+        o[0] = (dm_out){"y", (void **)&a->y, n, DM_OUT_SET};
+        return 1;
+    }
+    o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
+    o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C * a->W, DM_OUT_ACC};
+    if (!a->dxb) return 2; /* the bf16 copy: the second run of verify mode writes none */
+    o[2] = (dm_out){"dx bf16", (void **)&a->dxb, n, DM_OUT_PRIVATE};
+    return 3;
+}
+static const char *conv_check(const void *args, int dir) {
+    const dm_conv_args *a = args;
+    if (a->B < 0 || a->T < 0 || a->C < 0 || a->W < 1) return "a negative size or no width";
+    if (!a->B || !a->T || !a->C) return NULL;
+    if (!a->x || !a->w) return "a NULL buffer";
+    return dir == DM_FWD ? (!a->y ? "a NULL buffer" : NULL)
+                         : (!a->dx || !a->dw || !a->dy ? "a NULL buffer" : NULL);
+}
+
+static const dm_impl CONV_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref, DM_MEM_HOST};
+const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF,
+                               sizeof(dm_conv_args),
+                               conv_outputs, NULL, conv_check};
+
+void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
+                    int W) {
+    dm_conv_args a = {.y = y, .x = x, .w = w, .B = B, .T = T, .C = C, .W = W};
+    dm_op_run(o, DM_OP_CONV, DM_FWD, &a);
+}
+void dm_op_conv_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
+                    const float *x, const float *w, int B, int T, int C, int W) {
+    if (!dm_ops_bf16_active(o)) dxb = NULL;
+    dm_conv_args a = {.x = x, .w = w, .dx = dx, .dxb = dxb, .dw = dw, .dy = dy, .B = B, .T = T,
+                   .C = C, .W = W};
+    dm_op_run(o, DM_OP_CONV, DM_BWD, &a);
+}
+
+static void xent_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_xent_args *a = args;
+    if (dir == DM_FWD) *a->mean = dm_xent_ref_fwd(a->losses, a->logits, a->targets, a->N, a->V);
+    else dm_xent_ref_bwd(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale);
+    if (dir == DM_BWD && a->db) dm_bf16_ref_from_f32(a->db, a->dlogits, (size_t)a->N * a->V);
+}
+static int xent_outputs(void *args, int dir, dm_out *o) {
+    dm_xent_args *a = args;
+    if (dir == DM_BWD) {
+        o[0] = (dm_out){"dlogits", (void **)&a->dlogits, (size_t)a->N * a->V, DM_OUT_SET};
+        if (!a->db) return 1; /* the bf16 copy: the second run of verify mode writes none */
+        o[1] = (dm_out){"dlogits bf16", (void **)&a->db, (size_t)a->N * a->V, DM_OUT_PRIVATE};
+        return 2;
+    }
+    int n = 0;
+    o[n++] = (dm_out){"loss", (void **)&a->mean, 1, DM_OUT_F64};
+    if (a->losses) o[n++] = (dm_out){"losses", (void **)&a->losses, (size_t)a->N, DM_OUT_SET};
+    return n;
+}
+static const char *xent_check(const void *args, int dir) {
+    const dm_xent_args *a = args;
+    if (a->N < 0 || a->V < 1) return "a negative size or no vocabulary";
+    if (dir == DM_FWD && !a->mean) return "a NULL buffer";
+    if (!a->N) return NULL;
+    if (!a->logits || !a->targets) return "a NULL buffer";
+    return dir == DM_BWD && !a->dlogits ? "a NULL buffer" : NULL;
+}
+
+static const dm_impl XENT_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref, DM_MEM_HOST};
+const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
+                               sizeof(dm_xent_args),
+                               xent_outputs, NULL, xent_check};
+
+double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,
+                      int N, int V) {
+    double mean = 0;
+    dm_xent_args a = {.losses = losses, .mean = &mean, .logits = logits, .targets = targets, .N = N,
+                   .V = V};
+    dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
+    return mean;
+}
+void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+                    const uint8_t *targets, int N, int V, float scale) {
+    if (!dm_ops_bf16_active(o)) db = NULL;
+    dm_xent_args a = {.logits = logits, .targets = targets, .dlogits = dlogits, .db = db, .N = N,
+                   .V = V, .scale = scale};
+    dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
+}

@@ -1,0 +1,41 @@
+/* seq.h — the arguments of the ops at the ends of the network and along the sequence
+ * (seq.c): the byte embedding, the causal depthwise conv, the softmax cross-entropy. */
+#ifndef DM_OPS_SEQ_H
+#define DM_OPS_SEQ_H
+
+#include <stdint.h>
+
+/* embed: out[N,C] = table[tok]; backward dtable[256,C] += */
+typedef struct {
+    float *out;
+    const uint8_t *tok;
+    const float *table;
+    float *dtable;
+    const float *dout;
+    int N, C;
+} dm_embed_args;
+
+/* conv: y[B,T,C] = causal depthwise conv of x with w[C,W]; backward dx =, dw += */
+typedef struct {
+    float *y;
+    const float *x, *w;
+    float *dx, *dw;
+    uint16_t *dxb; /* bwd: bf16(dx) too (NULL: none) */
+    const float *dy;
+    int B, T, C, W;
+} dm_conv_args;
+
+/* xent: the mean loss (and per-row losses[N] when non-NULL) of logits[N,V]; backward
+ * dlogits[N,V] = */
+typedef struct {
+    float *losses;
+    double *mean;
+    const float *logits;
+    const uint8_t *targets;
+    float *dlogits;
+    uint16_t *db; /* bwd: bf16(dlogits) too (NULL: none) */
+    int N, V;
+    float scale;
+} dm_xent_args;
+
+#endif

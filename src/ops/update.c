@@ -1,0 +1,181 @@
+/* update.c — the optimizer's elementwise ops and reductions as ops (optim_ops.h;
+ * arguments: update.h): adamw, momentum, muon_update, grad_norm, grad_add, grad_mean, each
+ * with the double-precision reference (ref/optim_ref.c). */
+#include "ops/update.h"
+
+#include "ops/op.h"
+#include "ops/optim_ops.h"
+#include "ref/optim_ref.h"
+
+/* ---- adamw ---- */
+
+static void adamw_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_adamw_args *a = args;
+    dm_adamw_ref(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1,
+                 a->b2, a->eps, a->t, a->gscale);
+}
+static int adamw_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_adamw_args *a = args;
+    o[0] = (dm_out){"p", (void **)&a->po, a->n, DM_OUT_SET};
+    o[1] = (dm_out){"m", (void **)&a->m1o, a->n, DM_OUT_SET};
+    o[2] = (dm_out){"v", (void **)&a->m2o, a->n, DM_OUT_SET};
+    return 3;
+}
+/* ---- the checks: the buffers of a non-empty call ---- */
+
+static const char *adamw_check(const void *args, int dir) {
+    (void)dir;
+    const dm_adamw_args *a = args;
+    return a->n && (!a->po || !a->m1o || !a->m2o || !a->p || !a->g || !a->m1 || !a->m2)
+               ? "a NULL buffer" : NULL;
+}
+static const char *mom_check(const void *args, int dir) {
+    (void)dir;
+    const dm_mom_args *a = args;
+    return a->n && (!a->momo || !a->mom || !a->g) ? "a NULL buffer" : NULL;
+}
+static const char *apply_check(const void *args, int dir) {
+    (void)dir;
+    const dm_apply_args *a = args;
+    return a->n && (!a->wo || !a->w || !a->x) ? "a NULL buffer" : NULL;
+}
+static const char *gnorm_check(const void *args, int dir) {
+    (void)dir;
+    const dm_gnorm_args *a = args;
+    return !a->norm || (a->n && !a->g) ? "a NULL buffer" : NULL;
+}
+static const char *sum_check(const void *args, int dir) {
+    (void)dir;
+    const dm_sum_args *a = args;
+    if (a->A < 0) return "a negative count";
+    return a->n && (!a->out || !a->acc) ? "a NULL buffer" : NULL;
+}
+
+static const dm_impl ADAMW_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref,
+                                  DM_MEM_HOST};
+const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
+                                sizeof(dm_adamw_args),
+                                adamw_outputs, NULL, adamw_check};
+
+void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
+                 float wd, float b1, float b2, float eps, long t, float gscale) {
+    dm_adamw_args a = {p, m1, m2, p, g, m1, m2, n, lr, wd, b1, b2, eps, gscale, t};
+    dm_op_run(o, DM_OP_ADAMW, DM_FWD, &a);
+}
+
+/* ---- momentum ---- */
+
+static void mom_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_mom_args *a = args;
+    dm_momentum_ref(a->momo, a->u, a->mom, a->g, a->n, a->beta, a->gscale);
+}
+static int mom_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_mom_args *a = args;
+    o[0] = (dm_out){"momentum", (void **)&a->momo, a->n, DM_OUT_SET};
+    if (!a->u) return 1;
+    o[1] = (dm_out){"u", (void **)&a->u, a->n, DM_OUT_SET};
+    return 2;
+}
+static const dm_impl MOMENTUM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mom_ref,
+                                     DM_MEM_HOST};
+const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
+                                   sizeof(dm_mom_args),
+                                   mom_outputs, NULL, mom_check};
+
+void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
+                    float gscale) {
+    dm_mom_args a = {mom, u, mom, g, n, beta, gscale};
+    dm_op_run(o, DM_OP_MOMENTUM, DM_FWD, &a);
+}
+
+/* ---- muon_update ---- */
+
+static void apply_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_apply_args *a = args;
+    dm_muon_apply_ref(a->wo, a->w, a->x, a->n, a->decay, a->step);
+}
+static int apply_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_apply_args *a = args;
+    o[0] = (dm_out){"w", (void **)&a->wo, a->n, DM_OUT_SET};
+    return 1;
+}
+static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref,
+                                  DM_MEM_HOST};
+const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
+                                      sizeof(dm_apply_args), apply_outputs, NULL, apply_check};
+
+void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step) {
+    dm_apply_args a = {w, w, x, n, decay, step};
+    dm_op_run(o, DM_OP_MUON_UPDATE, DM_FWD, &a);
+}
+
+/* ---- grad_norm ---- */
+
+static void norm_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_gnorm_args *a = args;
+    *a->norm = dm_grad_norm2_ref(a->g, a->n);
+}
+static int norm_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_gnorm_args *a = args;
+    o[0] = (dm_out){"norm", (void **)&a->norm, 1, DM_OUT_F64};
+    return 1;
+}
+static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref,
+                                 DM_MEM_HOST};
+const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
+                                    sizeof(dm_gnorm_args),
+                                    norm_outputs, NULL, gnorm_check};
+
+double dm_op_grad_norm(dm_ops *o, const float *g, size_t n) {
+    double norm = 0;
+    dm_gnorm_args a = {&norm, g, n};
+    dm_op_run(o, DM_OP_GRAD_NORM, DM_FWD, &a);
+    return norm;
+}
+
+/* ---- grad_add, grad_mean ---- */
+
+static void add_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_sum_args *a = args;
+    dm_grad_add_ref(a->out, a->acc, a->g, a->n, a->first);
+}
+static void mean_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_sum_args *a = args;
+    dm_grad_mean_ref(a->out, a->acc, a->n, a->A);
+}
+static int sum_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_sum_args *a = args;
+    o[0] = (dm_out){"sum", (void **)&a->out, a->n, DM_OUT_SET};
+    return 1;
+}
+static const dm_impl GRAD_ADD_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, add_ref,
+                                     DM_MEM_HOST};
+const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, &GRAD_ADD_REF,
+                                   sizeof(dm_sum_args),
+                                   sum_outputs, NULL, sum_check};
+static const dm_impl GRAD_MEAN_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref,
+                                      DM_MEM_HOST};
+const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF,
+                                    sizeof(dm_sum_args),
+                                    sum_outputs, NULL, sum_check};
+
+void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first) {
+    dm_sum_args a = {.out = acc, .acc = acc, .g = g, .n = n, .first = first};
+    dm_op_run(o, DM_OP_GRAD_ADD, DM_FWD, &a);
+}
+
+void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A) {
+    dm_sum_args a = {.out = out, .acc = acc, .n = n, .A = A};
+    dm_op_run(o, DM_OP_GRAD_MEAN, DM_FWD, &a);
+}
