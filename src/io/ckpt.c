@@ -96,7 +96,7 @@ static void remove_ckpt_dir(const char *run_dir, const char *dir) {
 }
 
 /* Keep the newest KEEP checkpoints up to step, and the one of step `keep` (>= 0: the
- * fallback of a resume on probation, jobs/train.c); one beyond step is of a past the run
+ * fallback of a resume on probation, jobs/train_loop.c); one beyond step is of a past the run
  * left (a damaged checkpoint a resume skipped). */
 static void prune(const char *run_dir, long step, long keep) {
     char path[4400];

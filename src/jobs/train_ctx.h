@@ -1,7 +1,7 @@
 /* train_ctx.h — the context the rooms of the training job (jobs/train.h) share, and the
  * few helpers they all use (train_ctx.c). The rooms, each calling only those below it:
  *
- *   train.c         the job: set-up, the step loop, one step, a fallback's second run
+ *   train_loop.c    the job: set-up, the step loop, one step, a fallback's second run
  *   train_rundir.h  the run directory: the config, the lock, resume, the checkpoints,
  *                   a fine-tuning run's parent
  *   train_report.h  what the run tells: the set-up notes, metrics.jsonl, the step events

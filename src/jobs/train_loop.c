@@ -1,4 +1,4 @@
-/* train.c — the training job: the config of the run, set-up, then per step the batch,
+/* train_loop.c — the training job (dm_train, jobs/train.h): the config of the run, set-up, then per step the batch,
  * forward, backward and optimizer update, the log line and evaluation, the checkpoint;
  * then the finish (counters, atlas, summary). Exact resume; a clean stop when asked.
  * The rooms it runs through are listed in jobs/train_ctx.h.
