@@ -5,9 +5,11 @@
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "io/files.h"
 #include "jobs/step.h" /* the oversubscription note */
 
 
@@ -45,6 +47,28 @@ __attribute__((format(printf, 2, 3))) static void add_note(dm_ckpt_iter *it, con
     va_end(ap);
 }
 
+/* 1 (why in err) when c lies in a run directory whose config.json has other model keys:
+ * a model file copied in, or made with another shape, is not a checkpoint of that run,
+ * whatever its checksums say. */
+static int foreign(dm_ckpt_iter *it, const dm_ckpt *c, char *err, size_t errlen) {
+    char run[4096], path[4200], va[64], vb[64];
+    if (!it->run_read && dm_load_run_dir(it->model_path, run, sizeof run) == 0) {
+        snprintf(path, sizeof path, "%s/config.json", run);
+        char *js = dm_read_file(path, err, errlen);
+        dm_config_default(&it->run);
+        it->has_run = js && !dm_config_from_json(&it->run, js, err, errlen);
+        free(js);
+    }
+    it->run_read = 1;
+    if (!it->has_run) return 0;
+    const char *k = dm_config_diff(dm_ckpt_config(c), &it->run, DM_KEYS_MODEL, va, vb, sizeof va);
+    if (!k) return 0;
+    dm_load_run_dir(it->model_path, run, sizeof run);
+    snprintf(err, errlen, "%.2000s is not a checkpoint of %.1000s: it has %s=%s, the run's "
+             "config.json %s=%s (model keys cannot change)", it->model_path, run, k, va, k, vb);
+    return 1;
+}
+
 dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
     char err[4096];
     for (;;) {
@@ -63,6 +87,10 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
         if (c && it->upto > 0 && dm_ckpt_step(c) > it->upto) {
             dm_ckpt_close(c); /* the caller named it when it asked for a fallback */
             continue;
+        }
+        if (c && foreign(it, c, err, sizeof err)) {
+            dm_ckpt_close(c);
+            c = NULL;
         }
         if (c && dm_ckpt_unverified(c))
             add_note(it, "note: %.2000s has no checksums (an older dormouse wrote it): read "

@@ -28,6 +28,7 @@
 #include "io/metrics.h"  /* a resumed run's wall time so far */
 #include "io/rundir.h"
 #include "jobs/budget.h"
+#include "jobs/resume.h"
 #include "jobs/eval.h"
 #include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
@@ -386,10 +387,12 @@ static int open_run(train_ctx *t) {
     if (a->resume) {
         dm_ckpt_iter it = {.path = a->out, .with_optim = 1, .upto = t->upto};
         dm_ckpt *ck;
+        dm_config saved;
         int rc = DM_CKPT_DAMAGED;
         while (rc != DM_CKPT_OK && (ck = dm_ckpt_next(&it, t->st))) {
             rc = dm_ckpt_into(ck, t->m, t->opt, err, sizeof err);
             t->start = dm_ckpt_step(ck);
+            saved = *dm_ckpt_config(ck);
             dm_ckpt_close(ck);
             if (rc == DM_CKPT_MISMATCH) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
             if (rc != DM_CKPT_OK) dm_ckpt_skip(&it, err);
@@ -400,6 +403,8 @@ static int open_run(train_ctx *t) {
             return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s", why);
         }
         dm_ckpt_loaded(&it, t->io);
+        if (dm_resume_config(&saved, &t->cfg, a->sets, a->n_sets, a->out, t->start, t->io, t->st))
+            return t->st->code;
         t->last_ckpt = t->start;
         t->probation = 1;
         t->fallback = ckpt_step_at(a->out, it.k); /* the candidates after it are older */
@@ -468,6 +473,8 @@ static int set_up(train_ctx *t) {
     }
     if (dm_eval_check(&t->corpus, c->eval_window, c->eval_windows, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    if (dm_memory_fits(c, c->batch_size, c->seq_len, t->nthreads, NULL, t->st))
+        return t->st->code;
     t->m = dm_model_create(c, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
@@ -565,8 +572,8 @@ static int fit_budget(train_ctx *t, long done, int early) {
     } else {
         double te = now;
         size_t scored;
-        double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                                 c->batch_size, c->seq_len, t->comm, t->io, &scored);
+        double bpb = dm_eval_val_fp32(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                      c->batch_size, c->seq_len, t->comm, t->io, &scored);
         now = clock_of(t);
         t->eval_s = now - te;
         if (isnan(bpb) && dm_job_stopped(t->io)) /* cut short by a stop: its time says nothing */
@@ -866,8 +873,8 @@ static int log_eval(train_ctx *t, long done) {
         double te = dm_now(), tc = clock_of(t);
         dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
         size_t scored;
-        double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                                 c->batch_size, c->seq_len, t->comm, t->io, &scored);
+        double bpb = dm_eval_val_fp32(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                      c->batch_size, c->seq_len, t->comm, t->io, &scored);
         dm_model_set_atlas(t->m, t->atlas);
         if (t->atlas) dm_atlas_stage(t->atlas, DM_ST_EVAL, dm_now() - te);
         t->eval_s = clock_of(t) - tc;
