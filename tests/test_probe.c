@@ -254,3 +254,26 @@ TEST(probe_eval_bpb_independent_of_machine_bf16) {
     }
     t_rmtree(d);
 }
+
+/* F6, the training side: a run's val_bpb (metrics.jsonl, summary.json) is the number
+ * `dormouse eval` gives for its checkpoint, also where the training steps run bf16 (then
+ * the run scores an fp32 copy of its weights). */
+TEST(probe_train_val_bpb_is_eval_number) {
+    char d[256], cmd[4096], out[16384], p[400];
+    t_tmpdir(d, sizeof d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/run --data " T_CORPUS " " T_TINY
+             " --set steps=5 --set eval_every=0", d);
+    CHECK(sh(d, cmd, out, sizeof out) == 0);
+    snprintf(p, sizeof p, "%s/run/summary.json", d);
+    char *sum = t_read_text(p);
+    const char *v = sum ? strstr(sum, "\"val_bpb\": ") : NULL;
+    CHECK(v != NULL);
+    double trained = v ? atof(v + 11) : NAN;
+    free(sum);
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s/run", d);
+    CHECK(sh(d, cmd, out, sizeof out) == 0);
+    double evald = bpb_of(out);
+    CHECKF(isfinite(trained) && fabs(trained - evald) < 5e-7, "train's val_bpb %.6f, eval's %.6f",
+           trained, evald);
+    t_rmtree(d);
+}
