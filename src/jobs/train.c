@@ -590,6 +590,7 @@ static int fit_budget(train_ctx *t, long done, int early) {
     if (from_rank0(t, &steps)) return t->st->code;
     char bud[32];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    if (steps <= done && t->stop) steps = done + 1; /* stopped: resumable, not finished */
     if (steps <= done) {
         char least[32];
         double per = (elapsed + (double)(c->warmup_steps - done) * step_s + t->eval_s) /
@@ -645,12 +646,11 @@ static int budget_tick(train_ctx *t, long done) {
     int was = c->steps;
     c->steps = (int)steps;
     dm_optim_set_steps(t->opt, c->steps, c->schedule_steps);
-    char bud[32];
+    char bud[32], text[512];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
-    dm_job_note(t->io, "time budget %s: the machine slowed (%.0f ms a step over the last %d): "
-                "steps=%d instead of %d, the last %ld a cooldown (schedule_steps=%d; recorded "
-                "in config.json)\n", bud, 1e3 * mean_of(t->recent, 0, n), n, c->steps, was,
-                (long)c->steps - dm_lr_cooldown_start(c->steps), c->schedule_steps);
+    dm_budget_cut_text(bud, 1e3 * mean_of(t->recent, 0, n), n, was, c->steps,
+                       c->schedule_steps, text, sizeof text);
+    dm_job_note(t->io, "%s\n", text);
     return record_steps(t);
 }
 
@@ -947,11 +947,8 @@ static int checkpoint(train_ctx *t, long done) {
     int last = done == c->steps, stop = t->stop;
     int until = t->a->until > 0 && done == t->a->until && !last;
     if (t->fit_at) { /* measuring for time_budget: steps not fixed, so no checkpoint yet */
-        if (stop)
-            dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld, before time_budget "
-                    "fixed the steps (after step %ld); %s is left as it was", done, t->fit_at,
-                    t->a->out);
-        return stop;
+        if (!stop) return 0;
+        if (fit_budget(t, done, 1)) return 1; /* a stop fixes them: the steps done are kept */
     }
     long due = last || stop || until || (c->ckpt_every > 0 && done % c->ckpt_every == 0);
     if (!due && c->ckpt_time > 0) { /* every ckpt_time of wall clock, on rank 0's clock */
@@ -1063,6 +1060,10 @@ static void finish(train_ctx *t) {
     char prec[256];
     dm_precision_describe(dm_model_precision(t->m), prec, sizeof prec);
     dm_job_note(t->io, "precision: %s\n", prec);
+    char cut[512];
+    if (dm_budget_summary(c->steps, c->schedule_steps, (long)c->batch_size * c->grad_accum *
+                          c->seq_len, cut, sizeof cut))
+        dm_job_note(t->io, "%s\n", cut);
     if (t->nranks > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
                     "exchanges per step (the run's total over its %ld steps)\n", t->nranks,
