@@ -5,6 +5,7 @@
  * before anything is allocated; a data directory or a checkpoint whose final rename never
  * happened; a validation BPB that depends on the machine's bf16. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,5 +276,31 @@ TEST(probe_train_val_bpb_is_eval_number) {
     double evald = bpb_of(out);
     CHECKF(isfinite(trained) && fabs(trained - evald) < 5e-7, "train's val_bpb %.6f, eval's %.6f",
            trained, evald);
+    t_rmtree(d);
+}
+
+/* A second dormouse with threads=0 (all cores) beside one that trains: it takes a fair
+ * share of the cores and says so, naming the busy one. (Alone it takes them all, quietly;
+ * not checked here: on a shared machine other dormice may be busy.) */
+TEST(probe_second_process_takes_a_fair_share) {
+    char d[256], cmd[4096], out[16384], p[400], want[64];
+    t_tmpdir(d, sizeof d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/run --data " T_CORPUS " " RUN10
+             " --until 6", d);
+    CHECK(sh(d, cmd, out, sizeof out) == 0);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/busy --data " T_CORPUS " " T_TINY
+             " --set steps=1000000 --set eval_every=0", d);
+    int pid = t_spawn(cmd, NULL);
+    snprintf(p, sizeof p, "%s/busy/metrics.jsonl", d);
+    struct timespec nap = {0, 50000000L};
+    for (int i = 0; i < 600 && !t_exists(p); i++) nanosleep(&nap, NULL); /* training now */
+    for (int i = 0; i < 6; i++) nanosleep(&nap, NULL);
+    snprintf(cmd, sizeof cmd, DM_CLI " eval %s/run --set threads=0", d);
+    CHECK(sh(d, cmd, out, sizeof out) == 0);
+    snprintf(want, sizeof want, "pid %d at ", pid);
+    CHECKF(strstr(out, "note: threads=") && strstr(out, want) && strstr(out, "fair share"),
+           "no fair share beside pid %d", pid);
+    kill(pid, SIGTERM);
+    t_wait(pid);
     t_rmtree(d);
 }

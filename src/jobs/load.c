@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "io/files.h"
+#include "jobs/fair.h"
 #include "jobs/step.h" /* the oversubscription note */
 
 
@@ -154,7 +155,8 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
         }
         if (!bad && !m) {
             char over[256];
-            dm_set_threads(cfg->threads);
+            int shared, n = dm_fair_threads(cfg, NULL, io, &shared);
+            if (shared) cfg->threads = n; /* the job's later calls keep the share */
             if (dm_step_oversubscribed(cfg->threads, over, sizeof over)[0])
                 dm_job_warn(io, "%s", over);
             m = dm_model_create(cfg, err, sizeof err);

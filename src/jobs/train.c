@@ -28,6 +28,7 @@
 #include "io/metrics.h"  /* a resumed run's wall time so far */
 #include "io/rundir.h"
 #include "jobs/budget.h"
+#include "jobs/fair.h"
 #include "jobs/resume.h"
 #include "jobs/eval.h"
 #include "jobs/load.h"
@@ -454,7 +455,7 @@ static int open_run(train_ctx *t) {
 static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
     char err[8192];
-    t->nthreads = dm_step_threads(c, t->comm);
+    t->nthreads = dm_fair_threads(c, t->comm, t->io, NULL);
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     if (t->corpus.notes) dm_job_note(t->io, "%s", t->corpus.notes);
