@@ -92,7 +92,7 @@ int dm_busy_dormice(char *buf, size_t n) {
 }
 
 int dm_fair_threads(const dm_config *c, const dm_comm *comm, const dm_job_io *io,
-                    int *shared) {
+                    int to_stderr, int *shared) {
     if (shared) *shared = 0;
     if (c->threads != 0 || dm_comm_local_size(comm) > 1 || getenv("OMPI_COMM_WORLD_SIZE") ||
         getenv("PMI_SIZE") || getenv("PMIX_RANK"))
@@ -107,8 +107,11 @@ int dm_fair_threads(const dm_config *c, const dm_comm *comm, const dm_job_io *io
     if (shared) *shared = 1;
     char others[48] = "another dormouse is";
     if (busy > 1) snprintf(others, sizeof others, "%d other dormouse processes are", busy);
-    /* on stderr, beside the oversubscription note: sample's stdout is its text */
-    dm_job_warn(io, "note: threads=%d of %d core%s: %s busy here (%s), so this one takes a "
-                "fair share; threads=N chooses\n", n, cores, cores == 1 ? "" : "s", others, who);
+    char note[1024];
+    snprintf(note, sizeof note, "note: threads=%d of %d core%s: %s busy here (%s), so this one "
+             "takes a fair share; threads=N chooses\n", n, cores, cores == 1 ? "" : "s", others,
+             who);
+    if (to_stderr) dm_job_warn(io, "%s", note);
+    else dm_job_note(io, "%s", note);
     return n;
 }

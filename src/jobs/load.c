@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/files.h"
@@ -131,10 +132,32 @@ static int unused_key(const char *const *sets, int n_sets, const char *cmd,
     return 0;
 }
 
+/* 1 (a bad-input status) when path is a file of text: a corpus named where a checkpoint
+ * goes ("dormouse eval notes.txt") */
+static int text_not_ckpt(const char *path, const char *cmd, dm_status *st) {
+    unsigned char b[8];
+    struct stat sb;
+    size_t l = strlen(path);
+    if (l >= 12 && !strcmp(path + l - 12, ".safetensors")) return 0; /* its reader says why */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) /* a safetensors file starts with its header's length */
+        if (!(b[i] >= 32 && b[i] < 127) && b[i] != '\n' && b[i] != '\r' && b[i] != '\t')
+            return 0;
+    return dm_fail(st, DM_JOB_BAD_INPUT, "%s is a text file, not a checkpoint: `dormouse %s` "
+                   "takes a run directory, a ckpt-NNNNNNNN directory or a model.safetensors "
+                   "file%s", path, cmd, strcmp(cmd, "eval") ? "" : " (to score this text with "
+                   "a checkpoint: dormouse eval RUN_DIR --data FILE)");
+}
+
 dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
                         const char *cmd, const char *const *usable, dm_config *cfg, long *step,
                         char *model_path, const dm_job_io *io, dm_status *st) {
     char err[8192];
+    if (text_not_ckpt(path, cmd, st)) return NULL;
     dm_ckpt_iter it = {.path = path};
     dm_model *m = NULL;
     dm_ckpt *c;
@@ -155,7 +178,7 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
         }
         if (!bad && !m) {
             char over[256];
-            int shared, n = dm_fair_threads(cfg, NULL, io, &shared);
+            int shared, n = dm_fair_threads(cfg, NULL, io, !strcmp(cmd, "sample"), &shared);
             if (shared) cfg->threads = n; /* the job's later calls keep the share */
             if (dm_step_oversubscribed(cfg->threads, over, sizeof over)[0])
                 dm_job_warn(io, "%s", over);

@@ -253,11 +253,11 @@ static int list_sources(prep_ctx *P, const char *const *srcs, int n, char ***out
             if (dm_list_tree(srcs[i], a->incl, a->n_incl, a->excl, a->n_excl, &paths, &np,
                              &skipped, P->err, sizeof P->err))
                 return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", P->err);
-            for (char *l = skipped; l && *l;) {
+            for (char *l = skipped; l && *l;) { /* lines "PATH: why" */
                 char *nl = strchr(l, '\n');
                 *nl = 0;
-                dm_job_note(P->io, "note: %s skipped: not a regular file\n", l);
                 *strrchr(l, ':') = 0;
+                dm_job_note(P->io, "note: %s skipped: not a regular file\n", l);
                 skip(P, l, "not a regular file");
                 l = nl + 1;
             }
@@ -296,9 +296,12 @@ static int split_tail(prep_ctx *P) {
                                      : (uint64_t)a->val_bytes;
     if (V < 2 || V + 2 > T)
         return dm_fail(P->st, DM_JOB_BAD_INPUT, "the split leaves %llu validation and %llu "
-                       "training bytes of %llu; each needs at least 2 (--val-bytes, "
+                       "training bytes of %llu; each needs at least 2%s (--val-bytes, "
                        "--val-fraction)", (unsigned long long)V,
-                       (unsigned long long)(T > V ? T - V : 0), (unsigned long long)T);
+                       (unsigned long long)(T > V ? T - V : 0), (unsigned long long)T,
+                       V + 2 > T && T >= 20 ? ": the validation part takes the last "
+                       "--val-bytes of the text (81920 by default), more than there is; take "
+                       "a smaller part, e.g. --val-fraction 0.1, or give more text" : "");
     uint64_t S = T - V;
     uint8_t *buf = malloc(WBUF);
     if (!buf) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");

@@ -455,7 +455,7 @@ static int open_run(train_ctx *t) {
 static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
     char err[8192];
-    t->nthreads = dm_fair_threads(c, t->comm, t->io, NULL);
+    t->nthreads = dm_fair_threads(c, t->comm, t->io, 0, NULL);
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     if (t->corpus.notes) dm_job_note(t->io, "%s", t->corpus.notes);
@@ -1067,7 +1067,7 @@ static void finish(train_ctx *t) {
         dm_job_note(t->io, "%s\n", cut);
     if (t->nranks > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
-                    "exchanges per step (the run's total over its %ld steps)\n", t->nranks,
+                    "exchanges per step (the mean over the %ld steps of this command)\n", t->nranks,
                     1e-6 * cs.bytes * per, 1e3 * cs.sec * per, steps_run);
     if (pr.flags)
         dm_job_note(t->io, "machine: busy while training (%s: load average up to %.2f, other "
