@@ -70,9 +70,10 @@ int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t er
     if (windows < 2 || (c->val_n / (size_t)windows) >= (size_t)w) return 0;
     snprintf(err, errlen, "eval_windows=%ld: %ld windows of eval_window=%ld bytes need a "
              "validation set of at least %ld bytes; it has %zu%s (eval_windows=all scores all "
-             "of it)", windows, windows, w, windows * w, c->val_n, c->mapped || c->val_bytes ? ""
-             : " (the last eval_window bytes of the corpus: prepare a data directory with "
-             "`dormouse prepare`, or pass --val)");
+             "of it)", windows, windows, w, windows * w, c->val_n, c->val_bytes ? ""
+             : c->mapped ? " (val.bin of the data directory: prepare it with --val-bytes "
+             "N x eval_window or more)" : " (the last eval_window bytes of the corpus: prepare "
+             "a data directory with `dormouse prepare --val-bytes N`, or pass --val)");
     return 1;
 }
 
