@@ -125,7 +125,7 @@ probe_damage() {
       if [[ $(bpb "$out") != "$BASE5" ]]; then wrong damage "eval fell back to $(bpb "$out"), not $BASE5"; continue
       elif ! grep -q "skipping a checkpoint" "$D/e2.err"; then silent damage "fallback without a note"; continue; fi
     fi
-    if resume_to_end "$D/m"; then right damage; else wrong damage "$f damaged: the resume ended at $(bits "$D/m")"; fi
+    if resume_to_end "$D/m"; then right damage; else wrong damage "$f damaged: the resume ended at $(bits "$D/m"): $(tail -c 300 "$D/resume.log")"; fi
   done
 }
 
