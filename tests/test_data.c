@@ -610,8 +610,10 @@ TEST(resume_other_corpus_quotes_file_sizes) {
 TEST(resume_other_split_refused) {
     char d[256], out[16384], err[4096], cmd[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out a --val-bytes 20000", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare " T_CORPUS " --out b --val-bytes 30000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare " T_CORPUS " --out a --val-bytes 20000 --val-split tail", out,
+              sizeof out) == 0);
+    CHECK(cli(d, "prepare " T_CORPUS " --out b --val-bytes 30000 --val-split tail", out,
+              sizeof out) == 0);
     sh_in(d, "cp -a a a2");
     CHECK(cli(d, "train --data a --out run " T_TINY " --set steps=4 --until 1", out,
               sizeof out) == 0);

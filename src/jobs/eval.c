@@ -292,9 +292,10 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
             dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted during the evaluation of %s, %zu "
                     "bytes scored: no result", what, scored);
         else if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
-        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; checkpoint "
-                         "step %ld; %s products)\n", bpb, what, data, c.mapped ? "/val.bin" : "",
-                         from, scored, step, dm_model_precision(m)->matmul_bf16 ? "bf16" : "fp32");
+        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; %s products; "
+                         "checkpoint step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "",
+                         from, scored, dm_model_precision(m)->matmul_bf16 ? "bf16" : "fp32",
+                         step);
     }
     dm_corpus_free(&c);
     dm_model_free(m);

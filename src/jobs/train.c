@@ -28,11 +28,11 @@
 #include "io/metrics.h"  /* a resumed run's wall time so far */
 #include "io/rundir.h"
 #include "jobs/budget.h"
-#include "jobs/fair.h"
-#include "jobs/resume.h"
 #include "jobs/eval.h"
+#include "jobs/fair.h"
 #include "jobs/load.h"
 #include "jobs/plan.h"    /* the memory report */
+#include "jobs/resume.h"
 #include "jobs/step.h"
 #include "model/host.h"
 #include "model/model.h"   /* the precision record */
@@ -1067,7 +1067,8 @@ static void finish(train_ctx *t) {
         dm_job_note(t->io, "%s\n", cut);
     if (t->nranks > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
-                    "exchanges per step (the mean over the %ld steps of this command)\n", t->nranks,
+                    "exchanges per step (the mean over the %ld steps of this command)\n",
+                    t->nranks,
                     1e-6 * cs.bytes * per, 1e3 * cs.sec * per, steps_run);
     if (pr.flags)
         dm_job_note(t->io, "machine: busy while training (%s: load average up to %.2f, other "
