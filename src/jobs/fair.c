@@ -2,6 +2,7 @@
 #include "jobs/fair.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,17 +19,19 @@ static int read_stat(long pid, char *comm, size_t n, long *ppid, unsigned long l
                      char *state) {
     char p[64], line[1024];
     snprintf(p, sizeof p, "/proc/%ld/stat", pid);
-    FILE *f = fopen(p, "r");
-    if (!f) return 1;
-    int ok = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    char *open = strchr(line, '('), *close = strrchr(line, ')');
-    if (!ok || !open || !close || close < open) return 1;
-    snprintf(comm, n, "%.*s", (int)(close - open - 1), open + 1);
+    int fd = open(p, O_RDONLY | O_CLOEXEC); /* read(2), not stdio: no heap */
+    if (fd < 0) return 1;
+    ssize_t got = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (got <= 0) return 1;
+    line[got] = 0;
+    char *lp = strchr(line, '('), *rp = strrchr(line, ')');
+    if (!lp || !rp || rp < lp) return 1;
+    snprintf(comm, n, "%.*s", (int)(rp - lp - 1), lp + 1);
     /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
      * utime stime */
     unsigned long long ut, st;
-    if (sscanf(close + 2, "%c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", state, ppid,
+    if (sscanf(rp + 2, "%c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", state, ppid,
                &ut, &st) != 4)
         return 1;
     *ticks = ut + st;

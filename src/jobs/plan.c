@@ -2,6 +2,8 @@
  * `dormouse plan`: a config's memory figures and a measured ms/step, without training. */
 #include "jobs/plan.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,16 +43,36 @@ size_t dm_memory_total(const dm_memory *mem) {
            mem->verify;
 }
 
-size_t dm_machine_memory(char *what, size_t n) {
-    size_t have = 0, total = 0;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        unsigned long long kb;
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) have = (size_t)kb * 1024;
-        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) total = (size_t)kb * 1024;
+/* A small file of /proc or /sys into buf (NUL-terminated), with read(2) and no stdio, so
+ * the check leaves the heap as it found it; 0 ok. */
+static int read_small(const char *path, char *buf, size_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1;
+    size_t got = 0;
+    for (ssize_t k; got + 1 < n && (k = read(fd, buf + got, n - 1 - got)) != 0;) {
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) break;
+        got += (size_t)k;
     }
-    if (f) fclose(f);
+    close(fd);
+    buf[got] = 0;
+    return got == 0;
+}
+
+/* the number of kB after "key:" in /proc/meminfo's text, 0 when absent */
+static size_t meminfo_kb(const char *text, const char *key) {
+    const char *p = strstr(text, key);
+    unsigned long long kb = 0;
+    return p && sscanf(p + strlen(key), " %llu", &kb) == 1 ? (size_t)kb * 1024 : 0;
+}
+
+size_t dm_machine_memory(char *what, size_t n) {
+    char text[8192];
+    size_t have = 0, total = 0;
+    if (read_small("/proc/meminfo", text, sizeof text) == 0) {
+        have = meminfo_kb(text, "MemAvailable:");
+        total = meminfo_kb(text, "MemTotal:");
+    }
     if (!total) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         if (pages > 0 && page > 0) total = (size_t)pages * (size_t)page;
@@ -59,14 +81,13 @@ size_t dm_machine_memory(char *what, size_t n) {
     int used = snprintf(what, n, "%.2f GiB available of %.2f GiB", have / (MIB * 1024),
                         total / (MIB * 1024));
     /* a cgroup (a container's memory limit), then the address-space ulimit */
-    f = fopen("/sys/fs/cgroup/memory.max", "r");
     unsigned long long lim;
-    if (f && fscanf(f, "%llu", &lim) == 1 && lim < have) {
+    if (read_small("/sys/fs/cgroup/memory.max", text, sizeof text) == 0 &&
+        sscanf(text, "%llu", &lim) == 1 && lim < have) {
         have = (size_t)lim;
         used += snprintf(what + used, n > (size_t)used ? n - (size_t)used : 0,
                          ", a cgroup limit of %.2f GiB", lim / (MIB * 1024));
     }
-    if (f) fclose(f);
     struct rlimit r;
     if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < have) {
         have = (size_t)r.rlim_cur;

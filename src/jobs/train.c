@@ -456,6 +456,8 @@ static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
     char err[8192];
     t->nthreads = dm_fair_threads(c, t->comm, t->io, 0, NULL);
+    if (dm_memory_fits(c, c->batch_size, c->seq_len, t->nthreads, NULL, t->st))
+        return t->st->code;
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     if (t->corpus.notes) dm_job_note(t->io, "%s", t->corpus.notes);
@@ -474,8 +476,6 @@ static int set_up(train_ctx *t) {
     }
     if (dm_eval_check(&t->corpus, c->eval_window, c->eval_windows, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
-    if (dm_memory_fits(c, c->batch_size, c->seq_len, t->nthreads, NULL, t->st))
-        return t->st->code;
     t->m = dm_model_create(c, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
