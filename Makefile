@@ -7,8 +7,11 @@
 #       make bench-data (a generated 16 GiB corpus: prepare vs dd, the first step, RSS and
 #         step time against the bundled corpus, the evaluation's bytes/s; scripts/bench_data.sh;
 #         I/O heavy, ~40 GB, about 26 minutes on 2 cores)
+#       make bench-drift (a trained model's step against its step at init, denormals flushed
+#         and kept: scripts/bench_drift.sh; trains 500 steps first, minutes on 2 cores)
 #       make install [PREFIX=/usr/local] (bin/dormouse, lib/libdormouse.a, include/dormouse.h,
-#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin)
+#         lib/pkgconfig/dormouse.pc, share/dormouse/: the corpus, the PyTorch twin; with
+#         CUDA, lib/dormouse/libdormouse-cuda.so: docs/cuda.md)
 #       make uninstall (what the last install wrote)
 #       make fuzz (each libFuzzer harness of fuzz/ for FUZZ_SECONDS, default 60; clang)
 #       make crashtest (the kill -9 crash test, long: CRASHTEST_KILLS, default 270)
@@ -20,7 +23,7 @@ CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 CRASHTEST_KILLS ?= 270
 
-.PHONY: all deps deps-test build run test asan bench bench-data fuzz crashtest clean install uninstall
+.PHONY: all deps deps-test build run test asan bench bench-data bench-drift fuzz crashtest clean install uninstall
 all: build
 
 deps:
@@ -62,6 +65,9 @@ bench: build
 
 bench-data: build
 	@bash scripts/bench_data.sh $(BUILD)
+
+bench-drift: build
+	@bash scripts/bench_drift.sh $(BUILD)
 
 fuzz: deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh

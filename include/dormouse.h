@@ -3,7 +3,9 @@
  * dormouse trains small byte-level language models whose token mixer is a gated delta
  * rule (KDA; GDN as its scalar-gate case). This header is the stable interface:
  * configuration, the model (one flat parameter buffer + a parameter table), forward and
- * backward on a batch of bytes, and the delta-rule core as standalone functions.
+ * backward on a batch of bytes, checkpoints, evaluation in bits per byte, training steps
+ * (a model with its optimizer: dm_trainer), and the delta-rule core as standalone
+ * functions. tests/api_client.c uses it as an installed library would be used.
  *
  * Conventions
  *   - All tensors are float32, row-major, contiguous. Shapes are written [a,b,c] with the
@@ -150,8 +152,14 @@ int dm_config_mlp_hidden(const dm_config *c);
 /* ------------------------------------------------------------------------------------ */
 
 /* Use n threads (0 = all cores) for OpenMP regions; OpenBLAS keeps one of its own (each
- * GEMM tile runs on one thread). Returns the number in use. */
+ * GEMM tile runs on one thread). Every thread of the pool flushes denormal floats to zero
+ * (x86 FTZ and DAZ): a trained model's decays reach them, and they cost the CPU ~100x an
+ * ordinary operation. Returns the number in use. */
 int dm_set_threads(int n);
+/* 1 when the calling thread and every thread of a region of the current size flush
+ * denormals to zero; 0 where they do not (DM_CPU_KEEP_DENORMALS=1 in the environment, or
+ * a CPU that is neither x86 nor Arm). */
+int dm_denormals_flushed(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* Model                                                                                 */
@@ -192,7 +200,8 @@ float *dm_model_grads(dm_model *m);
 void dm_model_zero_grad(dm_model *m);
 /* The name of the model's backend ("cpu", "fenced"). */
 const char *dm_model_backend_name(const dm_model *m);
-/* Copies of the whole buffers, [num_params] floats, whatever the backend. */
+/* Copies of the whole buffers, [num_params] floats, whatever the backend (from_host
+ * replaces every parameter, as dm_model_set does one tensor). */
 void dm_model_params_to_host(const dm_model *m, float *dst);
 void dm_model_params_from_host(dm_model *m, const float *src);
 void dm_model_grads_to_host(const dm_model *m, float *dst);
@@ -292,9 +301,12 @@ int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, 
  * directory; or a model.safetensors), e.g. to create the model or trainer it loads into. */
 int dm_checkpoint_config(const char *path, dm_config *cfg, long *step, char *err,
                          size_t errlen);
-/* Load the parameters of a checkpoint into a model (the model keys must match). 0 ok. */
+/* Load the parameters of a checkpoint (as dm_checkpoint_config names it) into a model
+ * without an optimizer, e.g. to evaluate it; the optimizer's state, if any, is not read.
+ * The model keys must match (else err names the key). 0 ok. */
 int dm_model_load(dm_model *m, const char *path, char *err, size_t errlen);
-/* Save the model (no optimizer state) as dir/ckpt-<step>/. 0 ok. */
+/* Save the model (no optimizer state: `dormouse eval` and `sample` read it, a resume
+ * does not) as dir/ckpt-<step>/, dir made when it is not there. 0 ok. */
 int dm_model_save(dm_model *m, const char *dir, long step, char *err, size_t errlen);
 /* The training batch of 0-based step `step` as `dormouse train` draws it from a corpus of
  * bytes[0..n) (its last eval_window bytes are the validation window, never drawn):

@@ -218,9 +218,13 @@ def read_corpus(path):
 
 
 def is_data_dir(path):
-    """A data directory of `dormouse prepare`: meta.json, train.bin and val.bin."""
-    return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, n))
-                                       for n in ("meta.json", "train.bin", "val.bin"))
+    """A data directory of `dormouse prepare`: meta.json, train.bin and val.bin (one with
+    tokens, tokenizer.model beside them, is refused as dormouse refuses it)."""
+    ok = os.path.isdir(path) and all(os.path.isfile(os.path.join(path, n))
+                                     for n in ("meta.json", "train.bin", "val.bin"))
+    if ok and os.path.isfile(os.path.join(path, "tokenizer.model")):
+        sys.exit(f"error: {path}: token data needs vocab support in the model: not yet")
+    return ok
 
 
 def validation_set(path, eval_window, whole=False):

@@ -15,9 +15,10 @@ cd "$(dirname "$0")/.."
 unpack_only=0
 if [[ ${1:-} == --unpack ]]; then unpack_only=1; shift; fi
 dir=${1:-.device}
-# OpenBLAS (OpenMP) and its Fortran runtime, oneDNN and its OpenCL loader, cJSON, zlib
+# OpenBLAS (OpenMP) and its Fortran runtime, oneDNN and its OpenCL loader, cJSON, xxHash
+# (the checkpoints' checksums), zlib: every library CMakeLists.txt requires
 PKGS=(libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0 libdnnl2 libdnnl-dev
-      ocl-icd-libopencl1 libcjson1 libcjson-dev zlib1g zlib1g-dev)
+      ocl-icd-libopencl1 libcjson1 libcjson-dev libxxhash0 libxxhash-dev zlib1g zlib1g-dev)
 LIMIT_MB=40 # the device call carries at most 64 MiB with the working tree
 
 if (( ! unpack_only )); then
@@ -38,6 +39,16 @@ fi
 
 ls "$dir"/debs/*.deb >/dev/null 2>&1 ||
   { echo "device_deps: no .deb files in $dir/debs (run scripts/device_deps.sh here first)" >&2; exit 1; }
+# every package there (a folder fetched by an older list lacks some: the configure on the
+# device would fail on the first missing library)
+missing=()
+for p in "${PKGS[@]}"; do
+  ls "$dir/debs/${p}"_*.deb >/dev/null 2>&1 || missing+=("$p")
+done
+if (( ${#missing[@]} )); then
+  echo "device_deps: $dir/debs lacks ${missing[*]} (run scripts/device_deps.sh here again)" >&2
+  exit 1
+fi
 rm -rf "$dir/prefix"
 mkdir -p "$dir/prefix"
 prefix=$(cd "$dir/prefix" && pwd)

@@ -4,8 +4,10 @@
 # with `pkg-config --cflags --libs dormouse` alone, and check that the program gets the
 # `dormouse` command's numbers: the BPB `dormouse eval` gives a checkpoint, and after two
 # training steps from it the losses, gradient norms and checkpoint (model and optimizer
-# tensors, bit for bit) of `dormouse train --resume` for those two steps; on the cpu
-# backend and on fenced (the test backend that refuses host views).
+# tensors, bit for bit) of `dormouse train --resume` for those two steps; and the model
+# alone (no optimizer) loaded, evaluated to the same BPB, given those parameters through
+# host memory and saved to the same tensors; on the cpu backend and on fenced (the test
+# backend that refuses host views).
 set -uo pipefail
 build=${1:?usage: installed_api.sh BUILD_DIR SOURCE_DIR}
 src=${2:?usage: installed_api.sh BUILD_DIR SOURCE_DIR}
@@ -70,6 +72,29 @@ sys.exit(1 if bad else 0)
 PY
 }
 
+# same_model CKPT_A CKPT_B: model.safetensors holds the same tensors in both (B may hold
+# the optimizer's state too; A, saved by dm_model_save, must not)
+same_model() {
+/usr/bin/python3 - "$1" "$2" "$src/tests" <<'PY'
+import os, sys
+a, b, tests = sys.argv[1:]
+sys.path.insert(0, tests)
+from same_run import tensors
+bad = []
+if os.path.exists(os.path.join(a, "optim.safetensors")):
+    bad.append(f"{a} holds an optimizer state")
+ta, tb = (tensors(os.path.join(d, "model.safetensors")) for d in (a, b))
+if ta.keys() != tb.keys():
+    bad.append(f"tensors in one file only: {sorted(set(ta) ^ set(tb))}")
+bad += [f"tensor {k} differs" for k in sorted(set(ta) & set(tb)) if ta[k] != tb[k]]
+for x in bad:
+    print("  " + x)
+if not bad:
+    print("the model saved alone holds the trainer's step-6 parameters")
+sys.exit(1 if bad else 0)
+PY
+}
+
 # the client on the cpu backend and on fenced (no host view: every access a copy)
 for be in cpu fenced; do
     "$work/api_client" "$ckpt" "$work/corpus.txt" "$work/client.$be" "$be" \
@@ -78,10 +103,15 @@ for be in cpu fenced; do
     got_bpb=$(grep -o '^bpb [0-9.]*' "$work/client.$be.log")
     [[ -n $want_bpb && "val_$got_bpb" == "$want_bpb" ]] ||
         fail "BPB: the client's '$got_bpb', dormouse eval's '$want_bpb'"
-    echo "same BPB as dormouse eval ($want_bpb)"
+    model_bpb=$(grep -o '^model bpb [0-9.]*' "$work/client.$be.log")
+    [[ "val_${model_bpb#model }" == "$want_bpb" ]] ||
+        fail "BPB of the model alone: the client's '$model_bpb', dormouse eval's '$want_bpb'"
+    echo "same BPB as dormouse eval ($want_bpb), with the trainer and the model alone"
 
     /usr/bin/python3 "$src/tests/same_run.py" --ckpt "$work/client.$be/ckpt-00000006" \
         "$work/resumed/ckpt-00000006" || fail "the step-6 checkpoints differ on $be"
     same_steps "$work/client.$be.log" || fail "the steps differ on $be"
+    same_model "$work/client.$be/model/ckpt-00000006" "$work/resumed/ckpt-00000006" ||
+        fail "the model saved alone differs on $be"
 done
 rm -rf "$work"

@@ -321,6 +321,52 @@ TEST(bench_cli_baseline) {
     t_rmtree(d);
 }
 
+/* --from: the arm is a trained checkpoint's model (its config, weights, optimizer state),
+ * the default baseline the same config at its initial weights; rows name both. A model
+ * key that differs from the checkpoint's, and a path with no checkpoint, are one-line
+ * refusals with exit 2; a key that is not a model key (threads) may change. */
+TEST(bench_cli_from_checkpoint) {
+    char d[256], outp[512], cmd[2048];
+    static char out[1 << 16];
+    t_tmpdir(d, sizeof d);
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/run --steps 3 --set eval_every=0 " TINY
+             " >/dev/null 2>&1", d);
+    CHECKF(system(cmd) == 0, "training the run failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, DM_CLI " bench -v --from %s/run --set threads=1 --reps 1 2>&1", d);
+    int rc = t_run_out(cmd, outp, out, sizeof out);
+    CHECKF(rc == 0, "dormouse bench --from exited %d:\n%s", rc, out);
+    CHECKF(strstr(out, "ckpt-00000003/model.safetensors: step 3, with its optimizer state") &&
+           strstr(out, "# arms weights=trained and weights=init (the baseline)") &&
+           strstr(out, "d_model 32, 1 layer,"), "notes:\n%s", out);
+    char *row[128];
+    int np = rows_of(out, row, 128), trained = 0, init = 0, speedups = 0;
+    CHECKF(np == 15, "printed %d rows, expected 15", np);
+    for (int i = 0; i < np; i++) {
+        char buf[4096], why[256];
+        parsed p;
+        if (!parse_row(row[i], "bench:step", buf, sizeof buf, &p, why, sizeof why)) continue;
+        if (strstr(p.f[5], "_speedup_over_baseline"))
+            speedups += strstr(p.f[4], "weights=trained-step-3 ") &&
+                        strstr(p.f[4], "| baseline weights=init");
+        else if (strstr(p.f[4], "weights=trained-step-3")) trained++;
+        else if (strstr(p.f[4], "weights=init")) init++;
+    }
+    CHECKF(speedups == 3 && trained == 6 && init == 6, "%d speed-up, %d trained, %d init rows",
+           speedups, trained, init);
+    const char *bad[] = {"--from %s/run --set d_model=64", "--from %s/none"};
+    const char *want[] = {"d_model", "none"};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, bad[i], d);
+        snprintf(cmd, sizeof cmd, DM_CLI " bench %s --reps 1", args);
+        rc = t_run_out(cmd, outp, out, sizeof out);
+        CHECKF(rc == 2 && strstr(out, "error: ") && strstr(out, want[i]),
+               "bench %s: exit %d:\n%s", args, rc, out);
+    }
+    t_rmtree(d);
+}
+
 /* ---- the benchmark programs (built beside the dormouse binary) ---- */
 
 TEST(bench_programs_print_history_rows) {

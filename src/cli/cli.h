@@ -1,6 +1,8 @@
-/* cli.h — the `dormouse` command (layer 7 of docs/architecture.md section 2): argument scanning,
- * the printing of the jobs' progress, signals and exit codes. The jobs (src/jobs/) do
- * the work; the process is the command's. */
+/* cli.h — the `dormouse` command (layer 7 of docs/architecture.md section 2): what every
+ * command uses: argument scanning and numbers for flags (args.c), the printing of the
+ * jobs' progress and exit codes (print.c). The commands themselves are cli/commands.h;
+ * main.c dispatches to them and owns the process and its signals. The jobs (src/jobs/)
+ * do the work. */
 #ifndef DM_CLI_H
 #define DM_CLI_H
 
@@ -49,18 +51,5 @@ void dm_cli_progress(void *user, const dm_event *ev);
  * an interrupted one as MSG) and return the exit code: 0 OK, 1 failed, 2 bad input,
  * interrupted 128 + the signal in io->stop (130 SIGINT, 143 SIGTERM; 130 without one). */
 int dm_cli_exit(const dm_job_io *io, const dm_status *st);
-
-/* train, eval and bench run on every rank under mpirun (comm); the others in one process */
-int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
-int dm_cmd_eval(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
-int dm_cmd_sample(int argc, char **argv, const dm_job_io *io);
-int dm_cmd_ab(int argc, char **argv, const dm_job_io *io);
-int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm);
-int dm_cmd_plot(int argc, char **argv, const dm_job_io *io);
-int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io);
-int dm_cmd_plan(int argc, char **argv, const dm_job_io *io);
-/* `dormouse --version`: version, commit, the backends and libraries built in, the CPU. */
-int dm_cmd_version(void);
-int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io);
 
 #endif

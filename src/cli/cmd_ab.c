@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "jobs/ab.h"
 #include "jobs/plot.h"
 

@@ -4,10 +4,12 @@
 
 #include "jobs/bench.h"
 #include "cli/cli.h"
+#include "cli/commands.h"
 
 static const char *HELP =
     "usage: dormouse bench [--data PATH] [--set key=value]... [--baseline key=value]...\n"
     "                      [--reps N] [--memory] [--history FILE] [--verify-data]\n"
+    "                      [--from RUN_OR_CKPT]\n"
     "\n"
     "Time the training step of a config (default: the d2 model, batch 8 x 512) on one batch\n"
     "of the corpus: forward, forward+backward, and the full step (forward, backward,\n"
@@ -34,6 +36,12 @@ static const char *HELP =
     "                    of `dormouse prepare` (mapped; default: the bundled one, as for\n"
     "                    `dormouse train`); the batch is training step 0's\n"
     "  --verify-data     a data directory: check its .bin files' CRC-32s first\n"
+    "  --from RUN_OR_CKPT  time the step of a trained model: the config, weights and\n"
+    "                    optimizer state of the newest checkpoint of a run directory (or of\n"
+    "                    a ckpt-N directory or model file); --set may change the keys that\n"
+    "                    are not model keys. Without --baseline the baseline is the same\n"
+    "                    config at its initial weights (weights=init), so the speed-up says\n"
+    "                    how the trained model's step compares with a fresh one's\n"
     "  --set key=value   one config key (repeatable; `dormouse train --help` lists them).\n"
     "                    Keys only the training loop reads (steps, eval_every, log_every,\n"
     "                    ckpt_every, verify_fused, atlas) change nothing here\n"
@@ -58,17 +66,18 @@ static const char *HELP =
     "  mpirun -np 2 dormouse bench --set threads=1 --set batch_size=4 --set grad_accum=2\n"
     "  dormouse bench --set gemm=onednn --baseline gemm=openblas --reps 9\n"
     "  dormouse bench --set checkpointing=balanced --baseline checkpointing=none --memory\n"
+    "  dormouse bench --from runs/default --reps 5\n"
     "\n"
     "Exit codes: 0 done, 1 runtime failure (non-finite loss, out of memory, history not\n"
     "written), 2 bad usage or input (flags, config, corpus, history not writable).\n";
 
 int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--set", "--baseline", "--reps",
-                                             "--history", NULL};
+                                             "--history", "--from", NULL};
     static const char *const flags[] = {"--help", "-h", "--memory", "--verify-data", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *sets[256], *baseline[256];
-    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0, 0, comm};
+    dm_bench_args ba = {NULL, 5, NULL, sets, 0, baseline, 0, 0, 0, NULL, comm};
     int r;
     while ((r = dm_args_next(&a, "bench")) > 0) {
         long v;
@@ -84,6 +93,7 @@ int dm_cmd_bench(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
         else if (!strcmp(a.name, "--verify-data")) ba.verify_data = 1;
         else if (!strcmp(a.name, "--data")) ba.data = a.value;
         else if (!strcmp(a.name, "--history")) ba.history = a.value;
+        else if (!strcmp(a.name, "--from")) ba.from = a.value;
         else if (!strcmp(a.name, "--reps")) {
             if (dm_cli_long("--reps", a.value, 1, 1000000, &v)) return EXIT_USAGE;
             ba.reps = (int)v;

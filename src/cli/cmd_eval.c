@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "jobs/eval.h"
 #include "jobs/load.h"
 #include "jobs/sample.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "jobs/plot.h"
 
 static const char *PLOT_HELP =

@@ -4,6 +4,7 @@
 
 #include "base/num.h"
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "jobs/prepare.h"
 
 static const char *HELP =
@@ -11,6 +12,8 @@ static const char *HELP =
     "                        --val-fraction F] [--val-split spread|tail] [--val-seed S]\n"
     "                        [--shuffle-files SEED] [--include GLOB]... [--exclude GLOB]...\n"
     "                        [--binary skip|ok]\n"
+    "                        [--vocab N [--tokenizer-type bpe|unigram] [--tokenizer-sample BYTES]\n"
+    "                         | --tokenizer FILE.model]\n"
     "\n"
     "Prepare a corpus of any size once: the sources are read as a stream (never the whole\n"
     "corpus in memory) and written to DATA_DIR as train.bin and val.bin (raw bytes) and\n"
@@ -51,16 +54,32 @@ static const char *HELP =
     "  --binary skip|ok   skip (default) binary files, a NUL byte among their first 8,000\n"
     "                     bytes, with a note naming each; ok keeps them\n"
     "\n"
+    "tokens (docs/tokens.md):\n"
+    "  --vocab N          256 (the default): bytes, the format above. N > 256: also train a\n"
+    "                     SentencePiece tokenizer of N pieces on train.bin (byte fallback,\n"
+    "                     no normalization: it decodes to the text byte for byte) and write\n"
+    "                     tokenizer.model, train.tok and val.tok (uint16 ids up to 65,536\n"
+    "                     pieces, else uint32), with the vocabulary, the tokenizer's checksum\n"
+    "                     and the bytes per token in meta.json. Every byte is checked to\n"
+    "                     round-trip; text that is not valid UTF-8 is refused, naming the file\n"
+    "                     and the offset of its first such byte\n"
+    "  --tokenizer-type bpe|unigram  the tokenizer trained (default bpe)\n"
+    "  --tokenizer-sample BYTES  train it on at most BYTES of train.bin (default 67108864):\n"
+    "                     a larger train.bin gives pieces of 1 MiB spread evenly over it\n"
+    "  --tokenizer FILE.model  reuse this SentencePiece model instead of training one\n"
+    "\n"
     "Progress: a line with the bytes read, bytes/s and the ETA (about once a second).\n"
     "Ctrl-C or SIGTERM stops it; nothing is left. Exit codes: 0 done, 1 I/O failure, 2 bad\n"
     "usage or input (a source missing, DATA_DIR exists, a damaged gzip, a split that leaves\n"
-    "fewer than 2 bytes on a side), 130 / 143 interrupted.\n";
+    "fewer than 2 bytes on a side; with --vocab, text that is not valid UTF-8 or does not\n"
+    "round-trip, a vocabulary SentencePiece cannot train), 130 / 143 interrupted.\n";
 
 int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--out", "--val", "--val-bytes", "--val-fraction",
                                              "--shuffle-files", "--include", "--exclude",
                                              "--binary", "--val-split", "--val-seed",
-                                             NULL};
+                                             "--vocab", "--tokenizer", "--tokenizer-type",
+                                             "--tokenizer-sample", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *srcs[1024], *incl[256], *excl[256];
@@ -119,6 +138,23 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
                 return EXIT_USAGE;
             }
             pa.binary_ok = !strcmp(a.value, "ok");
+        } else if (!strcmp(a.name, "--vocab")) {
+            long v;
+            if (dm_cli_long("--vocab", a.value, 256, 1L << 30, &v)) return EXIT_USAGE;
+            pa.vocab = (int)v;
+        } else if (!strcmp(a.name, "--tokenizer")) pa.tokenizer = a.value;
+        else if (!strcmp(a.name, "--tokenizer-type")) {
+            if (strcmp(a.value, "bpe") && strcmp(a.value, "unigram")) {
+                fprintf(stderr, "error: --tokenizer-type expects bpe or unigram, got '%s'\n",
+                        a.value);
+                return EXIT_USAGE;
+            }
+            pa.tok_type = a.value;
+        } else if (!strcmp(a.name, "--tokenizer-sample")) {
+            long v;
+            if (dm_cli_long("--tokenizer-sample", a.value, 1L << 20, 1L << 62, &v))
+                return EXIT_USAGE;
+            pa.tok_sample = v;
         } else if ((!strcmp(a.name, "--include") ? pa.n_incl : pa.n_excl) == 256) {
             fprintf(stderr, "error: too many %s options\n", a.name);
             return EXIT_USAGE;
@@ -136,6 +172,15 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
         return EXIT_USAGE;
     }
     if (!splits) pa.val_bytes = DM_PREPARE_VAL_BYTES;
+    if (pa.tokenizer && pa.vocab == 256) {
+        fprintf(stderr, "error: --vocab 256 is the bytes; it takes no --tokenizer\n");
+        return EXIT_USAGE;
+    }
+    if ((pa.tok_type || pa.tok_sample) && (pa.tokenizer || pa.vocab <= 256)) {
+        fprintf(stderr, "error: --tokenizer-type and --tokenizer-sample go with --vocab N "
+                "(N > 256), a tokenizer to train\n");
+        return EXIT_USAGE;
+    }
     dm_status st = dm_prepare(&pa, io);
     return dm_cli_exit(io, &st);
 }

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "jobs/train.h"
 
 static const char *HELP =
     "usage: dormouse train [--data PATH] [--val PATH] [--out RUN_DIR] [--config FILE.json]\n"
     "                      [--time-budget DURATION] [--steps N] [--set key=value]...\n"
     "                      [--verify-data]\n"
+    "       dormouse train --init-from RUN_OR_CKPT [--data PATH] [--out RUN_DIR] ...\n"
     "       dormouse train --resume RUN_DIR [--set key=value]... [--until N]\n"
     "\n"
     "Train a model. Defaults: the d2 model (1,976,712 parameters) on the bundled corpus\n"
@@ -45,6 +47,16 @@ static const char *HELP =
     "                     run, bit for bit; a resume keeps them). docs/budget.md\n"
     "  --resume RUN_DIR   continue RUN_DIR from its newest checkpoint, exactly; model keys\n"
     "                     cannot change, others (e.g. steps) can be --set\n"
+    "  --init-from RUN_OR_CKPT\n"
+    "                     fine-tune: a new run (in --out) that starts from the weights of\n"
+    "                     RUN_OR_CKPT (a run directory: its newest checkpoint that loads;\n"
+    "                     a ckpt-NNNNNNNN directory; a model file), with a fresh optimizer\n"
+    "                     and lr schedule, on --data. The model keys are the parent's (a\n"
+    "                     --set or --config asking for another value exits 2 naming the\n"
+    "                     key); the other keys are a fresh run's. RUN_DIR/parent.json\n"
+    "                     records the parent (path, step, CRC-32 of its model file); a\n"
+    "                     --resume of the new run continues it without reading the parent.\n"
+    "                     Not with --resume\n"
     "  --until N          stop after step N with a checkpoint (the schedule still follows\n"
     "                     `steps`); continue later with --resume\n"
     "\n"
@@ -79,7 +91,7 @@ static const char *HELP =
 int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     static const char *const with_value[] = {"--data", "--val", "--out", "--config", "--set",
                                              "--resume", "--until", "--time-budget",
-                                             "--steps", NULL};
+                                             "--steps", "--init-from", NULL};
     static const char *const flags[] = {"--help", "-h", "--verify-data", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *out = NULL, *resume = NULL, *sets[256];
@@ -102,6 +114,7 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
         else if (!strcmp(a.name, "--out")) out = a.value;
         else if (!strcmp(a.name, "--config")) ta.config_file = a.value;
         else if (!strcmp(a.name, "--resume")) resume = a.value;
+        else if (!strcmp(a.name, "--init-from")) ta.init_from = a.value;
         else if (!strcmp(a.name, "--until")) {
             if (dm_cli_long("--until", a.value, 1, 1L << 40, &ta.until)) return EXIT_USAGE;
         } else if (ta.n_sets < 256) { /* --set, --time-budget, --steps (the last one wins) */
@@ -117,6 +130,11 @@ int dm_cmd_train(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
         }
     }
     if (r < 0) return EXIT_USAGE;
+    if (resume && ta.init_from) {
+        fprintf(stderr, "error: --init-from starts a new run and --resume continues one: give "
+                "one of them\n");
+        return EXIT_USAGE;
+    }
     if (resume && out && strcmp(resume, out) != 0) {
         fprintf(stderr, "error: --resume continues RUN_DIR in place; do not give a different --out\n");
         return EXIT_USAGE;

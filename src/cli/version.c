@@ -6,6 +6,7 @@
 #include <dm_commit.h> /* DM_COMMIT, written by cmake/commit.cmake at every build */
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "model/model.h"  /* dm_model_precision */
 #include "ops/backend.h"   /* dm_backend_cuda_missing */
 #include "ops/precision.h" /* dm_precision_describe */

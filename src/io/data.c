@@ -16,6 +16,7 @@
 #include "base/text.h"
 #include "io/files.h"
 #include "io/source.h"
+#include "io/tokens.h"
 
 /* ---- in memory ---------------------------------------------------------------------- */
 
@@ -184,6 +185,14 @@ int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
     } else if (S_ISDIR(st.st_mode)) {
         int ds = dm_dataset_open(path, &c->ds, err, errlen);
         if (ds == DM_DS_BAD) goto fail;
+        if (ds == DM_DS_OK && c->ds.tokens) { /* its tokenizer checked, then refused */
+            dm_tokdata td;
+            if (dm_tokdata_open(path, &td, err, errlen) != DM_DS_OK) goto fail;
+            dm_tokdata_free(&td);
+            snprintf(err, errlen, "%s: token data needs vocab support in the model: not yet "
+                     "(`dormouse prepare --vocab 256` prepares bytes)", path);
+            goto fail;
+        }
         if (ds == DM_DS_OK) {
             if (load_mapped(c, path, err, errlen)) goto fail;
             return 0;

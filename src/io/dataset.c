@@ -107,14 +107,16 @@ int dm_dataset_open(const char *dir, dm_dataset *d, char *err, size_t errlen) {
     int rc = DM_DS_BAD;
     if (!ours || !cJSON_IsNumber(ver))
         snprintf(err, errlen, "%s is damaged: it is not a dormouse data directory's meta.json", p);
-    else if (ver->valueint != DM_DATASET_VERSION)
-        snprintf(err, errlen, "%s has format version %d; this dormouse reads version %d", p,
-                 ver->valueint, DM_DATASET_VERSION);
+    else if (ver->valueint != DM_DATASET_VERSION && ver->valueint != DM_TOKENS_FORMAT_VERSION)
+        snprintf(err, errlen, "%s has format version %d; this dormouse reads versions %d "
+                 "(bytes) and %d (tokens)", p, ver->valueint, DM_DATASET_VERSION,
+                 DM_TOKENS_FORMAT_VERSION);
     else if (read_part(o, "train", &d->part[0]) || read_part(o, "val", &d->part[1]))
         snprintf(err, errlen, "%s is damaged: its train/val records (bytes, crc32, mtime_ns) "
                  "are missing or malformed", p);
     else
         rc = DM_DS_OK;
+    d->tokens = rc == DM_DS_OK && ver->valueint == DM_TOKENS_FORMAT_VERSION;
     cJSON_Delete(o);
     for (int i = 0; i < 2 && rc == DM_DS_OK; i++) {
         struct stat st;

@@ -15,6 +15,7 @@
 
 #define DM_DATASET_FORMAT "dormouse-data"
 #define DM_DATASET_VERSION 1
+#define DM_TOKENS_FORMAT_VERSION 2 /* a data directory with tokens (io/tokens.h) */
 #define DM_DATASET_MARK "PREPARING" /* in the temporary directory while a prepare runs */
 
 enum { DM_PART_TRAIN = 0, DM_PART_VAL = 1 };
@@ -28,6 +29,7 @@ typedef struct {
 
 typedef struct {
     dm_dataset_part part[2]; /* DM_PART_TRAIN, DM_PART_VAL */
+    int tokens;              /* format_version 2: tokens beside the text (io/tokens.h) */
 } dm_dataset;
 
 /* What dir is: DM_DS_NONE, not a data directory (no meta.json of this format, no .bin

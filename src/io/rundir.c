@@ -17,7 +17,8 @@
 
 static const char *const RUN_FILES[DM_RUN_FILES] = {"config.json",   "data_path",
                                                     "val_path",      "metrics.jsonl",
-                                                    "summary.json",  "atlas.txt"};
+                                                    "summary.json",  "atlas.txt",
+                                                    "parent.json"};
 
 /* ---- the lock ----------------------------------------------------------------------- */
 

@@ -17,7 +17,7 @@
  *
  * Undo. A command that fails before it saved a checkpoint leaves the directory as it
  * found it: dm_rundir_remember keeps the run files' contents (config.json, data_path,
- * val_path, metrics.jsonl, summary.json, atlas.txt) and dm_rundir_abandon puts them back
+ * val_path, metrics.jsonl, summary.json, atlas.txt, parent.json) and dm_rundir_abandon puts them back
  * (removing the ones that did not exist), and removes the directories the command
  * created.
  *
@@ -29,7 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DM_RUN_FILES 6 /* config.json data_path val_path metrics.jsonl summary.json atlas.txt */
+#define DM_RUN_FILES 7 /* config.json data_path val_path metrics.jsonl summary.json atlas.txt
+                          parent.json */
 
 typedef struct {
     char dir[4096];

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/ckpt.h"
 #include "io/data.h"
+#include "jobs/load.h"
 #include "jobs/plan.h" /* the memory report */
 #include "jobs/step.h"
 #include "model/model.h" /* the precision record */
@@ -55,6 +57,7 @@ typedef struct {
     char label[256];   /* the baseline's keys with this arm's values: "kda_impl=auto" */
     char values[256];  /* the values alone (the table): "auto" */
     char config[1536]; /* the config column of its rows */
+    char weights[64];  /* --from: "trained-step-N" or "init"; "" without it */
 } arm;
 
 typedef struct {
@@ -68,11 +71,16 @@ typedef struct {
     char base_text[512];          /* the overrides: "gemm=openblas threads=2" */
     char keys[256];               /* their keys: "gemm threads" */
     dm_corpus corpus;
+    dm_ckpt *ckpt;                /* --from: the checkpoint the arm loads */
+    int ckpt_optim;               /* it holds the optimizer state */
+    int init_baseline;            /* --from without baseline keys: the baseline is init */
+    long from_step;
     arm arms[2];                  /* [0] the arm, [1] the baseline */
     dm_probe_result pr;
 } bench_ctx;
 
 static const char *const DEFAULT_BASELINE[] = {"kda_impl=reference"};
+static const char *const INIT_BASELINE[] = {"weights=init"};
 
 /* The config column: the shape, the implementation and the threads always, then every
  * other key that differs from the defaults. */
@@ -92,6 +100,10 @@ static void arm_config(arm *a) {
     used += (size_t)snprintf(a->config + used, n - used, " threads=%d", a->threads);
     if (a->processes > 1)
         used += (size_t)snprintf(a->config + used, n - used, " processes=%d", a->processes);
+    if (a->weights[0])
+        used += (size_t)snprintf(a->config + used, n - used, " weights=%s", a->weights);
+    if (!dm_denormals_flushed()) /* DM_CPU_KEEP_DENORMALS, or a CPU without the mode */
+        used += (size_t)snprintf(a->config + used, n - used, " denormals=kept");
     for (int i = 0; dm_config_key_name(i) && used < n; i++) {
         const char *k = dm_config_key_name(i);
         int listed = !strcmp(k, "threads");
@@ -124,9 +136,16 @@ static void base_keys(bench_ctx *b) {
     }
 }
 
-/* An arm's label and values: those keys with the arm's values. */
+/* An arm's label and values: those keys with the arm's values ("weights=trained" and
+ * "weights=init" for --from against its initial weights). */
 static void arm_labels(const bench_ctx *b, arm *a) {
     size_t nl = 0, nv = 0;
+    if (b->init_baseline) {
+        const char *w = a == &b->arms[0] ? "trained" : "init";
+        snprintf(a->label, sizeof a->label, "weights=%s", w);
+        snprintf(a->values, sizeof a->values, "%s", w);
+        return;
+    }
     for (int i = 0; i < b->n_base && nl < sizeof a->label && nv < sizeof a->values; i++) {
         char key[64], val[64];
         if (!first_key(b, i, key, sizeof key)) continue;
@@ -155,6 +174,27 @@ static int history_writable(const char *path, char *err, size_t errlen) {
     return 1;
 }
 
+/* --from: the newest checkpoint of the path that opens, with its optimizer file when it
+ * has one (a loose model file has none: the optimizer then starts fresh, said in a note). */
+static int open_from(bench_ctx *b) {
+    for (int with_optim = 1; with_optim >= 0; with_optim--) {
+        dm_ckpt_iter it = {.path = b->a->from, .with_optim = with_optim};
+        dm_status st = {DM_JOB_OK, ""};
+        b->ckpt = dm_ckpt_next(&it, &st);
+        if (b->ckpt) {
+            dm_ckpt_loaded(&it, b->io);
+            b->ckpt_optim = with_optim;
+            b->from_step = dm_ckpt_step(b->ckpt);
+            dm_job_note(b->io, "# --from %s: step %ld%s\n", it.model_path, b->from_step,
+                        with_optim ? ", with its optimizer state"
+                                   : "; no optimizer state saved: the optimizer's starts fresh");
+            return 0;
+        }
+        if (!with_optim) *b->st = st;
+    }
+    return b->st->code;
+}
+
 /* The two configs: the arm (the defaults, then the sets) and the baseline (the arm, then
  * the baseline's overrides), both validated; the history file checked. */
 static int bench_configs(bench_ctx *b) {
@@ -164,15 +204,27 @@ static int bench_configs(bench_ctx *b) {
     b->base_sets = a->n_baseline ? a->baseline : DEFAULT_BASELINE;
     b->n_base = a->n_baseline ? a->n_baseline : 1;
     dm_config *arm_cfg = &b->arms[0].cfg, *base_cfg = &b->arms[1].cfg;
-    dm_config_default(arm_cfg);
+    if (a->from) {
+        if (open_from(b)) return b->st->code;
+        *arm_cfg = *dm_ckpt_config(b->ckpt);
+        b->init_baseline = !a->n_baseline;
+        if (b->init_baseline) b->base_sets = INIT_BASELINE;
+    } else
+        dm_config_default(arm_cfg);
     if (dm_config_apply_sets(arm_cfg, "--set", a->sets, a->n_sets, b->st)) return b->st->code;
+    if (a->from && dm_config_check_model(dm_ckpt_config(b->ckpt), arm_cfg, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "--from %s: %s", a->from, err);
     if (dm_config_validate(arm_cfg, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
     *base_cfg = *arm_cfg;
+    if (b->init_baseline) goto checked;
     if (dm_config_apply_sets(base_cfg, "--baseline", b->base_sets, b->n_base, b->st))
         return b->st->code;
     if (dm_config_validate(base_cfg, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "invalid baseline config: %s", err);
+    if (a->from && dm_config_check_model(dm_ckpt_config(b->ckpt), base_cfg, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "--from %s: the baseline: %s", a->from, err);
+checked:
     if (a->history && dm_comm_rank(a->comm) == 0 && history_writable(a->history, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     size_t used = 0;
@@ -193,6 +245,10 @@ static int arm_init(bench_ctx *b, arm *a) {
     char over[256];
     if (dm_step_oversubscribed(c->threads, over, sizeof over)[0]) dm_job_note(b->io, "# %s", over);
     arm_labels(b, a);
+    if (b->ckpt) {
+        if (b->init_baseline && a == &b->arms[1]) snprintf(a->weights, sizeof a->weights, "init");
+        else snprintf(a->weights, sizeof a->weights, "trained-step-%ld", b->from_step);
+    }
     arm_config(a);
     if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
@@ -202,6 +258,10 @@ static int arm_init(bench_ctx *b, arm *a) {
         return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
     a->o = dm_optim_create(a->m, c, err, sizeof err);
     if (!a->o) return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
+    if (b->ckpt && !(b->init_baseline && a == &b->arms[1])) {
+        int rc = dm_ckpt_into(b->ckpt, a->m, b->ckpt_optim ? a->o : NULL, err, sizeof err);
+        if (rc) return dm_fail(b->st, DM_JOB_BAD_INPUT, "--from %s: %s", b->a->from, err);
+    }
     if (dm_stepper_init(&a->step, a->m, a->o, c, b->a->comm, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     for (int s = 0; s < ST_ALL; s++) {
@@ -434,6 +494,7 @@ dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
     if (!run_reps(&b)) report(&b);
 done:
     for (int i = 0; i < 2; i++) arm_free(&b.arms[i]);
+    if (b.ckpt) dm_ckpt_close(b.ckpt);
     dm_corpus_free(&b.corpus);
     return st;
 }

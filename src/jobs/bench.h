@@ -31,6 +31,10 @@ typedef struct {
     int n_baseline;                 /* 0: kda_impl=reference (the reference core) */
     int memory;                     /* also each arm's memory (dm_memory_line) and rows */
     int verify_data;                /* a prepared data directory: check its CRC-32s first */
+    const char *from;               /* a run directory, checkpoint or model file: the arm
+                                       takes its config and trained weights (and optimizer
+                                       state when saved); the default baseline is then the
+                                       same config at its initial weights. NULL: none */
     dm_comm *comm;                  /* under mpirun every rank runs both arms' steps, data-
                                        parallel (jobs/step.h); rank 0 reports; NULL: one
                                        process */
@@ -49,7 +53,11 @@ typedef struct {
  * activations over the baseline's) as notes, and appends the rows to a.history when set. Bad input: reps, config, baseline, corpus, model, history not writable; failed:
  * non-finite loss, out of memory, history not written; interrupted: a stop between reps. */
 dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io);
-/* A step is the training step of jobs/step.h: the batch_size x grad_accum sequences of
+/* With a.from the arm is the checkpoint's model: its config with the sets applied (model
+ * keys must stay the checkpoint's), its weights and optimizer state; without baseline keys
+ * the baseline is that config at initialisation ("weights=init" against
+ * "weights=trained"), so the speed-up rows say how a trained model's step compares with a
+ * fresh one's. A step is the training step of jobs/step.h: the batch_size x grad_accum sequences of
  * step 0, and under mpirun (a.comm with N ranks) each rank's share with the gradient sum
  * and Muon's all-gather; tokens/s count the whole step's tokens. Under mpirun the notes
  * and rows also give, per arm, the bytes this rank (rank 0) sent per step (metric

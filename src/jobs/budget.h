@@ -22,8 +22,8 @@
 #include <stddef.h>
 
 /* The share of the budget kept back for what the measurement does not see (the
- * checkpoints, the summary, a slower stretch of steps: on a 2-core cloud VM the step rate
- * drifted by up to 6% within a 5-minute run after its first 50 steps were measured). */
+ * checkpoints, the summary, a slower stretch of steps: the drift measured is in
+ * docs/budget.md). */
 #define DM_BUDGET_RESERVE 0.05
 /* The steps whose mean time is the rate a cut is judged by. */
 #define DM_BUDGET_WINDOW 16

@@ -1,5 +1,6 @@
 /* prepare.c — `dormouse prepare`: the sources streamed into DATA_DIR.partial-PID, split,
  * synced, described in meta.json, then renamed to DATA_DIR (see prepare.h). */
+#define _DEFAULT_SOURCE /* madvise(MADV_DONTNEED): posix_madvise's DONTNEED does nothing */
 #include "jobs/prepare.h"
 
 #include <cjson/cJSON.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "io/dataset.h"
 #include "io/files.h"
 #include "io/source.h"
+#include "io/tokens.h"
 #include "ops/atlas.h" /* dm_now */
 
 #ifndef DM_VERSION
@@ -161,6 +164,13 @@ typedef struct {
     uint64_t total_in, done_in; /* the sources' bytes on disk; read by finished sources */
     double t0, last_tick;
     writer w[2];
+    /* with a vocabulary: the tokenizer, the .tok files, what meta.json says of them */
+    dm_tokenizer *tok;
+    uint8_t *model;
+    size_t model_n;
+    writer tw[2];
+    uint64_t tokens[2];
+    cJSON *tok_meta;        /* the tokenizer's record: where it came from */
     char err[4600];
 } prep_ctx;
 
@@ -433,11 +443,13 @@ static int split_spread(prep_ctx *P, uint64_t V) {
 }
 
 /* The split of the sources into train.bin and val.bin (no --val): spread over them, or
- * their tail (--val-split tail; or a split whose strata cannot hold their pieces). */
+ * their tail (--val-split tail; token data, whose text a piece's edge could cut inside a
+ * UTF-8 character; or a split whose strata cannot hold their pieces). */
 static int split(prep_ctx *P) {
     uint64_t T = P->w[DM_PART_TRAIN].bytes, V = val_size(P, T);
     if (!V) return P->st->code;
-    P->spread = !P->a->val_tail && !place_pieces(P, T, V);
+    int tokens = P->a->vocab > 256 || P->a->tokenizer;
+    P->spread = !P->a->val_tail && !tokens && !place_pieces(P, T, V);
     return P->spread ? split_spread(P, V) : split_tail(P, V);
 }
 
@@ -446,13 +458,318 @@ static const char *hex(uint32_t crc, char *buf) {
     return buf;
 }
 
+/* ---- tokens (docs/tokens.md) -------------------------------------------------------- */
+
+enum { TOK_BLOCK = 8 << 20, TOK_SLOTS = 32, TOK_PIECE = 1 << 20 };
+
+/* The source that byte off of part's .bin came from, and the offset in its content. */
+static const char *where(const prep_ctx *P, int part, uint64_t off, uint64_t *in_src) {
+    uint64_t x = off;
+    int stream = part;
+    if (part == DM_PART_VAL && !P->a->val) { /* val.bin is the tail of the concatenation */
+        x += P->w[DM_PART_TRAIN].bytes;
+        stream = DM_PART_TRAIN;
+    }
+    for (size_t i = 0; i < P->n_src; i++) {
+        const source *s = &P->src[i];
+        if (s->part == stream && x >= s->offset && x < s->offset + s->bytes) {
+            *in_src = x - s->offset;
+            return s->path;
+        }
+    }
+    *in_src = off;
+    return DM_PART_NAME(part);
+}
+
+/* The pages of text[from, to) are no longer needed by this process (they stay in the page
+ * cache): memory does not grow with the corpus. */
+static void release(const uint8_t *text, size_t from, size_t to) {
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t a = from / (size_t)pg * (size_t)pg;
+    if (text && to > a) madvise((void *)(text + a), to - a, MADV_DONTNEED);
+}
+
+/* Map a finished .bin (NULL for an empty one). */
+static const uint8_t *map_bin(writer *w) {
+    if (!w->bytes) return NULL;
+    void *m = mmap(NULL, (size_t)w->bytes, PROT_READ, MAP_SHARED, w->fd, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+/* The training sample of the tokenizer: all of train.bin up to cap bytes, else pieces of
+ * TOK_PIECE bytes spread evenly over it, each cut to whole lines (a piece within one line:
+ * to whole characters) (malloc'd, *n bytes). */
+static uint8_t *tok_sample(const uint8_t *t, size_t n, size_t cap, size_t *out,
+                           int *pieces) { /* *pieces: 0 for all of it */
+    if (n <= cap) {
+        uint8_t *b = malloc(n ? n : 1);
+        if (b) memcpy(b, t, n);
+        *out = n;
+        *pieces = 0;
+        return b;
+    }
+    size_t k = cap / TOK_PIECE ? cap / TOK_PIECE : 1, got = 0;
+    uint8_t *b = malloc(k * TOK_PIECE);
+    for (size_t j = 0; b && j < k; j++) {
+        size_t s = k > 1 ? (size_t)((double)j * (double)(n - TOK_PIECE) / (double)(k - 1)) : 0,
+               e = s + TOK_PIECE, e0 = e;
+        const uint8_t *nl = s ? memchr(t + s, '\n', TOK_PIECE) : NULL;
+        if (nl && nl + 1 < t + e) s = (size_t)(nl + 1 - t);
+        while (e > s && t[e - 1] != '\n' && e < n) e--;
+        if (e == s) { /* within one line: cut at characters */
+            e = e0;
+            while (s < e && (t[s] & 0xC0) == 0x80) s++;
+            while (e > s && e < n && (t[e] & 0xC0) == 0x80) e--;
+        }
+        memcpy(b + got, t + s, e - s);
+        got += e - s;
+    }
+    *out = got;
+    *pieces = (int)k;
+    return b;
+}
+
+static void tok_progress(prep_ctx *P, int part, uint64_t done, uint64_t total, double t0) {
+    double el = dm_now() - t0, rate = el > 0 ? (double)done / el : 0;
+    char eta[32], line[256];
+    dm_fmt_duration(eta, sizeof eta, rate > 0 ? (double)(total - done) / rate : -1);
+    int len = snprintf(line, sizeof line, "prepare: encoding %s: %.1f of %.1f MB (%.0f%%) | "
+                       "%.1f MB/s | ETA %s", DM_PART_NAME(part), done / 1e6, total / 1e6,
+                       total ? 100.0 * (double)done / (double)total : 100.0, rate / 1e6, eta);
+    dm_event ev = {.kind = DM_EV_PROGRESS, .text = line, .len = (size_t)len};
+    dm_job_emit(P->io, &ev);
+}
+
+/* One slot of a block: text [s, e) of the .bin encoded, decoded back and compared. */
+typedef struct {
+    size_t s, e;
+    dm_ids ids;
+    dm_bytes back;
+    int rc;          /* 0 ok, 1 the tokenizer failed (err), 2 no round trip at bad */
+    uint64_t bad;
+    char err[512];
+} tok_slot;
+
+static void encode_slot(const dm_tokenizer *tok, const uint8_t *text, tok_slot *sl) {
+    const uint8_t *p = text + sl->s;
+    size_t n = sl->e - sl->s;
+    sl->ids.n = sl->back.n = 0;
+    sl->rc = dm_tokenizer_encode(tok, p, n, &sl->ids, sl->err, sizeof sl->err) ||
+             dm_tokenizer_decode(tok, sl->ids.p, sl->ids.n, &sl->back, sl->err, sizeof sl->err);
+    if (sl->rc) return;
+    size_t k = 0, m = sl->back.n < n ? sl->back.n : n;
+    while (k < m && sl->back.p[k] == p[k]) k++;
+    uint64_t sum = 0; /* the cover rule counts on the pieces' bytes adding up to the text */
+    for (size_t i = 0; i < sl->ids.n; i++)
+        sum += (uint64_t)dm_tokenizer_piece_bytes(tok, sl->ids.p[i]);
+    if (k < n || sl->back.n != n || sum != n) {
+        sl->rc = 2;
+        sl->bad = sl->s + k;
+    }
+}
+
+/* Encode part's .bin (text, n bytes) into its .tok, checking the round trip as it goes. */
+static int encode_part(prep_ctx *P, int part, const uint8_t *text, size_t n, int width) {
+    tok_slot *sl = calloc(TOK_SLOTS, sizeof *sl);
+    uint8_t *out = malloc(WBUF);
+    if (!sl || !out) {
+        free(sl);
+        free(out);
+        return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
+    }
+    double t0 = dm_now(), tick = t0;
+    int rc = 0;
+    size_t pos = 0, last = 0;
+    while (pos < n && !rc) {
+        release(text, last, pos); /* the block done */
+        last = pos;
+        int ns = 0; /* the block: slots of about TOK_BLOCK / TOK_SLOTS bytes, cut at segments */
+        for (; ns < TOK_SLOTS && pos < n; ns++) {
+            sl[ns].s = pos;
+            while (pos < n && pos - sl[ns].s < TOK_BLOCK / TOK_SLOTS)
+                pos += dm_tok_segment(text + pos, n - pos);
+            sl[ns].e = pos;
+        }
+        #pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < ns; i++) encode_slot(P->tok, text, &sl[i]);
+        for (int i = 0; i < ns && !rc; i++) {
+            if (sl[i].rc == 1) {
+                rc = dm_fail(P->st, DM_JOB_BAD_INPUT, "%s: %s", DM_PART_NAME(part), sl[i].err);
+            } else if (sl[i].rc == 2) {
+                uint64_t in;
+                const char *src = where(P, part, sl[i].bad, &in);
+                rc = dm_fail(P->st, DM_JOB_BAD_INPUT, "%s: byte %llu (%s byte %llu) cannot be "
+                             "round-tripped by the tokenizer (decode(encode(text)) differs "
+                             "there); --vocab 256 trains on the bytes as they are", src,
+                             (unsigned long long)in, DM_PART_NAME(part),
+                             (unsigned long long)sl[i].bad);
+            }
+            for (size_t j = 0; j < sl[i].ids.n && !rc; j += WBUF / 4) {
+                size_t m = sl[i].ids.n - j < WBUF / 4 ? sl[i].ids.n - j : WBUF / 4;
+                for (size_t q = 0; q < m; q++) {
+                    uint32_t id = sl[i].ids.p[j + q];
+                    for (int b = 0; b < width; b++) out[q * width + b] = (uint8_t)(id >> 8 * b);
+                }
+                if (w_put(&P->tw[part], out, m * (size_t)width))
+                    rc = dm_fail(P->st, DM_JOB_FAILED, "cannot write %s: %s", P->tw[part].path,
+                                 strerror(errno));
+            }
+            P->tokens[part] += sl[i].ids.n;
+        }
+        if (!rc && dm_job_stopped(P->io))
+            rc = dm_fail(P->st, DM_JOB_INTERRUPTED, "interrupted: %s was not created",
+                         P->a->out);
+        if (!rc && (dm_now() - tick >= 1.0 || pos == n)) {
+            tick = dm_now();
+            tok_progress(P, part, pos, n, t0);
+        }
+    }
+    release(text, last, pos);
+    for (int i = 0; i < TOK_SLOTS; i++) {
+        free(sl[i].ids.p);
+        free(sl[i].back.p);
+    }
+    free(sl);
+    free(out);
+    if (rc) return rc;
+    w_source_end(&P->tw[part]);
+    if (w_flush(&P->tw[part]))
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot write %s: %s", P->tw[part].path,
+                       strerror(errno));
+    return 0;
+}
+
+/* The tokenizer: reused (--tokenizer) or trained on a sample of train.bin. */
+static int get_tokenizer(prep_ctx *P, const uint8_t *train, size_t n) {
+    const dm_prepare_args *a = P->a;
+    char e2[4400];
+    P->tok_meta = cJSON_CreateObject();
+    if (a->tokenizer) {
+        P->model = (uint8_t *)dm_read_file_n(a->tokenizer, &P->model_n, e2, sizeof e2);
+        if (!P->model) return dm_fail(P->st, DM_JOB_BAD_INPUT, "--tokenizer: %s", e2);
+        char *abs = realpath(a->tokenizer, NULL);
+        cJSON_AddStringToObject(P->tok_meta, "source", "reused");
+        cJSON_AddStringToObject(P->tok_meta, "path", abs ? abs : a->tokenizer);
+        free(abs);
+    } else {
+        size_t cap = (size_t)(a->tok_sample > 0 ? a->tok_sample : DM_PREPARE_TOK_SAMPLE), sn;
+        int pieces;
+        const char *type = a->tok_type ? a->tok_type : "bpe";
+        uint8_t *sample = tok_sample(train, n, cap, &sn, &pieces);
+        if (!sample) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
+        char about[256];
+        if (!pieces) snprintf(about, sizeof about, "all of train.bin");
+        else snprintf(about, sizeof about, "%d pieces of %d bytes spread evenly over "
+                      "train.bin, each cut to whole lines", pieces, TOK_PIECE);
+        dm_job_note(P->io, "prepare: training the tokenizer (%s, vocab %d) on %.1f MB: %s\n",
+                    type, a->vocab, sn / 1e6, about);
+        double t0 = dm_now();
+        int rc = dm_tokenizer_train(sample, sn, a->vocab, type, &P->model, &P->model_n, e2,
+                                    sizeof e2);
+        free(sample);
+        if (rc) return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", e2);
+        char d[32];
+        dm_fmt_duration(d, sizeof d, dm_now() - t0);
+        dm_job_note(P->io, "prepare: tokenizer trained in %s\n", d);
+        cJSON_AddStringToObject(P->tok_meta, "source", "trained");
+        cJSON_AddNumberToObject(P->tok_meta, "trained_on_bytes", (double)sn);
+        cJSON_AddNumberToObject(P->tok_meta, "train_bytes", (double)n);
+        cJSON_AddStringToObject(P->tok_meta, "sample", about);
+    }
+    P->tok = dm_tokenizer_load(P->model, P->model_n, e2, sizeof e2);
+    if (!P->tok)
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s: %s", a->tokenizer ? a->tokenizer
+                       : "the trained tokenizer", e2);
+    int V = dm_tokenizer_vocab(P->tok);
+    if (a->tokenizer && a->vocab && a->vocab != V)
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "--vocab %d, but the tokenizer %s has %d "
+                       "pieces (leave --vocab out to take its own)", a->vocab, a->tokenizer, V);
+    if (V <= 256)
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "the tokenizer has %d pieces; a token "
+                       "vocabulary needs more than 256 (256 is the bytes: --vocab 256)", V);
+    return 0;
+}
+
+/* The tokens of train.bin and val.bin, their tokenizer written as tokenizer.model. */
+static int make_tokens(prep_ctx *P) {
+    const uint8_t *text[2];
+    for (int i = 0; i < 2; i++) {
+        text[i] = map_bin(&P->w[i]);
+        if (!text[i] && P->w[i].bytes)
+            return dm_fail(P->st, DM_JOB_FAILED, "cannot map %s: %s", P->w[i].path,
+                           strerror(errno));
+    }
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++) { /* refused before any training, at its first byte */
+        size_t bad = dm_utf8_invalid(text[i], (size_t)P->w[i].bytes);
+        release(text[i], 0, (size_t)P->w[i].bytes);
+        if (bad < P->w[i].bytes) {
+            uint64_t in;
+            const char *src = where(P, i, bad, &in);
+            rc = dm_fail(P->st, DM_JOB_BAD_INPUT, "%s: byte %llu (%s byte %llu) is not valid "
+                         "UTF-8, which a tokenizer cannot round-trip; --vocab 256 trains on "
+                         "the bytes as they are", src, (unsigned long long)in, DM_PART_NAME(i),
+                         (unsigned long long)bad);
+        }
+    }
+    rc = rc || get_tokenizer(P, text[0], (size_t)P->w[0].bytes);
+    int width = !rc && dm_tokenizer_vocab(P->tok) <= 65536 ? 2 : 4;
+    writer mw = {.fd = -1};
+    if (!rc && (w_open(&P->tw[0], P->tmp, DM_TOK_PART_NAME(0)) ||
+                w_open(&P->tw[1], P->tmp, DM_TOK_PART_NAME(1)) ||
+                w_open(&mw, P->tmp, DM_TOKENIZER_FILE) || w_put(&mw, P->model, P->model_n) ||
+                w_flush(&mw) || fsync(mw.fd) != 0))
+        rc = dm_fail(P->st, DM_JOB_FAILED, "cannot write in %s: %s", P->tmp, strerror(errno));
+    w_close(&mw);
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = encode_part(P, i, text[i], (size_t)P->w[i].bytes, width);
+    for (int i = 0; i < 2 && !rc; i++)
+        if (fsync(P->tw[i].fd) != 0)
+            rc = dm_fail(P->st, DM_JOB_FAILED, "cannot sync %s: %s", P->tw[i].path,
+                         strerror(errno));
+    for (int i = 0; i < 2; i++)
+        if (text[i]) munmap((void *)text[i], (size_t)P->w[i].bytes);
+    return rc;
+}
+
+/* meta.json's "tokens" record (the .tok files synced first) */
+static cJSON *tokens_meta(prep_ctx *P) {
+    cJSON *o = cJSON_CreateObject(), *tz = P->tok_meta;
+    char h[16], sum[DM_TOK_CHECKSUM_LEN];
+    int V = dm_tokenizer_vocab(P->tok);
+    cJSON_AddNumberToObject(o, "vocab", V);
+    dm_tokenizer_checksum(P->model, P->model_n, sum);
+    cJSON_AddStringToObject(tz, "file", DM_TOKENIZER_FILE);
+    cJSON_AddNumberToObject(tz, "bytes", (double)P->model_n);
+    cJSON_AddStringToObject(tz, "checksum", sum);
+    cJSON_AddStringToObject(tz, "type", dm_tokenizer_type(P->tok));
+    cJSON_AddItemToObject(o, "tokenizer", tz);
+    P->tok_meta = NULL;
+    cJSON_AddNumberToObject(o, "token_bytes", V <= 65536 ? 2 : 4);
+    cJSON_AddStringToObject(o, "encoding", "little-endian ids, one after another; the text "
+                            "encoded a segment at a time (a line with its newline, long "
+                            "lines cut every 65536 bytes at a character boundary)");
+    for (int i = 0; i < 2; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "file", DM_TOK_PART_NAME(i));
+        cJSON_AddNumberToObject(e, "tokens", (double)P->tokens[i]);
+        cJSON_AddStringToObject(e, "crc32", hex(P->tw[i].base_crc, h));
+        cJSON_AddNumberToObject(e, "text_bytes", (double)P->w[i].bytes);
+        cJSON_AddNumberToObject(e, "bytes_per_token", P->tokens[i] ? (double)P->w[i].bytes /
+                                (double)P->tokens[i] : 0.0);
+        cJSON_AddItemToObject(o, i ? "val" : "train", e);
+    }
+    return o;
+}
+
 /* meta.json of the finished .bin files (synced, their mtimes taken after the last write) */
 static int write_meta(prep_ctx *P) {
     const dm_prepare_args *a = P->a;
     cJSON *o = cJSON_CreateObject(), *srcs = cJSON_CreateArray(), *split = cJSON_CreateObject();
     char h[16], num[32], tbuf[32];
     cJSON_AddStringToObject(o, "format", DM_DATASET_FORMAT);
-    cJSON_AddNumberToObject(o, "format_version", DM_DATASET_VERSION);
+    cJSON_AddNumberToObject(o, "format_version",
+                            P->tok ? DM_TOKENS_FORMAT_VERSION : DM_DATASET_VERSION);
     cJSON_AddStringToObject(o, "dormouse_version", DM_VERSION);
     time_t now = time(NULL);
     struct tm tm;
@@ -478,6 +795,7 @@ static int write_meta(prep_ctx *P) {
         cJSON_AddItemToObject(o, i ? "val" : "train", e);
     }
     cJSON_AddNumberToObject(o, "total_bytes", (double)(P->w[0].bytes + P->w[1].bytes));
+    if (P->tok) cJSON_AddItemToObject(o, "tokens", tokens_meta(P));
     if (a->val) {
         cJSON_AddStringToObject(split, "rule", "val-path");
         cJSON_AddStringToObject(split, "val", a->val);
@@ -575,6 +893,8 @@ static int run(prep_ctx *P) {
     const dm_prepare_args *a = P->a;
     struct stat st;
     if (a->n_srcs < 1) return dm_fail(P->st, DM_JOB_BAD_INPUT, "prepare: no sources given");
+    if ((a->vocab > 256 || a->tokenizer) && dm_tokenizer_missing())
+        return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", dm_tokenizer_missing());
     snprintf(P->out, sizeof P->out, "%s", a->out);
     for (size_t l = strlen(P->out); l > 1 && P->out[l - 1] == '/';) P->out[--l] = 0;
     if (stat(P->out, &st) == 0)
@@ -607,6 +927,7 @@ static int run(prep_ctx *P) {
         return dm_fail(P->st, DM_JOB_BAD_INPUT, "train.bin would have %llu bytes and val.bin "
                        "%llu; each needs at least 2", (unsigned long long)P->w[0].bytes,
                        (unsigned long long)P->w[1].bytes);
+    if ((a->vocab > 256 || a->tokenizer) && make_tokens(P)) return P->st->code;
     if (dm_job_stopped(P->io))
         return dm_fail(P->st, DM_JOB_INTERRUPTED, "interrupted: %s was not created", a->out);
     if (write_meta(P)) return P->st->code;
@@ -621,21 +942,36 @@ static int run(prep_ctx *P) {
     char q[4300], prog[512];
     dm_shell_quote(a->out, q, sizeof q);
     dm_job_prog(P->io, prog, sizeof prog);
+    char next[4900] = ""; /* the model takes no vocabulary yet: no next step for tokens */
+    if (!P->tok) snprintf(next, sizeof next, "; next: %s train --data %s", prog, q);
     dm_job_note(P->io, "prepared %s: train.bin %llu bytes (crc32 %08x), val.bin %llu bytes "
-                "(crc32 %08x), from %zu file%s (%d skipped); next: %s train --data %s\n",
+                "(crc32 %08x), from %zu file%s (%d skipped)%s\n",
                 a->out, (unsigned long long)P->w[0].bytes, (unsigned)P->w[0].base_crc,
                 (unsigned long long)P->w[1].bytes, (unsigned)P->w[1].base_crc, P->n_src,
-                P->n_src == 1 ? "" : "s", P->n_skipped, prog, q);
+                P->n_src == 1 ? "" : "s", P->n_skipped, next);
+    if (P->tok)
+        dm_job_note(P->io, "tokens: vocab %d (%s tokenizer), train.tok %llu tokens (%.3f "
+                    "bytes per token), val.tok %llu tokens (%.3f bytes per token)\n",
+                    dm_tokenizer_vocab(P->tok), dm_tokenizer_type(P->tok),
+                    (unsigned long long)P->tokens[0],
+                    P->tokens[0] ? (double)P->w[0].bytes / (double)P->tokens[0] : 0.0,
+                    (unsigned long long)P->tokens[1],
+                    P->tokens[1] ? (double)P->w[1].bytes / (double)P->tokens[1] : 0.0);
     return 0;
 }
 
 dm_status dm_prepare(const dm_prepare_args *a, const dm_job_io *io) {
     dm_status st = {DM_JOB_OK, ""};
     prep_ctx P = {.a = a, .io = io, .st = &st, .skipped = cJSON_CreateArray(),
-                  .t0 = dm_now(), .w = {{.fd = -1}, {.fd = -1}}};
+                  .t0 = dm_now(), .w = {{.fd = -1}, {.fd = -1}},
+                  .tw = {{.fd = -1}, {.fd = -1}}};
     P.last_tick = P.t0;
     run(&P);
     for (int i = 0; i < 2; i++) w_close(&P.w[i]);
+    for (int i = 0; i < 2; i++) w_close(&P.tw[i]);
+    if (P.tok) dm_tokenizer_free(P.tok);
+    free(P.model);
+    cJSON_Delete(P.tok_meta);
     if (P.made_tmp) dm_rmtree(P.tmp); /* a failed prepare leaves nothing */
     dm_free_paths(P.train_paths, P.n_train);
     dm_free_paths(P.val_paths, P.n_val);

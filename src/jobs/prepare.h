@@ -25,7 +25,17 @@ typedef struct {
     int binary_ok;             /* keep binary files (default: skip each, with a note) */
     int val_tail;              /* the validation bytes are the sources' last ones */
     uint64_t val_seed;         /* the seed of the spread split's offsets */
+    int vocab;                 /* 0 or 256: bytes; > 256: a tokenizer of vocab pieces is
+                                  trained on train.bin (docs/tokens.md) */
+    const char *tokenizer;     /* a tokenizer.model to reuse instead (vocab 0 or its own) */
+    const char *tok_type;      /* the tokenizer trained: "bpe" (NULL) or "unigram" */
+    long long tok_sample;      /* train it on at most this many bytes of train.bin (0: the
+                                  default, DM_PREPARE_TOK_SAMPLE) */
 } dm_prepare_args;
+
+/* The tokenizer of a train.bin larger than this is trained on a sample of this many bytes:
+ * pieces of 1 MiB spread evenly over it, each cut to whole lines. */
+#define DM_PREPARE_TOK_SAMPLE (64ll << 20)
 
 /* Default split: DM_PREPARE_VAL_BYTES bytes validate (the default eval_window), spread over
  * the sources: cut into pieces of DM_PREPARE_PIECE bytes (the last one shorter), piece i
@@ -34,12 +44,16 @@ typedef struct {
  * it, not on the end of its last file; val.bin is the pieces in order, train.bin the rest.
  * meta.json records the method, the seed and every piece. --val-split tail (val_tail)
  * takes the last bytes, as prepare did before (a data directory holds its split in its
- * files, so those of older prepares read as they were). */
+ * files, so those of older prepares read as they were); so does token data (--vocab >
+ * 256, --tokenizer), whose text a piece's edge could cut inside a UTF-8 character. */
 #define DM_PREPARE_VAL_BYTES 81920
 #define DM_PREPARE_PIECE 4096
 #define DM_PREPARE_MAX_PIECES 65536 /* beyond it (V > 256 MiB) the split is the tail */
 
-/* Prepare. Reports a note per skipped file, progress lines (bytes read of the sources'
+/* Prepare. With a vocabulary (vocab > 256 or a tokenizer), after the text also the
+ * tokenizer and the tokens (io/tokens.h); text that is not valid UTF-8, or that the
+ * tokenizer cannot round-trip, is refused, naming the source and the offset of its first
+ * such byte. Reports a note per skipped file, progress lines (bytes read of the sources'
  * total, bytes/s, ETA) about once a second, and a summary note. Bad input: no sources,
  * a source missing, out exists, a split that leaves train.bin or val.bin under 2 bytes,
  * a damaged gzip; failed: I/O; interrupted: io->stop (nothing is left behind). Whatever

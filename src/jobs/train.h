@@ -19,6 +19,12 @@ typedef struct {
     const char *const *sets;  /* "key=value", applied last */
     int n_sets;
     int resume;               /* continue the run in `out` from its newest checkpoint */
+    const char *init_from;    /* a new run that starts from the weights of this run
+                                 directory (its newest checkpoint that loads), checkpoint
+                                 directory or model file, with a fresh optimizer and
+                                 schedule: fine-tuning (NULL: from the seed's init; not
+                                 with resume). Its model keys replace cfg's;
+                                 config_file and sets may only repeat them */
     long until;               /* > 0: stop (with a checkpoint) once this many steps are done */
     dm_comm *comm;            /* the ranks of a run under mpirun (NULL: one process); every
                                  rank calls dm_train with the same arguments */
@@ -31,9 +37,10 @@ typedef struct {
                                  their CRC-32s against meta.json before training */
 } dm_train_args;
 
-/* Train. The config: cfg (or the defaults; on resume the run's config.json), then
- * config_file, then sets, validated; on resume the model keys must stay the run's
- * (dm_config_check_model). Reports the set-up as notes, every step as a step event
+/* Train. The config: cfg (or the defaults; on resume the run's config.json; with
+ * init_from the model keys of its checkpoint), then config_file, then sets, validated;
+ * on resume the model keys must stay the run's (dm_config_check_model), with init_from
+ * its checkpoint's, and `out` records the parent (RUN/parent.json). Reports the set-up as notes, every step as a step event
  * (logged = it wrote a metrics line), then the dispatch counters, the atlas and the
  * summary. Returns OK when done (or stopped by `until`); bad input (config, corpus,
  * checkpoint, a run already in `out`, `out` in use by another writer, a resume at or

@@ -246,6 +246,7 @@ void dm_model_params_to_host(const dm_model *m, float *dst) {
 }
 void dm_model_params_from_host(dm_model *m, const float *src) {
     dm_backend_from_host(m->be, m->params, src, m->n_params * sizeof(float));
+    m->have_forward = 0; /* the last forward's activations are of other weights */
 }
 void dm_model_grads_to_host(const dm_model *m, float *dst) {
     dm_backend_to_host(m->be, dst, m->grads, m->n_params * sizeof(float));

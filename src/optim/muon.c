@@ -83,9 +83,8 @@ static int make_units(dm_optim *o, dm_model *m) {
         /* A head slice runs in its tensor's stack, and so does a whole matrix that is small,
          * or mid-sized (below MUON_TWIN_MAX_FLOPS) with a twin of its shape (d2's four
          * [256,256], four [768,256], two [256,768]): the stack runs them side by side on
-         * single-threaded GEMMs, no fork-join per product, no small tiles (bf16 on 2
-         * threads, a busy machine: 9.1 against 10.1 ms for four [256,256], 19.7 against
-         * 25.3 for four [768,256]). A big matrix tiles its GEMMs over the threads: many
+         * single-threaded GEMMs, no fork-join per product, no small tiles (measured
+         * faster: docs/kernels.md). A big matrix tiles its GEMMs over the threads: many
          * threads share it, and the update buffer holds one at a time, not all of its
          * shape. The model's shapes decide, never the thread count or the rank. */
         for (int a = 0; pass && a < n; a++) {

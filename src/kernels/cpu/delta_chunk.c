@@ -32,7 +32,7 @@
  *   in fp32 (that cancellation cost ~20x in dg accuracy under strong gates).
  *
  * fp32 throughout except the cumulative gates. Matrix products by a small register-tiled
- * kernel of our own (mm, below: faster than cblas_sgemm at these sizes, see there); (b,h)
+ * kernel of our own (mm, kernels/cpu/small_mm.h: why not cblas_sgemm is said there); (b,h)
  * pairs over threads, each pair serial, a thread's pairs in groups of up to HG_MAX heads of
  * one batch row run in lockstep (fwd_group: the memory order of the rows); results are
  * bitwise independent of the thread count and of the grouping.
@@ -46,173 +46,11 @@
 #include <string.h>
 
 #include "kernels/cpu/delta_chunk.h"
+#include "kernels/cpu/small_mm.h"
 #include "kernels/cpu/vmath.h"
 
 #define CH_MAX_D 256 /* dk, dv limit (dm_delta_chunk_supports) */
 #define HG_MAX 4     /* heads of one batch row run in lockstep (fwd_group, bwd_group) */
-
-/* ------------------------------------------------------------------------------------ */
-/* small matrix products                                                                  */
-/* The chunk's products are small (sides <= 2*64 and <= 256) and run once per chunk on one
- * thread. A register-tiled kernel of our own beats cblas_sgemm here: no packing, no
- * OpenBLAS buffer lock shared by the threads (measured: 2 threads calling sgemm at once
- * lose 15-30% each), and no OpenBLAS threading when the caller runs us on one thread
- * (which changed the last bits between 1 and 2 threads). Each C element is one fixed-order
- * sum over k whatever the shape of the tile it falls in: bitwise reproducible. */
-
-#define MR 4                      /* rows per tile */
-#define NV (VL == 16 ? 4 : 2)     /* vectors per tile: 4 x 64 or 4 x 2VL accumulators */
-
-/* C[i][j] (=|+=) alpha * sum_k A(i,k) B[k][j] over a tile of mr <= MR rows and nv <= NV full
- * vectors; A(i,k) = A[i*sai + k*sak]. Called with constant mr, nv (see mm_tiles) so that
- * the accumulators live in registers. */
-static inline __attribute__((always_inline)) void mm_tile(int mr, int nv, int K, float alpha,
-                                                          const float *A, size_t sai, size_t sak,
-                                                          const float *B, size_t ldb, int beta,
-                                                          float *C, size_t ldc) {
-    vf acc[MR][NV];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) acc[i][v] = vsplat(0.f);
-    for (int k = 0; k < K; k++) {
-        const float *bk = B + (size_t)k * ldb;
-        vf bv[NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) bv[v] = vld(bk + v * VL);
-#pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) {
-            const vf a = vsplat(A[(size_t)i * sai + (size_t)k * sak]);
-#pragma GCC unroll 8
-            for (int v = 0; v < nv; v++) acc[i][v] = vfma(a, bv[v], acc[i][v]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) {
-            float *c = C + (size_t)i * ldc + v * VL;
-            vf r = acc[i][v] * alpha;
-            if (beta) r += vld(c);
-            vst(c, r);
-        }
-}
-
-#define MM_ARGS K, alpha, A, sai, sak, B, ldb, beta, C, ldc
-static void mm_tiles(int mr, int nv, int K, float alpha, const float *A, size_t sai, size_t sak,
-                     const float *B, size_t ldb, int beta, float *C, size_t ldc) {
-    if (mr == MR) {
-        switch (nv) {
-        case 1: mm_tile(MR, 1, MM_ARGS); return;
-        case 2: mm_tile(MR, 2, MM_ARGS); return;
-#if NV == 4
-        case 3: mm_tile(MR, 3, MM_ARGS); return;
-        case 4: mm_tile(MR, 4, MM_ARGS); return;
-#endif
-        }
-    }
-    for (int i = 0; i < mr; i++) {
-        const float *Ai = A + (size_t)i * sai;
-        float *Ci = C + (size_t)i * ldc;
-        switch (nv) {
-        case 1: mm_tile(1, 1, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
-        case 2: mm_tile(1, 2, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
-#if NV == 4
-        case 3: mm_tile(1, 3, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
-        case 4: mm_tile(1, 4, K, alpha, Ai, sai, sak, B, ldb, beta, Ci, ldc); break;
-#endif
-        }
-    }
-}
-#undef MM_ARGS
-
-enum { TRI_NONE = 0, TRI_A_LOWER, TRI_A_UPPER, TRI_C_LOWER };
-
-/* T[K, N] = B^T, B [N, K] with row stride ldb: 16 x 16 blocks through the registers
- * where AVX-512 has them (the element loop wrote with stride N: ~7% of the core's time
- * in the profile), the rest element by element */
-static void transpose(float *restrict T, const float *restrict B, int N, int K, int ldb) {
-    int j0 = 0;
-#if VL == 16
-    for (; j0 + 16 <= N; j0 += 16) {
-        int k0 = 0;
-        for (; k0 + 16 <= K; k0 += 16) {
-            __m512 r[16], u[16];
-            for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(B + (size_t)(j0 + i) * ldb + k0);
-            /* 2 x 2, 4 x 4, 8 x 8 then 16 x 16 blocks of lanes swap places */
-            for (int i = 0; i < 16; i += 2) {
-                u[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-                u[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-            }
-            for (int i = 0; i < 16; i += 4)
-                for (int h = 0; h < 2; h++) {
-                    const __m512d lo = (__m512d)u[i + h], hi = (__m512d)u[i + 2 + h];
-                    r[i + h] = (__m512)_mm512_unpacklo_pd(lo, hi);
-                    r[i + 2 + h] = (__m512)_mm512_unpackhi_pd(lo, hi);
-                }
-            for (int i = 0; i < 16; i += 8)
-                for (int h = 0; h < 4; h++) {
-                    u[i + h] = _mm512_shuffle_f32x4(r[i + h], r[i + 4 + h], 0x88);
-                    u[i + 4 + h] = _mm512_shuffle_f32x4(r[i + h], r[i + 4 + h], 0xdd);
-                }
-            for (int h = 0; h < 8; h++) {
-                r[h] = _mm512_shuffle_f32x4(u[h], u[8 + h], 0x88);
-                r[8 + h] = _mm512_shuffle_f32x4(u[h], u[8 + h], 0xdd);
-            }
-            /* r[i] now holds column k0 + c(i) of the block, c = the lane order below */
-            static const int c[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
-            for (int i = 0; i < 16; i++) _mm512_storeu_ps(T + (size_t)(k0 + c[i]) * N + j0, r[i]);
-        }
-        for (; k0 < K; k0++)
-            for (int j = j0; j < j0 + 16; j++) T[(size_t)k0 * N + j] = B[(size_t)j * ldb + k0];
-    }
-#endif
-    for (int j = j0; j < N; j++)
-        for (int k = 0; k < K; k++) T[(size_t)k * N + j] = B[(size_t)j * ldb + k];
-}
-
-/* C[M,N] = alpha op(A) op(B) + beta C (beta 0 or 1), row-major, cblas argument order.
- * op(B) = B^T is first transposed into scratch (>= N*K floats). tri skips known zeros:
- *   TRI_A_LOWER  op(A) is lower triangular (row i has k <= i only)
- *   TRI_A_UPPER  op(A) is upper triangular (row i has k >= i only)
- *   TRI_C_LOWER  only C[i][j] with j <= i is wanted (others may hold anything after) */
-static void mm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc, float *scratch, int tri) {
-    if (M <= 0 || N <= 0) return;
-    const int bet = beta != 0.f;
-    if (tb) { /* B is [N, K]: scratch = B^T [K, N] */
-        transpose(scratch, B, N, K, ldb);
-        B = scratch;
-        ldb = N;
-    }
-    const size_t sai = ta ? 1 : (size_t)lda, sak = ta ? (size_t)lda : 1;
-    const int nvec = N / VL, jt = nvec * VL;
-    for (int i0 = 0; i0 < M; i0 += MR) {
-        const int mr = M - i0 < MR ? M - i0 : MR;
-        int k0 = 0, k1 = K, nve = nvec, je = N;
-        if (tri == TRI_A_LOWER && i0 + mr < K) k1 = i0 + mr;
-        if (tri == TRI_A_UPPER) k0 = i0 < K ? i0 : K;
-        if (tri == TRI_C_LOWER) {
-            je = i0 + mr < N ? i0 + mr : N;
-            nve = (je + VL - 1) / VL < nvec ? (je + VL - 1) / VL : nvec;
-        }
-        const float *Ai = A + (size_t)i0 * sai + (size_t)k0 * sak;
-        const float *Bk = B + (size_t)k0 * ldb;
-        for (int v0 = 0; v0 < nve; v0 += NV) {
-            const int nv = nve - v0 < NV ? nve - v0 : NV;
-            mm_tiles(mr, nv, k1 - k0, alpha, Ai, sai, sak, Bk + (size_t)v0 * VL, (size_t)ldb, bet,
-                     C + (size_t)i0 * ldc + (size_t)v0 * VL, (size_t)ldc);
-        }
-        for (int i = i0; i < i0 + mr; i++) /* columns past the last full vector */
-            for (int j = jt; j < je; j++) {
-                float acc = 0.f;
-                for (int k = k0; k < k1; k++)
-                    acc = VFMA(A[(size_t)i * sai + (size_t)k * sak], B[(size_t)k * ldb + j], acc);
-                float *c = C + (size_t)i * ldc + j;
-                *c = bet ? alpha * acc + *c : alpha * acc;
-            }
-    }
-}
 
 /* ------------------------------------------------------------------------------------ */
 /* support, sizes                                                                        */
@@ -504,13 +342,11 @@ typedef struct {
  * per cache line, in address order: q, k, g, v and, in the backward (gr != NULL), dO and the
  * rows of dq, dk, dv, dg it is about to write (read before written: their values are not
  * used, only their lines brought in). A head alone reads 256 bytes of every KiB
- * (d2 shapes), a stride the hardware prefetcher does not follow: 4-5 GB/s here against
- * 13-16 for a contiguous read, and the chunk's first pass (chunk_gates) waited on it. Read
- * in address order, the heads side by side, the rows stream in and stay in L2 for the
- * heads' turns. Measured, interleaved (one thread, KDA, B 8, T 512, H 4, d 64, chunk 32):
- * forward -8 to -10%, backward -5%, and -5% more for the backward's outputs (the forward's
- * o gained nothing and is left out). Software prefetches of the same lines, one chunk ahead
- * or for the other heads, did not help. */
+ * (d2 shapes), a stride the hardware prefetcher does not follow, and the chunk's first
+ * pass (chunk_gates) waited on it. Read in address order, the heads side by side, the rows
+ * stream in and stay in L2 for the heads' turns. The forward's o gained nothing and is left
+ * out; software prefetches of the same lines, one chunk ahead or for the other heads, did
+ * not help (the measurements: docs/kernels.md). */
 static void touch_rows(const in_t *in, const grad_t *gr, int b, int h0, int nh, int t0, int n) {
     const dm_delta_dims *d = in->d;
     const int nk = nh * d->dk, nv = nh * d->dv, kda = !d->scalar_gate;
@@ -750,8 +586,7 @@ static void chunk_state(const dm_delta_dims *d, int n, const float *S, float *Sn
  * so the bits do not depend on the grouping. The point is the memory: the heads of a token
  * lie side by side (q, k, g, v, o rows [H, dk]), so the group reads and writes them as
  * whole runs of H*dk floats where one head alone takes 256 bytes of every KiB, a stride
- * the hardware prefetcher does not follow (measured here: 4-5 GB/s against 13-16 for a
- * contiguous read). */
+ * the hardware prefetcher does not follow (docs/kernels.md). */
 static void fwd_group(const in_t *in, int C, int b, int h0, int nh, const float *hinit,
                       float *o, float *hT, float *saved, ws_t *w) {
     const dm_delta_dims *d = in->d;
@@ -1096,8 +931,8 @@ static void bwd_group(const in_t *in, int C, int b, int h0, int nh, const float 
             const float *al = kda ? dls + (size_t)T * dv + (size_t)ci * C * C : NULL;
             if (j == 0) touch_rows(in, gr, b, h0, nh, t0, n);
             /* this chunk's saved data, in address order (the transposes that read it first
-             * walk 16 rows at once): -3% of the backward, where prefetching it a step
-             * ahead had given less */
+             * walk 16 rows at once); prefetching it a step ahead had gained less
+             * (docs/kernels.md) */
             touch_saved(S, ss, Dl, (size_t)n * dv, al, (size_t)C * C);
             bwd_chunk(in, C, b, h0 + j, t0, n, S, Dl, al, w->dS + j * ss, gr, w);
         }

@@ -79,12 +79,11 @@ void dm_gemm_tiled(int transA, int transB, int M, int N, int K, float alpha, con
  * is one tile; a bigger one has the larger of M, N cut into rows of a multiple of 32 (at
  * least 64), in a multiple of 4 tiles of about DM_GEMM_TILE_FLOPS each (at least 4): a
  * multiple of 4 keeps 1, 2 and 4 threads evenly busy (5 tiles on 2 threads left one idle
- * for a fifth of the product: 4096x768x256 ran at 322 GFLOP/s in 5 tiles, 379 in 4, bf16,
- * 2 threads). The other dimension is left whole: each operand panel is packed as few
- * times as possible. The bits never depend on the thread count, whatever the tiling; on
- * the machines measured they do not depend on the tiling either (each element's sum over
- * K runs in the same order in any tile), so the count only trades packing against
- * parallelism. Measured: docs/ops.md, "GEMM backends". */
+ * for a fifth of the product: docs/kernels.md). The other dimension is left whole: each
+ * operand panel is packed as few times as possible. The bits never depend on the thread
+ * count, whatever the tiling; on the machines measured they do not depend on the tiling
+ * either (each element's sum over K runs in the same order in any tile), so the count
+ * only trades packing against parallelism. Measured: docs/ops.md, "GEMM backends". */
 #define DM_GEMM_ONE_TILE 4e6
 #define DM_GEMM_TILE_FLOPS 4e8
 void dm_gemm_tile_shape(int M, int N, int K, int *mb, int *nb) {

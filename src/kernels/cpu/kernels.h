@@ -20,6 +20,13 @@
 
 #include "kernels/common.h"
 
+/* ---- the thread pool (threads.c) ----
+ * dm_cpu_flush_denormals: denormal floats flush to zero (x86 FTZ+DAZ, Arm FZ) on the
+ * calling thread and every thread of the OpenMP pool; dm_set_threads does it each time
+ * (DM_CPU_KEEP_DENORMALS=1 in the environment: cleared instead, for benchmarks).
+ * dm_denormals_flushed (dormouse.h) tells whether the pool has that mode. */
+void dm_cpu_flush_denormals(void);
+
 /* ---- embedding (embed.c) ----
  * out[N,C] = table[tok[n], :]                       table: [V,C] */
 void dm_embed_fwd(float *out, const uint8_t *tok, const float *table, int N, int C);

@@ -1,6 +1,7 @@
 /* runtime.c — the device side of a build with CUDA, host code: the probe that says
  * whether a device can run the kernels and why not, and the memory and stream helpers a
- * backend allocates with. Plain C against the runtime's C API (cuda_runtime_api.h). */
+ * backend allocates with. Plain C against the runtime's C API (cuda_runtime_api.h). Part
+ * of the module libdormouse-cuda.so (entry.h) and of what test_cuda links directly. */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>

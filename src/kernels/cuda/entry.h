@@ -1,0 +1,34 @@
+/* entry.h — the CUDA module's one entry point (docs/cuda.md section 2).
+ *
+ * The CUDA kernels, their runtime side and cuBLASLt live in a module of their own,
+ * libdormouse-cuda.so, that the dormouse command and libdormouse load with dlopen only
+ * when a CUDA device answers (src/ops/cuda/loader.c). Neither links a CUDA library: the
+ * module holds the static CUDA runtime and needs libcublasLt.so, found through its rpath
+ * to the toolkit's lib/ or LD_LIBRARY_PATH.
+ *
+ * The module exports one symbol, DM_CUDA_ENTRY_SYMBOL, a function returning its table.
+ * The table starts with its ABI number and size so that a loader refuses a module of
+ * another dormouse before calling anything in it. A new entry goes at the end with
+ * DM_CUDA_MODULE_ABI raised. The module refers to no symbol of libdormouse: what it
+ * needs from the host comes through its arguments. */
+#ifndef DM_KERNELS_CUDA_ENTRY_H
+#define DM_KERNELS_CUDA_ENTRY_H
+
+#include <stddef.h>
+
+#define DM_CUDA_MODULE_ABI 1
+#define DM_CUDA_ENTRY_SYMBOL "dm_cuda_module_entry"
+
+typedef struct dm_cuda_module {
+    int abi;          /* DM_CUDA_MODULE_ABI of the build that made it */
+    size_t size;      /* sizeof(dm_cuda_module) there */
+    const char *what; /* "CUDA 13.0 runtime (static), cuBLASLt 13.0.0" */
+    /* cuda.h's probe, device name and error text (runtime.c) */
+    const char *(*unavailable)(int device);
+    void (*device_name)(int device, char *buf, size_t n);
+    const char *(*error)(int err);
+} dm_cuda_module;
+
+typedef const dm_cuda_module *(*dm_cuda_entry_fn)(void);
+
+#endif /* DM_KERNELS_CUDA_ENTRY_H */
