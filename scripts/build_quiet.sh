@@ -5,7 +5,7 @@
 # `make run` uses it: the command is all it needs (not the tests, benchmarks or fuzzers).
 #   scripts/build_quiet.sh BUILD JOBS [TARGET...]
 set -uo pipefail
-build=${1:-build}; jobs=${2:-2}; shift 2 || true
+build=${1:-build}; jobs=${2:-2}; shift $(($# < 2 ? $# : 2))
 targets=("$@"); [[ ${#targets[@]} -gt 0 ]] || targets=(dormouse_cli)
 log=$build/build.log
 label=${targets[*]}; label=${label//dormouse_cli/dormouse}
