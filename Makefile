@@ -44,7 +44,10 @@ asan: deps-test
 	@cmake --build build-asan -j $(JOBS)
 	@bash scripts/test_gate.sh build-asan $(JOBS)
 
-run: build
+# make run needs the command only: built quietly, with a progress line (scripts/build_quiet.sh)
+run: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@bash scripts/build_quiet.sh $(BUILD) $(JOBS) dormouse_cli
 	@bash scripts/run_default.sh $(BUILD)
 
 install: deps

@@ -262,3 +262,20 @@ TEST(cli_signal_during_setup) {
     }
     t_rmtree(d);
 }
+
+/* `dormouse --version`: the version of the build, a commit (or "unknown" outside git),
+ * the backends, MPI and plots as built, and this CPU with its bf16 answer. */
+TEST(cli_version_says_build_and_cpu) {
+    char d[256], cmd[1024], out[4096], log[400];
+    t_tmpdir(d, sizeof d);
+    snprintf(log, sizeof log, "%s/v.log", d);
+    snprintf(cmd, sizeof cmd, DM_CLI " --version");
+    CHECK(t_run_out(cmd, log, out, sizeof out) == 0);
+    printf("%s", out);
+    CHECK(!strncmp(out, "dormouse ", 9) && strstr(out, " (commit "));
+    CHECK(strstr(out, "\nbackends: cpu (OpenBLAS, oneDNN)") != NULL);
+    CHECK(strstr(out, DM_HAVE_CUDA ? "cuda kernels built in (device 0: " : "no cuda: ") != NULL);
+    CHECK(strstr(out, "\nmpi: ") && strstr(out, "; plots: "));
+    CHECK(strstr(out, "\ncpu: ") && strstr(out, "\nprecision=auto here: matmuls "));
+    t_rmtree(d);
+}

@@ -137,7 +137,7 @@ TEST(data_prepare_files_dirs_gzip_mix) {
              " && cat x.txt src/a.txt b.txt > want1 && cat x.txt src/a.txt src/c.bin b.txt > want2"
              " && cat src/a.txt b.txt > want3 && cat x.txt src/a.txt > want4");
     /* a file and a directory (recursive, sorted, gzip inflated, binary skipped with a note) */
-    CHECK(cli(d, "prepare x.txt src --out d1 --val-bytes 5000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare x.txt src --out d1 --val-bytes 5000 --val-split tail", out, sizeof out) == 0);
     CHECK(strstr(out, "c.bin skipped: binary") != NULL);
     CHECK(strstr(out, "prepare: ") && strstr(out, "MB/s"));
     check_bins(d, "d1", "want1", 5000);
@@ -154,9 +154,9 @@ TEST(data_prepare_files_dirs_gzip_mix) {
     CHECK(strlen(mstr(o, "dormouse_version")) > 0 && mnum(o, "total_bytes") > 500000);
     cJSON_Delete(o);
     /* --binary ok keeps it; --include / --exclude filter the directory's files */
-    CHECK(cli(d, "prepare x.txt src --out d2 --binary ok --val-fraction 0.01", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare x.txt src --out d2 --binary ok --val-fraction 0.01 --val-split tail", out, sizeof out) == 0);
     check_bins(d, "d2", "want2", 0);
-    CHECK(cli(d, "prepare src --out d3 --include '*.txt' --include 'sub/*.gz' --val-bytes 100",
+    CHECK(cli(d, "prepare src --out d3 --include '*.txt' --include 'sub/*.gz' --val-bytes 100 --val-split tail",
               out, sizeof out) == 0);
     check_bins(d, "d3", "want3", 100);
     CHECK(cli(d, "prepare x.txt src --out d4 --exclude 'sub/*' --val src/sub/b.txt.gz", out,
@@ -213,7 +213,7 @@ static void numbers(const char *run, char *buf, size_t n) {
 TEST(data_prepared_copy_trains_to_the_same_bits) {
     char d[256], out[16384], a[4096], b[4096], c[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 1024", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 1024 --val-split tail", out, sizeof out) == 0);
     CHECK(cli(d, "train --data " T_CORPUS " --out r1 " TINY5 " --set eval_every=2", out,
               sizeof out) == 0);
     CHECK(cli(d, "train --data kjv --out r2 " TINY5 " --set eval_every=2", out, sizeof out) == 0);
@@ -610,8 +610,10 @@ TEST(resume_other_corpus_quotes_file_sizes) {
 TEST(resume_other_split_refused) {
     char d[256], out[16384], err[4096], cmd[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out a --val-bytes 20000", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare " T_CORPUS " --out b --val-bytes 30000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare " T_CORPUS " --out a --val-bytes 20000 --val-split tail", out,
+              sizeof out) == 0);
+    CHECK(cli(d, "prepare " T_CORPUS " --out b --val-bytes 30000 --val-split tail", out,
+              sizeof out) == 0);
     sh_in(d, "cp -a a a2");
     CHECK(cli(d, "train --data a --out run " T_TINY " --set steps=4 --until 1", out,
               sizeof out) == 0);
@@ -649,5 +651,69 @@ TEST(corpus_dir_notes_skipped_and_binary) {
     CHECK(strstr(out, "c/blob.bin looks binary") != NULL);
     CHECK(strstr(out, "c/sub skipped: a directory") != NULL);
     CHECK(strstr(out, "c/pipe skipped: not a regular file") != NULL);
+    t_rmtree(d);
+}
+
+/* The default split is spread: a corpus of 60 files, each its own text ("file NN ..."),
+ * validates on pieces from all over it, not on the end of the last file. val.bin is the
+ * pieces meta.json records (offset and length in the concatenated sources), train.bin
+ * the rest, so the two put back together are the sources; the same seed gives the same
+ * split, another seed another; the CRCs recorded are the files'; train and eval run on
+ * it; --val-split tail is the tail, as before. */
+TEST(data_prepare_spread_split) {
+    char d[256], out[16384], p[600];
+    t_tmpdir(d, sizeof d);
+    sh_in(d, "mkdir src && for i in $(seq 10 69); do for k in $(seq 1 300); do "
+             "echo \"file $i line $k of some text\"; done > src/f$i.txt; done && "
+             "cat src/f*.txt > all.txt");
+    CHECK(cli(d, "prepare src --out sp --val-bytes 40000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare src --out sp2 --val-bytes 40000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare src --out sp3 --val-bytes 40000 --val-seed 5", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare src --out tl --val-bytes 40000 --val-split tail", out, sizeof out) == 0);
+    sh_in(d, "cmp sp/val.bin sp2/val.bin && ! cmp -s sp/val.bin sp3/val.bin");
+    check_bins(d, "tl", "all.txt", 40000);
+    snprintf(p, sizeof p, "%s/sp", d);
+    cJSON *o = meta(p), *split = cJSON_GetObjectItemCaseSensitive(o, "split");
+    CHECK(!strcmp(mstr(split, "method"), "spread") && mnum(split, "seed") == 0);
+    cJSON *pcs = cJSON_GetObjectItemCaseSensitive(split, "pieces");
+    int k = cJSON_GetArraySize(pcs);
+    CHECKF(k == 10, "%d pieces of 40000 bytes", k); /* 9 of 4096 and one of 3136 */
+    /* the sources put back together from train.bin and the recorded pieces */
+    size_t nt, nv, na;
+    char *tr, *va, *all;
+    snprintf(p, sizeof p, "%s/sp/train.bin", d);
+    tr = t_slurp(p, &nt);
+    snprintf(p, sizeof p, "%s/sp/val.bin", d);
+    va = t_slurp(p, &nv);
+    snprintf(p, sizeof p, "%s/all.txt", d);
+    all = t_slurp(p, &na);
+    CHECK(tr && va && all && nv == 40000 && nt + nv == na);
+    char *back = malloc(na + 1);
+    size_t t = 0, v = 0, pos = 0, w = 0;
+    int files[70] = {0}, distinct = 0;
+    for (int i = 0; i < k && back && tr && va && all; i++) {
+        size_t off = (size_t)cJSON_GetArrayItem(cJSON_GetArrayItem(pcs, i), 0)->valuedouble;
+        size_t len = (size_t)cJSON_GetArrayItem(cJSON_GetArrayItem(pcs, i), 1)->valuedouble;
+        CHECK(off >= pos && off + len <= na);
+        memcpy(back + w, tr + t, off - pos), w += off - pos, t += off - pos;
+        memcpy(back + w, va + v, len), w += len, v += len;
+        pos = off + len;
+        int f; /* the file a piece comes from: the first "file NN" in it */
+        const char *at = strstr(back + off, "file ");
+        if (at && sscanf(at, "file %d", &f) == 1 && f >= 10 && f < 70 && !files[f]++) distinct++;
+    }
+    if (back && tr && all && w + (nt - t) == na) {
+        memcpy(back + w, tr + t, nt - t);
+        CHECKF(!memcmp(back, all, na), "train.bin and the pieces are not the sources");
+    } else CHECK(0);
+    CHECKF(distinct >= 8, "the pieces come from %d files of 60", distinct);
+    free(back);
+    free(tr);
+    free(va);
+    free(all);
+    cJSON_Delete(o);
+    CHECK(cli(d, "train --data sp --out run " T_TINY " --set steps=3 --verify-data", out,
+              sizeof out) == 0);
+    CHECK(cli(d, "eval run", out, sizeof out) == 0 && strstr(out, "sp/val.bin"));
     t_rmtree(d);
 }

@@ -235,8 +235,9 @@ TEST(tokens_byte_vocab_is_the_byte_format) {
     char d[256], out[16384];
     t_tmpdir(d, sizeof d);
     sh_in(d, "zcat " T_CORPUS " | head -c 300000 > x.txt && printf 'raw \\377 bytes' >> x.txt");
-    CHECK(cli(d, "prepare x.txt --out a --val-bytes 5000", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare x.txt --out b --val-bytes 5000 --vocab 256", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare x.txt --out a --val-bytes 5000 --val-split tail", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare x.txt --out b --val-bytes 5000 --vocab 256 --val-split tail", out,
+              sizeof out) == 0);
     sh_in(d, "cmp a/train.bin b/train.bin && cmp a/val.bin b/val.bin && "
              "cat a/train.bin a/val.bin | cmp - x.txt && "
              "test \"$(ls a | tr '\\n' ' ')\" = 'meta.json train.bin val.bin ' && "

@@ -504,13 +504,15 @@ static int recorded_steps(const char *dir, long *budget) { return recorded(dir, 
 typedef struct {
     double t, step_s;
     long slow_at, stop_at, steps_seen;
+    long fast_at; /* > 0: the machine is fast again after this step */
     volatile sig_atomic_t stop;
 } vclock;
 static double vclock_now(void *u) { return ((vclock *)u)->t; }
 static void vclock_step(void *user, const dm_event *ev) {
     vclock *v = user;
     if (ev->kind != DM_EV_STEP) return;
-    v->t += ev->step > v->slow_at ? 2 * v->step_s : v->step_s;
+    int slow = ev->step > v->slow_at && (v->fast_at <= 0 || ev->step <= v->fast_at);
+    v->t += slow ? 2 * v->step_s : v->step_s;
     v->steps_seen = ev->step;
     if (ev->step == v->stop_at) v->stop = SIGTERM;
 }
@@ -596,23 +598,33 @@ TEST(train_time_budget_fits_and_is_exact) {
     dm_train_args te = {.data = CORPUS, .out = e, .cfg = &fixed};
     CHECK(m > 4 && train_ok(&te));
     if (m > 4) same_runs(d, e, &fixed);
-    /* a stop while the steps are measured (before they are fixed): interrupted, nothing
-     * kept (no checkpoint could record steps), the directory as it was (empty) */
-    char f[256], p[512];
+    /* a stop while the steps are measured (before they are fixed, Ctrl-C at step 2 of a
+     * make-run budget): the steps are fixed then from the rate so far and the steps done
+     * kept in a checkpoint; the resume ends as the run with the recorded steps */
+    char f[256], g[256], p[512];
     t_tmpdir(f, sizeof f);
+    t_tmpdir(g, sizeof g);
     volatile sig_atomic_t stop = 0;
     dm_job_io sio = {stop_at_step, (void *)&stop, &stop, NULL};
     dm_train_args tf = {.data = CORPUS, .out = f, .cfg = &c};
     dm_status st2 = dm_train(&tf, &sio);
-    CHECKF(st2.code == DM_JOB_INTERRUPTED && strstr(st2.msg, "before time_budget fixed"),
-           "%d %s", st2.code, st2.msg);
-    snprintf(p, sizeof p, "test -z \"$(ls -A %s)\"", f);
-    CHECKF(t_run(p, NULL, 0) == 0, "a stop before the steps were fixed left files in %s", f);
+    CHECKF(st2.code == DM_JOB_INTERRUPTED && strstr(st2.msg, "interrupted at step 2: checkpoint "
+           "saved"), "%d %s", st2.code, st2.msg);
+    snprintf(p, sizeof p, "%s/ckpt-00000002", f);
+    CHECKF(t_exists(p), "a stop before the steps were fixed kept no checkpoint");
+    int k = recorded_steps(f, &rb);
+    dm_train_args rf = {.data = CORPUS, .out = f, .resume = 1};
+    CHECKF(k > 2 && train_ok(&rf), "steps %d recorded at the stop", k);
+    fixed.steps = k;
+    dm_train_args tg = {.data = CORPUS, .out = g, .cfg = &fixed};
+    CHECK(k > 2 && train_ok(&tg));
+    if (k > 2) same_runs(f, g, &fixed);
     t_rmtree(a);
     t_rmtree(b);
     t_rmtree(d);
     t_rmtree(e);
     t_rmtree(f);
+    t_rmtree(g);
 }
 
 /* A machine that slows down 2x in the middle of a budget run (the test's clock): the run is
@@ -657,6 +669,78 @@ TEST(train_time_budget_slowdown_cut_exact) {
         t_rmtree(a);
         t_rmtree(b);
     }
+}
+
+/* A machine that slows down 2x between steps 40 and 70 of a budget run and then recovers
+ * (the test's clock): the run is cut while it is slow and grows back when it is fast again
+ * (a note says so), so it uses its budget (0.9 to 1.05 of it) rather than ending early at
+ * the slow rate's steps; it is bit for bit the run with its final steps and
+ * schedule_steps; its summary says what a cut that stays cost. */
+static void see_growth(void *user, const dm_event *ev) {
+    vclock_step(user, ev);
+    if (ev->kind == DM_EV_NOTE && strstr(ev->text, "the machine is faster again"))
+        ((vclock *)user)->stop_at = -2; /* seen */
+}
+TEST(train_time_budget_grows_back_when_the_machine_recovers) {
+    const long budget = 20;
+    dm_config c = tiny_run();
+    c.time_budget = budget;
+    c.warmup_steps = 8;
+    c.eval_every = 0;
+    char a[256], b[256];
+    t_tmpdir(a, sizeof a);
+    t_tmpdir(b, sizeof b);
+    vclock v = {.step_s = 0.1, .slow_at = 40, .fast_at = 70, .stop_at = -1};
+    dm_job_io io = {see_growth, &v, &v.stop, NULL};
+    dm_train_args ta = {.data = CORPUS, .out = a, .cfg = &c, .clock = vclock_now,
+                        .clock_ctx = &v};
+    dm_status st = dm_train(&ta, &io);
+    CHECKF(st.code == DM_JOB_OK, "%d %s", st.code, st.msg);
+    long rb;
+    int sched = 0, n = recorded(a, &rb, &sched);
+    /* what a cut that never grew back would leave: the steps at the slow rate */
+    long slow_fit = dm_budget_steps((double)budget, 0.8 + 4.0 + 2 * 0.1 * 8, 48, 0.2, 0, 0,
+                                    1L << 30);
+    printf("  2x slower from step 40 to 70: %d steps (schedule_steps %d; the slow rate's fit "
+           "%ld), ended at %.2f s of %ld s\n", n, sched, slow_fit, v.t, budget);
+    CHECKF(v.stop_at == -2, "no note of the steps growing back");
+    CHECKF(n > slow_fit + 10, "steps %d: not grown back beyond the slow rate's %ld", n,
+           slow_fit);
+    CHECKF(v.t >= 0.9 * (double)budget && v.t <= 1.05 * (double)budget,
+           "a %ld s budget ran %.2f s", budget, v.t);
+    dm_config fixed = c;
+    fixed.time_budget = 0;
+    fixed.steps = n;
+    fixed.schedule_steps = sched;
+    dm_train_args tb = {.data = CORPUS, .out = b, .cfg = &fixed};
+    CHECK(train_ok(&tb));
+    same_runs(a, b, &fixed);
+    /* the summary's line of a cut that stayed */
+    char line[512];
+    CHECK(dm_budget_summary(150, 200, 1000, line, sizeof line) > 0 &&
+          strstr(line, "cut to 150 of the 200 steps") && strstr(line, "50 steps (25% of the "
+          "plan, 0.05 M tokens) fewer"));
+    CHECK(dm_budget_summary(200, 200, 1000, line, sizeof line) == 0);
+    CHECK(dm_budget_summary(200, 0, 1000, line, sizeof line) == 0);
+    t_rmtree(a);
+    t_rmtree(b);
+}
+
+/* dm_budget_cut grows a cut run back only before its cooldown, by 2% of the plan or to
+ * the whole of it, never past schedule_steps; a run never cut never grows. */
+TEST(budget_cut_grows_back_within_the_plan) {
+    /* cut to 100 of 200, 40 done at 10 s of 100, 0.1 s a step: 60 s of steps fit */
+    CHECK(dm_budget_cut(100, 10, 40, 100, 200, 0.1, 0, 0) == 200);
+    /* a rate that fits 130 of them */
+    long g = dm_budget_cut(100, 10, 40, 100, 200, 0.6, 0, 0);
+    CHECKF(g == dm_budget_steps(100, 10, 40, 0.6, 0, 0, 200) && g > 100 && g < 200,
+           "grown to %ld", g);
+    /* a gain under 2% of the plan waits (the rate fits 103: 3 of 200) */
+    CHECK(dm_budget_cut(100, 10, 40, 100, 200, (95.0 - 10) / (103 - 40), 0, 0) == 100);
+    /* in its cooldown (done past dm_lr_cooldown_start(100) = 90): steps stay */
+    CHECK(dm_budget_cut(100, 10, 95, 100, 200, 0.01, 0, 0) == 100);
+    /* never cut (schedule_steps 0): never grows */
+    CHECK(dm_budget_cut(100, 10, 40, 100, 0, 0.01, 0, 0) == 100);
 }
 
 /* A budget too small for the warmup steps it must measure (the test's clock: 1 s a step,

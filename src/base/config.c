@@ -57,8 +57,9 @@ static const key_t_ KEYS[] = {
     {"steps", DM_KEY_TRAINING, K_INT, F(steps), 1, 1 << 30, NULL, "optimizer steps"},
     {"time_budget", DM_KEY_TRAINING, K_SECONDS, F(time_budget), 0, 1e7, NULL,
      "wall clock of a fresh run (e.g. 5m, 1h30m, 90s), evaluation included: steps is fixed "
-     "after the warmup's first steps (at most 64) from their rate, and cut (with a cooldown, "
-     "schedule_steps) when the machine slows; 0 = off"},
+     "after the warmup's first steps (at most 64) from their rate (or at a stop before), cut "
+     "(with a cooldown, schedule_steps) when the machine slows and grown back up to the plan "
+     "when it recovers; 0 = off"},
     {"schedule_steps", DM_KEY_TRAINING, K_INT, F(schedule_steps), 0, 1 << 30, NULL,
      "the steps the lr schedule was planned over when a time budget cut the run: that "
      "schedule, then a linear cooldown over the last tenth of steps; 0 = steps"},

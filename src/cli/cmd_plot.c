@@ -81,7 +81,9 @@ static const char *METRICS_HELP =
     "\n"
     "example:\n"
     "  dormouse metrics runs/a runs/b --csv --out metrics.csv\n"
-    "  python3 -c 'import pandas as pd; print(pd.read_csv(\"metrics.csv\").tail())'\n";
+    "  python3 -c 'import csv; print(list(csv.DictReader(open(\"metrics.csv\")))[-1])'\n"
+    "  python3 -c 'import pandas as pd; print(pd.read_csv(\"metrics.csv\").tail())'\n"
+    "(pandas is not among dormouse's packages: Debian's python3-pandas, or pip)\n";
 
 int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--out", NULL};

@@ -9,8 +9,9 @@
 
 static const char *HELP =
     "usage: dormouse prepare SRC... --out DATA_DIR [--val PATH | --val-bytes N |\n"
-    "                        --val-fraction F] [--shuffle-files SEED] [--include GLOB]...\n"
-    "                        [--exclude GLOB]... [--binary skip|ok]\n"
+    "                        --val-fraction F] [--val-split spread|tail] [--val-seed S]\n"
+    "                        [--shuffle-files SEED] [--include GLOB]... [--exclude GLOB]...\n"
+    "                        [--binary skip|ok]\n"
     "                        [--vocab N [--tokenizer-type bpe|unigram] [--tokenizer-sample BYTES]\n"
     "                         | --tokenizer FILE.model]\n"
     "\n"
@@ -21,8 +22,8 @@ static const char *HELP =
     "  dormouse train --data DATA_DIR     (also eval, bench, ab, and under mpirun)\n"
     "memory-maps the .bin files: nothing is read at start-up, resident memory does not grow\n"
     "with the corpus, and the training windows are drawn from train.bin exactly as from a\n"
-    "corpus in memory (a prepared copy of a corpus with the same split trains to the same\n"
-    "losses, bit for bit). docs/data.md describes the format.\n"
+    "corpus in memory (a prepared copy of a corpus with the same split, --val-split tail,\n"
+    "trains to the same losses, bit for bit). docs/data.md describes the format.\n"
     "\n"
     "SRC is a file (plain, or gzip: every member inflated and checked) or a directory (its\n"
     "files, recursively, sorted by path; names starting with '.' are left out, so are FIFOs\n"
@@ -36,10 +37,15 @@ static const char *HELP =
     "                     directory; a killed one leaves it, marked PREPARING, refused as\n"
     "                     data)\n"
     "  --val PATH         val.bin is PATH (a file or a directory), train.bin all of SRC\n"
-    "  --val-bytes N      val.bin is the last N bytes of the sources (default 81920, the\n"
-    "                     default eval_window: train --data DATA_DIR then trains as train\n"
-    "                     --data SRC does)\n"
-    "  --val-fraction F   val.bin is the last round(F x total) bytes (0 < F < 1)\n"
+    "  --val-bytes N      val.bin holds N bytes of the sources (default 81920, the default\n"
+    "                     eval_window; eval_windows=16 needs 16 windows: --val-bytes 1310720)\n"
+    "  --val-fraction F   val.bin holds round(F x total) bytes (0 < F < 1)\n"
+    "  --val-split spread|tail  where they come from: spread (default), pieces of 4096\n"
+    "                     bytes, one in each of as many equal stretches of the sources at an\n"
+    "                     offset drawn with --val-seed (default 0), so text from all over\n"
+    "                     the corpus validates; tail, the last bytes (as train --data SRC\n"
+    "                     splits: train --data DATA_DIR then trains as it, bit for bit).\n"
+    "                     meta.json records the method, the seed and every piece\n"
     "  --shuffle-files SEED  shuffle the order of the files (after sorting) with SEED\n"
     "  --include GLOB     take only the files of directories that match a GLOB\n"
     "                     (repeatable); a GLOB with a '/' is matched against the path under\n"
@@ -71,8 +77,9 @@ static const char *HELP =
 int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--out", "--val", "--val-bytes", "--val-fraction",
                                              "--shuffle-files", "--include", "--exclude",
-                                             "--binary", "--vocab", "--tokenizer",
-                                             "--tokenizer-type", "--tokenizer-sample", NULL};
+                                             "--binary", "--val-split", "--val-seed",
+                                             "--vocab", "--tokenizer", "--tokenizer-type",
+                                             "--tokenizer-sample", NULL};
     static const char *const flags[] = {"--help", "-h", NULL};
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *srcs[1024], *incl[256], *excl[256];
@@ -112,6 +119,19 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
                 return EXIT_USAGE;
             }
             pa.shuffle = 1;
+        } else if (!strcmp(a.name, "--val-split")) {
+            if (strcmp(a.value, "spread") && strcmp(a.value, "tail")) {
+                fprintf(stderr, "error: --val-split expects spread or tail, got '%s'\n",
+                        a.value);
+                return EXIT_USAGE;
+            }
+            pa.val_tail = !strcmp(a.value, "tail");
+        } else if (!strcmp(a.name, "--val-seed")) {
+            if (dm_parse_u64(a.value, &pa.val_seed)) {
+                fprintf(stderr, "error: --val-seed expects a seed (an integer), got '%s'\n",
+                        a.value);
+                return EXIT_USAGE;
+            }
         } else if (!strcmp(a.name, "--binary")) {
             if (strcmp(a.value, "ok") && strcmp(a.value, "skip")) {
                 fprintf(stderr, "error: --binary expects skip or ok, got '%s'\n", a.value);

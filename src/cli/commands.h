@@ -16,5 +16,7 @@ int dm_cmd_plot(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_metrics(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_plan(int argc, char **argv, const dm_job_io *io);
 int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io);
+/* `dormouse --version`: version, commit, the backends and libraries built in, the CPU. */
+int dm_cmd_version(void);
 
 #endif

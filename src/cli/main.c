@@ -57,6 +57,8 @@ static const char *USAGE =
     "  metrics  the metrics of runs as a table or CSV\n"
     "  plan     the memory and the time of a training step of a config, without training\n"
     "\n"
+    "`dormouse --version` says the version, the commit, what the build holds and what\n"
+    "this CPU offers.\n"
     "`dormouse COMMAND --help` describes each; -v (--verbose) with any command prints the\n"
     "tables and rows it otherwise keeps in its files. Exit codes: 0 success, 1 runtime failure,\n"
     "2 bad usage or bad input, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (training\n"
@@ -84,7 +86,7 @@ static int run(int argc, char **argv, const dm_job_io *io, dm_comm *comm) {
     if (!strcmp(cmd, "plan")) return dm_cmd_plan(argc - 1, argv + 1, io);
     if (!strcmp(cmd, "prepare")) return dm_cmd_prepare(argc - 1, argv + 1, io);
     static const char *const all[] = {"train", "eval", "sample", "ab", "bench", "plot",
-                                      "metrics", "plan", "prepare", "help"};
+                                      "metrics", "plan", "prepare", "help", "version"};
     char pc[64];
     const char *near = dm_nearest(cmd, all, (int)(sizeof all / sizeof all[0]));
     dm_printable(cmd, pc, sizeof pc);
@@ -122,7 +124,9 @@ int main(int argc, char **argv) {
     const dm_job_io io = {dm_cli_progress, pr, &g_stop, argv[0]};
 
     int rc;
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+        rc = pr->quiet ? EXIT_OK : dm_cmd_version();
+    } else if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         if (!pr->quiet) fputs(USAGE, argc < 2 ? stderr : stdout);
         rc = argc < 2 ? EXIT_USAGE : EXIT_OK;
     } else {

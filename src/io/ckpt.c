@@ -198,6 +198,25 @@ int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, 
     return 0;
 }
 
+/* 1 when the directory dir (of a length, trailing slashes apart) is named ckpt-*.tmp or
+ * ckpt-*.del: a save that did not reach its rename, or a checkpoint being pruned. Only a
+ * checkpoint whose final rename happened counts. */
+static int unrenamed(const char *dir, size_t l) {
+    while (l > 1 && dir[l - 1] == '/') l--;
+    size_t b = l;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    return l - b > 9 && !strncmp(dir + b, "ckpt-", 5) &&
+           (!strncmp(dir + l - 4, ".tmp", 4) || !strncmp(dir + l - 4, ".del", 4));
+}
+
+static int refuse_unrenamed(const char *path, size_t l, char *err, size_t errlen) {
+    if (!unrenamed(path, l)) return 0;
+    snprintf(err, errlen, "%.*s is not a checkpoint: a save writes ckpt-NNNNNNNN.tmp and renames "
+             "it when it is complete (.del: one being removed); name the run directory or a "
+             "ckpt-NNNNNNNN directory", (int)l, path);
+    return 1;
+}
+
 int dm_ckpt_candidate(const char *path, int k, char *out, size_t outlen, char *err,
                       size_t errlen) {
     struct stat st;
@@ -207,11 +226,15 @@ int dm_ckpt_candidate(const char *path, int k, char *out, size_t outlen, char *e
         return 1;
     }
     if (!S_ISDIR(st.st_mode)) { /* a model file (opening it checks that it is one) */
+        const char *slash = strrchr(path, '/');
+        if (k == 0 && slash && refuse_unrenamed(path, (size_t)(slash - path), err, errlen))
+            return 1;
         if (k == 0) snprintf(out, outlen, "%s", path);
         return k != 0;
     }
     snprintf(p, sizeof p, "%s/model.safetensors", path);
     if (lstat(p, &st) == 0) {
+        if (k == 0 && refuse_unrenamed(path, strlen(path), err, errlen)) return 1;
         if (k == 0) snprintf(out, outlen, "%s", p);
         return k != 0;
     }

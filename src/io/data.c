@@ -51,7 +51,9 @@ static int append_file(mem_sink *s, const char *path, char *err, size_t errlen) 
     if (rc) return 1;
     if (dm_is_binary(s->c->bytes + before, s->c->n - before))
         dm_text_append(&s->c->notes, "note: %s looks binary (a NUL byte in its first %d bytes); "
-                       "it is trained on as it is", path, DM_BINARY_PROBE);
+                       "--data trains on it as it is, while `dormouse prepare` leaves such files "
+                       "out (name the text files, or prepare the directory)", path,
+                       DM_BINARY_PROBE);
     s->c->n_files++;
     return 0;
 }

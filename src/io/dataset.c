@@ -60,10 +60,28 @@ static int read_part(cJSON *o, const char *key, dm_dataset_part *p) {
     return *end != 0;
 }
 
+/* 1 when dir is named NAME.partial-DIGITS: a prepare's working directory, never renamed
+ * to NAME (it may be complete, killed between its last write and the rename). */
+static int unrenamed(const char *dir) {
+    size_t l = strlen(dir);
+    while (l > 1 && dir[l - 1] == '/') l--;
+    size_t d = l;
+    while (d > 0 && dir[d - 1] >= '0' && dir[d - 1] <= '9') d--;
+    const char *tag = ".partial-";
+    size_t tl = strlen(tag);
+    return d < l && d >= tl + 1 && !strncmp(dir + d - tl, tag, tl) && dir[d - tl - 1] != '/';
+}
+
 int dm_dataset_open(const char *dir, dm_dataset *d, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     int has_meta = exists_in(dir, "meta.json"), has_bin = exists_in(dir, "train.bin") ||
                                                           exists_in(dir, "val.bin");
+    if ((has_meta || has_bin) && unrenamed(dir)) {
+        snprintf(err, errlen, "%s is an unfinished `dormouse prepare` (its working directory, "
+                 "never renamed to the name without .partial-PID, which a finished one gets): "
+                 "prepare the data again", dir);
+        return DM_DS_BAD;
+    }
     if (exists_in(dir, DM_DATASET_MARK) || (has_bin && !has_meta)) {
         snprintf(err, errlen, "%s is an unfinished `dormouse prepare` (stopped or failed before "
                  "it wrote meta.json): prepare the data again", dir);

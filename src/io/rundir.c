@@ -182,6 +182,11 @@ int dm_rundir_read_data(const char *dir, char *path, size_t pathlen, size_t *byt
     if (!text) return 1;
     char *nl = strchr(text, '\n');
     if (nl) *nl = 0;
+    if (!text[0]) { /* a corpus never has an empty path: the file was emptied */
+        snprintf(err, errlen, "%s names no corpus (its first line is empty)", p);
+        free(text);
+        return 1;
+    }
     snprintf(path, pathlen, "%s", text);
     *has_id = 0;
     *train = 0;

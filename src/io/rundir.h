@@ -72,7 +72,7 @@ int dm_rundir_write_data(const char *dir, const char *path, size_t bytes, uint32
                          size_t train, char *err, size_t errlen);
 /* Read them back: path into path (pathlen bytes); *has_id = 0 when the file has no
  * identity line, *train = 0 when the line has no training bytes (runs of older
- * dormice). 0 ok; 1 when data_path is missing or unreadable (err). */
+ * dormice). 0 ok; 1 when data_path is missing, unreadable or names no corpus (err). */
 int dm_rundir_read_data(const char *dir, char *path, size_t pathlen, size_t *bytes,
                         uint32_t *crc, size_t *train, int *has_id, char *err, size_t errlen);
 

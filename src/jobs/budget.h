@@ -19,6 +19,8 @@
 #ifndef DM_BUDGET_H
 #define DM_BUDGET_H
 
+#include <stddef.h>
+
 /* The share of the budget kept back for what the measurement does not see (the
  * checkpoints, the summary, a slower stretch of steps: the drift measured is in
  * docs/budget.md). */
@@ -45,9 +47,24 @@ long dm_budget_steps(double budget_s, double elapsed_s, long done, double step_s
  * remaining steps and evaluations, is within budget_s, or when the run cannot be cut
  * (schedule_steps > steps and its cooldown has begun: done > dm_lr_cooldown_start(steps));
  * else the new steps, fewer than `steps`: the most that fit (dm_budget_steps) but at
- * least the fewest whose cooldown starts at `done` or later. */
+ * least the fewest whose cooldown starts at `done` or later.
+ * A run that was cut (schedule_steps > steps) and whose end now fits grows back: while
+ * its cooldown has not begun, the most steps that fit, up to schedule_steps, when that
+ * gains 2% of the plan or reaches it (smaller gains wait, so a rate that wavers does not
+ * move the end at every step). The steps done keep their lr either way (the planned
+ * schedule's, before any cooldown), so the run stays the run of its final two keys. */
 long dm_budget_cut(double budget_s, double now_s, long done, long steps, long schedule_steps,
                    double step_s, double eval_s, int eval_every);
+
+/* The note of a change of steps by dm_budget_cut (was -> steps; no newline): a cut when
+ * the machine slowed, a growth when it is faster again. Returns the length. */
+int dm_budget_cut_text(const char *budget, double step_ms, int window, long was, long steps,
+                       long schedule_steps, char *buf, size_t n);
+/* The summary's line about a cut that stayed (steps < schedule_steps): how many steps and
+ * tokens the run has fewer than planned, and what that costs (docs/budget.md); 0 and
+ * nothing written when the run ran its plan. */
+int dm_budget_summary(long steps, long schedule_steps, long tokens_per_step, char *buf,
+                      size_t n);
 
 /* An evaluation's time estimated from a training step's, before one was measured: its
  * forwards (the window's sequences in batches of batch_size) at a third of a step's time

@@ -11,6 +11,9 @@
 #include "io/files.h"
 #include "jobs/load.h"
 #include "jobs/step.h" /* dm_step_threads */
+#include "model/host.h"
+#include "model/model.h" /* the precision record */
+#include "ops/backend.h"
 
 /* The summed cross-entropy in nats of the n-1 predictions of bytes[0, n) (dm_eval_bpb's
  * cut into sequences and forwards); NAN on a failure. */
@@ -67,9 +70,10 @@ int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t er
     if (windows < 2 || (c->val_n / (size_t)windows) >= (size_t)w) return 0;
     snprintf(err, errlen, "eval_windows=%ld: %ld windows of eval_window=%ld bytes need a "
              "validation set of at least %ld bytes; it has %zu%s (eval_windows=all scores all "
-             "of it)", windows, windows, w, windows * w, c->val_n, c->mapped || c->val_bytes ? ""
-             : " (the last eval_window bytes of the corpus: prepare a data directory with "
-             "`dormouse prepare`, or pass --val)");
+             "of it)", windows, windows, w, windows * w, c->val_n, c->val_bytes ? ""
+             : c->mapped ? " (val.bin of the data directory: prepare it with --val-bytes "
+             "N x eval_window or more)" : " (the last eval_window bytes of the corpus: prepare "
+             "a data directory with `dormouse prepare --val-bytes N`, or pass --val)");
     return 1;
 }
 
@@ -158,6 +162,39 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
     return preds ? nats / (double)preds / log(2.0) : NAN;
 }
 
+/* An fp32 copy of m: its config with fp32 products, its parameters copied. NULL when it
+ * cannot be made. */
+static dm_model *fp32_copy(dm_model *m) {
+    dm_config c = *dm_model_config(m);
+    c.precision = DM_PRECISION_FP32;
+    c.ns_precision = DM_PRECISION_FP32;
+    char err[DM_ERRLEN];
+    dm_model *f = dm_model_create(&c, err, sizeof err);
+    if (!f) return NULL;
+    size_t bytes = dm_model_num_params(m) * sizeof(float);
+    dm_backend *be = dm_model_backend(m);
+    float *h = dm_backend_map(be, dm_model_param_mem(m), bytes, 1);
+    if (!h) {
+        dm_model_free(f);
+        return NULL;
+    }
+    dm_backend_from_host(dm_model_backend(f), dm_model_param_mem(f), h, bytes);
+    dm_backend_unmap(be, dm_model_param_mem(m), h, bytes, 0);
+    return f;
+}
+
+double dm_eval_val_fp32(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
+                        dm_comm *comm, const dm_job_io *io, size_t *scored) {
+    if (!dm_model_precision(m)->matmul_bf16)
+        return dm_eval_val(m, c, w, windows, B, T, comm, io, scored);
+    dm_model *f = fp32_copy(m);
+    /* every rank takes part in the exchanges: one that cannot copy scores with NaN */
+    double bpb = dm_eval_val(f ? f : m, c, w, windows, B, T, comm, io, scored);
+    if (!f) bpb = NAN;
+    dm_model_free(f);
+    return bpb;
+}
+
 void dm_eval_what(const dm_config *cfg, size_t scored, char *buf, size_t n) {
     if (cfg->eval_windows == 1)
         snprintf(buf, n, "the last %ld bytes", cfg->eval_window);
@@ -180,8 +217,18 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     char model[4096], run[4096], path[4200], data[4096] = "", from[4400] = "";
     int whole = 0; /* a validation corpus: all of it is the validation set (as in train) */
     /* every rank loads the checkpoint and the corpus; they agree before sharing the work */
-    dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "eval", DM_EVAL_KEYS, &cfg, &step,
+    /* fp32 products by default, whatever the run trained with or this CPU has: the BPB of
+     * a checkpoint is the same number on every machine (a --set precision comes after) */
+    const char **sets = malloc(sizeof *sets * (size_t)(a->n_sets + 1));
+    if (!sets) {
+        dm_fail(&st, DM_JOB_FAILED, "out of memory");
+        return st;
+    }
+    sets[0] = "precision=fp32";
+    for (int i = 0; i < a->n_sets; i++) sets[i + 1] = a->sets[i];
+    dm_model *m = dm_load_model(a->ckpt, sets, a->n_sets + 1, "eval", DM_EVAL_KEYS, &cfg, &step,
                                 model, io, &st);
+    free(sets);
     /* the corpus: the flags, else the run's own, else the bundled one */
     if (!m) {
     } else if (a->val || a->data) {
@@ -197,8 +244,13 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
             whole = found && i == 0; /* the run's --val: all of it validates */
             snprintf(from, sizeof from, "the run's %s, %s", i ? "corpus" : "validation corpus",
                      path);
+            if (!found && access(path, F_OK) == 0) /* there, but names nothing */
+                break;
         }
-        if (!found) { /* a run of an older dormouse, without data_path */
+        if (!found && access(path, F_OK) == 0) {
+            dm_fail(&st, DM_JOB_BAD_INPUT, "%s names no corpus (its first line is empty): pass "
+                    "--data PATH, the corpus this run trained on", path);
+        } else if (!found) { /* a run of an older dormouse, without data_path */
             found = dm_data_path(NULL, data, sizeof data, &st) != NULL;
             snprintf(from, sizeof from, "the bundled corpus: %s has no data_path", run);
         } else if (access(data, F_OK) != 0) {
@@ -240,8 +292,9 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
             dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted during the evaluation of %s, %zu "
                     "bytes scored: no result", what, scored);
         else if (isnan(bpb)) dm_fail(&st, DM_JOB_FAILED, "evaluation gave NaN");
-        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; checkpoint "
-                         "step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "", from, scored,
+        else dm_job_note(io, "val_bpb %.6f on %s of %s%s (%s; %zu bytes scored; %s products; "
+                         "checkpoint step %ld)\n", bpb, what, data, c.mapped ? "/val.bin" : "",
+                         from, scored, dm_model_precision(m)->matmul_bf16 ? "bf16" : "fp32",
                          step);
     }
     dm_corpus_free(&c);

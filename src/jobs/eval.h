@@ -35,6 +35,12 @@ double dm_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, int B, int T, dm
  * 0's are printed). io may be NULL. */
 double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
                    dm_comm *comm, const dm_job_io *io, size_t *scored);
+/* dm_eval_val with fp32 matrix products whatever m's precision (a model whose products
+ * run bf16 is scored through an fp32 copy of its parameters): training's evaluations, so
+ * that a run's validation BPB is the number `dormouse eval` gives on any machine
+ * (docs/bf16.md). */
+double dm_eval_val_fp32(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
+                        dm_comm *comm, const dm_job_io *io, size_t *scored);
 /* 0 when the validation set holds `windows` windows of w bytes (see dm_eval_val), else a
  * one-line err. */
 int dm_eval_check(const dm_corpus *c, long w, long windows, char *err, size_t errlen);

@@ -5,9 +5,13 @@
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/files.h"
+#include "jobs/fair.h"
 #include "jobs/step.h" /* the oversubscription note */
 
 
@@ -45,6 +49,28 @@ __attribute__((format(printf, 2, 3))) static void add_note(dm_ckpt_iter *it, con
     va_end(ap);
 }
 
+/* 1 (why in err) when c lies in a run directory whose config.json has other model keys:
+ * a model file copied in, or made with another shape, is not a checkpoint of that run,
+ * whatever its checksums say. */
+static int foreign(dm_ckpt_iter *it, const dm_ckpt *c, char *err, size_t errlen) {
+    char run[4096], path[4200], va[64], vb[64];
+    if (!it->run_read && dm_load_run_dir(it->model_path, run, sizeof run) == 0) {
+        snprintf(path, sizeof path, "%s/config.json", run);
+        char *js = dm_read_file(path, err, errlen);
+        dm_config_default(&it->run);
+        it->has_run = js && !dm_config_from_json(&it->run, js, err, errlen);
+        free(js);
+    }
+    it->run_read = 1;
+    if (!it->has_run) return 0;
+    const char *k = dm_config_diff(dm_ckpt_config(c), &it->run, DM_KEYS_MODEL, va, vb, sizeof va);
+    if (!k) return 0;
+    dm_load_run_dir(it->model_path, run, sizeof run);
+    snprintf(err, errlen, "%.2000s is not a checkpoint of %.1000s: it has %s=%s, the run's "
+             "config.json %s=%s (model keys cannot change)", it->model_path, run, k, va, k, vb);
+    return 1;
+}
+
 dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
     char err[4096];
     for (;;) {
@@ -63,6 +89,10 @@ dm_ckpt *dm_ckpt_next(dm_ckpt_iter *it, dm_status *st) {
         if (c && it->upto > 0 && dm_ckpt_step(c) > it->upto) {
             dm_ckpt_close(c); /* the caller named it when it asked for a fallback */
             continue;
+        }
+        if (c && foreign(it, c, err, sizeof err)) {
+            dm_ckpt_close(c);
+            c = NULL;
         }
         if (c && dm_ckpt_unverified(c))
             add_note(it, "note: %.2000s has no checksums (an older dormouse wrote it): read "
@@ -102,10 +132,32 @@ static int unused_key(const char *const *sets, int n_sets, const char *cmd,
     return 0;
 }
 
+/* 1 (a bad-input status) when path is a file of text: a corpus named where a checkpoint
+ * goes ("dormouse eval notes.txt") */
+static int text_not_ckpt(const char *path, const char *cmd, dm_status *st) {
+    unsigned char b[8];
+    struct stat sb;
+    size_t l = strlen(path);
+    if (l >= 12 && !strcmp(path + l - 12, ".safetensors")) return 0; /* its reader says why */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) /* a safetensors file starts with its header's length */
+        if (!(b[i] >= 32 && b[i] < 127) && b[i] != '\n' && b[i] != '\r' && b[i] != '\t')
+            return 0;
+    return dm_fail(st, DM_JOB_BAD_INPUT, "%s is a text file, not a checkpoint: `dormouse %s` "
+                   "takes a run directory, a ckpt-NNNNNNNN directory or a model.safetensors "
+                   "file%s", path, cmd, strcmp(cmd, "eval") ? "" : " (to score this text with "
+                   "a checkpoint: dormouse eval RUN_DIR --data FILE)");
+}
+
 dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
                         const char *cmd, const char *const *usable, dm_config *cfg, long *step,
                         char *model_path, const dm_job_io *io, dm_status *st) {
     char err[8192];
+    if (text_not_ckpt(path, cmd, st)) return NULL;
     dm_ckpt_iter it = {.path = path};
     dm_model *m = NULL;
     dm_ckpt *c;
@@ -126,7 +178,8 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
         }
         if (!bad && !m) {
             char over[256];
-            dm_set_threads(cfg->threads);
+            int shared, n = dm_fair_threads(cfg, NULL, io, !strcmp(cmd, "sample"), &shared);
+            if (shared) cfg->threads = n; /* the job's later calls keep the share */
             if (dm_step_oversubscribed(cfg->threads, over, sizeof over)[0])
                 dm_job_warn(io, "%s", over);
             m = dm_model_create(cfg, err, sizeof err);

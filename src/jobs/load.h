@@ -16,7 +16,9 @@ extern const char *const DM_SAMPLE_KEYS[];
 /* The checkpoints of a user path, newest first, each read and checked (dm_ckpt_open):
  * a run directory's, or the one a checkpoint directory or model file names. One that
  * does not read, or that the caller finds damaged (dm_ckpt_skip), is passed over, so a
- * damaged newest checkpoint falls back to the one before it; once one loads
+ * damaged newest checkpoint falls back to the one before it. So is one of a run directory
+ * whose model keys are not those of the run's config.json (not a checkpoint of that run:
+ * train --resume, eval and sample all pass over it alike). Once one loads
  * (dm_ckpt_loaded), each one passed over gets a warning line naming it and why. */
 typedef struct {
     const char *path;
@@ -27,6 +29,9 @@ typedef struct {
     char model_path[4200]; /* the model file of the checkpoint returned last */
     char first[2048];   /* why the newest one was passed over */
     char notes[8192];   /* the warning lines of the ones passed over */
+    int run_read;       /* the run directory's config.json was looked for */
+    int has_run;        /* it was read: run holds its model keys */
+    dm_config run;
 } dm_ckpt_iter;
 
 /* The next checkpoint that reads and checks (the caller closes it), or NULL when none is

@@ -2,11 +2,14 @@
  * `dormouse plan`: a config's memory figures and a measured ms/step, without training. */
 #include "jobs/plan.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/rng.h"
 #include "base/stats.h"
@@ -38,6 +41,87 @@ size_t dm_memory_total(const dm_memory *mem) {
     return mem->params + mem->params_bf16 + mem->grads + mem->optimizer +
            mem->optimizer_scratch + mem->exchange + mem->saved + mem->recompute + mem->scratch +
            mem->verify;
+}
+
+/* A small file of /proc or /sys into buf (NUL-terminated), with read(2) and no stdio, so
+ * the check leaves the heap as it found it; 0 ok. */
+static int read_small(const char *path, char *buf, size_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 1;
+    size_t got = 0;
+    for (ssize_t k; got + 1 < n && (k = read(fd, buf + got, n - 1 - got)) != 0;) {
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    buf[got] = 0;
+    return got == 0;
+}
+
+/* the number of kB after "key:" in /proc/meminfo's text, 0 when absent */
+static size_t meminfo_kb(const char *text, const char *key) {
+    const char *p = strstr(text, key);
+    unsigned long long kb = 0;
+    return p && sscanf(p + strlen(key), " %llu", &kb) == 1 ? (size_t)kb * 1024 : 0;
+}
+
+size_t dm_machine_memory(char *what, size_t n) {
+    char text[8192];
+    size_t have = 0, total = 0;
+    if (read_small("/proc/meminfo", text, sizeof text) == 0) {
+        have = meminfo_kb(text, "MemAvailable:");
+        total = meminfo_kb(text, "MemTotal:");
+    }
+    if (!total) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) total = (size_t)pages * (size_t)page;
+    }
+    if (!have) have = total;
+    int used = snprintf(what, n, "%.2f GiB available of %.2f GiB", have / (MIB * 1024),
+                        total / (MIB * 1024));
+    /* a cgroup (a container's memory limit), then the address-space ulimit */
+    unsigned long long lim;
+    if (read_small("/sys/fs/cgroup/memory.max", text, sizeof text) == 0 &&
+        sscanf(text, "%llu", &lim) == 1 && lim < have) {
+        have = (size_t)lim;
+        used += snprintf(what + used, n > (size_t)used ? n - (size_t)used : 0,
+                         ", a cgroup limit of %.2f GiB", lim / (MIB * 1024));
+    }
+    struct rlimit r;
+    if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < have) {
+        have = (size_t)r.rlim_cur;
+        snprintf(what + used, n > (size_t)used ? n - (size_t)used : 0,
+                 ", an address-space limit (ulimit -v) of %.2f GiB", r.rlim_cur / (MIB * 1024));
+    }
+    return have;
+}
+
+/* The optimizer's state is at least its momentum, one value per parameter (Muon's
+ * momentum, AdamW's first moment); AdamW on every parameter keeps a second. */
+static size_t optimizer_floor(const dm_config *c, const dm_memory *mem) {
+    return (c->optimizer == DM_OPT_ADAMW ? 2 : 1) * mem->params;
+}
+
+int dm_memory_fits(const dm_config *c, int B, int T, int threads, dm_memory *planned,
+                   dm_status *st) {
+    char err[DM_ERRLEN], what[256];
+    dm_memory mem;
+    if (dm_memory_plan(c, B, T, threads, &mem, err, sizeof err))
+        return dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+    mem.optimizer = optimizer_floor(c, &mem);
+    if (planned) *planned = mem;
+    size_t need = dm_memory_total(&mem), have = dm_machine_memory(what, sizeof what);
+    if (!have || need <= have) return 0;
+    return dm_fail(st, DM_JOB_FAILED, "out of memory before starting: the memory plan needs at "
+                   "least %.2f GiB (parameters %.2f, gradients %.2f, optimizer state %.2f or "
+                   "more, activations and scratch %.2f for batch %d x %d) and this machine has "
+                   "%s; nothing was allocated. A smaller model, batch_size or seq_len, or "
+                   "checkpointing=full fits better (`dormouse plan` shows the figures)",
+                   need / (MIB * 1024), mem.params / (MIB * 1024), mem.grads / (MIB * 1024),
+                   mem.optimizer / (MIB * 1024),
+                   (mem.saved + mem.recompute + mem.scratch + mem.verify + mem.params_bf16) /
+                       (MIB * 1024), B, T, what);
 }
 
 static const char *ckpt_name(int mode) {
@@ -102,12 +186,38 @@ static int plan_config(plan_ctx *p) {
     return 0;
 }
 
+/* The figure rows of mem, and the saved activations under each checkpointing mode. */
+static void print_figures(plan_ctx *p, const dm_memory *mem, const dm_memory *mode) {
+    char line[1024];
+    dm_job_note(p->io, "  %-22s %12s\n", "memory", "MiB");
+    const struct { const char *name; size_t v; int always; } rows[] = {
+        {"parameters", mem->params, 1},          {"parameters, bf16 copy", mem->params_bf16, 0},
+        {"gradients", mem->grads, 1},            {"optimizer state", mem->optimizer, 1},
+        {"optimizer scratch", mem->optimizer_scratch, 1},
+        {"gradient sum", mem->exchange, 0},
+        {"saved activations", mem->saved, 1},    {"recompute workspace", mem->recompute, 1},
+        {"scratch", mem->scratch, 1},            {"verify room", mem->verify, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].v || rows[i].always)
+            dm_job_note(p->io, "  %-22s %12.1f\n", rows[i].name, rows[i].v / MIB);
+    dm_job_note(p->io, "  %-22s %12.1f  (%.2f GiB)\n", "total", dm_memory_total(mem) / MIB,
+                dm_memory_total(mem) / (MIB * 1024));
+    size_t used = (size_t)snprintf(line, sizeof line, "saved activations by checkpointing:");
+    for (int k = 0; k < 3 && used < sizeof line; k++)
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s %s %.1f MiB (%.0f%%)",
+                                 k ? "," : "", ckpt_name(k), mode[k].saved / MIB,
+                                 100.0 * mode[k].saved / (double)mode[0].saved);
+    dm_job_note(p->io, "%s\n", line);
+}
+
 /* The figures: the planned ones (parameters, gradients and the arena from the config
  * alone), the saved activations under each checkpointing mode, and with the optimizer and
- * the step built what they allocate. */
+ * the step built what they allocate. A plan that does not fit the machine is shown (the
+ * optimizer's state at its least) and refused before anything is allocated. */
 static int figures(plan_ctx *p) {
     const dm_config *c = &p->cfg;
-    char err[DM_ERRLEN], line[1024];
+    char err[DM_ERRLEN];
     dm_memory mem, mode[3];
     int B = c->batch_size, T = c->seq_len;
     for (int k = 0; k < 3; k++) {
@@ -117,6 +227,17 @@ static int figures(plan_ctx *p) {
             return dm_fail(p->st, DM_JOB_BAD_INPUT, "%s", err);
     }
     mem = mode[c->checkpointing];
+    dm_job_note(p->io, "dormouse plan: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
+                "parameters; batch %d x %d; checkpointing %s; %d thread%s\n",
+                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer,
+                c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->head_dim,
+                mem.params / sizeof(float), B, T, ckpt_name(c->checkpointing), p->threads,
+                p->threads == 1 ? "" : "s");
+    dm_memory least;
+    if (dm_memory_fits(c, B, T, p->threads, &least, p->st)) {
+        print_figures(p, &least, mode);
+        return p->st->code;
+    }
     p->m = dm_model_create(c, err, sizeof err);
     if (!p->m) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
     p->o = dm_optim_create(p->m, c, err, sizeof err);
@@ -124,33 +245,7 @@ static int figures(plan_ctx *p) {
     if (dm_stepper_init(&p->step, p->m, p->o, c, NULL, err, sizeof err))
         return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
     dm_memory_add_step(&mem, p->o, p->step.gs);
-
-    dm_job_note(p->io, "dormouse plan: %s mixer, d_model %d, %d layer%s, %d head%s x %d, %zu "
-                "parameters; batch %d x %d; checkpointing %s; %d thread%s\n",
-                c->mixer == DM_MIXER_KDA ? "kda" : "gdn", c->d_model, c->n_layer,
-                c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->head_dim,
-                dm_model_num_params(p->m), B, T, ckpt_name(c->checkpointing), p->threads,
-                p->threads == 1 ? "" : "s");
-    dm_job_note(p->io, "  %-22s %12s\n", "memory", "MiB");
-    const struct { const char *name; size_t v; int always; } rows[] = {
-        {"parameters", mem.params, 1},          {"parameters, bf16 copy", mem.params_bf16, 0},
-        {"gradients", mem.grads, 1},            {"optimizer state", mem.optimizer, 1},
-        {"optimizer scratch", mem.optimizer_scratch, 1},
-        {"gradient sum", mem.exchange, 0},
-        {"saved activations", mem.saved, 1},    {"recompute workspace", mem.recompute, 1},
-        {"scratch", mem.scratch, 1},            {"verify room", mem.verify, 0},
-    };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (rows[i].v || rows[i].always)
-            dm_job_note(p->io, "  %-22s %12.1f\n", rows[i].name, rows[i].v / MIB);
-    dm_job_note(p->io, "  %-22s %12.1f  (%.2f GiB)\n", "total", dm_memory_total(&mem) / MIB,
-                dm_memory_total(&mem) / (MIB * 1024));
-    size_t used = (size_t)snprintf(line, sizeof line, "saved activations by checkpointing:");
-    for (int k = 0; k < 3 && used < sizeof line; k++)
-        used += (size_t)snprintf(line + used, sizeof line - used, "%s %s %.1f MiB (%.0f%%)",
-                                 k ? "," : "", ckpt_name(k), mode[k].saved / MIB,
-                                 100.0 * mode[k].saved / (double)mode[0].saved);
-    dm_job_note(p->io, "%s\n", line);
+    print_figures(p, &mem, mode);
     return 0;
 }
 

@@ -34,6 +34,18 @@ void dm_memory_line(const dm_memory *mem, int checkpointing, char *buf, size_t n
 /* The JSON members of the figures, without braces: "\"parameters_bytes\": N, ...,
  * \"total_bytes\": N" (for a summary's "memory" object). */
 void dm_memory_json(const dm_memory *mem, char *buf, size_t n);
+/* The memory this process can have: what the machine has available now (MemAvailable),
+ * less when a cgroup's memory.max or the address-space ulimit is lower; what it is, in
+ * words, into what ("11.20 GiB available of 15.50 GiB, ..."). Bytes; 0 when unknown. */
+size_t dm_machine_memory(char *what, size_t n);
+/* 0 when the memory plan of c for batches of B x T on `threads` threads (dm_memory_plan,
+ * with the optimizer's state at its least: one value per parameter, two under AdamW)
+ * fits dm_machine_memory; else 1 and a failed status, "out of memory before starting:
+ * the memory plan needs at least ... and this machine has ...". Nothing is allocated, so
+ * a giant shape is refused at once rather than growing until the kernel kills it. The
+ * plan into planned when not NULL. */
+int dm_memory_fits(const dm_config *c, int B, int T, int threads, dm_memory *planned,
+                   dm_status *st);
 /* The peak resident memory of this process so far, in bytes (getrusage); 0 if unknown. */
 size_t dm_peak_rss_bytes(void);
 

@@ -65,6 +65,18 @@ static int write_all(int fd, const uint8_t *p, size_t n) {
     return 0;
 }
 
+static int pwrite_all(int fd, const uint8_t *p, size_t n, long long off) {
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 1;
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return 0;
+}
+
 static int w_mark(writer *w) {
     if (w->n_marks == w->cap_marks) {
         w->cap_marks = w->cap_marks ? 2 * w->cap_marks : 1024;
@@ -128,6 +140,11 @@ typedef struct {
     int gz;
 } source;
 
+/* A stretch of the concatenated sources that went to val.bin. */
+typedef struct {
+    uint64_t off, len;
+} piece;
+
 typedef struct {
     const dm_prepare_args *a;
     const dm_job_io *io;
@@ -141,6 +158,9 @@ typedef struct {
     size_t n_src;
     cJSON *skipped;         /* [{path, why}] */
     int n_skipped;
+    piece *pieces;          /* where val.bin came from in the sources (malloc'd) */
+    size_t n_pieces;
+    int spread;             /* the split was spread (else the tail) */
     uint64_t total_in, done_in; /* the sources' bytes on disk; read by finished sources */
     double t0, last_tick;
     writer w[2];
@@ -263,11 +283,11 @@ static int list_sources(prep_ctx *P, const char *const *srcs, int n, char ***out
             if (dm_list_tree(srcs[i], a->incl, a->n_incl, a->excl, a->n_excl, &paths, &np,
                              &skipped, P->err, sizeof P->err))
                 return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", P->err);
-            for (char *l = skipped; l && *l;) {
+            for (char *l = skipped; l && *l;) { /* lines "PATH: why" */
                 char *nl = strchr(l, '\n');
                 *nl = 0;
-                dm_job_note(P->io, "note: %s skipped: not a regular file\n", l);
                 *strrchr(l, ':') = 0;
+                dm_job_note(P->io, "note: %s skipped: not a regular file\n", l);
                 skip(P, l, "not a regular file");
                 l = nl + 1;
             }
@@ -296,20 +316,45 @@ static int list_sources(prep_ctx *P, const char *const *srcs, int n, char ***out
     return 0;
 }
 
-/* The last V bytes of train.bin into val.bin; train.bin cut there, its CRC-32 from the
- * mark before the cut and the bytes after it. */
-static int split_tail(prep_ctx *P) {
-    writer *t = &P->w[DM_PART_TRAIN], *v = &P->w[DM_PART_VAL];
+/* The validation bytes of the split: val_bytes, or round(val_fraction x T); 0 with a
+ * bad-input status when train.bin or val.bin would hold fewer than 2 bytes. */
+static uint64_t val_size(prep_ctx *P, uint64_t T) {
     const dm_prepare_args *a = P->a;
-    uint64_t T = t->bytes;
     uint64_t V = a->val_fraction > 0 ? (uint64_t)llround(a->val_fraction * (double)T)
                                      : (uint64_t)a->val_bytes;
-    if (V < 2 || V + 2 > T)
-        return dm_fail(P->st, DM_JOB_BAD_INPUT, "the split leaves %llu validation and %llu "
-                       "training bytes of %llu; each needs at least 2 (--val-bytes, "
-                       "--val-fraction)", (unsigned long long)V,
-                       (unsigned long long)(T > V ? T - V : 0), (unsigned long long)T);
-    uint64_t S = T - V;
+    if (V < 2 || V + 2 > T) {
+        dm_fail(P->st, DM_JOB_BAD_INPUT, "the split leaves %llu validation and %llu "
+                "training bytes of %llu; each needs at least 2%s (--val-bytes, "
+                "--val-fraction)", (unsigned long long)V,
+                (unsigned long long)(T > V ? T - V : 0), (unsigned long long)T,
+                V + 2 > T && T >= 20 ? ": the validation part takes --val-bytes of the text "
+                "(81920 by default), more than there is; take a smaller part, e.g. "
+                "--val-fraction 0.1, or give more text" : "");
+        return 0;
+    }
+    return V;
+}
+
+/* The CRC-32 of train.bin's first `upto` bytes: from the last mark at or before it, and
+ * the bytes after that mark read back (buf: WBUF bytes). 1 on a read error. */
+static int crc_upto(writer *t, uint64_t upto, uint8_t *buf, uint32_t *crc) {
+    size_t m = t->n_marks;
+    while (m > 1 && t->marks[m - 1].off > upto) m--;
+    *crc = t->marks[m - 1].crc;
+    for (uint64_t off = t->marks[m - 1].off; off < upto;) {
+        size_t n = upto - off < WBUF ? (size_t)(upto - off) : WBUF;
+        if (dm_pread_all(t->fd, buf, n, (long long)off)) return 1;
+        *crc = dm_crc32(*crc, buf, n);
+        off += n;
+    }
+    return 0;
+}
+
+/* The last V bytes of train.bin into val.bin; train.bin cut there, its CRC-32 from the
+ * mark before the cut and the bytes after it. */
+static int split_tail(prep_ctx *P, uint64_t V) {
+    writer *t = &P->w[DM_PART_TRAIN], *v = &P->w[DM_PART_VAL];
+    uint64_t T = t->bytes, S = T - V;
     uint8_t *buf = malloc(WBUF);
     if (!buf) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
     int rc = 0;
@@ -320,22 +365,92 @@ static int split_tail(prep_ctx *P) {
     }
     w_source_end(v);
     rc = rc || w_flush(v);
-    size_t m = t->n_marks; /* the last mark at or before S */
-    while (m > 1 && t->marks[m - 1].off > S) m--;
-    uint32_t crc = t->marks[m - 1].crc;
-    for (uint64_t off = t->marks[m - 1].off; off < S && !rc;) {
-        size_t n = S - off < WBUF ? (size_t)(S - off) : WBUF;
-        rc = dm_pread_all(t->fd, buf, n, (long long)off);
-        crc = dm_crc32(crc, buf, n);
-        off += n;
-    }
+    uint32_t crc = 0;
+    rc = rc || crc_upto(t, S, buf, &crc);
     free(buf);
     if (rc || ftruncate(t->fd, (off_t)S) != 0)
         return dm_fail(P->st, DM_JOB_FAILED, "cannot split %s: %s", t->path, strerror(errno));
     t->bytes = S;
     t->base_crc = crc;
     t->base_bytes = S;
+    if ((P->pieces = malloc(sizeof *P->pieces))) {
+        P->n_pieces = 1;
+        P->pieces[0] = (piece){S, V};
+    }
     return 0;
+}
+
+/* The pieces of a spread split (see prepare.h): K = ceil(V / DM_PREPARE_PIECE) pieces,
+ * the last one shorter, piece i at a seeded offset inside stratum i of K equal strata of
+ * the T bytes. 0 when every stratum holds its piece. */
+static int place_pieces(prep_ctx *P, uint64_t T, uint64_t V) {
+    uint64_t K = (V + DM_PREPARE_PIECE - 1) / DM_PREPARE_PIECE;
+    if (K > DM_PREPARE_MAX_PIECES || !(P->pieces = malloc(K * sizeof *P->pieces))) return 1;
+    dm_rng r;
+    dm_rng_seed(&r, P->a->val_seed, 0x73707264); /* "sprd" */
+    for (uint64_t i = 0; i < K; i++) {
+        uint64_t lo = T * i / K, hi = T * (i + 1) / K;
+        uint64_t len = i + 1 < K ? DM_PREPARE_PIECE : V - (K - 1) * DM_PREPARE_PIECE;
+        if (hi - lo < len) {
+            free(P->pieces);
+            P->pieces = NULL;
+            return 1;
+        }
+        P->pieces[i] = (piece){lo + dm_rng_below(&r, hi - lo - len + 1), len};
+    }
+    P->n_pieces = (size_t)K;
+    return 0;
+}
+
+/* The spread split: the pieces into val.bin, in order; train.bin keeps the rest, moved
+ * down over the gaps in one pass (its CRC-32 summed as it is written), then cut. */
+static int split_spread(prep_ctx *P, uint64_t V) {
+    writer *t = &P->w[DM_PART_TRAIN], *v = &P->w[DM_PART_VAL];
+    uint64_t T = t->bytes;
+    uint8_t *buf = malloc(WBUF);
+    if (!buf) return dm_fail(P->st, DM_JOB_FAILED, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < P->n_pieces && !rc; i++)
+        for (uint64_t off = P->pieces[i].off, end = off + P->pieces[i].len; off < end && !rc;) {
+            size_t n = end - off < WBUF ? (size_t)(end - off) : WBUF;
+            rc = dm_pread_all(t->fd, buf, n, (long long)off) || w_put(v, buf, n);
+            off += n;
+        }
+    w_source_end(v);
+    rc = rc || w_flush(v);
+    uint64_t w = P->pieces[0].off; /* the bytes before the first piece stay in place */
+    uint32_t crc = 0;
+    rc = rc || crc_upto(t, w, buf, &crc);
+    for (size_t i = 0; i < P->n_pieces && !rc; i++) {
+        uint64_t from = P->pieces[i].off + P->pieces[i].len;
+        uint64_t to = i + 1 < P->n_pieces ? P->pieces[i + 1].off : T;
+        for (uint64_t off = from; off < to && !rc;) { /* w <= off: read before written */
+            size_t n = to - off < WBUF ? (size_t)(to - off) : WBUF;
+            rc = dm_pread_all(t->fd, buf, n, (long long)off) ||
+                 pwrite_all(t->fd, buf, n, (long long)w);
+            crc = dm_crc32(crc, buf, n);
+            off += n;
+            w += n;
+        }
+    }
+    free(buf);
+    if (rc || ftruncate(t->fd, (off_t)(T - V)) != 0)
+        return dm_fail(P->st, DM_JOB_FAILED, "cannot split %s: %s", t->path, strerror(errno));
+    t->bytes = T - V;
+    t->base_crc = crc;
+    t->base_bytes = T - V;
+    return 0;
+}
+
+/* The split of the sources into train.bin and val.bin (no --val): spread over them, or
+ * their tail (--val-split tail; token data, whose text a piece's edge could cut inside a
+ * UTF-8 character; or a split whose strata cannot hold their pieces). */
+static int split(prep_ctx *P) {
+    uint64_t T = P->w[DM_PART_TRAIN].bytes, V = val_size(P, T);
+    if (!V) return P->st->code;
+    int tokens = P->a->vocab > 256 || P->a->tokenizer;
+    P->spread = !P->a->val_tail && !tokens && !place_pieces(P, T, V);
+    return P->spread ? split_spread(P, V) : split_tail(P, V);
 }
 
 static const char *hex(uint32_t crc, char *buf) {
@@ -691,9 +806,27 @@ static int write_meta(prep_ctx *P) {
         cJSON_AddStringToObject(split, "rule", "val-bytes");
         cJSON_AddNumberToObject(split, "val_bytes", (double)a->val_bytes);
     }
+    if (!a->val) {
+        cJSON_AddStringToObject(split, "method", P->spread ? "spread" : "tail");
+        if (P->spread) {
+            cJSON_AddNumberToObject(split, "seed", (double)a->val_seed);
+            cJSON_AddNumberToObject(split, "piece_bytes", DM_PREPARE_PIECE);
+        }
+        cJSON *pcs = cJSON_CreateArray(); /* [offset, bytes] in the concatenated sources */
+        for (size_t i = 0; i < P->n_pieces; i++) {
+            cJSON *pc = cJSON_CreateArray();
+            cJSON_AddItemToArray(pc, cJSON_CreateNumber((double)P->pieces[i].off));
+            cJSON_AddItemToArray(pc, cJSON_CreateNumber((double)P->pieces[i].len));
+            cJSON_AddItemToArray(pcs, pc);
+        }
+        cJSON_AddItemToObject(split, "pieces", pcs);
+    }
     cJSON_AddStringToObject(split, "about", a->val ? "train.bin: the sources; val.bin: the "
-                            "files of val" : "the sources concatenated in order; val.bin is "
-                            "their last bytes, train.bin the rest");
+                            "files of val" : P->spread ? "the sources concatenated in order; "
+                            "val.bin is the pieces (one in each of as many equal strata, at "
+                            "seeded offsets), in order; train.bin the rest" : "the sources "
+                            "concatenated in order; val.bin is their last bytes, train.bin "
+                            "the rest");
     cJSON_AddItemToObject(o, "split", split);
     if (a->shuffle) cJSON_AddNumberToObject(o, "shuffle_files_seed", (double)a->shuffle_seed);
     else cJSON_AddNullToObject(o, "shuffle_files_seed");
@@ -703,16 +836,21 @@ static int write_meta(prep_ctx *P) {
     for (int i = 0; i < a->n_excl; i++) cJSON_AddItemToArray(exc, cJSON_CreateString(a->excl[i]));
     cJSON_AddItemToObject(o, "include", inc);
     cJSON_AddItemToObject(o, "exclude", exc);
-    uint64_t cut = P->w[0].bytes; /* split from the tail: where val.bin begins */
     for (size_t i = 0; i < P->n_src; i++) {
         const source *s = &P->src[i];
         cJSON *e = cJSON_CreateObject();
         char *abs = realpath(s->path, NULL);
         cJSON_AddStringToObject(e, "path", abs ? abs : s->path);
         free(abs);
-        const char *part = s->part ? "val"
-                         : a->val || s->offset + s->bytes <= cut ? "train"
-                         : s->offset >= cut ? "val" : "train+val";
+        uint64_t in_val = 0; /* of its bytes, those in the pieces */
+        for (size_t k = 0; k < P->n_pieces && !a->val && !s->part; k++) {
+            uint64_t lo = P->pieces[k].off, hi = lo + P->pieces[k].len;
+            uint64_t a0 = s->offset > lo ? s->offset : lo;
+            uint64_t b0 = s->offset + s->bytes < hi ? s->offset + s->bytes : hi;
+            if (b0 > a0) in_val += b0 - a0;
+        }
+        const char *part = s->part ? "val" : !in_val ? "train"
+                         : in_val == s->bytes ? "val" : "train+val";
         cJSON_AddStringToObject(e, "part", part);
         cJSON_AddNumberToObject(e, "offset", (double)s->offset);
         cJSON_AddNumberToObject(e, "bytes", (double)s->bytes);
@@ -784,7 +922,7 @@ static int run(prep_ctx *P) {
         if (w_flush(&P->w[i]))
             return dm_fail(P->st, DM_JOB_FAILED, "cannot write %s: %s", P->w[i].path,
                            strerror(errno));
-    if (!a->val && split_tail(P)) return P->st->code;
+    if (!a->val && split(P)) return P->st->code;
     if (a->val && (P->w[0].bytes < 2 || P->w[1].bytes < 2))
         return dm_fail(P->st, DM_JOB_BAD_INPUT, "train.bin would have %llu bytes and val.bin "
                        "%llu; each needs at least 2", (unsigned long long)P->w[0].bytes,
@@ -839,5 +977,6 @@ dm_status dm_prepare(const dm_prepare_args *a, const dm_job_io *io) {
     dm_free_paths(P.val_paths, P.n_val);
     free(P.src);
     cJSON_Delete(P.skipped);
+    free(P.pieces);
     return st;
 }

@@ -23,6 +23,8 @@ typedef struct {
     const char *const *excl;   /* globs of the files left out of directories */
     int n_excl;
     int binary_ok;             /* keep binary files (default: skip each, with a note) */
+    int val_tail;              /* the validation bytes are the sources' last ones */
+    uint64_t val_seed;         /* the seed of the spread split's offsets */
     int vocab;                 /* 0 or 256: bytes; > 256: a tokenizer of vocab pieces is
                                   trained on train.bin (docs/tokens.md) */
     const char *tokenizer;     /* a tokenizer.model to reuse instead (vocab 0 or its own) */
@@ -35,9 +37,18 @@ typedef struct {
  * pieces of 1 MiB spread evenly over it, each cut to whole lines. */
 #define DM_PREPARE_TOK_SAMPLE (64ll << 20)
 
-/* Default split: the last DM_PREPARE_VAL_BYTES bytes validate (the default eval_window,
- * so a prepared copy of a corpus trains as the corpus does). */
+/* Default split: DM_PREPARE_VAL_BYTES bytes validate (the default eval_window), spread over
+ * the sources: cut into pieces of DM_PREPARE_PIECE bytes (the last one shorter), piece i
+ * taken at an offset drawn (seed val_seed) inside the i-th of as many equal strata of the
+ * concatenated sources, so that a corpus of many files validates on text from all over
+ * it, not on the end of its last file; val.bin is the pieces in order, train.bin the rest.
+ * meta.json records the method, the seed and every piece. --val-split tail (val_tail)
+ * takes the last bytes, as prepare did before (a data directory holds its split in its
+ * files, so those of older prepares read as they were); so does token data (--vocab >
+ * 256, --tokenizer), whose text a piece's edge could cut inside a UTF-8 character. */
 #define DM_PREPARE_VAL_BYTES 81920
+#define DM_PREPARE_PIECE 4096
+#define DM_PREPARE_MAX_PIECES 65536 /* beyond it (V > 256 MiB) the split is the tail */
 
 /* Prepare. With a vocabulary (vocab > 256 or a tokenizer), after the text also the
  * tokenizer and the tokens (io/tokens.h); text that is not valid UTF-8, or that the

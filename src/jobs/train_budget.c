@@ -63,8 +63,9 @@ static int fit_budget(train_ctx *t, long done, int early) {
     } else {
         double te = now;
         size_t scored;
-        double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                                 c->batch_size, c->seq_len, t->ranks.comm, t->io, &scored);
+        double bpb = dm_eval_val_fp32(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                      c->batch_size, c->seq_len, t->ranks.comm, t->io,
+                                      &scored);
         now = train_clock(t);
         t->bud.eval_s = now - te;
         if (isnan(bpb) && dm_job_stopped(t->io)) /* cut short by a stop: its time says nothing */
@@ -81,6 +82,7 @@ static int fit_budget(train_ctx *t, long done, int early) {
     if (train_from_rank0(t, &steps)) return t->st->code;
     char bud[32];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
+    if (steps <= done && t->ranks.stop) steps = done + 1; /* stopped: resumable, not finished */
     if (steps <= done) {
         char least[32];
         double per = (elapsed + (double)(c->warmup_steps - done) * step_s + t->bud.eval_s) /
@@ -136,14 +138,15 @@ int train_budget_tick(train_ctx *t, long done) {
     int was = c->steps;
     c->steps = (int)steps;
     dm_optim_set_steps(t->opt, c->steps, c->schedule_steps);
-    char bud[32];
+    char bud[32], text[512];
     dm_fmt_duration(bud, sizeof bud, (double)c->time_budget);
-    dm_job_note(t->io, "time budget %s: the machine slowed (%.0f ms a step over the last %d): "
-                "steps=%d instead of %d, the last %ld a cooldown (schedule_steps=%d; recorded "
-                "in config.json)\n", bud, 1e3 * mean_of(t->bud.recent, 0, n), n, c->steps, was,
-                (long)c->steps - dm_lr_cooldown_start(c->steps), c->schedule_steps);
+    dm_budget_cut_text(bud, 1e3 * mean_of(t->bud.recent, 0, n), n, was, c->steps,
+                       c->schedule_steps, text, sizeof text);
+    dm_job_note(t->io, "%s\n", text);
     return train_write_config(t);
 }
+
+int train_budget_fit_now(train_ctx *t, long done) { return fit_budget(t, done, 1); }
 
 void train_budget_exclude(train_ctx *t, double seconds) { t->bud.excluded += seconds; }
 

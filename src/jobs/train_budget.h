@@ -14,5 +14,9 @@ void train_budget_evaluated(train_ctx *t, double seconds);
 /* After each step: its time; with a budget, the steps fixed or cut (config.json
  * rewritten). */
 int train_budget_tick(train_ctx *t, long done);
+/* A stop while the steps are measured: they are fixed now, from the rate so far (an
+ * evaluation estimated), so the checkpoint of the steps done records the run they belong
+ * to; at least one more step, so the run resumes. */
+int train_budget_fit_now(train_ctx *t, long done);
 
 #endif

@@ -15,6 +15,8 @@
 #include <stdio.h>
 
 #include "jobs/eval.h"
+#include "jobs/fair.h"
+#include "jobs/plan.h" /* dm_memory_fits */
 #include "jobs/train_budget.h"
 #include "jobs/train_ranks.h"
 #include "jobs/train_report.h"
@@ -27,7 +29,9 @@
 static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
     char err[8192];
-    t->nthreads = dm_step_threads(c, t->ranks.comm);
+    t->nthreads = dm_fair_threads(c, t->ranks.comm, t->io, 0, NULL);
+    if (dm_memory_fits(c, c->batch_size, c->seq_len, t->nthreads, NULL, t->st))
+        return t->st->code;
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     if (t->corpus.notes) dm_job_note(t->io, "%s", t->corpus.notes);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/budget.h"
 #include "jobs/eval.h"
 #include "jobs/train_budget.h"
 #include "jobs/train_ranks.h"
@@ -195,8 +196,8 @@ static int evaluate(train_ctx *t, long done, int *scored) {
     double te = dm_now(), tc = train_clock(t);
     dm_model_set_atlas(t->m, NULL); /* the op table is per training step */
     size_t n;
-    double bpb = dm_eval_val(t->m, &t->corpus, c->eval_window, c->eval_windows,
-                             c->batch_size, c->seq_len, t->ranks.comm, t->io, &n);
+    double bpb = dm_eval_val_fp32(t->m, &t->corpus, c->eval_window, c->eval_windows,
+                                  c->batch_size, c->seq_len, t->ranks.comm, t->io, &n);
     dm_model_set_atlas(t->m, t->rep.atlas);
     if (t->rep.atlas) dm_atlas_stage(t->rep.atlas, DM_ST_EVAL, dm_now() - te);
     train_budget_evaluated(t, train_clock(t) - tc);
@@ -333,9 +334,14 @@ static void summary_notes(const train_ctx *t, const summary *s) {
                 s->np, c->steps, t->loss, s->bits, t->rep.last_bpb, t->rep.val_step, s->tps,
                 took);
     dm_job_note(t->io, "precision: %s\n", s->prec);
+    char cut[512];
+    if (dm_budget_summary(c->steps, c->schedule_steps, (long)c->batch_size * c->grad_accum *
+                          c->seq_len, cut, sizeof cut))
+        dm_job_note(t->io, "%s\n", cut);
     if (t->ranks.n > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
-                    "exchanges per step (the run's total over its %ld steps)\n", t->ranks.n,
+                    "exchanges per step (the mean over the %ld steps of this command)\n",
+                    t->ranks.n,
                     1e-6 * s->cs.bytes * s->per, 1e3 * s->cs.sec * s->per, s->steps_run);
     if (s->pr.flags)
         dm_job_note(t->io, "machine: busy while training (%s: load average up to %.2f, other "

@@ -17,6 +17,7 @@
 #include "io/files.h"
 #include "io/metrics.h" /* a resumed run's wall time so far */
 #include "jobs/load.h"
+#include "jobs/resume.h"
 #include "jobs/train_budget.h"
 #include "jobs/train_ranks.h"
 #include "jobs/train_report.h"
@@ -336,10 +337,12 @@ static int load_newest(train_ctx *t) {
     char err[8192];
     dm_ckpt_iter it = {.path = t->a->out, .with_optim = 1, .upto = t->run.upto};
     dm_ckpt *ck;
+    dm_config saved;
     int rc = DM_CKPT_DAMAGED;
     while (rc != DM_CKPT_OK && (ck = dm_ckpt_next(&it, t->st))) {
         rc = dm_ckpt_into(ck, t->m, t->opt, err, sizeof err);
         t->start = dm_ckpt_step(ck);
+        saved = *dm_ckpt_config(ck);
         dm_ckpt_close(ck);
         if (rc == DM_CKPT_MISMATCH) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
         if (rc != DM_CKPT_OK) dm_ckpt_skip(&it, err);
@@ -350,6 +353,9 @@ static int load_newest(train_ctx *t) {
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "cannot resume: %s", why);
     }
     dm_ckpt_loaded(&it, t->io);
+    if (dm_resume_config(&saved, &t->cfg, t->a->sets, t->a->n_sets, t->a->out, t->start, t->io,
+                         t->st))
+        return t->st->code;
     t->run.last_ckpt = t->start;
     t->run.probation = 1;
     t->run.fallback = ckpt_step_at(t->a->out, it.k); /* the candidates after it are older */
@@ -479,11 +485,8 @@ int train_checkpoint(train_ctx *t, long done) {
     int last = done == c->steps, stop = t->ranks.stop;
     int until = t->a->until > 0 && done == t->a->until && !last;
     if (t->bud.fit_at) { /* measuring for time_budget: steps not fixed, so no checkpoint yet */
-        if (stop)
-            dm_fail(t->st, DM_JOB_INTERRUPTED, "interrupted at step %ld, before time_budget "
-                    "fixed the steps (after step %ld); %s is left as it was", done,
-                    t->bud.fit_at, t->a->out);
-        return stop;
+        if (!stop) return 0;
+        if (train_budget_fit_now(t, done)) return 1; /* a stop fixes them: the steps are kept */
     }
     long due = last || stop || until;
     if (!due && (due = due_by_cadence(t, done)) < 0) return 1;
