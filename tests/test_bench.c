@@ -207,30 +207,32 @@ TEST(bench_cli_appends_history_rows) {
         int rc = t_run_out(cmd, outp, out, sizeof out);
         CHECKF(rc == 0, "dormouse bench exited %d:\n%s", rc, out);
         if (rc) break;
-        CHECKF(strstr(out, "speed-up") && strstr(out, "# history: appended 15 rows"),
+        CHECKF(strstr(out, "speed-up") && strstr(out, "# history: appended 16 rows") &&
+               strstr(out, "# floor of kda_impl=auto: ") && strstr(out, "x its floor"),
                "no notes:\n%s", out);
         char *file = slurp(hist);
         CHECK(file != NULL);
         if (!file) break;
         char *fl[128], *row[128];
         int nf = lines(file, fl, 128), np = rows_of(out, row, 128);
-        CHECKF(nf == 1 + 15 * run, "run %d: history has %d lines, expected %d", run, nf,
-               1 + 15 * run);
+        CHECKF(nf == 1 + 16 * run, "run %d: history has %d lines, expected %d", run, nf,
+               1 + 16 * run);
         CHECK(strcmp(fl[0], DM_HISTORY_HEADER) == 0);
-        CHECKF(np == 15, "printed %d rows, expected 15", np);
+        CHECKF(np == 16, "printed %d rows, expected 16", np);
         CHECK(check_rows(fl + 1, nf - 1, "bench:step") == nf - 1);
         /* stdout's rows are the appended ones */
-        for (int i = 0; i < np && i < 15; i++)
-            CHECKF(strcmp(row[i], fl[nf - 15 + i]) == 0, "printed row differs:\n%s\n%s",
-                   row[i], fl[nf - 15 + i]);
+        for (int i = 0; i < np && i < 16; i++)
+            CHECKF(strcmp(row[i], fl[nf - 16 + i]) == 0, "printed row differs:\n%s\n%s",
+                   row[i], fl[nf - 16 + i]);
         /* both arms, every stage, the ratios */
         static const char *const want[] = {
             "forward_ms", "fwd_bwd_ms", "step_ms", "forward_tokens_per_s",
             "fwd_bwd_tokens_per_s", "step_tokens_per_s", "forward_speedup_over_reference",
-            "fwd_bwd_speedup_over_reference", "step_speedup_over_reference", NULL};
+            "fwd_bwd_speedup_over_reference", "step_speedup_over_reference",
+            "step_over_floor", NULL};
         for (int w = 0; want[w]; w++) {
             int found[2] = {0, 0};
-            for (int i = nf - 15; i < nf; i++) {
+            for (int i = nf - 16; i < nf; i++) {
                 char buf[4096], why[256];
                 parsed p;
                 if (!parse_row(fl[i], "bench:step", buf, sizeof buf, &p, why, sizeof why) ||
@@ -240,7 +242,8 @@ TEST(bench_cli_appends_history_rows) {
                 CHECK(strstr(p.f[4], "d_model=32") && strstr(p.f[4], "seq_len=32"));
                 found[strstr(p.f[4], "kda_impl=reference") != NULL]++;
             }
-            int ratio = strstr(want[w], "speedup") != NULL;
+            /* the ratios and the arm's step over its floor: one row, the arm's */
+            int ratio = strstr(want[w], "speedup") != NULL || strstr(want[w], "floor") != NULL;
             CHECKF(found[0] == 1 && found[1] == !ratio, "metric %s: %d + %d rows", want[w],
                    found[0], found[1]);
         }
@@ -297,7 +300,7 @@ TEST(bench_cli_baseline) {
            strstr(out, "over the baseline gemm=openblas"), "notes do not name the arms:\n%s", out);
     char *row[128];
     int np = rows_of(out, row, 128), speedups = 0, base_rows = 0;
-    CHECKF(np == 15, "printed %d rows, expected 15", np);
+    CHECKF(np == 16, "printed %d rows, expected 16", np);
     CHECK(check_rows(row, np, "bench:step") == np);
     for (int i = 0; i < np; i++) {
         char buf[4096], why[256];
@@ -341,7 +344,7 @@ TEST(bench_cli_from_checkpoint) {
            strstr(out, "d_model 32, 1 layer,"), "notes:\n%s", out);
     char *row[128];
     int np = rows_of(out, row, 128), trained = 0, init = 0, speedups = 0;
-    CHECKF(np == 15, "printed %d rows, expected 15", np);
+    CHECKF(np == 16, "printed %d rows, expected 16", np);
     for (int i = 0; i < np; i++) {
         char buf[4096], why[256];
         parsed p;
@@ -352,7 +355,8 @@ TEST(bench_cli_from_checkpoint) {
         else if (strstr(p.f[4], "weights=trained-step-3")) trained++;
         else if (strstr(p.f[4], "weights=init")) init++;
     }
-    CHECKF(speedups == 3 && trained == 6 && init == 6, "%d speed-up, %d trained, %d init rows",
+    /* the trained arm's rows: 6 stages and its step over its floor */
+    CHECKF(speedups == 3 && trained == 7 && init == 6, "%d speed-up, %d trained, %d init rows",
            speedups, trained, init);
     const char *bad[] = {"--from %s/run --set d_model=64", "--from %s/none"};
     const char *want[] = {"d_model", "none"};

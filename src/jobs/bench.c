@@ -14,6 +14,7 @@
 #include "jobs/plan.h" /* the memory report */
 #include "jobs/step.h"
 #include "model/model.h" /* the precision record */
+#include "ops/atlas.h"   /* the step floor */
 #include "base/clock.h"
 #include "optim/optim.h"
 
@@ -77,6 +78,7 @@ typedef struct {
     long from_step;
     arm arms[2];                  /* [0] the arm, [1] the baseline */
     dm_probe_result pr;
+    dm_floor floor;               /* the arm's step floor on this machine (why: not derived) */
 } bench_ctx;
 
 static const char *const DEFAULT_BASELINE[] = {"kda_impl=reference"};
@@ -327,10 +329,33 @@ static int run_reps(bench_ctx *b) {
     return 0;
 }
 
+/* The floor of the arm's step on this machine (ops/atlas.h: dm_atlas_floor, docs/bf16.md):
+ * one more step with an atlas attached counts each op's FLOPs and bytes, then the step's
+ * GEMMs are timed alone at their shapes on the engine the policy chose, and a streaming
+ * copy measures the memory's bandwidth (each well under a second). Into b->floor. */
+static void measure_floor(bench_ctx *b) {
+    arm *a = &b->arms[0];
+    dm_atlas *at = calloc(1, sizeof *at);
+    if (!at) {
+        b->floor.why = "out of memory for the atlas";
+        return;
+    }
+    dm_model_set_atlas(a->m, at);
+    dm_status st = {DM_JOB_OK, ""}, *keep = b->st;
+    b->st = &st; /* a failed extra step leaves the floor out, not the benchmark */
+    int rc = arm_step(b, a, -1);
+    b->st = keep;
+    dm_model_set_atlas(a->m, NULL);
+    at->steps = 1;
+    if (rc) b->floor.why = "the step with the atlas failed";
+    else dm_atlas_floor(at, &b->floor); /* the threads are the arm's (arm_step set them) */
+    free(at);
+}
+
 /* Rows: per arm and stage, ms and tokens/s; per stage the speed-up of arm 0 over arm 1;
  * with --memory per arm its saved activations and total, and the ratio of the two arms';
  * under mpirun per arm the exchanges' ms and MB per step. */
-#define MAX_ROWS (2 * 2 * ST_N + ST_N + 2 * 2 + 1 + 2 * 2)
+#define MAX_ROWS (2 * 2 * ST_N + ST_N + 1 + 2 * 2 + 1 + 2 * 2)
 
 /* --memory: each arm's memory line, and its rows (not timings: never contended) */
 static int memory_rows(bench_ctx *b, dm_history_row *rows, char (*metric)[64],
@@ -427,6 +452,22 @@ static int report(bench_ctx *b) {
                 "reps): forward %.2fx, fwd_bwd %.2fx, step %.2fx\n", A[0].label, over,
                 b->reference ? "" : " ", b->reference ? "" : A[1].label, over, ratio[ST_FWD],
                 ratio[ST_FB], ratio[ST_STEP]);
+    if (b->floor.floor_s > 0) { /* the arm's step against its floor on this machine */
+        double f_ms = 1e3 * b->floor.floor_s, fsp;
+        for (int r = 0; r < reps; r++) buf[r] = 1e3 * A[0].t[ST_STEP][r] / f_ms;
+        double over_floor = dm_median(buf, reps, &fsp);
+        snprintf(metric[nr], sizeof metric[nr], "step_over_floor");
+        rows[nr] = (dm_history_row){"bench:step", A[0].config, metric[nr], over_floor, fsp,
+                                    reps, flags};
+        nr++;
+        dm_job_note(b->io, "# floor of %s: %.2f ms a step (each op at the slower of its FLOPs "
+                    "at %.1f GFLOP/s, the step's GEMMs alone, and the bytes it writes at %.1f "
+                    "GB/s, a streaming copy; docs/bf16.md): the step is %.2fx its floor\n",
+                    A[0].label, f_ms, b->floor.peak_flops / 1e9, b->floor.bw / 1e9,
+                    over_floor);
+    } else
+        dm_job_note(b->io, "# floor of %s: not derived (%s)\n", A[0].label,
+                    b->floor.why ? b->floor.why : "?");
     if (b->a->memory) nr += memory_rows(b, rows + nr, metric + nr, speedup_config);
     for (int i = 0; i < 2 && A[i].processes > 1; i++) { /* the exchanges of a step */
         double v[2], spr[2];
@@ -491,7 +532,10 @@ dm_status dm_bench_step(const dm_bench_args *a, const dm_job_io *io) {
     dm_job_note(io, "# arms %s and %s (the baseline): one warm-up step each, then %d rep%s, "
                 "interleaved rep by rep; ms: median (max - min)\n", A[0].label, A[1].label,
                 a->reps, a->reps == 1 ? "" : "s");
-    if (!run_reps(&b)) report(&b);
+    if (!run_reps(&b)) {
+        measure_floor(&b);
+        report(&b);
+    }
 done:
     for (int i = 0; i < 2; i++) arm_free(&b.arms[i]);
     if (b.ckpt) dm_ckpt_close(b.ckpt);

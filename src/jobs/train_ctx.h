@@ -97,6 +97,8 @@ typedef struct {
     dm_probe probe;       /* was the machine busy while we trained (history.h) */
     char verify_what[64];
     int eval_cut;         /* the last evaluation was cut short by a stop */
+    double *step_ms;      /* this invocation's step times, ms (the drift; NULL: none kept) */
+    long n_step_ms, cap_step_ms;
 } train_report_state;
 
 typedef struct {

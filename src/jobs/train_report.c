@@ -179,6 +179,9 @@ static void metrics_line(train_ctx *t, const char *line, long done) {
 }
 
 void train_report_close(train_ctx *t) {
+    free(t->rep.step_ms);
+    t->rep.step_ms = NULL;
+    t->rep.n_step_ms = t->rep.cap_step_ms = 0;
     if (t->m) dm_model_set_atlas(t->m, NULL);
     free(t->rep.atlas);
     t->rep.atlas = NULL;
@@ -248,9 +251,31 @@ static void emit_step(const train_ctx *t, long done, double ms, double tps, int 
     dm_job_emit(t->io, &ev);
 }
 
+/* a step's time kept for the drift (a failed allocation stops keeping them: the summary
+ * then says nothing of the drift) */
+static void keep_step_ms(train_ctx *t, double ms) {
+    train_report_state *r = &t->rep;
+    if (r->n_step_ms == r->cap_step_ms) {
+        if (r->cap_step_ms < 0) return;
+        long cap = r->cap_step_ms ? 2 * r->cap_step_ms : 1024;
+        double *p = realloc(r->step_ms, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(r->step_ms);
+            r->step_ms = NULL;
+            r->n_step_ms = 0;
+            r->cap_step_ms = -1;
+            return;
+        }
+        r->step_ms = p;
+        r->cap_step_ms = cap;
+    }
+    r->step_ms[r->n_step_ms++] = ms;
+}
+
 int train_log_eval(train_ctx *t, long done) {
     const dm_config *c = &t->cfg;
     double dt = dm_now() - t->t0;
+    keep_step_ms(t, 1e3 * dt);
     t->rep.t_train += dt;
     t->rep.interval_t += dt;
     t->rep.interval_n++;
@@ -303,6 +328,7 @@ typedef struct {
     char words[64];              /* the probe's flags */
     dm_comm_stats cs;
     char prec[256];
+    dm_drift drift;              /* the step time's drift (n 0: too few steps) */
 } summary;
 
 static void summarize(train_ctx *t, summary *s) {
@@ -320,6 +346,7 @@ static void summarize(train_ctx *t, summary *s) {
     s->cs = dm_comm_get_stats(t->ranks.comm);
     s->per = s->steps_run > 0 ? 1.0 / s->steps_run : 0; /* set-up and evaluation included */
     dm_precision_describe(dm_model_precision(t->m), s->prec, sizeof s->prec);
+    dm_step_drift(t->rep.step_ms, t->rep.n_step_ms, t->start + 1, &s->drift);
 }
 
 static void summary_notes(const train_ctx *t, const summary *s) {
@@ -338,6 +365,11 @@ static void summary_notes(const train_ctx *t, const summary *s) {
     if (dm_budget_summary(c->steps, c->schedule_steps, (long)c->batch_size * c->grad_accum *
                           c->seq_len, cut, sizeof cut))
         dm_job_note(t->io, "%s\n", cut);
+    if (s->drift.n) {
+        char line[1024];
+        dm_drift_text(&s->drift, line, sizeof line);
+        dm_job_note(t->io, "%s\n", line);
+    }
     if (t->ranks.n > 1)
         dm_job_note(t->io, "comm: %d processes; rank 0 sent %.2f MB and spent %.1f ms in "
                     "exchanges per step (the mean over the %ld steps of this command)\n",
@@ -364,6 +396,13 @@ static void summary_json(train_ctx *t, const summary *s, const char *disp) {
     dm_policy_json(dm_model_policy(t->m), pol, sizeof pol); /* the backend's decision */
     pol[strcspn(pol, "\n")] = 0;
     dm_memory_json(&t->rep.mem, mj, sizeof mj);
+    char dj[512] = "null"; /* the step time's drift */
+    if (s->drift.n)
+        snprintf(dj, sizeof dj, "{\"steps\": %ld, \"tenth\": %ld, \"early_from\": %ld, "
+                 "\"late_from\": %ld, \"early_ms\": %.3f, \"late_ms\": %.3f, \"ratio\": "
+                 "%.4f, \"slower\": %s}", s->drift.n, s->drift.tenth, s->drift.early_from,
+                 s->drift.late_from, s->drift.early_ms, s->drift.late_ms, s->drift.ratio,
+                 s->drift.slower ? "true" : "false");
     snprintf(js, sizeof js,
              "{\n  \"parameters\": %zu,\n  \"steps\": %d,\n  \"final_train_loss\": %s,\n"
              "  \"final_train_loss_bits\": %s,\n  \"val_bpb\": %s,\n  \"val_step\": %ld,\n"
@@ -374,6 +413,7 @@ static void summary_json(train_ctx *t, const summary *s, const char *disp) {
              "  \"contention\": \"%s\",\n  \"contention_bits\": %u,\n  \"load_max\": %.2f,\n"
              "  \"dispatch\": \"%s\",\n  \"precision\": \"%s\",\n  \"policy\": %s,\n"
              "  \"verify_max_rel\": %s,\n"
+             "  \"step_drift\": %s,\n"
              "  \"memory\": {%s},\n"
              "  \"peak_rss_bytes\": %zu\n}\n",
              s->np, c->steps, jnum(jl, sizeof jl, "%.6f", t->loss, 0),
@@ -382,7 +422,8 @@ static void summary_json(train_ctx *t, const summary *s, const char *disp) {
              t->run.wall_before + s->wall, t->run.n_ckpt, t->run.ckpt_s, t->nthreads,
              t->ranks.n, c->grad_accum, 1e-6 * s->cs.bytes * s->per, 1e3 * s->cs.sec * s->per,
              s->words, s->pr.flags, s->pr.load_max, disp, s->prec, pol,
-             jnum(jr, sizeof jr, "%.3g", t->rep.verify_worst, 1), mj, dm_peak_rss_bytes());
+             jnum(jr, sizeof jr, "%.3g", t->rep.verify_worst, 1), dj, mj,
+             dm_peak_rss_bytes());
     if (t->ranks.rank == 0 && train_write_file(t->a->out, "summary.json", js, err, sizeof err))
         dm_fail(t->st, DM_JOB_FAILED, "%s", err);
 }
@@ -406,11 +447,12 @@ static void write_tables(train_ctx *t, const char *disp, const char *table) {
 }
 
 /* the verify maximum and the atlas (also atlas.txt) */
-static void verify_and_atlas(const train_ctx *t) {
+static void verify_and_atlas(train_ctx *t) {
     if (t->rep.verify_worst >= 0)
         dm_job_note(t->io, "verify: largest fused-vs-reference relative difference %.3g (%s), "
                     "bound %.0e\n", t->rep.verify_worst, t->rep.verify_what, DM_VERIFY_BOUND);
     if (!t->rep.atlas || t->rep.atlas->steps <= 0) return;
+    dm_step_drift(t->rep.step_ms, t->rep.n_step_ms, t->start + 1, &t->rep.atlas->drift);
     dm_note_buf nb;
     FILE *f = dm_note_open(&nb);
     if (f) dm_atlas_print(t->rep.atlas, f);

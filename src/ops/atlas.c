@@ -27,11 +27,20 @@ void dm_atlas_add(dm_atlas *a, const char *op, const char *dir, const char *impl
         i++;
     if (i == a->n_ops) {
         if (a->n_ops == DM_ATLAS_MAX_OPS) return;
-        a->op[a->n_ops++] = (dm_atlas_op){op, dir, impl, 0, 0, 0};
+        a->op[a->n_ops++] = (dm_atlas_op){op, dir, impl, 0, 0, 0, 0};
     }
     a->op[i].calls++;
     a->op[i].sec += sec;
     a->op[i].flops += flops;
+}
+
+void dm_atlas_bytes(dm_atlas *a, const char *op, const char *dir, const char *impl,
+                    double bytes) {
+    for (int i = a->n_ops - 1; i >= 0; i--) /* the entry dm_atlas_add just counted */
+        if (same(a->op[i].name, op) && same(a->op[i].dir, dir) && same(a->op[i].impl, impl)) {
+            a->op[i].bytes += bytes;
+            return;
+        }
 }
 
 void dm_atlas_stage(dm_atlas *a, int stage, double sec) {
@@ -71,6 +80,91 @@ void dm_atlas_gemm_add(dm_atlas *a, const dm_atlas_gemm *g, double sec) {
     }
     a->gemm[i].calls++;
     a->gemm[i].sec += sec;
+}
+
+/* ---- the drift of the step time over a run ---- */
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* the median of x[0..n), n >= 1, through tmp[n] */
+static double median_of(const double *x, long n, double *tmp) {
+    memcpy(tmp, x, (size_t)n * sizeof *tmp);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+int dm_step_drift(const double *ms, long n, long first, dm_drift *d) {
+    memset(d, 0, sizeof *d);
+    long m = n - DM_DRIFT_WARM;
+    if (m < DM_DRIFT_MIN) return 1;
+    long tenth = m / 10;
+    double *tmp = malloc((size_t)tenth * sizeof *tmp);
+    if (!tmp) return 1;
+    const double *early = ms + DM_DRIFT_WARM, *late = ms + n - tenth;
+    d->n = m;
+    d->tenth = tenth;
+    d->early_from = first + DM_DRIFT_WARM;
+    d->late_from = first + n - tenth;
+    d->early_ms = median_of(early, tenth, tmp);
+    d->late_ms = median_of(late, tenth, tmp);
+    d->ratio = d->early_ms > 0 ? d->late_ms / d->early_ms : 0;
+    d->slower = d->ratio > DM_DRIFT_SLOW;
+    free(tmp);
+    return 0;
+}
+
+int dm_drift_text(const dm_drift *d, char *buf, size_t n) {
+    if (!d->n) return snprintf(buf, n, "step time drift: too few steps (%d after the %d "
+                               "warm-up steps needed)", DM_DRIFT_MIN, DM_DRIFT_WARM);
+    int k = snprintf(buf, n, "step time drift: median %.2f ms a step over steps %ld-%ld (the "
+                     "first tenth after %d warm-up steps), %.2f ms over steps %ld-%ld (the "
+                     "last tenth): %.2fx", d->early_ms, d->early_from,
+                     d->early_from + d->tenth - 1, DM_DRIFT_WARM, d->late_ms, d->late_from,
+                     d->late_from + d->tenth - 1, d->ratio);
+    if (d->slower && k >= 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, "; note: the late steps are %.0f%% slower than "
+                      "the early ones (more than %.0f%%): the machine got busier, or the step "
+                      "got slower as the weights trained (`dormouse bench --from RUN` times "
+                      "the step on the trained weights against their initial ones)",
+                      100 * (d->ratio - 1), 100 * (DM_DRIFT_SLOW - 1));
+    return k;
+}
+
+/* ---- the floor of a step ---- */
+
+double dm_floor_seconds(const double *flops, const double *bytes, int n, double peak_flops,
+                        double bw) {
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double tf = peak_flops > 0 && flops[i] > 0 ? flops[i] / peak_flops : 0;
+        double tb = bw > 0 && bytes[i] > 0 ? bytes[i] / bw : 0;
+        s += tf > tb ? tf : tb;
+    }
+    return s;
+}
+
+int dm_atlas_floor(dm_atlas *a, dm_floor *f) {
+    memset(f, 0, sizeof *f);
+    if (a->steps <= 0 || !a->n_ops) return f->why = "no steps in the atlas", 1;
+    dm_atlas_roofline(a);
+    if (a->measured < 0) return f->why = a->roof_why ? a->roof_why : "no roofline", 1;
+    double gf = 0, gs = 0;
+    for (int j = 0; j < a->n_gemm; j++)
+        if (a->gemm[j].best > 0 && isfinite(a->gemm[j].best)) {
+            gf += a->gemm[j].flops * a->gemm[j].calls;
+            gs += a->gemm[j].best * a->gemm[j].calls;
+        }
+    if (!(gs > 0)) return f->why = "the step ran no GEMM that was timed alone", 1;
+    if (!(a->bw > 0)) return f->why = "the backend measured no memory bandwidth", 1;
+    f->peak_flops = gf / gs;
+    f->bw = a->bw;
+    double fl[DM_ATLAS_MAX_OPS], by[DM_ATLAS_MAX_OPS];
+    for (int i = 0; i < a->n_ops; i++) fl[i] = a->op[i].flops, by[i] = a->op[i].bytes;
+    f->floor_s = dm_floor_seconds(fl, by, a->n_ops, f->peak_flops, f->bw) / (double)a->steps;
+    return 0;
 }
 
 static const char *KIND[] = {"bf16 onednn", "f32 onednn", "f32 openblas"};
@@ -129,6 +223,16 @@ static void print_roofline(dm_atlas *a, FILE *f, double steps, double step) {
     if (step > 0)
         fprintf(f, " = %.1f%% of the step's %.2f ms\n", 100 * roof / (1e3 * step), 1e3 * step);
     else fprintf(f, " (no step time in the atlas)\n");
+    dm_floor fl;
+    if (dm_atlas_floor(a, &fl)) {
+        fprintf(f, "floor: not derived (%s)\n", fl.why);
+        return;
+    }
+    fprintf(f, "floor: %.2f ms a step (each op at the slower of its FLOPs at %.1f GFLOP/s, "
+               "the step's GEMMs alone, and the bytes it writes at %.1f GB/s, a streaming "
+               "copy)", 1e3 * fl.floor_s, fl.peak_flops / 1e9, fl.bw / 1e9);
+    if (step > 0) fprintf(f, ": the step is %.2fx its floor\n", step / fl.floor_s);
+    else fprintf(f, "\n");
 }
 
 void dm_atlas_print(dm_atlas *a, FILE *f) {
@@ -172,4 +276,9 @@ void dm_atlas_print(dm_atlas *a, FILE *f) {
     fprintf(f, "  %-28s %10s %10.3f %7.1f%%\n", "(ops total)", "", 1e3 * ops / steps,
             step > 0 ? 100 * ops / steps / step : 0);
     print_roofline(a, f, steps, step);
+    if (a->drift.n) {
+        char line[1024];
+        dm_drift_text(&a->drift, line, sizeof line);
+        fprintf(f, "%s\n", line);
+    }
 }

@@ -160,6 +160,20 @@ static void count_skip(dm_ops *ops, int op, int dir, int impl, const char *why) 
     else ops->skip_lost++;
 }
 
+/* The bytes a call writes, for the atlas's floor: its outputs (f32; a double for
+ * DM_OUT_F64), an accumulated one counted twice (read and written). What it reads besides
+ * is not counted: a lower bound of its traffic. */
+static double written_bytes(const dm_op_def *def, void *args, int dir) {
+    if (!def->outputs) return 0;
+    dm_out out[DM_OP_MAX_OUT];
+    int n = def->outputs(args, dir, out);
+    double b = 0;
+    for (int i = 0; i < n; i++)
+        b += (double)out[i].n * (out[i].kind == DM_OUT_F64 ? 8.0
+                                 : out[i].kind == DM_OUT_ACC ? 8.0 : 4.0);
+    return b;
+}
+
 static void run_timed(dm_ops *ops, int op, const dm_op_def *def, int impl, void *args, int dir) {
     const dm_impl *im = impl_at(ops, op, impl);
     if (!ops->atlas) {
@@ -170,8 +184,10 @@ static void run_timed(dm_ops *ops, int op, const dm_op_def *def, int impl, void 
     im->run(ops, args, dir);
     dm_backend_sync(ops->be); /* the call's work done, not only queued */
     double t = dm_now() - t0;
-    dm_atlas_add(ops->atlas, def->name, DIR[dir], n_impl(ops, op) > 1 ? im->name : NULL, t,
+    const char *impl_name = n_impl(ops, op) > 1 ? im->name : NULL;
+    dm_atlas_add(ops->atlas, def->name, DIR[dir], impl_name, t,
                  def->flops ? def->flops(args, dir) : 0);
+    dm_atlas_bytes(ops->atlas, def->name, DIR[dir], impl_name, written_bytes(def, args, dir));
 }
 
 /* ---- verify mode ---- */

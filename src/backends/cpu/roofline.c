@@ -1,5 +1,5 @@
 /* roofline.c — the atlas's roofline (ops/atlas.h): every distinct set of GEMMs the step ran,
- * timed standalone on the CPU kernel it ran on. */
+ * timed standalone on the CPU kernel it ran on, and the memory's streaming bandwidth. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -87,6 +87,34 @@ static double roof_call(const roof_buf *b, const dm_atlas_gemm *g) {
     return dm_now() - t0;
 }
 
+/* The memory's streaming bandwidth, bytes/s: a copy of DM_STREAM_BYTES from one array to
+ * another over every thread (each thread its own contiguous part, touched first by it),
+ * bytes read plus bytes written over the best of a few passes after a warm-up. Arrays far
+ * larger than the caches; a pass takes milliseconds. 0 when out of memory. */
+#define DM_STREAM_BYTES (64u << 20)
+#define DM_STREAM_REPS 5
+static double stream_bandwidth(int threads) {
+    size_t n = DM_STREAM_BYTES / sizeof(float);
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    double best = INFINITY;
+    if (x && y) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (size_t i = 0; i < n; i++) x[i] = (float)(i & 1023), y[i] = 0;
+        for (int r = 0; r <= DM_STREAM_REPS; r++) {
+            double t0 = dm_now();
+#pragma omp parallel for schedule(static) num_threads(threads)
+            for (size_t i = 0; i < n; i++) y[i] = x[i];
+            double s = dm_now() - t0;
+            if (r > 0 && s < best) best = s; /* pass 0 warms up */
+        }
+        volatile float sink = y[n / 2]; /* the copy is used */
+        (void)sink;
+    }
+    free(x);
+    free(y);
+    return isfinite(best) && best > 0 ? 2.0 * (double)n * sizeof(float) / best : 0;
+}
+
 void dm_cpu_roofline(dm_atlas *a) {
     if (a->measured) return;
     int threads = omp_get_max_threads();
@@ -143,5 +171,6 @@ void dm_cpu_roofline(dm_atlas *a) {
     }
     dm_onednn_free(b.dnn);
     free(b.A), free(b.B), free(b.C), free(b.Ab), free(b.Bb);
+    a->bw = stream_bandwidth(threads);
 }
 
