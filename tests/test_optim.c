@@ -186,9 +186,23 @@ TEST(normuon_step_matches_float64_chain) {
     }
     /* the moments are state: one per row of each slice, in the checkpoint's buffers */
     dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
-    int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS), found = 0;
-    for (int i = 0; i < nb; i++) found |= !strcmp(bufs[i].name, "normuon_v") && bufs[i].optional;
-    CHECK(found);
+    int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
+    size_t nv = 0, rows = 0;
+    for (int i = 0; i < nb; i++)
+        if (!strcmp(bufs[i].name, "normuon_v") && bufs[i].optional) nv = bufs[i].n;
+    for (int i = 0; i < dm_model_num_tensors(m); i++)
+        if (dm_optim_group(o, i)->kind == DM_GROUP_MUON) rows += dm_model_tensor(m, i)->shape[0];
+    CHECKF(nv == rows && rows > 0, "normuon_v holds %zu floats, the Muon rows are %zu", nv, rows);
+    /* and the memory report counts them */
+    dm_config plain = c;
+    plain.muon_norm = DM_MUON_NORM_NONE;
+    dm_optim *op = dm_optim_create(m, &plain, err, sizeof err);
+    dm_optim_mem with, without;
+    dm_optim_memory(o, &with);
+    dm_optim_memory(op, &without);
+    CHECKF(with.state == without.state + rows * sizeof(float),
+           "optimizer state %zu bytes with NorMuon, %zu without", with.state, without.state);
+    dm_optim_free(op);
     free(before);
     dm_optim_free(o);
     dm_model_free(m);

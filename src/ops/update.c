@@ -145,7 +145,7 @@ static const char *normuon_check(const void *args, int dir) {
     (void)dir;
     const dm_normuon_args *a = args;
     if (a->n < 0 || a->rows < 0 || a->cols < 0) return "a negative size";
-    if (!((size_t)a->n * a->rows * a->cols)) return NULL;
+    if (!a->n || !a->rows || !a->cols) return NULL;
     return !a->xo || !a->vo || !a->x || !a->v || !a->work ? "a NULL buffer" : NULL;
 }
 static const dm_impl NORMUON_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, normuon_ref,
