@@ -37,6 +37,7 @@ enum { DM_SCHED_COSINE = 0, DM_SCHED_WSD = 1, DM_SCHED_CONSTANT = 2 };
 enum { DM_OPT_MUON = 0, DM_OPT_ADAMW = 1 };
 enum { DM_NS_QUINTIC5 = 0, DM_NS_POLAR5 = 1 };
 enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
+enum { DM_MUON_NORM_NONE = 0, DM_MUON_NORM_NEURON = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
 enum { DM_CKPT_NONE = 0, DM_CKPT_BALANCED = 1, DM_CKPT_FULL = 2 };
 enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
@@ -102,6 +103,10 @@ typedef struct dm_config {
     int ns;                 /* DM_NS_*                                           */
     int ns_headwise;        /* DM_HEADWISE_*                                     */
     int ns_precision;       /* DM_PRECISION_*: of the Newton-Schulz products (fp32) */
+    int muon_norm;          /* DM_MUON_NORM_*: NorMuon's row normalisation   (none) */
+    float normuon_beta2;    /* NorMuon's second-moment decay                 (0.95) */
+    int cautious_wd;        /* 1: weight decay only where update and weight agree
+                               in sign (Muon and AdamW)                         (0) */
     int retract;            /* DM_RETRACT_*                                      */
     int retract_every;      /* retract on steps where step % N == 0              (1) */
     int checkpointing;      /* activation checkpointing: DM_CKPT_NONE | _BALANCED | _FULL */

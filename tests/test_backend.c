@@ -291,16 +291,22 @@ static float *opt_state(const dm_optim *o, dm_backend *be, size_t *n) {
 }
 
 /* Whole training steps on fenced — forward, backward, the gradient norm, AdamW and Muon
- * with head-wise Newton-Schulz and the sphere or Stiefel retraction, one step in verify
+ * with head-wise Newton-Schulz and the sphere or Stiefel retraction (and with NorMuon and
+ * the cautious decay), one step in verify
  * mode — with the host never touching its memory (it faults outside the backend's calls):
  * parameters, gradients, every optimizer state buffer and the verify maximum equal the
  * cpu's bit for bit, step by step. */
 TEST(backend_fenced_training_steps_match_cpu) {
     char err[256];
-    for (int retract = 0; retract < 2; retract++) {
+    for (int retract = 0; retract < 3; retract++) {
         dm_config cc = tiny(DM_BACKEND_CPU), cf = tiny(DM_BACKEND_FENCED);
         cc.retract = cf.retract = retract ? DM_RETRACT_STIEFEL : DM_RETRACT_SPHERE;
         cc.n_layer = cf.n_layer = 2;
+        if (retract == 2) { /* NorMuon and the cautious decay */
+            cc.muon_norm = cf.muon_norm = DM_MUON_NORM_NEURON;
+            cc.cautious_wd = cf.cautious_wd = 1;
+            cc.weight_decay = cf.weight_decay = 0.5f;
+        }
         dm_model *a = dm_model_create(&cc, err, sizeof err), *b = dm_model_create(&cf, err, sizeof err);
         CHECKF(a && b, "%s", err);
         dm_optim *oa = a ? dm_optim_create(a, &cc, err, sizeof err) : NULL;

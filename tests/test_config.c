@@ -109,6 +109,44 @@ TEST(config_help_lists_groups) {
     CHECK(t_run(cmd, err, sizeof err) == 0);
 }
 
+/* NorMuon and cautious decay: off by default; their values, ranges and the relation to
+ * the optimizer refused with a line naming the key; train --help lists them */
+TEST(config_normuon_and_cautious_wd) {
+    dm_config c;
+    dm_config_default(&c);
+    char err[DM_ERRLEN], buf[64];
+    CHECK(c.muon_norm == DM_MUON_NORM_NONE && c.cautious_wd == 0 && c.normuon_beta2 == 0.95f);
+    CHECK(dm_config_get(&c, "muon_norm", buf, sizeof buf) == 0 && !strcmp(buf, "none"));
+    CHECK(dm_config_set(&c, "muon_norm", "neuron", err, sizeof err) == 0);
+    CHECK(c.muon_norm == DM_MUON_NORM_NEURON);
+    CHECK(dm_config_set(&c, "normuon_beta2", "0.9", err, sizeof err) == 0 && c.normuon_beta2 == 0.9f);
+    CHECK(dm_config_set(&c, "cautious_wd", "1", err, sizeof err) == 0 && c.cautious_wd == 1);
+    CHECK(dm_config_validate(&c, err, sizeof err) == 0);
+    CHECKF(dm_config_set(&c, "muon_norm", "row", err, sizeof err) != 0 &&
+           strstr(err, "muon_norm") && strstr(err, "neuron"), "%s", err);
+    CHECKF(dm_config_set(&c, "normuon_beta2", "1", err, sizeof err) != 0 &&
+           strstr(err, "normuon_beta2"), "%s", err);
+    CHECKF(dm_config_set(&c, "normuon_beta2", "-0.1", err, sizeof err) != 0, "%s", err);
+    CHECKF(dm_config_set(&c, "cautious_wd", "2", err, sizeof err) != 0 &&
+           strstr(err, "cautious_wd"), "%s", err);
+    c.optimizer = DM_OPT_ADAMW; /* NorMuon needs Muon; cautious decay does not */
+    CHECKF(dm_config_validate(&c, err, sizeof err) != 0 && !strncmp(err, "muon_norm:", 10),
+           "%s", err);
+    c.muon_norm = DM_MUON_NORM_NONE;
+    CHECKF(dm_config_validate(&c, err, sizeof err) == 0, "%s", err);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, DM_CLI " train --help | grep -q '^ *muon_norm' && " DM_CLI
+             " train --help | grep -q '^ *cautious_wd' && " DM_CLI
+             " train --help | grep -q '^ *normuon_beta2'");
+    CHECK(t_run(cmd, err, sizeof err) == 0);
+    /* bad usage on the command line: one line, exit 2 */
+    snprintf(cmd, sizeof cmd, DM_CLI " train --set muon_norm=neuron --set optimizer=adamw "
+             "--out /nonexistent/x 2>&1 | grep -c . | grep -qx 1; "
+             DM_CLI " train --set muon_norm=neuron --set optimizer=adamw --out /nonexistent/x "
+             ">/dev/null 2>&1; test $? -eq 2");
+    CHECK(t_run(cmd, err, sizeof err) == 0);
+}
+
 /* precision defaults to auto from the A/B (README "defaults that come from measurements") */
 TEST(config_precision_default_auto) {
     dm_config c;

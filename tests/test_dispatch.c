@@ -125,7 +125,7 @@ TEST(dispatch_norm_reference_equals_fused) {
     size_t np;
     run(a, 1, 4, NULL, &np, NULL, 0);
     float *ga = t_alloc(np), *gb = t_alloc(np);
-    char rb[512];
+    char rb[1024];
     float la = run(a, 2, 30, ga, &np, NULL, 0), lb = run(b, 2, 30, gb, &np, rb, sizeof rb);
     double rel = t_rel_rms_ff(ga, gb, np);
     printf("  fused vs composed norms: loss %.9g vs %.9g, gradients rel rms %.2e\n  %s\n", la, lb,

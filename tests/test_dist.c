@@ -199,6 +199,25 @@ TEST(dist_np2_equals_one_process_kda_adamw) { np2("mixer=kda", "optimizer=adamw"
 TEST(dist_np2_equals_one_process_gdn_muon) { np2("mixer=gdn", "optimizer=muon", "retract=sphere"); }
 TEST(dist_np2_equals_one_process_gdn_adamw) { np2("mixer=gdn", "optimizer=adamw", "retract=off"); }
 
+/* NorMuon's moments are computed by each unit's owner and all-gathered with it, and the
+ * cautious decay is elementwise: np 2 equals one process, and resumed under np 2 from a
+ * checkpoint of rank 0 equals the uninterrupted run */
+TEST(dist_np2_equals_one_process_normuon) {
+    np2("mixer=kda", "optimizer=muon", "muon_norm=neuron");
+    if (!have_mpi()) return;
+    keys ks = with("grad_accum=2", "muon_norm=neuron", "cautious_wd=1", "weight_decay=0.5",
+                   NULL);
+    char d[256], a[300], b[300];
+    t_tmpdir(d, sizeof d);
+    snprintf(a, sizeof a, "%s/one", d);
+    snprintf(b, sizeof b, "%s/halves", d);
+    CHECK(solo_train(a, &ks, 0, 0) == DM_JOB_OK);
+    CHECK(mpi_train(2, b, &ks, 0, 4) == 0);
+    CHECK(mpi_train(2, b, NULL, 1, 0) == 0);
+    same_bits(a, b, 8);
+    t_rmtree(d);
+}
+
 /* three ranks: Muon's units split three ways, the window's forwards too */
 TEST(dist_np3_equals_one_process) {
     keys ks = with("mixer=kda", "optimizer=muon", "grad_accum=3", NULL);

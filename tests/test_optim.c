@@ -9,6 +9,7 @@
 #include "dormouse.h"
 #include "optim/optim.h"
 #include "backends/cpu/kernels/ns.h"
+#include "ref/normuon_ref.h"
 #include "base/rng.h"
 
 TEST(cfg_retract_every_default_is_one) {
@@ -104,6 +105,104 @@ TEST(muon_update_matches_ns) {
         free(u);
         free(work);
     }
+    free(before);
+    dm_optim_free(o);
+    dm_model_free(m);
+}
+
+/* Two whole Muon steps with NorMuon and cautious weight decay (momentum 0, so each step's
+ * update is NS(g)) against the float64 chain on the same NS output: per slice, the row
+ * moments (ref/normuon_ref.c, from zero) and the cautious update
+ * (dm_muon_apply_cautious_ref), the weights carried from step to step. The update matches
+ * to 1e-5 relative; and NorMuon changed it (its rows are not Muon's plain NS rows), and
+ * the cautious mask left some weights undecayed. */
+TEST(normuon_step_matches_float64_chain) {
+    dm_config c = tiny();
+    c.muon_momentum = 0.0f;
+    c.retract = DM_RETRACT_OFF;
+    c.ns_precision = DM_PRECISION_FP32; /* compared with the fp32 dm_ns */
+    c.lr_schedule = DM_SCHED_CONSTANT;
+    c.muon_norm = DM_MUON_NORM_NEURON;
+    c.normuon_beta2 = 0.9f;
+    c.cautious_wd = 1;
+    c.weight_decay = 2.0f; /* large, so the mask shows in the weights */
+    char err[256];
+    CHECKF(dm_config_validate(&c, err, sizeof err) == 0, "%s", err);
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    dm_optim *o = dm_optim_create(m, &c, err, sizeof err);
+    CHECKF(m && o, "%s", err);
+    if (!m || !o) return;
+    fill_grads(m, 7);
+    size_t np = dm_model_num_params(m);
+    float *before = t_alloc(np);
+    memcpy(before, dm_model_params(m), np * sizeof(float));
+    dm_optim_step(o, m, 0);
+    dm_optim_step(o, m, 1);
+    const char *names[] = {"layers.0.mixer.w_q", "layers.0.mlp.w_gate", "layers.0.mlp.w_down",
+                           "layers.0.mixer.w_f1"};
+    for (int k = 0; k < 4; k++) {
+        const dm_tensor *t = dm_model_find(m, names[k]);
+        const dm_group *g = dm_optim_group(o, (int)(t - dm_model_tensor(m, 0)));
+        int rows = t->shape[0] / g->slices, cols = t->shape[1];
+        size_t nr = (size_t)g->slices * rows;
+        float *O = t_alloc(t->numel), *x = t_alloc(t->numel), *plain = t_alloc(t->numel);
+        float *w = t_alloc(t->numel), *v = t_alloc(nr);
+        float *work = t_alloc(dm_ns_work(g->slices, rows, cols));
+        dm_ns(O, dm_model_grads(m) + t->offset, g->slices, rows, cols, c.ns, work);
+        memcpy(w, before + t->offset, t->numel * sizeof(float));
+        float lr = c.muon_lr, step = lr * sqrtf(fmaxf(1.0f, (float)rows / (float)cols));
+        size_t kept = 0;
+        for (int s = 0; s < 2; s++) {
+            memcpy(x, O, t->numel * sizeof(float));
+            dm_normuon_ref(x, v, g->slices, rows, cols, c.normuon_beta2, 1e-8f);
+            if (s == 0)
+                for (size_t j = 0; j < t->numel; j++) kept += x[j] * w[j] < 0;
+            dm_muon_apply_cautious_ref(w, w, x, t->numel, 1.0f - lr * c.weight_decay, step);
+        }
+        /* the same two steps with plain Muon's rows (no normalisation), for contrast */
+        memcpy(plain, before + t->offset, t->numel * sizeof(float));
+        for (int s = 0; s < 2; s++)
+            dm_muon_apply_cautious_ref(plain, plain, O, t->numel, 1.0f - lr * c.weight_decay,
+                                       step);
+        double err2 = 0, ref2 = 0, off2 = 0;
+        for (size_t j = 0; j < t->numel; j++) {
+            double want = w[j], got = dm_model_params(m)[t->offset + j];
+            double d0 = want - before[t->offset + j];
+            err2 += (want - got) * (want - got);
+            ref2 += d0 * d0;
+            off2 += ((double)plain[j] - want) * ((double)plain[j] - want);
+        }
+        printf("  %-22s %d slice(s) of %dx%d: update rel err %.2e, NorMuon moved it %.2e, "
+               "%zu of %zu weights undecayed at step 1\n",
+               names[k], g->slices, rows, cols, sqrt(err2 / ref2), sqrt(off2 / ref2), kept,
+               t->numel);
+        CHECKF(sqrt(err2 / ref2) < 1e-5, "%s: the NorMuon step differs from the chain",
+               names[k]);
+        CHECKF(sqrt(off2 / ref2) > 1e-3, "%s: NorMuon left the update as plain Muon's",
+               names[k]);
+        CHECKF(kept > 0 && kept < t->numel, "%s: the cautious mask held everywhere or nowhere",
+               names[k]);
+        free(O), free(x), free(plain), free(w), free(v), free(work);
+    }
+    /* the moments are state: one per row of each slice, in the checkpoint's buffers */
+    dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
+    int nb = dm_optim_state(o, bufs, DM_OPTIM_MAX_BUFS);
+    size_t nv = 0, rows = 0;
+    for (int i = 0; i < nb; i++)
+        if (!strcmp(bufs[i].name, "normuon_v") && bufs[i].optional) nv = bufs[i].n;
+    for (int i = 0; i < dm_model_num_tensors(m); i++)
+        if (dm_optim_group(o, i)->kind == DM_GROUP_MUON) rows += dm_model_tensor(m, i)->shape[0];
+    CHECKF(nv == rows && rows > 0, "normuon_v holds %zu floats, the Muon rows are %zu", nv, rows);
+    /* and the memory report counts them */
+    dm_config plain = c;
+    plain.muon_norm = DM_MUON_NORM_NONE;
+    dm_optim *op = dm_optim_create(m, &plain, err, sizeof err);
+    dm_optim_mem with, without;
+    dm_optim_memory(o, &with);
+    dm_optim_memory(op, &without);
+    CHECKF(with.state == without.state + rows * sizeof(float),
+           "optimizer state %zu bytes with NorMuon, %zu without", with.state, without.state);
+    dm_optim_free(op);
     free(before);
     dm_optim_free(o);
     dm_model_free(m);

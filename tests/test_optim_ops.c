@@ -10,6 +10,7 @@
 #include "check.h"
 #include "dormouse.h"
 #include "base/rng.h"
+#include "backends/cpu/kernels/normuon.h"
 #include "backends/cpu/kernels/ns.h"
 #include "backends/cpu/kernels/optim.h"
 #include "backends/cpu/kernels/retract.h"
@@ -223,13 +224,13 @@ TEST(optim_ops_are_their_kernels) {
     t_fill_normal(m1, n, 3, 0.1f), t_fill_normal(m2, n, 4, 0.1f);
     for (size_t i = 0; i < n; i++) m2[i] = m2[i] * m2[i];
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
-    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f);
+    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
     dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
     dm_op_momentum(&ops, m1, u, g, n, 0.95f, 0.5f);
     dm_momentum(q1, w, q1, g, n, 0.95f, 0.5f);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
-    dm_op_muon_update(&ops, p, u, n, 0.999f, 2e-2f);
+    dm_op_muon_update(&ops, p, u, n, 0.999f, 2e-2f, 0);
     dm_muon_apply(q, q, w, n, 0.999f, 2e-2f);
     CHECK(!memcmp(p, q, n * 4));
     CHECK(dm_op_grad_norm(&ops, g, n) == dm_grad_norm2(g, n));
@@ -238,8 +239,32 @@ TEST(optim_ops_are_their_kernels) {
     dm_op_grad_mean(&ops, u, m1, n, 3);
     dm_grad_mean(w, q1, n, 3);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
+    /* the cautious forms (cautious_wd) are their kernels too */
+    memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
+    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
+    dm_adamw_cautious(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f);
+    CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
+    dm_op_muon_update(&ops, p, u, n, 0.99f, 2e-2f, 1);
+    dm_muon_apply_cautious(q, q, u, n, 0.99f, 2e-2f);
+    CHECK(!memcmp(p, q, n * 4));
+    /* normuon: 3 slices of [70, 333] (over the kernel's parallel threshold), two steps */
+    {
+        int ns = 3, rows = 70, cols = 333;
+        size_t nx = (size_t)ns * rows * cols, nr = (size_t)ns * rows;
+        float *x = t_alloc(nx), *y = t_alloc(nx), *v = t_alloc(nr), *vv = t_alloc(nr);
+        float *wk = t_alloc(2 * (size_t)rows);
+        for (int st = 0; st < 2; st++) {
+            t_fill_normal(x, nx, 9 + st, 0.05f);
+            memcpy(y, x, nx * 4);
+            dm_op_normuon(&ops, x, v, ns, rows, cols, 0.95f, 1e-8f, wk);
+            dm_normuon(y, vv, ns, rows, cols, 0.95f, 1e-8f, (double *)wk);
+            CHECK(!memcmp(x, y, nx * 4) && !memcmp(v, vv, nr * 4));
+        }
+        free(x), free(y), free(v), free(vv), free(wk);
+    }
     static const int OPS[] = {DM_OP_GRAD_ADD, DM_OP_GRAD_MEAN, DM_OP_GRAD_NORM, DM_OP_ADAMW,
-                              DM_OP_MOMENTUM, DM_OP_NS, DM_OP_MUON_UPDATE, DM_OP_RETRACT};
+                              DM_OP_MOMENTUM, DM_OP_NS, DM_OP_NORMUON, DM_OP_MUON_UPDATE,
+                              DM_OP_RETRACT};
     for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++) {
         double rel = ops.verify_op[OPS[k]][DM_FWD];
         printf("  %-12s verify %.3g\n", dm_op_name(OPS[k]), rel);

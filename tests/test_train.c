@@ -161,6 +161,61 @@ TEST(train_resume_exact_bf16) {
     t_rmtree(d);
 }
 
+/* NorMuon's moments and the cautious decay resume exactly: the moments are state in the
+ * checkpoint (normuon_v), the mask is a function of the weights and the update */
+TEST(train_resume_exact_normuon) {
+    dm_config c = tiny_run();
+    c.optimizer = DM_OPT_MUON;
+    c.muon_norm = DM_MUON_NORM_NEURON;
+    resume_exact(c);
+}
+
+TEST(train_resume_exact_cautious_wd) {
+    dm_config c = tiny_run();
+    c.cautious_wd = 1;
+    c.weight_decay = 0.5f;
+    resume_exact(c);
+    c.optimizer = DM_OPT_ADAMW; /* AdamW's cautious form alone */
+    resume_exact(c);
+}
+
+/* A checkpoint of a run without NorMuon (no normuon_v) resumes with muon_norm=neuron, the
+ * moments starting at zero: it equals a run that turns NorMuon on at the same step from
+ * the same weights (its own resume of the same checkpoint, repeated: bit for bit), and it
+ * differs from the run that kept Muon plain. */
+TEST(train_resume_turns_normuon_on) {
+    dm_config c = tiny_run();
+    char a[256], b[256], p[256];
+    t_tmpdir(a, sizeof a);
+    t_tmpdir(b, sizeof b);
+    t_tmpdir(p, sizeof p);
+    const char *on[] = {"muon_norm=neuron"};
+    dm_train_args ha = {.data = CORPUS, .out = a, .cfg = &c, .until = c.steps / 2},
+                  hb = {.data = CORPUS, .out = b, .cfg = &c, .until = c.steps / 2},
+                  hp = {.data = CORPUS, .out = p, .cfg = &c, .until = c.steps / 2},
+                  ra = {.data = CORPUS, .out = a, .resume = 1, .sets = on, .n_sets = 1},
+                  rb = {.data = CORPUS, .out = b, .resume = 1, .sets = on, .n_sets = 1},
+                  rp = {.data = CORPUS, .out = p, .resume = 1};
+    CHECK(train_ok(&ha) && train_ok(&hb) && train_ok(&hp));
+    CHECK(train_ok(&ra));
+    CHECK(train_ok(&rb));
+    CHECK(train_ok(&rp));
+    dm_config on_cfg = c;
+    on_cfg.muon_norm = DM_MUON_NORM_NEURON;
+    same_runs(a, b, &on_cfg);
+    dm_model *probe = dm_model_create(&c, NULL, 0);
+    size_t np = dm_model_num_params(probe);
+    dm_model_free(probe);
+    float *pa = t_alloc(np), *pp = t_alloc(np);
+    load_params(a, &c, pa);
+    load_params(p, &c, pp);
+    CHECK(memcmp(pa, pp, np * sizeof(float)) != 0);
+    free(pa), free(pp);
+    t_rmtree(a);
+    t_rmtree(b);
+    t_rmtree(p);
+}
+
 TEST(train_resume_exact_muon_retract) {
     dm_config c = tiny_run();
     c.optimizer = DM_OPT_MUON;

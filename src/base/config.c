@@ -118,6 +118,14 @@ static const key_t_ KEYS[] = {
      "needs avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it)"},
     {"ns_headwise", DM_KEY_TRAINING, K_ENUM, F(ns_headwise), 0, 0, "qk|none",
      "orthogonalize W_q, W_k per head (one batched NS) or as whole matrices"},
+    {"muon_norm", DM_KEY_TRAINING, K_ENUM, F(muon_norm), 0, 0, "none|neuron",
+     "normalisation of Muon's orthogonalized update: none, or neuron (NorMuon: each output "
+     "row divided by the root of its second moment, the slice's norm kept; docs/muon.md)"},
+    {"normuon_beta2", DM_KEY_TRAINING, K_FLOAT, F(normuon_beta2), 0, 0.999999, NULL,
+     "decay of NorMuon's per-row second moment (muon_norm=neuron)"},
+    {"cautious_wd", DM_KEY_TRAINING, K_BOOL, F(cautious_wd), 0, 1, NULL,
+     "cautious weight decay: decay a weight only where its update has the weight's sign "
+     "(Muon and AdamW groups)"},
     {"retract", DM_KEY_TRAINING, K_ENUM, F(retract), 0, 0, "sphere|stiefel|off",
      "retraction of Muon matrices after the update"},
     {"retract_every", DM_KEY_TRAINING, K_INT, F(retract_every), 1, 1 << 30, NULL,
@@ -195,6 +203,10 @@ void dm_config_default(dm_config *c) {
     c->ns = DM_NS_QUINTIC5;
     c->ns_headwise = DM_HEADWISE_QK;
     c->ns_precision = DM_PRECISION_AUTO;
+    /* NorMuon and cautious decay off until an A/B at the make-run budget decides */
+    c->muon_norm = DM_MUON_NORM_NONE;
+    c->normuon_beta2 = 0.95f;
+    c->cautious_wd = 0;
     /* retraction off: at the make-run budget Muon without retraction beats sphere and
      * stiefel beyond every spread (docs/defaults.md) */
     c->retract = DM_RETRACT_OFF;
@@ -428,6 +440,12 @@ int dm_config_validate(const dm_config *c, char *err, size_t errlen) {
         if (err)
             snprintf(err, errlen, "schedule_steps: must be 0 or at least steps (%d < %d); with "
                      "more steps set schedule_steps=0", c->schedule_steps, c->steps);
+        return 1;
+    }
+    if (c->muon_norm != DM_MUON_NORM_NONE && c->optimizer != DM_OPT_MUON) {
+        if (err)
+            snprintf(err, errlen, "muon_norm: normalizes Muon's update, and optimizer=adamw "
+                     "has none (set muon_norm=none or optimizer=muon)");
         return 1;
     }
     if (c->chunk_size != 16 && c->chunk_size != 32 && c->chunk_size != 64) {

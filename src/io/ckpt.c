@@ -424,13 +424,20 @@ static int load_optim(const dm_ckpt *c, dm_optim *opt, char *err, size_t errlen)
     const char *on = "optim.safetensors";
     dm_optim_buf bufs[DM_OPTIM_MAX_BUFS];
     const char *names[DM_OPTIM_MAX_BUFS] = {0};
-    int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS);
-    for (int i = 0; i < n; i++) names[i] = bufs[i].name;
-    if (same_names(c->optim, names, n, "optimizer's state buffers", on, err, errlen)) return 1;
+    int n = dm_optim_state(opt, bufs, DM_OPTIM_MAX_BUFS), k = 0;
+    /* an optional buffer the file lacks stays at zero (optim/common.h) */
+    for (int i = 0; i < n; i++)
+        if (!bufs[i].optional || dm_st_get(c->optim, bufs[i].name, NULL, NULL))
+            names[k++] = bufs[i].name;
+    if (same_names(c->optim, names, k, "optimizer's state buffers", on, err, errlen)) return 1;
     for (int i = 0; i < n; i++) {
         int nd;
         int64_t sh[4];
         const float *src = dm_st_get(c->optim, bufs[i].name, &nd, sh);
+        if (!src) { /* optional, absent: zero */
+            if (dm_optim_load(opt, bufs[i].name, NULL, bufs[i].n, err, errlen)) return 1;
+            continue;
+        }
         if (nd != 1 || (uint64_t)sh[0] != (uint64_t)bufs[i].n) {
             snprintf(err, errlen, "%s: tensor '%s' has the wrong shape (%zu values expected)", on,
                      bufs[i].name, bufs[i].n);

@@ -48,7 +48,7 @@ int train_share_state(train_ctx *t) {
     if (t->ranks.n == 1) return 0;
     dm_optim_buf bufs[DM_OPTIM_MAX_BUFS + 1];
     int nb = dm_optim_state(t->opt, bufs + 1, DM_OPTIM_MAX_BUFS);
-    bufs[0] = (dm_optim_buf){"params", dm_model_param_mem(t->m), dm_model_num_params(t->m)};
+    bufs[0] = (dm_optim_buf){"params", dm_model_param_mem(t->m), dm_model_num_params(t->m), 0};
     int rc = dm_comm_bcast(t->ranks.comm, &t->start, 1, sizeof t->start, 0);
     dm_backend *be = dm_model_backend(t->m);
     for (int i = 0; i <= nb && !rc; i++) { /* each through host memory */

@@ -10,7 +10,7 @@
     X(CONV, conv) X(SILU, silu) X(L2NORM, l2norm) X(GATE, gate) X(SIGMOID, sigmoid)        \
     X(SWIGLU, swiglu) X(XENT, xent) X(DELTA, delta) X(ADD, add)                            \
     X(GRAD_ADD, grad_add) X(GRAD_MEAN, grad_mean) X(GRAD_NORM, grad_norm) X(ADAMW, adamw)  \
-    X(MOMENTUM, momentum) X(NS, ns) X(NS_BF16, ns_bf16) X(MUON_UPDATE, muon_update)        \
-    X(RETRACT, retract)
+    X(MOMENTUM, momentum) X(NS, ns) X(NS_BF16, ns_bf16) X(NORMUON, normuon)                \
+    X(MUON_UPDATE, muon_update) X(RETRACT, retract)
 
 #endif

@@ -32,8 +32,8 @@
  *   gatednorm  fused (gatednorm.c), reference (norm_ref.c, composed)
  *   embed conv silu sigmoid swiglu l2norm gate xent    cpu, reference
  *   add        cpu (y += x; nothing to check it against)
- *   the optimizer's: grad_add grad_mean grad_norm adamw momentum ns ns_bf16 muon_update
- *   retract (ops/optim_ops.h)
+ *   the optimizer's: grad_add grad_mean grad_norm adamw momentum ns ns_bf16 normuon
+ *   muon_update retract (ops/optim_ops.h)
  */
 #ifndef DM_OPS_H
 #define DM_OPS_H

@@ -6,7 +6,9 @@
  *   op           implementations (preferred first)       kernel
  *   adamw        cpu, reference                           backends/cpu/kernels/optim.c
  *   momentum     cpu, reference                           (Muon's, with the Nesterov u)
- *   muon_update  cpu, reference                           w = w decay - step O
+ *   normuon      cpu, reference                           backends/cpu/kernels/normuon.c
+ *   muon_update  cpu, reference                           w = w decay - step O (cautious:
+ *                                                         the decay where x w >= 0)
  *   grad_norm    cpu, reference                           ||g||_2 (clipping's input)
  *   grad_add     cpu, reference                           the micro-batch gradient sum
  *   grad_mean    cpu, reference
@@ -30,14 +32,23 @@
 
 #include "ops/ops.h"
 
-/* p, m1, m2 [n] updated in place from g [n] (backends/cpu/kernels/optim.h: dm_adamw) */
+/* p, m1, m2 [n] updated in place from g [n] (backends/cpu/kernels/optim.h: dm_adamw; with
+ * cautious = 1 the decay only where the update and p agree in sign: dm_adamw_cautious) */
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, float gscale);
+                 float wd, float b1, float b2, float eps, long t, float gscale, int cautious);
 /* mom [n] in place; u [n] written when non-NULL (dm_momentum) */
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
                     float gscale);
-/* w [n] <- w decay - step x (dm_muon_apply) */
-void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step);
+/* w [n] <- w decay - step x (dm_muon_apply); cautious = 1: w decayed only where x w >= 0
+ * (dm_muon_apply_cautious) */
+void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
+                       int cautious);
+/* NorMuon: the n stacked slices x[n, rows, cols] (an orthogonalized update, rows the output
+ * neurons) divided row by row by sqrt of their second moments v[n, rows] (updated in place:
+ * v <- beta2 v + (1 - beta2) mean_c x^2), each slice rescaled to its Frobenius norm before
+ * (backends/cpu/kernels/normuon.h: dm_normuon). work: 2 rows floats of scratch. */
+void dm_op_normuon(dm_ops *o, float *x, float *v, int n, int rows, int cols, float beta2,
+                   float eps, float *work);
 /* ||g[n]||_2 (dm_grad_norm2) */
 double dm_op_grad_norm(dm_ops *o, const float *g, size_t n);
 /* acc [n] = g (first) or acc + g;  out [n] = acc / A  (dm_grad_add, dm_grad_mean) */

@@ -1,10 +1,14 @@
 /* update.c — the optimizer's elementwise ops and reductions as ops (optim_ops.h;
- * arguments: update.h): adamw, momentum, muon_update, grad_norm, grad_add, grad_mean, each
- * with the double-precision reference (ref/optim_ref.c). */
+ * arguments: update.h): adamw, momentum, muon_update, normuon, grad_norm, grad_add,
+ * grad_mean, each with the double-precision reference (ref/optim_ref.c,
+ * ref/normuon_ref.c). */
 #include "ops/update.h"
+
+#include <string.h>
 
 #include "ops/op.h"
 #include "ops/optim_ops.h"
+#include "ref/normuon_ref.h"
 #include "ref/optim_ref.h"
 
 /* ---- adamw ---- */
@@ -12,8 +16,9 @@
 static void adamw_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
-    dm_adamw_ref(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1,
-                 a->b2, a->eps, a->t, a->gscale);
+    (a->cautious ? dm_adamw_cautious_ref : dm_adamw_ref)(a->po, a->m1o, a->m2o, a->p, a->g,
+                                                         a->m1, a->m2, a->n, a->lr, a->wd,
+                                                         a->b1, a->b2, a->eps, a->t, a->gscale);
 }
 static int adamw_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -60,8 +65,8 @@ const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 adamw_outputs, NULL, adamw_check};
 
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, float gscale) {
-    dm_adamw_args a = {p, m1, m2, p, g, m1, m2, n, lr, wd, b1, b2, eps, gscale, t};
+                 float wd, float b1, float b2, float eps, long t, float gscale, int cautious) {
+    dm_adamw_args a = {p, m1, m2, p, g, m1, m2, n, lr, wd, b1, b2, eps, gscale, t, cautious};
     dm_op_run(o, DM_OP_ADAMW, DM_FWD, &a);
 }
 
@@ -97,7 +102,8 @@ void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, f
 static void apply_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_apply_args *a = args;
-    dm_muon_apply_ref(a->wo, a->w, a->x, a->n, a->decay, a->step);
+    (a->cautious ? dm_muon_apply_cautious_ref : dm_muon_apply_ref)(a->wo, a->w, a->x, a->n,
+                                                                   a->decay, a->step);
 }
 static int apply_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -110,9 +116,48 @@ static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, appl
 const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
                                       sizeof(dm_apply_args), apply_outputs, NULL, apply_check};
 
-void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step) {
-    dm_apply_args a = {w, w, x, n, decay, step};
+void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
+                       int cautious) {
+    dm_apply_args a = {w, w, x, n, decay, step, cautious};
     dm_op_run(o, DM_OP_MUON_UPDATE, DM_FWD, &a);
+}
+
+/* ---- normuon ---- */
+
+/* the reference: the inputs copied to the outputs when they differ (verify's second run),
+ * then ref/normuon_ref.c in place */
+static void normuon_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_normuon_args *a = args;
+    size_t nx = (size_t)a->n * a->rows * a->cols, nv = (size_t)a->n * a->rows;
+    if (a->xo != a->x) memcpy(a->xo, a->x, nx * sizeof(float));
+    if (a->vo != a->v) memcpy(a->vo, a->v, nv * sizeof(float));
+    dm_normuon_ref(a->xo, a->vo, a->n, a->rows, a->cols, a->beta2, a->eps);
+}
+static int normuon_outputs(void *args, int dir, dm_out *o) {
+    (void)dir;
+    dm_normuon_args *a = args;
+    o[0] = (dm_out){"x", (void **)&a->xo, (size_t)a->n * a->rows * a->cols, DM_OUT_SET};
+    o[1] = (dm_out){"v", (void **)&a->vo, (size_t)a->n * a->rows, DM_OUT_SET};
+    return 2;
+}
+static const char *normuon_check(const void *args, int dir) {
+    (void)dir;
+    const dm_normuon_args *a = args;
+    if (a->n < 0 || a->rows < 0 || a->cols < 0) return "a negative size";
+    if (!a->n || !a->rows || !a->cols) return NULL;
+    return !a->xo || !a->vo || !a->x || !a->v || !a->work ? "a NULL buffer" : NULL;
+}
+static const dm_impl NORMUON_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, normuon_ref,
+                                    DM_MEM_HOST};
+const dm_op_def dm_def_normuon = {"normuon", 1u << DM_FWD, &NORMUON_REF,
+                                  sizeof(dm_normuon_args), normuon_outputs, NULL,
+                                  normuon_check};
+
+void dm_op_normuon(dm_ops *o, float *x, float *v, int n, int rows, int cols, float beta2,
+                   float eps, float *work) {
+    dm_normuon_args a = {x, v, x, v, work, n, rows, cols, beta2, eps};
+    dm_op_run(o, DM_OP_NORMUON, DM_FWD, &a);
 }
 
 /* ---- grad_norm ---- */

@@ -12,6 +12,7 @@ typedef struct {
     size_t n;
     float lr, wd, b1, b2, eps, gscale;
     long t;
+    int cautious; /* 1: the decay only where the update and the parameter agree in sign */
 } dm_adamw_args;
 
 typedef struct {
@@ -26,7 +27,19 @@ typedef struct {
     const float *w, *x;
     size_t n;
     float decay, step;
+    int cautious; /* 1: the decay only where x and w agree in sign */
 } dm_apply_args;
+
+/* NorMuon on n stacked slices x[n, rows, cols] with their second moments v[n, rows]
+ * (backends/cpu/kernels/normuon.h: dm_normuon); work: 2 rows floats of scratch (rows
+ * doubles) in the backend's memory */
+typedef struct {
+    float *xo, *vo;
+    const float *x, *v;
+    float *work;
+    int n, rows, cols;
+    float beta2, eps;
+} dm_normuon_args;
 
 typedef struct {
     double *norm;

@@ -21,12 +21,15 @@ typedef struct {
 /* The optimizer's state, as named flat float buffers (what a checkpoint stores; the
  * optimizer does not know the file format): adam_m, adam_v (the parameter layout), and
  * with Muon muon_momentum (the parameter layout), retract_radius, retract_scale (one per
- * Muon slice). data is the backend's memory, inside the optimizer (valid while it lives):
- * read and written through the backend's copies. */
+ * Muon slice), and with muon_norm=neuron normuon_v (one per row of each Muon slice). data
+ * is the backend's memory, inside the optimizer (valid while it lives): read and written
+ * through the backend's copies. */
 typedef struct {
     const char *name;
     float *data;
-    size_t n; /* floats */
+    size_t n;     /* floats */
+    int optional; /* 1: a checkpoint without it loads, leaving it at zero (state a
+                     config key turns on: a run resumed with the key newly set) */
 } dm_optim_buf;
 #define DM_OPTIM_MAX_BUFS 8
 

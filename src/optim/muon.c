@@ -2,14 +2,17 @@
  * ranks of a run (docs/scaling.md):
  *   m <- beta m + (1 - beta) g;   u = (1 - beta) g + beta m          (Nesterov)
  *   O = NS(u), per unit (a head slice of W_q / W_k under ns_headwise=qk, else a matrix)
+ *   muon_norm=neuron (NorMuon): v <- b2 v + (1 - b2) mean_c O^2 per row of the unit,
+ *   O <- O / (sqrt(v) + eps) rescaled to O's Frobenius norm before
  *   W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O                 ([out, in] layout)
+ *   (cautious_wd: the decay only where O and W agree in sign)
  *   then, on steps where step % retract_every == 0, retraction per unit:
  *   sphere W <- R W/||W||_F, or stiefel W <- s polar(W), with R, s fixed at init.
  *
  * Units and ranks. Every rank keeps the whole momentum (it is elementwise and cheap, and a
- * checkpoint then needs nothing gathered) and updates it; Newton-Schulz, the update of W
- * and the retraction of a unit run on the rank that owns it, and the updated units are
- * then all-gathered. The rule: units sorted by NS FLOPs (largest first, ties by their
+ * checkpoint then needs nothing gathered) and updates it; Newton-Schulz, NorMuon's
+ * moments, the update of W and the retraction of a unit run on the rank that owns it, and
+ * the updated units (with their moments) are then all-gathered. The rule: units sorted by NS FLOPs (largest first, ties by their
  * order in the parameter table), each to the rank with the least FLOPs so far (ties: the
  * lowest rank). A unit's result does not depend on which rank runs it or beside which
  * others: small matrices and head slices always take NS's stack path (single-threaded
@@ -63,6 +66,7 @@ static int make_units(dm_muon *o, dm_model *m) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         n = 0;
+        o->nv_n = 0;
         for (int i = 0; i < o->n_tensors; i++) {
             const dm_group *g;
             int r, c;
@@ -77,6 +81,8 @@ static int make_units(dm_muon *o, dm_model *m) {
                 u->cols = c;
                 u->len = (size_t)r * c;
                 u->off = t->offset + (size_t)s * u->len;
+                u->voff = o->nv_n;
+                o->nv_n += (size_t)r;
                 u->cost = dm_op_ns_flops(1, r, c, o->cfg->ns);
             }
         }
@@ -121,9 +127,14 @@ static size_t work_floats(const dm_muon *o, dm_ops *ops) {
         size_t ws = dm_op_retract_work(ops, k, u->rows, u->cols);
         if (w > work) work = w;
         if (ws > work) work = ws;
+        if (o->cfg->muon_norm == DM_MUON_NORM_NEURON && 2 * (size_t)u->rows > work)
+            work = 2 * (size_t)u->rows; /* normuon's rows doubles */
     }
     return work;
 }
+
+/* 1 when NorMuon normalizes the updates (muon_norm=neuron) */
+static int c_norm(const dm_muon *o) { return o->cfg->muon_norm == DM_MUON_NORM_NEURON; }
 
 static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     size_t work = 0;
@@ -147,6 +158,10 @@ static int muon_init(dm_muon *o, dm_model *m, char *err, size_t errlen) {
     o->radius = dm_backend_alloc(o->be, cbytes);
     o->scale = dm_backend_alloc(o->be, cbytes);
     if (!o->mom || !o->ns_work || !o->radius || !o->scale) goto oom;
+    if (c_norm(o)) { /* NorMuon's moments start at zero */
+        if (!(o->nv = dm_backend_alloc(o->be, (o->nv_n ? o->nv_n : 1) * sizeof(float)))) goto oom;
+        dm_backend_zero(o->be, o->nv, (o->nv_n ? o->nv_n : 1) * sizeof(float));
+    }
     /* retraction constants from the weights as they are now (init; a resumed run then
      * loads the saved ones over these): computed on the host from the weights read
      * through a host view or copy, then copied in */
@@ -207,6 +222,7 @@ void dm_muon_free(dm_muon *o) {
     free(o->slice_off);
     dm_backend_release(o->be, o->radius);
     dm_backend_release(o->be, o->scale);
+    dm_backend_release(o->be, o->nv);
     free(o->units);
     dm_backend_release(o->be, o->consts);
     free(o->pack_off);
@@ -244,7 +260,9 @@ int dm_muon_shard(dm_muon *o, dm_comm *comm, char *err, size_t errlen) {
         o->units[order[a]].owner = best;
         load[best] += o->units[order[a]].cost;
     }
-    for (int a = 0; a < nu; a++) o->pack_off[o->units[a].owner + 1] += o->units[a].len;
+    for (int a = 0; a < nu; a++)
+        o->pack_off[o->units[a].owner + 1] += o->units[a].len +
+                                              (c_norm(o) ? (size_t)o->units[a].rows : 0);
     for (int r = 0; r < N; r++) o->pack_off[r + 1] += o->pack_off[r];
     /* upd: this rank's stacked units side by side, each batch of one shape contiguous in
      * the order next_batch takes them (a batch is orthogonalized together as one stack),
@@ -340,14 +358,23 @@ static void orthogonalize_stacked(dm_muon *o, dm_ops *ops, char *done) {
     }
 }
 
-/* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update */
+/* NorMuon on unit u's orthogonalized update x (muon_norm=neuron), its moments at voff;
+ * the NS scratch, free again, holds the kernel's row sums */
+static void normalize(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
+    if (c_norm(o))
+        dm_op_normuon(ops, x, o->nv + u->voff, 1, u->rows, u->cols, o->cfg->normuon_beta2,
+                      DM_NORMUON_EPS, o->ns_work);
+}
+
+/* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update
+ * (cautious_wd: the decay where O and W agree in sign) */
 static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
                      float f) {
     const dm_group *g = &o->groups[u->tensor];
     float lr = g->lr * f;
     float step_scale = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
     float decay = 1.0f - lr * g->wd;
-    dm_op_muon_update(ops, W + u->off, x, u->len, decay, step_scale);
+    dm_op_muon_update(ops, W + u->off, x, u->len, decay, step_scale, o->cfg->cautious_wd);
 }
 
 /* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
@@ -389,11 +416,15 @@ static void retract_stacked(dm_muon *o, dm_ops *ops, float *W, char *done) {
 static int gather_units(dm_muon *o, float *W) {
     size_t *at = o->pack_cur;
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
+    size_t vr = c_norm(o); /* each unit's moments after its weights */
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
-        if (u->owner == o->rank)
-            dm_backend_copy(o->be, o->pack + at[o->rank], W + u->off, u->len * sizeof(float));
-        if (u->owner == o->rank) at[o->rank] += u->len;
+        if (u->owner != o->rank) continue;
+        dm_backend_copy(o->be, o->pack + at[o->rank], W + u->off, u->len * sizeof(float));
+        at[o->rank] += u->len;
+        if (vr) dm_backend_copy(o->be, o->pack + at[o->rank], o->nv + u->voff,
+                                (size_t)u->rows * sizeof(float));
+        at[o->rank] += vr * (size_t)u->rows;
     }
     /* the exchange through host memory (the pack mapped: a view on the CPU) */
     size_t pb = o->pack_off[o->nranks] * sizeof(float);
@@ -404,9 +435,12 @@ static int gather_units(dm_muon *o, float *W) {
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
-        if (u->owner != o->rank)
+        if (u->owner != o->rank) {
             dm_backend_copy(o->be, W + u->off, o->pack + at[u->owner], u->len * sizeof(float));
-        at[u->owner] += u->len;
+            if (vr) dm_backend_copy(o->be, o->nv + u->voff, o->pack + at[u->owner] + u->len,
+                                    (size_t)u->rows * sizeof(float));
+        }
+        at[u->owner] += u->len + vr * (size_t)u->rows;
     }
     return 0;
 }
@@ -428,11 +462,12 @@ int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step) {
         dm_op_momentum(ops, o->mom + u->off, mine ? o->upd + u->uoff : NULL, G + u->off, u->len,
                        beta, gscale);
     }
-    /* the stacked units: orthogonalized together, then updated and retracted */
+    /* the stacked units: orthogonalized together, then normalized, updated and retracted */
     orthogonalize_stacked(o, ops, done);
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
         if (u->owner != o->rank || !u->stacked) continue;
+        normalize(o, ops, u, o->upd + u->uoff);
         update_w(o, ops, u, W, o->upd + u->uoff, f);
         if (retract && c->retract == DM_RETRACT_SPHERE) retract_one(o, ops, u, W);
     }
@@ -444,6 +479,7 @@ int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step) {
         if (u->owner != o->rank || u->stacked) continue;
         dm_op_momentum(ops, o->mom + u->off, x, G + u->off, u->len, beta, gscale);
         orthogonalize_alone(o, ops, u, x);
+        normalize(o, ops, u, x);
         update_w(o, ops, u, W, x, f);
         if (retract) retract_one(o, ops, u, W);
     }
@@ -454,9 +490,12 @@ int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step) {
 }
 
 int dm_muon_state(const dm_muon *o, dm_optim_buf *out, int max) {
-    if (max < 3) return 0;
-    out[0] = (dm_optim_buf){"muon_momentum", o->mom, o->n};
-    out[1] = (dm_optim_buf){"retract_radius", o->radius, (size_t)o->n_slices};
-    out[2] = (dm_optim_buf){"retract_scale", o->scale, (size_t)o->n_slices};
-    return 3;
+    if (max < 3 + !!o->nv) return 0;
+    out[0] = (dm_optim_buf){"muon_momentum", o->mom, o->n, 0};
+    out[1] = (dm_optim_buf){"retract_radius", o->radius, (size_t)o->n_slices, 0};
+    out[2] = (dm_optim_buf){"retract_scale", o->scale, (size_t)o->n_slices, 0};
+    if (!o->nv) return 3;
+    /* optional: a checkpoint of a run without NorMuon resumes with the moments at zero */
+    out[3] = (dm_optim_buf){"normuon_v", o->nv, o->nv_n, 1};
+    return 4;
 }

@@ -25,6 +25,7 @@ typedef struct {
     double cost;      /* NS FLOPs */
     int owner;        /* rank */
     size_t uoff;      /* a stacked unit this rank owns: where its update lies in upd */
+    size_t voff;      /* where its rows' second moments lie in nv (muon_norm=neuron) */
 } dm_muon_unit;
 
 typedef struct dm_muon dm_muon;
@@ -55,9 +56,17 @@ struct dm_muon {
     int n_slices;
     float *radius;     /* [n_slices] retraction radius ||W0||_F per slice (backend memory) */
     float *scale;      /* [n_slices] Stiefel scale per slice (backend memory) */
+    float *nv;         /* muon_norm=neuron: NorMuon's second moments, one per row of every
+                          unit, in unit order (backend memory; the owner updates a unit's
+                          and the all-gather carries them to every rank); else NULL */
+    size_t nv_n;       /* floats in nv */
     dm_atlas *atlas;   /* the all-gather's timing, or NULL (the ops are timed by the op
                           layer) */
 };
+
+/* NorMuon's epsilon in 1 / (sqrt(v) + eps): far below any row's root moment (an
+ * orthogonalized update's entries are ~ 1/sqrt(max(rows, cols))) */
+#define DM_NORMUON_EPS 1e-8f
 
 /* Muon's state for the Muon groups of `groups` (cfg and groups stay the caller's and must
  * outlive it); NULL with err when out of memory or bf16 Newton-Schulz cannot run. */

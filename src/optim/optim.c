@@ -129,7 +129,7 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
         if (g->kind == DM_GROUP_ADAMW)
             dm_op_adamw(dm_optim_ops(m), P + t->offset, o->m1 + t->offset, o->m2 + t->offset,
                         G + t->offset, t->numel, g->lr * f, g->wd, c->beta1, c->beta2,
-                        c->adam_eps, step + 1, gscale);
+                        c->adam_eps, step + 1, gscale, c->cautious_wd);
     }
     if (o->muon && dm_muon_step(o->muon, m, f, gscale, step)) return NAN;
     return norm;
@@ -147,8 +147,8 @@ void dm_optim_shard_text(const dm_optim *o, char *buf, size_t n) {
 int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max) {
     int k = 0;
     if (max < 2) return 0;
-    out[k++] = (dm_optim_buf){"adam_m", o->m1, o->n};
-    out[k++] = (dm_optim_buf){"adam_v", o->m2, o->n};
+    out[k++] = (dm_optim_buf){"adam_m", o->m1, o->n, 0};
+    out[k++] = (dm_optim_buf){"adam_v", o->m2, o->n, 0};
     return o->muon ? k + dm_muon_state(o->muon, out + k, max - k) : k;
 }
 
@@ -159,7 +159,8 @@ int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, cha
     for (int i = 0; i < nb; i++) {
         if (strcmp(bufs[i].name, name) != 0) continue;
         if (bufs[i].n != n) break;
-        dm_backend_from_host(o->be, bufs[i].data, src, n * sizeof(float));
+        if (src) dm_backend_from_host(o->be, bufs[i].data, src, n * sizeof(float));
+        else dm_backend_zero(o->be, bufs[i].data, n * sizeof(float));
         return 0;
     }
     snprintf(err, errlen, "optimizer state: tensor '%s' missing or of the wrong shape", name);

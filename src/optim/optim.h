@@ -61,7 +61,8 @@ void dm_optim_memory(const dm_optim *o, dm_optim_mem *mem);
 
 /* Fill out[0..max) with the state buffers (optim/common.h); returns how many. */
 int dm_optim_state(const dm_optim *o, dm_optim_buf *out, int max);
-/* Load the buffer `name` from src[0..n). 0 ok; else err (no such buffer, another size). */
+/* Load the buffer `name` from src[0..n) (src NULL: zeros). 0 ok; else err (no such buffer,
+ * another size). */
 int dm_optim_load(dm_optim *o, const char *name, const float *src, size_t n, char *err,
                   size_t errlen);
 

@@ -1,5 +1,9 @@
 /* update.c — the cpu backend's optimizer ops (ops/update.c defines them): the kernels of
- * adamw, momentum, muon_update, grad_norm, grad_add and grad_mean (kernels/optim.c). */
+ * adamw, momentum, muon_update, grad_norm, grad_add and grad_mean (kernels/optim.c), and
+ * normuon with the cautious forms of adamw and muon_update (kernels/normuon.c). */
+#include <string.h>
+
+#include "backends/cpu/kernels/normuon.h"
 #include "backends/cpu/kernels/optim.h"
 #include "ops/op.h"
 #include "ops/update.h"
@@ -7,8 +11,9 @@
 static void adamw_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
-    dm_adamw(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1, a->b2,
-             a->eps, a->t, a->gscale);
+    (a->cautious ? dm_adamw_cautious : dm_adamw)(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2,
+                                                 a->n, a->lr, a->wd, a->b1, a->b2, a->eps, a->t,
+                                                 a->gscale);
 }
 
 static void mom_cpu(dm_ops *ops, void *args, int dir) {
@@ -20,7 +25,18 @@ static void mom_cpu(dm_ops *ops, void *args, int dir) {
 static void apply_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_apply_args *a = args;
-    dm_muon_apply(a->wo, a->w, a->x, a->n, a->decay, a->step);
+    (a->cautious ? dm_muon_apply_cautious : dm_muon_apply)(a->wo, a->w, a->x, a->n, a->decay,
+                                                           a->step);
+}
+
+/* in place; verify's second run gets outputs of its own: the inputs copied there first */
+static void normuon_cpu(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)dir;
+    dm_normuon_args *a = args;
+    size_t nx = (size_t)a->n * a->rows * a->cols, nv = (size_t)a->n * a->rows;
+    if (a->xo != a->x) memcpy(a->xo, a->x, nx * sizeof(float));
+    if (a->vo != a->v) memcpy(a->vo, a->v, nv * sizeof(float));
+    dm_normuon(a->xo, a->vo, a->n, a->rows, a->cols, a->beta2, a->eps, (double *)a->work);
 }
 
 static void norm_cpu(dm_ops *ops, void *args, int dir) {
@@ -46,6 +62,8 @@ static const dm_impl MOMENTUM[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, mom_cpu,
 const dm_impl_list dm_cpu_momentum = DM_IMPL_LIST(MOMENTUM);
 static const dm_impl APPLY[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, apply_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_muon_update = DM_IMPL_LIST(APPLY);
+static const dm_impl NORMUON[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, normuon_cpu, DM_MEM_HOST}};
+const dm_impl_list dm_cpu_normuon = DM_IMPL_LIST(NORMUON);
 static const dm_impl NORM[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, norm_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_grad_norm = DM_IMPL_LIST(NORM);
 static const dm_impl GRAD_ADD[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, add_cpu, DM_MEM_HOST}};
