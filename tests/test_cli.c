@@ -274,7 +274,9 @@ TEST(cli_version_says_build_and_cpu) {
     printf("%s", out);
     CHECK(!strncmp(out, "dormouse ", 9) && strstr(out, " (commit "));
     CHECK(strstr(out, "\nbackends: cpu (OpenBLAS, oneDNN)") != NULL);
-    CHECK(strstr(out, DM_HAVE_CUDA ? "cuda kernels built in (device 0: " : "no cuda: ") != NULL);
+    CHECK(strstr(out, DM_HAVE_CUDA ? "cuda (the module libdormouse-cuda.so, loaded where a "
+                                     "device answers; device 0: "
+                                   : "no cuda: ") != NULL);
     CHECK(strstr(out, "\nmpi: ") && strstr(out, "; plots: "));
     CHECK(strstr(out, "\ncpu: ") && strstr(out, "\nprecision=auto here: matmuls "));
     t_rmtree(d);

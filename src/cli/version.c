@@ -63,8 +63,8 @@ int dm_cmd_version(void) {
     dm_model_free(m);
     printf("dormouse %s (commit %s)\n", DM_VERSION, DM_COMMIT);
     if (DM_HAVE_CUDA)
-        printf("backends: cpu (OpenBLAS, oneDNN), cuda kernels built in (device 0: %s)\n",
-               cuda);
+        printf("backends: cpu (OpenBLAS, oneDNN), cuda (the module libdormouse-cuda.so, "
+               "loaded where a device answers; device 0: %s)\n", cuda ? cuda : "answers");
     else
         printf("backends: cpu (OpenBLAS, oneDNN); no cuda: %s\n", cuda);
     printf("mpi: %s; plots: %s\n",
