@@ -34,7 +34,7 @@
 #include "dormouse.h"
 
 /* the kinds of memory an implementation takes; one per family of kernels */
-enum { DM_MEM_HOST = 0, DM_MEM_KINDS };
+enum { DM_MEM_HOST = 0, DM_MEM_CUDA, DM_MEM_KINDS };
 
 typedef struct dm_backend dm_backend;
 struct dm_atlas;
@@ -69,7 +69,7 @@ typedef struct {
 } dm_backend_calls;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
-typedef struct {
+typedef struct dm_backend_vt {
     void *(*alloc)(dm_backend *be, size_t bytes); /* zeroed, 64-byte aligned; NULL: OOM */
     void (*release)(dm_backend *be, void *p);
     void (*to_host)(dm_backend *be, void *host, const void *src, size_t bytes);
@@ -169,8 +169,8 @@ dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend
                             void *priv, char *err, size_t errlen);
 /* The registry's entry of kind (auto: the host's), or NULL. */
 const dm_backend_reg *dm_backend_reg_of(int kind);
-/* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's
- * backend here */
+/* (src/ops/cuda/probe.c) the cuda backend on device `device`, made from the CUDA module's
+ * table (src/backends/cuda, in libdormouse-cuda.so); NULL with the reason in err */
 dm_backend *dm_backend_cuda_create(int device, char *err, size_t errlen);
 const char *dm_backend_cuda_missing(int device);
 
