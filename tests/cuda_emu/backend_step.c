@@ -1,7 +1,7 @@
 /* backend_step.c — the cuda backend (src/backends/cuda) on the CUDA emulator: whole
  * training steps of a tiny model on the emulated GPU against the cpu backend. The program
  * carries the CUDA module's code (the kernels translated for the emulator, the backend, its
- * entry) and hands its table to the loader before any test runs, so backend=cuda makes a
+ * entry) and hands its table to the loader before any test runs (install.c), so backend=cuda makes a
  * model whose memory is emulated device memory and whose ops run the CUDA kernels.
  * ctest runs each case in the emulator's three barrier orders (docs/emulator.md). */
 #include <math.h>
@@ -12,18 +12,10 @@
 
 #include "check.h"
 #include "dormouse.h"
-#include "kernels/cuda/entry.h"
 #include "model/host.h"
 #include "model/model.h"
 #include "ops/backend.h"
-#include "ops/cuda/loader.h"
 #include "optim/optim.h"
-
-const dm_cuda_module *dm_cuda_module_entry(void); /* src/backends/cuda/entry.c */
-
-__attribute__((constructor)) static void install(void) {
-    dm_cuda_module_install(dm_cuda_module_entry());
-}
 
 static dm_config tiny(int backend, int mixer) {
     dm_config c;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR — `train` with backend=cuda on the CUDA
+# emulator (docs/emulator.md): DORMOUSE_EMU is the command built with the CUDA module's
+# code run on the emulator. A tiny model trains 20 steps (Muon, AdamW, the sphere
+# retraction) on the emulated GPU and on the cpu (DORMOUSE, backend=cpu) from the same
+# seed; every logged loss must agree within 1e-5 relative. Exit 0 when they do, 1 naming
+# the first that does not.
+set -uo pipefail
+cpu=${1:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+emu=${2:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+src=${3:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+work=$(mktemp -d /tmp/train_cuda.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+tiny=(d_model=32 n_layer=2 n_head=2 head_dim=16 gate_rank=8 batch_size=2 seq_len=32
+      steps=20 warmup_steps=2 log_every=1 eval_every=0 eval_window=2048 ckpt_every=0
+      precision=fp32 threads=1)
+sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
+
+# shellcheck disable=SC2046
+"$cpu" train --out "$work/cpu" --data "$src/data/kjv.txt.gz" $(sets backend=cpu) \
+    >"$work/cpu.log" 2>&1 || { echo "FAILED train on cpu: $(tail -n 3 "$work/cpu.log")"; exit 1; }
+# shellcheck disable=SC2046
+"$emu" train --out "$work/cuda" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) \
+    >"$work/cuda.log" 2>&1 || { echo "FAILED train on cuda (emulated): $(tail -n 3 "$work/cuda.log")"; exit 1; }
+grep -m1 "policy:" "$work/cuda.log"
+/usr/bin/python3 - "$work/cpu/metrics.jsonl" "$work/cuda/metrics.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if len(a) < 20 or sorted(a) != sorted(b):
+    sys.exit(f"steps logged: cpu {len(a)}, cuda {len(b)}")
+worst = max(abs(b[s] - a[s]) / abs(a[s]) for s in a)
+for s in sorted(a):
+    print(f"step {s:3d}  loss cpu {a[s]:.7f}  cuda {b[s]:.7f}")
+print(f"largest relative difference {worst:.3g} (bound 1e-5)")
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
