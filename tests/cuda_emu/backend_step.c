@@ -167,3 +167,24 @@ TEST(cuda_backend_muon_bitwise_run_to_run) {
     free(p0), free(p1), free(p2), free(pc);
     dm_model_free(m);
 }
+
+/* What would reach an op the backend declines is refused when the model is made, with the
+ * reason (one line), never mid-run: bf16, verify mode, several micro-batches, Stiefel. */
+TEST(cuda_backend_refuses_what_it_cannot_run) {
+    static const struct { const char *key, *value, *says; } no[] = {
+        {"precision", "bf16", "fp32 only"},
+        {"verify_fused", "2", "verify_fused"},
+        {"grad_accum", "2", "grad_accum"},
+        {"retract", "stiefel", "Stiefel"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        char err[512] = "";
+        dm_config c = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA);
+        CHECKF(!dm_config_set(&c, no[i].key, no[i].value, err, sizeof err), "%s", err);
+        dm_model *m = dm_model_create(&c, err, sizeof err);
+        CHECKF(!m && strstr(err, no[i].says) && !strchr(err, '\n'), "%s=%s: %s", no[i].key,
+               no[i].value, m ? "made" : err);
+        printf("  %s=%s: %s\n", no[i].key, no[i].value, err);
+        dm_model_free(m);
+    }
+}

@@ -79,6 +79,18 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
                                   "(its bf16 products are not wired); use precision=fp32");
         return 1;
     }
+    /* what would reach an op the backend declines, refused here rather than mid-run */
+    const char *no = c->verify_fused > 0 ? "verify_fused: the cuda backend has no second "
+                                           "implementation to verify against yet"
+                   : c->grad_accum > 1   ? "grad_accum > 1: the cuda backend has no kernel for "
+                                           "the mean of several micro-batches yet"
+                   : c->retract == DM_RETRACT_STIEFEL
+                       ? "retract=stiefel: the cuda backend has no Stiefel retraction yet"
+                       : NULL;
+    if (no) {
+        if (err) snprintf(err, errlen, "%s; use backend=cpu", no);
+        return 1;
+    }
     static const char *no_bf16 = "the cuda backend runs fp32 only so far";
     *p = (dm_policy){.backend = be->name, .threads = 1, .gemm = DM_GEMM_OPENBLAS,
                      .gemm_why = "on the GPU: cuBLASLt, true f32",
