@@ -3,8 +3,9 @@
 # emulator (docs/emulator.md): DORMOUSE_EMU is the command built with the CUDA module's
 # code run on the emulator. A tiny model trains 20 steps (Muon, AdamW, the sphere
 # retraction) on the emulated GPU and on the cpu (DORMOUSE, backend=cpu) from the same
-# seed; every logged loss must agree within 1e-5 relative. Exit 0 when they do, 1 naming
-# the first that does not.
+# seed; every logged loss must agree within 1e-5 relative. Then `eval` of the cpu run's
+# checkpoint with backend=cuda gives the cpu's val_bpb within 1e-5, and `sample` runs.
+# Exit 0 when all hold, 1 naming what does not.
 set -uo pipefail
 cpu=${1:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
 emu=${2:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
@@ -37,3 +38,18 @@ for s in sorted(a):
 print(f"largest relative difference {worst:.3g} (bound 1e-5)")
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
+[[ $? == 0 ]] || exit 1
+
+# eval and sample of the cpu run's checkpoint on the emulated GPU
+for be in cpu cuda; do
+    "$emu" eval "$work/cpu" --data "$src/data/kjv.txt.gz" --set backend=$be \
+        --set eval_window=2048 >"$work/eval.$be" 2>&1 ||
+        { echo "FAILED eval on $be: $(tail -n 2 "$work/eval.$be")"; exit 1; }
+done
+"$emu" sample "$work/cpu" --len 20 --seed 3 --set backend=cuda >"$work/sample.cuda" 2>&1 ||
+    { echo "FAILED sample on cuda: $(tail -n 2 "$work/sample.cuda")"; exit 1; }
+a=$(sed -n 's/^val_bpb \([0-9.]*\) .*/\1/p' "$work/eval.cpu")
+b=$(sed -n 's/^val_bpb \([0-9.]*\) .*/\1/p' "$work/eval.cuda")
+/usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); \
+print(f'eval val_bpb cpu {a} cuda {b}'); sys.exit(0 if abs(a - b) <= 1e-5 * a else 1)" "$a" "$b" ||
+    { echo "eval differs: cpu [$a] cuda [$b]"; exit 1; }
