@@ -4,7 +4,8 @@
 # code run on the emulator. A tiny model trains 20 steps (Muon, AdamW, the sphere
 # retraction) on the emulated GPU and on the cpu (DORMOUSE, backend=cpu) from the same
 # seed; every logged loss must agree within 1e-5 relative. Then `eval` of the cpu run's
-# checkpoint with backend=cuda gives the cpu's val_bpb within 1e-5, and `sample` runs.
+# checkpoint with backend=cuda gives the cpu's val_bpb within 1e-5, `sample` runs, and a
+# cuda run stopped at step 10 and resumed logs the straight cuda run's values, bit for bit.
 # Exit 0 when all hold, 1 naming what does not.
 set -uo pipefail
 cpu=${1:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
@@ -14,7 +15,7 @@ work=$(mktemp -d /tmp/train_cuda.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 tiny=(d_model=32 n_layer=2 n_head=2 head_dim=16 gate_rank=8 batch_size=2 seq_len=32
-      steps=20 warmup_steps=2 log_every=1 eval_every=0 eval_window=2048 ckpt_every=0
+      steps=20 warmup_steps=2 log_every=1 eval_every=0 eval_window=2048 ckpt_every=10
       precision=fp32 threads=1)
 sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
 
@@ -53,3 +54,11 @@ b=$(sed -n 's/^val_bpb \([0-9.]*\) .*/\1/p' "$work/eval.cuda")
 /usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); \
 print(f'eval val_bpb cpu {a} cuda {b}'); sys.exit(0 if abs(a - b) <= 1e-5 * a else 1)" "$a" "$b" ||
     { echo "eval differs: cpu [$a] cuda [$b]"; exit 1; }
+
+# resume on the emulated GPU: to step 10, then on to 20, against the straight cuda run
+# shellcheck disable=SC2046
+"$emu" train --out "$work/resume" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) --until 10 \
+    >"$work/resume.log" 2>&1 && "$emu" train --resume "$work/resume" >>"$work/resume.log" 2>&1 ||
+    { echo "FAILED resume on cuda: $(tail -n 2 "$work/resume.log")"; exit 1; }
+/usr/bin/python3 "$src/tests/same_run.py" "$work/cuda" "$work/resume" && echo "same   resume on cuda" ||
+    { echo "DIFFER resume on cuda"; exit 1; }
