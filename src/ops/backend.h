@@ -8,6 +8,8 @@
  *           the dispatch routine runs inside dm_backend_enter / dm_backend_leave): host code
  *           that still reads or writes model memory directly crashes. This is how the host
  *           side of a device backend is tested on a machine without the device.
+ *   cuda    device memory (DM_MEM_CUDA); the CUDA kernels (src/backends/cuda, inside the
+ *           CUDA module that src/ops/cuda loads; docs/cuda.md)
  * The backend allocates and frees the model's memory (parameters, gradients, the
  * activation arena, the optimizer's state, scratch), copies between host memory and its
  * own, zeroes, and synchronizes. Code outside the backend reaches that memory only through
