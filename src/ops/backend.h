@@ -118,7 +118,8 @@ typedef struct {
     const char *name;
     int kind; /* DM_BACKEND_* */
     dm_backend *(*create)(int device, char *err, size_t errlen);
-    const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: none (cuda: refused) */
+    const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: given when made (cuda:
+                                                the module's table, src/ops/cuda/probe.c) */
     const dm_backend_vt *vt; /* its calls, for an op layer of no model (the host's: what
                                 `dormouse plan` sizes); NULL: made with the backend */
 } dm_backend_reg;
