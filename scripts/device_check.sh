@@ -153,8 +153,9 @@ if (( built )) && has module && time_for module; then
   said=$(grep -m1 '^error: backend=cuda' "$out/module.log")
   tests_rc=$(sed -n 's/^test_cuda_module: exit //p' "$out/module.log")
   if [[ $tests_rc != 0 ]]; then row module "FAILED: test_cuda_module exit $tests_rc ($out/module.log)"
-  elif (( gpu_ok )) && [[ $said == *"not written yet"* ]]; then
-    row module "ok ($(secs "$t")): the driver, the module and its probe answered; ${said#error: }"
+  elif (( gpu_ok )) && grep -q '^dormouse backend=cuda: exit 0' "$out/module.log" &&
+       grep -q '^policy: cuda' "$out/module.log"; then
+    row module "ok ($(secs "$t")): the module loaded and backend=cuda trained a step on the GPU"
   elif (( gpu_ok )); then row module "FAILED: backend=cuda said [${said:-nothing}] ($out/module.log)"
   else row module "$no_gpu; the command said [${said#error: }]"; fi
 fi

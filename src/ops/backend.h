@@ -8,6 +8,8 @@
  *           the dispatch routine runs inside dm_backend_enter / dm_backend_leave): host code
  *           that still reads or writes model memory directly crashes. This is how the host
  *           side of a device backend is tested on a machine without the device.
+ *   cuda    device memory (DM_MEM_CUDA); the CUDA kernels (src/backends/cuda, inside the
+ *           CUDA module that src/ops/cuda loads; docs/cuda.md)
  * The backend allocates and frees the model's memory (parameters, gradients, the
  * activation arena, the optimizer's state, scratch), copies between host memory and its
  * own, zeroes, and synchronizes. Code outside the backend reaches that memory only through
@@ -34,7 +36,7 @@
 #include "dormouse.h"
 
 /* the kinds of memory an implementation takes; one per family of kernels */
-enum { DM_MEM_HOST = 0, DM_MEM_KINDS };
+enum { DM_MEM_HOST = 0, DM_MEM_CUDA, DM_MEM_KINDS };
 
 typedef struct dm_backend dm_backend;
 struct dm_atlas;
@@ -69,7 +71,7 @@ typedef struct {
 } dm_backend_calls;
 
 /* What a backend does; NULL entries: nothing to do (enter, leave, sync). */
-typedef struct {
+typedef struct dm_backend_vt {
     void *(*alloc)(dm_backend *be, size_t bytes); /* zeroed, 64-byte aligned; NULL: OOM */
     void (*release)(dm_backend *be, void *p);
     void (*to_host)(dm_backend *be, void *host, const void *src, size_t bytes);
@@ -116,7 +118,8 @@ typedef struct {
     const char *name;
     int kind; /* DM_BACKEND_* */
     dm_backend *(*create)(int device, char *err, size_t errlen);
-    const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: none (cuda: refused) */
+    const struct dm_impl_list *const *impls; /* [DM_OP_COUNT]; NULL: given when made (cuda:
+                                                the module's table, src/ops/cuda/probe.c) */
     const dm_backend_vt *vt; /* its calls, for an op layer of no model (the host's: what
                                 `dormouse plan` sizes); NULL: made with the backend */
 } dm_backend_reg;
@@ -169,8 +172,8 @@ dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend
                             void *priv, char *err, size_t errlen);
 /* The registry's entry of kind (auto: the host's), or NULL. */
 const dm_backend_reg *dm_backend_reg_of(int kind);
-/* (src/ops/cuda/probe.c) NULL with the reason: why device `device` cannot be the model's
- * backend here */
+/* (src/ops/cuda/probe.c) the cuda backend on device `device`, made from the CUDA module's
+ * table (src/backends/cuda, in libdormouse-cuda.so); NULL with the reason in err */
 dm_backend *dm_backend_cuda_create(int device, char *err, size_t errlen);
 const char *dm_backend_cuda_missing(int device);
 

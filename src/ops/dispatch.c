@@ -342,14 +342,21 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     }
     dm_backend_enter(ops->be); /* the backend's memory is the kernels' during the call */
     int chosen = -1, n = n_impl(ops, op);
+    const char *why = "it has none";
     for (int i = 0; i < n && chosen < 0; i++) {
         const dm_impl *im = impl_at(ops, op, i);
         if (left_out(ops, im)) continue;
-        const char *why = why_not(ops, im, args, dir);
+        why = why_not(ops, im, args, dir);
         if (!why) chosen = i;
         else count_skip(ops, op, dir, i, why);
     }
-    if (chosen < 0) abort(); /* every op's last implementation takes every call */
+    if (chosen < 0) { /* on the host the reference takes every call; a device backend's
+                         memory is never handed to the host's implementations */
+        fprintf(stderr, "dormouse: op %s.%s: no implementation of the %s backend takes this "
+                        "call (%s)\n", def->name, DIR[dir], ops->be ? ops->be->name : "cpu", why);
+        fflush(stderr);
+        abort();
+    }
     ops->calls[op][dir]++;
     ops->ran[op][dir][chosen]++;
     int other = ops->verify ? second(ops, op, chosen, args, dir) : -1;

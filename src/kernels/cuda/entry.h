@@ -1,10 +1,10 @@
 /* entry.h — the CUDA module's one entry point (docs/cuda.md section 2).
  *
- * The CUDA kernels, their runtime side and cuBLASLt live in a module of their own,
- * libdormouse-cuda.so, that the dormouse command and libdormouse load with dlopen only
- * when a CUDA device answers (src/ops/cuda/loader.c). Neither links a CUDA library: the
- * module holds the static CUDA runtime and needs libcublasLt.so, found through its rpath
- * to the toolkit's lib/ or LD_LIBRARY_PATH.
+ * The CUDA kernels, their runtime side, cuBLASLt and the cuda backend (src/backends/cuda)
+ * live in a module of their own, libdormouse-cuda.so, that the dormouse command and
+ * libdormouse load with dlopen only when a CUDA device answers (src/ops/cuda/loader.c).
+ * Neither links a CUDA library: the module holds the static CUDA runtime and needs
+ * libcublasLt.so, found through its rpath to the toolkit's lib/ or LD_LIBRARY_PATH.
  *
  * The module exports one symbol, DM_CUDA_ENTRY_SYMBOL, a function returning its table.
  * The table starts with its ABI number and size so that a loader refuses a module of
@@ -16,8 +16,11 @@
 
 #include <stddef.h>
 
-#define DM_CUDA_MODULE_ABI 1
+#define DM_CUDA_MODULE_ABI 2
 #define DM_CUDA_ENTRY_SYMBOL "dm_cuda_module_entry"
+
+struct dm_backend_vt;
+struct dm_impl_list;
 
 typedef struct dm_cuda_module {
     int abi;          /* DM_CUDA_MODULE_ABI of the build that made it */
@@ -27,6 +30,12 @@ typedef struct dm_cuda_module {
     const char *(*unavailable)(int device);
     void (*device_name)(int device, char *buf, size_t n);
     const char *(*error)(int err);
+    /* the cuda backend (src/backends/cuda/cuda.h; ABI 2): its calls (ops/backend.h:
+     * dm_backend_vt), its implementations of the ops [DM_OP_COUNT] (ops/op.h), and its
+     * private state on device `device` (NULL with the reason in err) */
+    const struct dm_backend_vt *backend_vt;
+    const struct dm_impl_list *const *backend_impls;
+    void *(*backend_state)(int device, char *err, size_t errlen);
 } dm_cuda_module;
 
 typedef const dm_cuda_module *(*dm_cuda_entry_fn)(void);

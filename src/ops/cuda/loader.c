@@ -146,3 +146,7 @@ const dm_cuda_module *dm_cuda_module_load(const char **why) {
     if (why) *why = mod ? NULL : mod_why;
     return mod;
 }
+
+static const dm_cuda_module *installed;
+void dm_cuda_module_install(const dm_cuda_module *m) { installed = m; }
+const dm_cuda_module *dm_cuda_module_installed(void) { return installed; }

@@ -36,4 +36,10 @@ const dm_cuda_module *dm_cuda_module_open(const char *path, char *why, size_t n)
  * (*why, constant for the process) when it cannot be loaded. */
 const dm_cuda_module *dm_cuda_module_load(const char **why);
 
+/* A program that carries the module's code in itself (the CUDA emulator's test programs,
+ * tests/cuda_emu) hands its table here before any backend is made; from then on
+ * dm_cuda_module_installed answers it and the probe opens no driver and no module. */
+void dm_cuda_module_install(const dm_cuda_module *m);
+const dm_cuda_module *dm_cuda_module_installed(void);
+
 #endif /* DM_OPS_CUDA_LOADER_H */

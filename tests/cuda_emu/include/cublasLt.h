@@ -91,6 +91,8 @@ typedef struct {
 } cublasLtMatmulHeuristicResult_t;
 
 const char *cublasLtGetStatusString(cublasStatus_t st);
+/* the emulator's version: a cuBLASLt 12.8.0, as major*10000 + minor*100 + patch */
+size_t cublasLtGetVersion(void);
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t h);
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,

@@ -1,8 +1,11 @@
-/* entry.c — the CUDA module's entry point (entry.h): built into libdormouse-cuda.so only. */
+/* entry.c — the CUDA module's entry point (kernels/cuda/entry.h): built into
+ * libdormouse-cuda.so (and into the emulator's test programs, which hand the table to the
+ * loader themselves: tests/cuda_emu). */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 
+#include "backends/cuda/cuda.h"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/entry.h"
 
@@ -15,6 +18,9 @@ static const dm_cuda_module table = {
     .unavailable = dm_cuda_unavailable,
     .device_name = dm_cuda_device_name,
     .error = dm_cuda_error,
+    .backend_vt = &dm_cuda_vt,
+    .backend_impls = dm_cuda_impls,
+    .backend_state = dm_cuda_backend_state,
 };
 
 __attribute__((visibility("default"))) const dm_cuda_module *dm_cuda_module_entry(void) {

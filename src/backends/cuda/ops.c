@@ -1,0 +1,369 @@
+/* ops.c — the cuda backend's implementations of the ops (ops/oplist.h) over the CUDA
+ * kernels (src/kernels/cuda, their cuda.h), on device memory (DM_MEM_CUDA), every kernel
+ * on the backend's stream, fp32 only. A call a kernel does not take (a bf16 copy asked
+ * for, one Newton-Schulz step at a time, the Stiefel retraction, the gradient mean of
+ * several micro-batches) is declined by supports() with the reason, which the dispatch
+ * counts; with nothing else of the backend's memory kind, it stops the process rather than
+ * run on the host. Host synchronisation inside a step: the cross-entropy's mean loss and
+ * the gradient norm, returned to the host as doubles, wait for the stream (the only two). */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cuda/cuda.h"
+#include "backends/cuda/priv.h"
+#include "ops/delta.h"
+#include "ops/matmul.h"
+#include "ops/norms.h"
+#include "ops/ns.h"
+#include "ops/pointwise.h"
+#include "ops/seq.h"
+#include "ops/update.h"
+#include "ref/ns_sched.h"
+
+#define ST(ops) dm_cuda_state_of(ops)
+#define S(ops) (ST(ops)->s)
+#define CHECK(call, what) dm_cuda_check((call), (what))
+#define IMPL(name, sup, run) {name, 0, DM_PREC_FP32, NULL, sup, run, DM_MEM_CUDA}
+
+/* a copy of n floats from src to dst on the stream when they differ (the updates' in-place
+ * kernels, given outputs of their own in verify mode) */
+static void same(dm_ops *ops, float *dst, const float *src, size_t n) {
+    if (dst != src && n) CHECK(dm_cuda_copy(dst, src, n * sizeof(float), S(ops)), "a copy");
+}
+
+/* ---- the model's ops ---- */
+
+static void matmul_cu(dm_ops *ops, void *args, int dir) {
+    dm_matmul_args *a = args;
+    dm_cuda_blas *b = ST(ops)->blas;
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_matmul_fwd(b, 0, a->out, a->in, a->W, a->bias, a->N, a->K, a->O, S(ops)),
+              "matmul fwd");
+    else if (dir == DM_BWD)
+        CHECK(dm_cuda_matmul_bwd_data(b, 0, a->din, a->dout, a->W, a->N, a->K, a->O,
+                                      a->din_acc, S(ops)),
+              "matmul bwd");
+    else
+        CHECK(dm_cuda_matmul_bwd_weight(b, 0, a->dW, a->dbias, a->dout, a->dout, a->in, a->N,
+                                        a->K, a->O, S(ops)),
+              "matmul bwd_w");
+}
+
+static void embed_cu(dm_ops *ops, void *args, int dir) {
+    dm_embed_args *a = args;
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_embed_fwd(a->out, a->tok, a->table, a->N, a->C, S(ops)), "embed fwd");
+    else CHECK(dm_cuda_embed_bwd(a->dtable, a->dout, a->tok, a->N, a->C, S(ops)), "embed bwd");
+}
+
+static const char *norm_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_norm_args *)args)->yb ? "a bf16 copy of the output (fp32 only on cuda)"
+                                             : NULL;
+}
+static void norm_cu(dm_ops *ops, void *args, int dir) {
+    dm_norm_args *a = args;
+    if (a->z && dir == DM_FWD)
+        CHECK(dm_cuda_gatednorm_fwd(a->y, a->rstd, a->x, a->z, a->w, a->R, a->C, a->eps, a->act,
+                                    S(ops)),
+              "gatednorm fwd");
+    else if (a->z)
+        CHECK(dm_cuda_gatednorm_bwd(a->dx, a->dz, a->dw, a->dy, a->x, a->z, a->w, a->rstd_in,
+                                    a->R, a->C, a->act, S(ops)),
+              "gatednorm bwd");
+    else if (dir == DM_FWD)
+        CHECK(dm_cuda_rmsnorm_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, S(ops)),
+              "rmsnorm fwd");
+    else
+        CHECK(dm_cuda_rmsnorm_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C,
+                                  S(ops)),
+              "rmsnorm bwd");
+}
+static void l2_cu(dm_ops *ops, void *args, int dir) {
+    dm_norm_args *a = args;
+    if (dir == DM_FWD && a->act)
+        CHECK(dm_cuda_silu_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps, S(ops)),
+              "silu_l2norm fwd");
+    else if (dir == DM_FWD)
+        CHECK(dm_cuda_l2norm_fwd(a->y, a->rstd, a->x, a->R, a->C, a->eps, S(ops)), "l2norm fwd");
+    else if (a->xs)
+        CHECK(dm_cuda_silu_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->xs, a->R, a->C, S(ops)),
+              "silu_l2norm bwd");
+    else CHECK(dm_cuda_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C, S(ops)), "l2norm bwd");
+}
+
+static const char *conv_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_conv_args *)args)->dxb ? "a bf16 copy of dx (fp32 only on cuda)" : NULL;
+}
+static void conv_cu(dm_ops *ops, void *args, int dir) {
+    dm_conv_args *a = args;
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_conv_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W, S(ops)), "conv fwd");
+    else
+        CHECK(dm_cuda_conv_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W, S(ops)),
+              "conv bwd");
+}
+
+static void silu_cu(dm_ops *ops, void *args, int dir) {
+    dm_unary_args *a = args;
+    if (dir == DM_FWD) CHECK(dm_cuda_silu_fwd(a->y, a->x, a->n, S(ops)), "silu fwd");
+    else CHECK(dm_cuda_silu_bwd(a->dx, a->dy, a->x, a->n, S(ops)), "silu bwd");
+}
+static void sigmoid_cu(dm_ops *ops, void *args, int dir) {
+    dm_unary_args *a = args; /* backward: x holds the forward's output */
+    if (dir == DM_FWD) CHECK(dm_cuda_sigmoid_fwd(a->y, a->x, a->n, S(ops)), "sigmoid fwd");
+    else CHECK(dm_cuda_sigmoid_bwd(a->dx, a->dy, a->x, a->n, S(ops)), "sigmoid bwd");
+}
+
+static const char *swiglu_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    const dm_swiglu_args *a = args;
+    return a->hb || a->dab || a->dbb ? "bf16 copies (fp32 only on cuda)" : NULL;
+}
+static void swiglu_cu(dm_ops *ops, void *args, int dir) {
+    dm_swiglu_args *a = args;
+    if (dir == DM_FWD) CHECK(dm_cuda_swiglu_fwd(a->h, a->a, a->b, a->n, S(ops)), "swiglu fwd");
+    else
+        CHECK(dm_cuda_swiglu_bwd(a->da, a->db, a->dh, a->a, a->b, a->n, S(ops)), "swiglu bwd");
+}
+
+static const char *gate_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_gate_args *)args)->dfb ? "a bf16 copy of df (fp32 only on cuda)" : NULL;
+}
+static void gate_cu(dm_ops *ops, void *args, int dir) {
+    dm_gate_args *a = args;
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_gate_fwd(a->g, a->f, a->A_log, a->dt_bias, a->N, a->H, a->Cg, a->lb,
+                               S(ops)),
+              "gate fwd");
+    else
+        CHECK(dm_cuda_gate_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias,
+                               a->N, a->H, a->Cg, a->lb, S(ops)),
+              "gate bwd");
+}
+
+static void add_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_add_args *a = args;
+    CHECK(dm_cuda_add_inplace(a->y, a->x, a->n, S(ops)), "add");
+}
+
+static const char *xent_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    const dm_xent_args *a = args;
+    if (a->db) return "a bf16 copy of dlogits (fp32 only on cuda)";
+    return a->V == DM_VOCAB ? NULL : "a vocabulary other than 256 bytes (the kernel's targets are bytes)";
+}
+/* forward: the mean loss into the host's double: the step's one read of the loss, which
+ * waits for the stream */
+static void xent_cu(dm_ops *ops, void *args, int dir) {
+    dm_xent_args *a = args;
+    dm_cuda_state *st = ST(ops);
+    if (dir != DM_FWD) {
+        CHECK(dm_cuda_xent_bwd(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale, st->s),
+              "xent bwd");
+        return;
+    }
+    float *losses = a->losses;
+    if (!losses) {
+        if (st->losses_cap < (size_t)a->N) {
+            dm_cuda_free(st->losses);
+            st->losses = NULL;
+            CHECK(dm_cuda_malloc((void **)&st->losses, (size_t)a->N * sizeof(float)),
+                  "the cross-entropy's losses");
+            st->losses_cap = (size_t)a->N;
+        }
+        losses = st->losses;
+    }
+    CHECK(dm_cuda_xent_fwd(losses, st->dbl, a->logits, a->targets, a->N, a->V, st->s),
+          "xent fwd");
+    CHECK(dm_cuda_download(a->mean, st->dbl, sizeof(double), st->s), "the loss to the host");
+    CHECK(dm_cuda_sync(st->s), "the loss to the host");
+}
+
+static const char *delta_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    const dm_delta_dims *d = ((const dm_delta_args *)args)->d;
+    return d->dk > 256 || d->dv > 256 ? "head_dim above 256" : NULL;
+}
+static const char *chunked_selected(const dm_ops *ops, const void *args, int dir) {
+    (void)args;
+    if (dir != DM_FWD) return "the chunked backward has no CUDA kernel yet";
+    return ops->kda_impl == DM_IMPL_REFERENCE ? "kda_impl=reference" : NULL;
+}
+static void delta_chunked_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_delta_args *a = args;
+    CHECK(dm_cuda_delta_chunk_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT,
+                                  S(ops)),
+          "delta chunked fwd");
+}
+static void delta_serial_cu(dm_ops *ops, void *args, int dir) {
+    dm_delta_args *a = args;
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_delta_serial_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT,
+                                       S(ops)),
+              "delta serial fwd");
+    else
+        CHECK(dm_cuda_delta_serial_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO,
+                                       a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0,
+                                       a->work, S(ops)),
+              "delta serial bwd");
+}
+
+/* ---- the optimizer's ops ---- */
+
+static void grad_add_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_sum_args *a = args; /* acc = g (first) or acc + g, in out */
+    if (a->first) same(ops, a->out, a->g, a->n);
+    else {
+        same(ops, a->out, a->acc, a->n);
+        CHECK(dm_cuda_add_inplace(a->out, a->g, a->n, S(ops)), "grad_add");
+    }
+}
+static const char *grad_mean_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_sum_args *)args)->A == 1 ? NULL
+                                                : "the mean of several micro-batches has no "
+                                                  "CUDA kernel yet";
+}
+static void grad_mean_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_sum_args *a = args;
+    same(ops, a->out, a->acc, a->n);
+}
+/* the norm (the square root of the sum of squares) into the host's double: waits for the stream (gradient clipping) */
+static void grad_norm_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_gnorm_args *a = args;
+    dm_cuda_state *st = ST(ops);
+    CHECK(dm_cuda_sumsq(st->dbl, a->g, a->n, st->dbl + 1, st->s), "grad_norm");
+    double sumsq = 0;
+    CHECK(dm_cuda_download(&sumsq, st->dbl, sizeof(double), st->s), "the norm to the host");
+    CHECK(dm_cuda_sync(st->s), "the norm to the host");
+    *a->norm = sqrt(sumsq);
+}
+static void adamw_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_adamw_args *a = args;
+    same(ops, a->po, a->p, a->n);
+    same(ops, a->m1o, a->m1, a->n);
+    same(ops, a->m2o, a->m2, a->n);
+    CHECK(dm_cuda_adamw(a->po, a->g, a->m1o, a->m2o, a->n, a->lr, a->wd, a->b1, a->b2, a->eps,
+                        a->t, a->gscale, S(ops)),
+          "adamw");
+}
+static void momentum_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_mom_args *a = args;
+    same(ops, a->momo, a->mom, a->n);
+    CHECK(dm_cuda_muon_momentum(a->momo, a->g, a->u, a->n, a->beta, a->gscale, S(ops)),
+          "momentum");
+}
+static void muon_update_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_apply_args *a = args;
+    same(ops, a->wo, a->w, a->n);
+    CHECK(dm_cuda_muon_update(a->wo, a->x, a->n, a->decay, a->step, S(ops)), "muon_update");
+}
+
+static const char *ns_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    const dm_ns_args *a = args;
+    if (a->t >= 0) return "one step at a time (verify mode) has no CUDA kernel yet";
+    return dm_ns_sched_steps(a->s) > 16 ? "a schedule of more than 16 steps" : NULL;
+}
+static void ns_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_ns_args *a = args;
+    float abc[16][3];
+    int steps = dm_ns_sched_steps(a->s);
+    for (int t = 0; t < steps; t++) {
+        double c[3];
+        dm_ns_sched_coeffs(a->s, t, c);
+        abc[t][0] = (float)c[0], abc[t][1] = (float)c[1], abc[t][2] = (float)c[2];
+    }
+    CHECK(dm_cuda_ns(ST(ops)->blas, a->out, a->G, a->n, a->rows, a->cols,
+                     (const float(*)[3])abc, steps, dm_ns_sched_safety(a->s), a->work, S(ops)),
+          "ns");
+}
+
+/* ns_bf16: declined always (the backend's ns_bf16_context refuses it too, so Muon asks for
+ * the fp32 ns instead) */
+static const char *ns_bf16_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)args, (void)dir;
+    return "bf16 Newton-Schulz has no CUDA implementation yet";
+}
+static void ns_bf16_cu(dm_ops *ops, void *args, int dir) {
+    (void)ops, (void)args, (void)dir;
+}
+
+static const char *retract_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_retract_args *)args)->stiefel ? "the Stiefel retraction has no CUDA "
+                                                      "kernel yet"
+                                                    : NULL;
+}
+static void retract_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_retract_args *a = args;
+    dm_cuda_state *st = ST(ops);
+    if (st->slice_cap < a->n) {
+        dm_cuda_free(st->slice_sq);
+        st->slice_sq = NULL;
+        CHECK(dm_cuda_malloc((void **)&st->slice_sq, (size_t)a->n * sizeof(double)),
+              "the retraction's norms");
+        st->slice_cap = a->n;
+    }
+    size_t len = (size_t)a->rows * a->cols;
+    same(ops, a->out, a->W, (size_t)a->n * len);
+    CHECK(dm_cuda_retract_sphere(a->out, a->c, a->n, len, st->slice_sq, st->s), "retract");
+}
+
+/* ---- the table ---- */
+#define LIST1(var, name, sup, run)                                                         \
+    static const dm_impl var##_I[] = {IMPL(name, sup, run)};                               \
+    static const dm_impl_list var = DM_IMPL_LIST(var##_I);
+
+LIST1(MATMUL, "cublaslt", NULL, matmul_cu)
+LIST1(EMBED, "cuda", NULL, embed_cu)
+LIST1(RMSNORM, "cuda", norm_supports, norm_cu)
+LIST1(GATEDNORM, "cuda", norm_supports, norm_cu)
+LIST1(CONV, "cuda", conv_supports, conv_cu)
+LIST1(SILU, "cuda", NULL, silu_cu)
+LIST1(L2NORM, "cuda", NULL, l2_cu)
+LIST1(GATE, "cuda", gate_supports, gate_cu)
+LIST1(SIGMOID, "cuda", NULL, sigmoid_cu)
+LIST1(SWIGLU, "cuda", swiglu_supports, swiglu_cu)
+LIST1(XENT, "cuda", xent_supports, xent_cu)
+LIST1(ADD, "cuda", NULL, add_cu)
+LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
+LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)
+LIST1(GRAD_NORM, "cuda", NULL, grad_norm_cu)
+LIST1(ADAMW, "cuda", NULL, adamw_cu)
+LIST1(MOMENTUM, "cuda", NULL, momentum_cu)
+LIST1(NS, "cublaslt", ns_supports, ns_cu)
+LIST1(NS_BF16, "cublaslt-bf16", ns_bf16_supports, ns_bf16_cu)
+LIST1(MUON_UPDATE, "cuda", NULL, muon_update_cu)
+LIST1(RETRACT, "cuda", retract_supports, retract_cu)
+
+/* the delta core: the chunked forward, then the serial forward and backward */
+static const dm_impl DELTA_I[] = {
+    {"chunked", 0, DM_PREC_FP32, chunked_selected, delta_supports, delta_chunked_cu, DM_MEM_CUDA},
+    {"serial", 0, DM_PREC_FP32, NULL, delta_supports, delta_serial_cu, DM_MEM_CUDA},
+};
+static const dm_impl_list DELTA = DM_IMPL_LIST(DELTA_I);
+
+const dm_impl_list *const dm_cuda_impls[DM_OP_COUNT] = {
+    [DM_OP_MATMUL] = &MATMUL,   [DM_OP_EMBED] = &EMBED,         [DM_OP_RMSNORM] = &RMSNORM,
+    [DM_OP_GATEDNORM] = &GATEDNORM, [DM_OP_CONV] = &CONV,       [DM_OP_SILU] = &SILU,
+    [DM_OP_L2NORM] = &L2NORM,   [DM_OP_GATE] = &GATE,           [DM_OP_SIGMOID] = &SIGMOID,
+    [DM_OP_SWIGLU] = &SWIGLU,   [DM_OP_XENT] = &XENT,           [DM_OP_DELTA] = &DELTA,
+    [DM_OP_ADD] = &ADD,         [DM_OP_GRAD_ADD] = &GRAD_ADD,   [DM_OP_GRAD_MEAN] = &GRAD_MEAN,
+    [DM_OP_GRAD_NORM] = &GRAD_NORM, [DM_OP_ADAMW] = &ADAMW,     [DM_OP_MOMENTUM] = &MOMENTUM,
+    [DM_OP_NS] = &NS,           [DM_OP_NS_BF16] = &NS_BF16,     [DM_OP_MUON_UPDATE] = &MUON_UPDATE, [DM_OP_RETRACT] = &RETRACT,
+};

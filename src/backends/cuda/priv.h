@@ -1,0 +1,32 @@
+/* priv.h — the cuda backend's private state (inside src/backends/cuda only). */
+#ifndef DM_BACKENDS_CUDA_PRIV_H
+#define DM_BACKENDS_CUDA_PRIV_H
+
+#include <stddef.h>
+
+#include "kernels/cuda/cuda.h"
+#include "ops/backend.h"
+#include "ops/ops.h"
+
+typedef struct {
+    int device;
+    dm_cuda_stream s;  /* every kernel, copy and zeroing of the backend runs on it */
+    dm_cuda_blas *blas;
+    double *dbl;       /* device doubles: [0] a reduction's result (the loss, the norm),
+                          then DM_CUDA_SUMSQ_BLOCKS of the sum of squares' work */
+    double *slice_sq;  /* per-slice sums of squares of the sphere retraction */
+    int slice_cap;
+    float *losses;     /* cross-entropy's per-row losses when the caller wants none */
+    size_t losses_cap;
+} dm_cuda_state;
+
+/* a kernel's or the runtime's error code rc: a lost device context, as on a GPU: one line
+ * naming what failed, then the process stops */
+void dm_cuda_check(int rc, const char *what);
+
+/* the state of the backend the op layer is bound to */
+static inline dm_cuda_state *dm_cuda_state_of(const struct dm_ops *ops) {
+    return (dm_cuda_state *)ops->be->priv;
+}
+
+#endif

@@ -1,0 +1,190 @@
+/* backend_step.c — the cuda backend (src/backends/cuda) on the CUDA emulator: whole
+ * training steps of a tiny model on the emulated GPU against the cpu backend. The program
+ * carries the CUDA module's code (the kernels translated for the emulator, the backend, its
+ * entry) and hands its table to the loader before any test runs (install.c), so backend=cuda makes a
+ * model whose memory is emulated device memory and whose ops run the CUDA kernels.
+ * ctest runs each case in the emulator's three barrier orders (docs/emulator.md). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+#include "model/host.h"
+#include "model/model.h"
+#include "ops/backend.h"
+#include "optim/optim.h"
+
+static dm_config tiny(int backend, int mixer) {
+    dm_config c;
+    dm_config_default(&c);
+    c.d_model = 32, c.n_layer = 2, c.n_head = 2, c.head_dim = 16, c.gate_rank = 8;
+    c.mixer = mixer;
+    c.precision = DM_PRECISION_FP32;
+    c.backend = backend;
+    return c;
+}
+
+/* relative RMS difference of a against the reference r over n floats */
+static double rel_rms(const float *a, const float *r, size_t n) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - r[i];
+        d += e * e;
+        s += (double)r[i] * r[i];
+    }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+/* The largest excess of a gradient's relative RMS difference (a against the cpu's r) over
+ * its bound, and the tensor: the bound of a tensor is DM_VERIFY_BOUND, or where the cpu's
+ * own two delta cores (chunked r, reference r2) differ more on it (a few-element sum with
+ * cancellation: GDN's per-head A_log and dt_bias), that difference. */
+static double worst_tensor(const dm_model *m, const float *a, const float *r, const float *r2,
+                           const char **name, double *err, double *bound) {
+    double worst = -1;
+    *name = "";
+    for (int i = 0; i < dm_model_num_tensors(m); i++) {
+        const dm_tensor *t = dm_model_tensor(m, i);
+        double e = rel_rms(a + t->offset, r + t->offset, t->numel);
+        double b = fmax(DM_VERIFY_BOUND, rel_rms(r2 + t->offset, r + t->offset, t->numel));
+        if (!(e / b <= worst)) worst = e / b, *name = t->name, *err = e, *bound = b;
+    }
+    return worst;
+}
+
+static void tokens(uint8_t *tok, size_t n, int step) {
+    for (size_t i = 0; i < n; i++) tok[i] = (uint8_t)(i * 37 + 11 * step + 5);
+}
+
+/* One forward and backward on the emulated GPU and on the cpu from the same weights, for
+ * the KDA and the GDN mixer: the loss and the whole gradient within DM_VERIFY_BOUND (1e-5)
+ * relative, and each parameter tensor's gradient within it too, or where the cpu's own
+ * chunked and reference cores differ more on a tensor, within that; the calls ran on the
+ * cuda backend's implementations (cuBLASLt products, the chunked backward declined). */
+TEST(cuda_backend_step_matches_cpu) {
+    char err[512];
+    const int B = 2, T = 24;
+    for (int mixer = 0; mixer < 2; mixer++) {
+        dm_config cc = tiny(DM_BACKEND_CPU, mixer ? DM_MIXER_GDN : DM_MIXER_KDA);
+        dm_config cg = tiny(DM_BACKEND_CUDA, cc.mixer), cr = cc;
+        cr.kda_impl = DM_IMPL_REFERENCE;
+        dm_model *a = dm_model_create(&cc, err, sizeof err), *r = dm_model_create(&cr, err, sizeof err);
+        CHECKF(a && r, "%s", err);
+        dm_model *b = dm_model_create(&cg, err, sizeof err);
+        CHECKF(b, "%s", err);
+        if (!a || !b || !r) return;
+        CHECK(!strcmp(dm_model_backend_name(b), "cuda") && dm_model_params(b) == NULL);
+        size_t np = dm_model_num_params(a);
+        float *pa = t_alloc(np), *pb = t_alloc(np), *pr = t_alloc(np);
+        dm_model_params_to_host(a, pa);
+        dm_model_params_from_host(b, pa);
+        dm_model_params_from_host(r, pa);
+        uint8_t tok[2 * 25];
+        tokens(tok, sizeof tok, 0);
+        float la = dm_model_forward(a, tok, B, T, NULL), lb = dm_model_forward(b, tok, B, T, NULL);
+        dm_model_forward(r, tok, B, T, NULL);
+        dm_model_zero_grad(a), dm_model_zero_grad(b), dm_model_zero_grad(r);
+        dm_model_backward(a), dm_model_backward(b), dm_model_backward(r);
+        dm_model_grads_to_host(a, pa);
+        dm_model_grads_to_host(b, pb);
+        dm_model_grads_to_host(r, pr);
+        const char *name;
+        double e = 0, bound = 0, worst = worst_tensor(a, pb, pa, pr, &name, &e, &bound);
+        double all = rel_rms(pb, pa, np);
+        double lrel = fabs((double)lb - la) / fabs((double)la);
+        printf("  %s: loss cpu %.9g cuda %.9g (rel %.2g); all gradients rel RMS %.2g; worst "
+               "tensor %s rel RMS %.2g (bound %.2g)\n",
+               mixer ? "gdn" : "kda", la, lb, lrel, all, name, e, bound);
+        CHECKF(isfinite(lb) && lrel <= DM_VERIFY_BOUND, "loss %.9g vs %.9g", lb, la);
+        CHECKF(all <= DM_VERIFY_BOUND, "the gradients: relative RMS %.3g over %g", all,
+               DM_VERIFY_BOUND);
+        CHECKF(worst <= 1, "gradient %s: relative RMS %.3g over its bound %.3g", name, e, bound);
+        char rep[4096];
+        dm_model_dispatch_table(b, rep, sizeof rep);
+        CHECKF(strstr(rep, "cublaslt") && strstr(rep, "chunked backward has no CUDA kernel"),
+               "%s", rep);
+        free(pa), free(pb), free(pr);
+        dm_model_free(a), dm_model_free(b), dm_model_free(r);
+    }
+}
+
+/* three steps of training: forward, backward, gradient norm, AdamW and Muon (momentum,
+ * head-wise Newton-Schulz, update, sphere retraction) on the emulated GPU; returns the
+ * parameters after them (host copy) and the losses */
+static float *train3(const dm_config *c, float loss[3], double gnorm[3]) {
+    char err[512];
+    dm_model *m = dm_model_create(c, err, sizeof err);
+    CHECKF(m, "%s", err);
+    dm_optim *o = m ? dm_optim_create(m, c, err, sizeof err) : NULL;
+    CHECKF(o, "%s", err);
+    if (!o) return NULL;
+    uint8_t tok[2 * 17];
+    for (int step = 0; step < 3; step++) {
+        tokens(tok, sizeof tok, step);
+        loss[step] = dm_model_forward(m, tok, 2, 16, NULL);
+        dm_model_zero_grad(m);
+        dm_model_backward(m);
+        gnorm[step] = dm_optim_step(o, m, step);
+    }
+    size_t np = dm_model_num_params(m);
+    float *p = t_alloc(np);
+    dm_model_params_to_host(m, p);
+    dm_optim_free(o);
+    dm_model_free(m);
+    return p;
+}
+
+/* Muon on the emulated GPU: three steps twice give the same bits (losses, gradient
+ * norms, parameters); the weights moved; the losses track the cpu's. */
+TEST(cuda_backend_muon_bitwise_run_to_run) {
+    dm_config cg = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA), cc = tiny(DM_BACKEND_CPU, DM_MIXER_KDA);
+    cg.n_layer = cc.n_layer = 1;
+    cg.retract = cc.retract = DM_RETRACT_SPHERE;
+    CHECK(cg.optimizer == DM_OPT_MUON);
+    float l1[3], l2[3], lc[3];
+    double g1[3], g2[3], gc[3];
+    float *p1 = train3(&cg, l1, g1), *p2 = train3(&cg, l2, g2), *pc = train3(&cc, lc, gc);
+    if (!p1 || !p2 || !pc) return;
+    char err[256];
+    dm_model *m = dm_model_create(&cc, err, sizeof err);
+    size_t np = dm_model_num_params(m);
+    float *p0 = t_alloc(np);
+    dm_model_params_to_host(m, p0);
+    CHECKF(!memcmp(l1, l2, sizeof l1) && !memcmp(g1, g2, sizeof g1) &&
+               !memcmp(p1, p2, np * sizeof(float)),
+           "two runs differ: losses %.9g %.9g %.9g vs %.9g %.9g %.9g", l1[0], l1[1], l1[2], l2[0],
+           l2[1], l2[2]);
+    CHECK(memcmp(p0, p1, np * sizeof(float)) != 0);
+    for (int s = 0; s < 3; s++) {
+        printf("  step %d: loss cpu %.9g cuda %.9g, grad norm cpu %.9g cuda %.9g\n", s, lc[s],
+               l1[s], gc[s], g1[s]);
+        CHECKF(fabs((double)l1[s] - lc[s]) <= DM_VERIFY_BOUND * fabs((double)lc[s]),
+               "step %d: loss %.9g vs the cpu's %.9g", s, l1[s], lc[s]);
+    }
+    free(p0), free(p1), free(p2), free(pc);
+    dm_model_free(m);
+}
+
+/* What would reach an op the backend declines is refused when the model is made, with the
+ * reason (one line), never mid-run: bf16, verify mode, several micro-batches, Stiefel. */
+TEST(cuda_backend_refuses_what_it_cannot_run) {
+    static const struct { const char *key, *value, *says; } no[] = {
+        {"precision", "bf16", "fp32 only"},
+        {"verify_fused", "2", "verify_fused"},
+        {"grad_accum", "2", "grad_accum"},
+        {"retract", "stiefel", "Stiefel"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        char err[512] = "";
+        dm_config c = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA);
+        CHECKF(!dm_config_set(&c, no[i].key, no[i].value, err, sizeof err), "%s", err);
+        dm_model *m = dm_model_create(&c, err, sizeof err);
+        CHECKF(!m && strstr(err, no[i].says) && !strchr(err, '\n'), "%s=%s: %s", no[i].key,
+               no[i].value, m ? "made" : err);
+        printf("  %s=%s: %s\n", no[i].key, no[i].value, err);
+        dm_model_free(m);
+    }
+}

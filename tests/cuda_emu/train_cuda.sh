@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR — `train` with backend=cuda on the CUDA
+# emulator (docs/emulator.md): DORMOUSE_EMU is the command built with the CUDA module's
+# code run on the emulator. A tiny model trains 20 steps (Muon, AdamW, the sphere
+# retraction) on the emulated GPU and on the cpu (DORMOUSE, backend=cpu) from the same
+# seed; every logged loss must agree within 1e-5 relative. Then `eval` of the cpu run's
+# checkpoint with backend=cuda gives the cpu's val_bpb within 1e-5, `sample` runs, and a
+# cuda run stopped at step 10 and resumed logs the straight cuda run's values, bit for bit.
+# Exit 0 when all hold, 1 naming what does not.
+set -uo pipefail
+cpu=${1:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+emu=${2:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+src=${3:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+work=$(mktemp -d /tmp/train_cuda.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+tiny=(d_model=32 n_layer=2 n_head=2 head_dim=16 gate_rank=8 batch_size=2 seq_len=32
+      steps=20 warmup_steps=2 log_every=1 eval_every=0 eval_window=2048 ckpt_every=10
+      precision=fp32 threads=1)
+sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
+
+# shellcheck disable=SC2046
+"$cpu" train --out "$work/cpu" --data "$src/data/kjv.txt.gz" $(sets backend=cpu) \
+    >"$work/cpu.log" 2>&1 || { echo "FAILED train on cpu: $(tail -n 3 "$work/cpu.log")"; exit 1; }
+# shellcheck disable=SC2046
+"$emu" train --out "$work/cuda" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) \
+    >"$work/cuda.log" 2>&1 || { echo "FAILED train on cuda (emulated): $(tail -n 3 "$work/cuda.log")"; exit 1; }
+grep -m1 "policy:" "$work/cuda.log"
+/usr/bin/python3 - "$work/cpu/metrics.jsonl" "$work/cuda/metrics.jsonl" <<'PY'
+import json, sys
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if len(a) < 20 or sorted(a) != sorted(b):
+    sys.exit(f"steps logged: cpu {len(a)}, cuda {len(b)}")
+worst = max(abs(b[s] - a[s]) / abs(a[s]) for s in a)
+for s in sorted(a):
+    print(f"step {s:3d}  loss cpu {a[s]:.7f}  cuda {b[s]:.7f}")
+print(f"largest relative difference {worst:.3g} (bound 1e-5)")
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+[[ $? == 0 ]] || exit 1
+
+# eval and sample of the cpu run's checkpoint on the emulated GPU
+for be in cpu cuda; do
+    "$emu" eval "$work/cpu" --data "$src/data/kjv.txt.gz" --set backend=$be \
+        --set eval_window=2048 >"$work/eval.$be" 2>&1 ||
+        { echo "FAILED eval on $be: $(tail -n 2 "$work/eval.$be")"; exit 1; }
+done
+"$emu" sample "$work/cpu" --len 20 --seed 3 --set backend=cuda >"$work/sample.cuda" 2>&1 ||
+    { echo "FAILED sample on cuda: $(tail -n 2 "$work/sample.cuda")"; exit 1; }
+a=$(sed -n 's/^val_bpb \([0-9.]*\) .*/\1/p' "$work/eval.cpu")
+b=$(sed -n 's/^val_bpb \([0-9.]*\) .*/\1/p' "$work/eval.cuda")
+/usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); \
+print(f'eval val_bpb cpu {a} cuda {b}'); sys.exit(0 if abs(a - b) <= 1e-5 * a else 1)" "$a" "$b" ||
+    { echo "eval differs: cpu [$a] cuda [$b]"; exit 1; }
+
+# resume on the emulated GPU: to step 10, then on to 20, against the straight cuda run
+# shellcheck disable=SC2046
+"$emu" train --out "$work/resume" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) --until 10 \
+    >"$work/resume.log" 2>&1 && "$emu" train --resume "$work/resume" >>"$work/resume.log" 2>&1 ||
+    { echo "FAILED resume on cuda: $(tail -n 2 "$work/resume.log")"; exit 1; }
+/usr/bin/python3 "$src/tests/same_run.py" "$work/cuda" "$work/resume" && echo "same   resume on cuda" ||
+    { echo "DIFFER resume on cuda"; exit 1; }
