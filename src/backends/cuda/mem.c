@@ -86,7 +86,10 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
                                            "the mean of several micro-batches yet"
                    : c->retract == DM_RETRACT_STIEFEL
                        ? "retract=stiefel: the cuda backend has no Stiefel retraction yet"
-                       : NULL;
+                   : c->muon_norm != DM_MUON_NORM_NONE
+                       ? "muon_norm=neuron: the cuda backend has no NorMuon kernel yet"
+                   : c->cautious_wd ? "cautious_wd: the cuda backend has no cautious decay yet"
+                                    : NULL;
     if (no) {
         if (err) snprintf(err, errlen, "%s; use backend=cpu", no);
         return 1;

@@ -324,6 +324,25 @@ static void retract_cu(dm_ops *ops, void *args, int dir) {
     CHECK(dm_cuda_retract_sphere(a->out, a->c, a->n, len, st->slice_sq, st->s), "retract");
 }
 
+/* NorMuon and the cautious decay: no CUDA kernels yet (the model refuses their keys at
+ * creation, backends/cuda/mem.c; these decline any call that still comes) */
+static const char *normuon_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)args, (void)dir;
+    return "NorMuon has no CUDA kernel yet";
+}
+static void normuon_cu(dm_ops *ops, void *args, int dir) { (void)ops, (void)args, (void)dir; }
+static const char *adamw_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_adamw_args *)args)->cautious ? "the cautious decay has no CUDA kernel yet"
+                                                   : NULL;
+}
+static const char *muon_update_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_apply_args *)args)->cautious
+               ? "the cautious decay has no CUDA kernel yet"
+               : NULL;
+}
+
 /* ---- the table ---- */
 #define LIST1(var, name, sup, run)                                                         \
     static const dm_impl var##_I[] = {IMPL(name, sup, run)};                               \
@@ -344,11 +363,12 @@ LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
 LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)
 LIST1(GRAD_NORM, "cuda", NULL, grad_norm_cu)
-LIST1(ADAMW, "cuda", NULL, adamw_cu)
+LIST1(ADAMW, "cuda", adamw_supports, adamw_cu)
 LIST1(MOMENTUM, "cuda", NULL, momentum_cu)
 LIST1(NS, "cublaslt", ns_supports, ns_cu)
 LIST1(NS_BF16, "cublaslt-bf16", ns_bf16_supports, ns_bf16_cu)
-LIST1(MUON_UPDATE, "cuda", NULL, muon_update_cu)
+LIST1(MUON_UPDATE, "cuda", muon_update_supports, muon_update_cu)
+LIST1(NORMUON, "cuda", normuon_supports, normuon_cu)
 LIST1(RETRACT, "cuda", retract_supports, retract_cu)
 
 /* the delta core: the chunked forward, then the serial forward and backward */
@@ -365,5 +385,6 @@ const dm_impl_list *const dm_cuda_impls[DM_OP_COUNT] = {
     [DM_OP_SWIGLU] = &SWIGLU,   [DM_OP_XENT] = &XENT,           [DM_OP_DELTA] = &DELTA,
     [DM_OP_ADD] = &ADD,         [DM_OP_GRAD_ADD] = &GRAD_ADD,   [DM_OP_GRAD_MEAN] = &GRAD_MEAN,
     [DM_OP_GRAD_NORM] = &GRAD_NORM, [DM_OP_ADAMW] = &ADAMW,     [DM_OP_MOMENTUM] = &MOMENTUM,
-    [DM_OP_NS] = &NS,           [DM_OP_NS_BF16] = &NS_BF16,     [DM_OP_MUON_UPDATE] = &MUON_UPDATE, [DM_OP_RETRACT] = &RETRACT,
+    [DM_OP_NS] = &NS,           [DM_OP_NS_BF16] = &NS_BF16,     [DM_OP_MUON_UPDATE] = &MUON_UPDATE,
+    [DM_OP_RETRACT] = &RETRACT, [DM_OP_NORMUON] = &NORMUON,
 };
