@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/normuon.h"
 #include "backends/cpu/kernels/optim.h"
 #include "ref/normuon_ref.h"
+#include "ref/optim_ref.h"
 
 /* rows of very different scales, as an orthogonalised update's rows are not */
 static void fill_update(float *x, int n, int rows, int cols, uint64_t seed) {
@@ -133,10 +134,10 @@ TEST(cautious_decay_masks_the_decay) {
     t_fill_normal(u, n, 22, 1.0f);
     u[0] = 0.0f, w[1] = 0.0f;
     float decay = 1.0f - 0.02f * 0.1f, step = 0.02f;
-    dm_muon_apply(plain, w, u, n, decay, step);
-    dm_muon_apply(nodecay, w, u, n, 1.0f, step);
-    dm_muon_apply_cautious(got, w, u, n, decay, step);
-    dm_muon_apply_cautious_ref(ref, w, u, n, decay, step);
+    dm_muon_apply(plain, w, u, n, decay, step, 0);
+    dm_muon_apply(nodecay, w, u, n, 1.0f, step, 0);
+    dm_muon_apply(got, w, u, n, decay, step, 1);
+    dm_muon_apply_ref(ref, w, u, n, decay, step, 1);
     size_t agree = 0, differ = 0;
     for (size_t i = 0; i < n; i++) {
         int mask = u[i] * w[i] >= 0.0f;
@@ -150,9 +151,9 @@ TEST(cautious_decay_masks_the_decay) {
     t_fill_normal(g, n, 23, 1.0f);
     t_fill_normal(m1, n, 24, 0.1f);
     t_fill_uniform(m2, n, 25, 0.0f, 0.02f);
-    dm_adamw(plain, a1, a2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f);
-    dm_adamw(nodecay, a1, a2, w, g, m1, m2, n, 3e-3f, 0.0f, 0.9f, 0.95f, 1e-8f, 3, 0.5f);
-    dm_adamw_cautious(got, b1, b2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f);
+    dm_adamw(plain, a1, a2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 0);
+    dm_adamw(nodecay, a1, a2, w, g, m1, m2, n, 3e-3f, 0.0f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 0);
+    dm_adamw(got, b1, b2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 1);
     CHECK(!memcmp(a1, b1, n * sizeof *a1) && !memcmp(a2, b2, n * sizeof *a2));
     agree = differ = 0;
     for (size_t i = 0; i < n; i++) {
@@ -162,7 +163,7 @@ TEST(cautious_decay_masks_the_decay) {
         CHECKF(got[i] == want, "adamw [%zu]: %.9g, want %.9g (mask %d)", i, got[i], want, mask);
     }
     CHECKF(agree > n / 4 && differ > n / 4, "adamw mask %zu / %zu", agree, differ);
-    dm_adamw_cautious_ref(ref, a1, a2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f);
+    dm_adamw_ref(ref, a1, a2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 1);
     CHECKF(t_rel_rms_ff(got, ref, n) <= 1e-6, "adamw vs reference %.3g", t_rel_rms_ff(got, ref, n));
     float *f[] = {w, u, plain, nodecay, got, ref, g, m1, m2, a1, a2, b1, b2};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);

@@ -10,6 +10,7 @@
 #include "optim/optim.h"
 #include "backends/cpu/kernels/ns.h"
 #include "ref/normuon_ref.h"
+#include "ref/optim_ref.h"
 #include "base/rng.h"
 
 TEST(cfg_retract_every_default_is_one) {
@@ -157,13 +158,12 @@ TEST(normuon_step_matches_float64_chain) {
             dm_normuon_ref(x, v, g->slices, rows, cols, c.normuon_beta2, 1e-8f);
             if (s == 0)
                 for (size_t j = 0; j < t->numel; j++) kept += x[j] * w[j] < 0;
-            dm_muon_apply_cautious_ref(w, w, x, t->numel, 1.0f - lr * c.weight_decay, step);
+            dm_muon_apply_ref(w, w, x, t->numel, 1.0f - lr * c.weight_decay, step, 1);
         }
         /* the same two steps with plain Muon's rows (no normalisation), for contrast */
         memcpy(plain, before + t->offset, t->numel * sizeof(float));
         for (int s = 0; s < 2; s++)
-            dm_muon_apply_cautious_ref(plain, plain, O, t->numel, 1.0f - lr * c.weight_decay,
-                                       step);
+            dm_muon_apply_ref(plain, plain, O, t->numel, 1.0f - lr * c.weight_decay, step, 1);
         double err2 = 0, ref2 = 0, off2 = 0;
         for (size_t j = 0; j < t->numel; j++) {
             double want = w[j], got = dm_model_params(m)[t->offset + j];

@@ -225,13 +225,13 @@ TEST(optim_ops_are_their_kernels) {
     for (size_t i = 0; i < n; i++) m2[i] = m2[i] * m2[i];
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
     dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
-    dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f);
+    dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
     dm_op_momentum(&ops, m1, u, g, n, 0.95f, 0.5f);
     dm_momentum(q1, w, q1, g, n, 0.95f, 0.5f);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
     dm_op_muon_update(&ops, p, u, n, 0.999f, 2e-2f, 0);
-    dm_muon_apply(q, q, w, n, 0.999f, 2e-2f);
+    dm_muon_apply(q, q, w, n, 0.999f, 2e-2f, 0);
     CHECK(!memcmp(p, q, n * 4));
     CHECK(dm_op_grad_norm(&ops, g, n) == dm_grad_norm2(g, n));
     dm_op_grad_add(&ops, m1, g, n, 0);
@@ -242,10 +242,10 @@ TEST(optim_ops_are_their_kernels) {
     /* the cautious forms (cautious_wd) are their kernels too */
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
     dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
-    dm_adamw_cautious(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f);
+    dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
     dm_op_muon_update(&ops, p, u, n, 0.99f, 2e-2f, 1);
-    dm_muon_apply_cautious(q, q, u, n, 0.99f, 2e-2f);
+    dm_muon_apply(q, q, u, n, 0.99f, 2e-2f, 1);
     CHECK(!memcmp(p, q, n * 4));
     /* normuon: 3 slices of [70, 333] (over the kernel's parallel threshold), two steps */
     {

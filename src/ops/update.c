@@ -16,9 +16,8 @@
 static void adamw_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
-    (a->cautious ? dm_adamw_cautious_ref : dm_adamw_ref)(a->po, a->m1o, a->m2o, a->p, a->g,
-                                                         a->m1, a->m2, a->n, a->lr, a->wd,
-                                                         a->b1, a->b2, a->eps, a->t, a->gscale);
+    dm_adamw_ref(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1,
+                 a->b2, a->eps, a->t, a->gscale, a->cautious);
 }
 static int adamw_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -102,8 +101,7 @@ void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, f
 static void apply_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_apply_args *a = args;
-    (a->cautious ? dm_muon_apply_cautious_ref : dm_muon_apply_ref)(a->wo, a->w, a->x, a->n,
-                                                                   a->decay, a->step);
+    dm_muon_apply_ref(a->wo, a->w, a->x, a->n, a->decay, a->step, a->cautious);
 }
 static int apply_outputs(void *args, int dir, dm_out *o) {
     (void)dir;

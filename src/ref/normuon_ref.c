@@ -1,4 +1,4 @@
-/* normuon_ref.c — references of NorMuon and the cautious decay (normuon_ref.h). */
+/* normuon_ref.c — the reference of NorMuon (normuon_ref.h). */
 #include "ref/normuon_ref.h"
 
 #include <math.h>
@@ -26,28 +26,5 @@ void dm_normuon_ref(float *x, float *v, int n, int rows, int cols, float beta2, 
                 vs[r] = (float)vr;
             }
         }
-    }
-}
-
-void dm_muon_apply_cautious_ref(float *wo, const float *w, const float *u, size_t n,
-                                float decay, float step) {
-    for (size_t j = 0; j < n; j++) {
-        double wj = w[j], uj = u[j];
-        wo[j] = (float)((uj * wj >= 0 ? wj * decay : wj) - (double)step * uj);
-    }
-}
-
-void dm_adamw_cautious_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
-                           const float *m1, const float *m2, size_t n, float lr, float wd,
-                           float b1, float b2, float eps, long t, float gscale) {
-    double c1 = 1.0 / (1.0 - pow(b1, (double)t)), c2 = 1.0 / (1.0 - pow(b2, (double)t));
-    for (size_t i = 0; i < n; i++) {
-        double gi = (double)g[i] * gscale;
-        double a = b1 * (double)m1[i] + (1.0 - b1) * gi;
-        double v = b2 * (double)m2[i] + (1.0 - b2) * gi * gi;
-        m1o[i] = (float)a;
-        m2o[i] = (float)v;
-        double u = a * c1 / (sqrt(v * c2) + eps), pi = p[i];
-        po[i] = (float)((u * pi >= 0 ? pi * (1.0 - (double)lr * wd) : pi) - (double)lr * u);
     }
 }

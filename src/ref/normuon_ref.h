@@ -7,10 +7,5 @@
 #include <stddef.h>
 
 void dm_normuon_ref(float *x, float *v, int n, int rows, int cols, float beta2, float eps);
-void dm_muon_apply_cautious_ref(float *wo, const float *w, const float *u, size_t n,
-                                float decay, float step);
-void dm_adamw_cautious_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
-                           const float *m1, const float *m2, size_t n, float lr, float wd,
-                           float b1, float b2, float eps, long t, float gscale);
 
 #endif

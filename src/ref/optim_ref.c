@@ -6,7 +6,7 @@
 
 void dm_adamw_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
                   const float *m1, const float *m2, size_t n, float lr, float wd, float b1,
-                  float b2, float eps, long t, float gscale) {
+                  float b2, float eps, long t, float gscale, int cautious) {
     double c1 = 1.0 / (1.0 - pow(b1, (double)t)), c2 = 1.0 / (1.0 - pow(b2, (double)t));
     for (size_t i = 0; i < n; i++) {
         double gi = (double)g[i] * gscale;
@@ -14,8 +14,8 @@ void dm_adamw_ref(float *po, float *m1o, float *m2o, const float *p, const float
         double v = b2 * (double)m2[i] + (1.0 - b2) * gi * gi;
         m1o[i] = (float)a;
         m2o[i] = (float)v;
-        po[i] = (float)((double)p[i] * (1.0 - (double)lr * wd) -
-                        lr * (a * c1) / (sqrt(v * c2) + eps));
+        double d = cautious && a * p[i] < 0 ? 1.0 : 1.0 - (double)lr * wd;
+        po[i] = (float)((double)p[i] * d - lr * (a * c1) / (sqrt(v * c2) + eps));
     }
 }
 
@@ -29,8 +29,11 @@ void dm_momentum_ref(float *momo, float *u, const float *mom, const float *g, si
 }
 
 void dm_muon_apply_ref(float *wo, const float *w, const float *x, size_t n, float decay,
-                       float step) {
-    for (size_t j = 0; j < n; j++) wo[j] = (float)((double)w[j] * decay - (double)step * x[j]);
+                       float step, int cautious) {
+    for (size_t j = 0; j < n; j++) {
+        double d = cautious && (double)x[j] * w[j] < 0 ? 1.0 : decay;
+        wo[j] = (float)((double)w[j] * d - (double)step * x[j]);
+    }
 }
 
 double dm_grad_norm2_ref(const float *g, size_t n) {

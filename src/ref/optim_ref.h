@@ -11,11 +11,11 @@
 
 void dm_adamw_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
                   const float *m1, const float *m2, size_t n, float lr, float wd, float b1,
-                  float b2, float eps, long t, float gscale);
+                  float b2, float eps, long t, float gscale, int cautious);
 void dm_momentum_ref(float *momo, float *u, const float *mom, const float *g, size_t n,
                      float beta, float gscale);
 void dm_muon_apply_ref(float *wo, const float *w, const float *x, size_t n, float decay,
-                       float step);
+                       float step, int cautious);
 /* the squares summed in index order, serially */
 double dm_grad_norm2_ref(const float *g, size_t n);
 void dm_grad_add_ref(float *acco, const float *acc, const float *g, size_t n, int first);

@@ -11,9 +11,8 @@
 static void adamw_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
-    (a->cautious ? dm_adamw_cautious : dm_adamw)(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2,
-                                                 a->n, a->lr, a->wd, a->b1, a->b2, a->eps, a->t,
-                                                 a->gscale);
+    dm_adamw(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1, a->b2,
+             a->eps, a->t, a->gscale, a->cautious);
 }
 
 static void mom_cpu(dm_ops *ops, void *args, int dir) {
@@ -25,8 +24,7 @@ static void mom_cpu(dm_ops *ops, void *args, int dir) {
 static void apply_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_apply_args *a = args;
-    (a->cautious ? dm_muon_apply_cautious : dm_muon_apply)(a->wo, a->w, a->x, a->n, a->decay,
-                                                           a->step);
+    dm_muon_apply(a->wo, a->w, a->x, a->n, a->decay, a->step, a->cautious);
 }
 
 /* in place; verify's second run gets outputs of its own: the inputs copied there first */

@@ -6,7 +6,7 @@
 
 void dm_adamw(float *po, float *m1o, float *m2o, const float *p, const float *g, const float *m1,
               const float *m2, size_t n, float lr, float wd, float b1, float b2, float eps,
-              long t, float gscale) {
+              long t, float gscale, int cautious) {
     float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
     float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
     float decay = 1.0f - lr * wd;
@@ -17,7 +17,9 @@ void dm_adamw(float *po, float *m1o, float *m2o, const float *p, const float *g,
         float v = b2 * m2[i] + (1.0f - b2) * gi * gi;
         m1o[i] = a;
         m2o[i] = v;
-        po[i] = p[i] * decay - lr * (a * c1) / (sqrtf(v * c2) + eps);
+        /* cautious: no decay where the update (a's sign) and p disagree; p * 1 is p */
+        float d = cautious && a * p[i] < 0.0f ? 1.0f : decay;
+        po[i] = p[i] * d - lr * (a * c1) / (sqrtf(v * c2) + eps);
     }
 }
 
@@ -38,9 +40,12 @@ void dm_momentum(float *momo, float *u, const float *mom, const float *g, size_t
 }
 
 void dm_muon_apply(float *wo, const float *w, const float *x, size_t n, float decay,
-                   float step) {
+                   float step, int cautious) {
 #pragma omp parallel for schedule(static) if (n > 1 << 15)
-    for (size_t j = 0; j < n; j++) wo[j] = w[j] * decay - step * x[j];
+    for (size_t j = 0; j < n; j++) {
+        float d = cautious && x[j] * w[j] < 0.0f ? 1.0f : decay;
+        wo[j] = w[j] * d - step * x[j];
+    }
 }
 
 double dm_grad_norm2(const float *g, size_t n) {

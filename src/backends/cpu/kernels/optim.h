@@ -15,10 +15,12 @@
 /* AdamW, decoupled weight decay, bias-corrected at 1-based step t, on n parameters:
  *   gi = g gscale;  m1' = b1 m1 + (1 - b1) gi;  m2' = b2 m2 + (1 - b2) gi^2
  *   p' = p (1 - lr wd) - lr (m1' c1) / (sqrt(m2' c2) + eps),  c_k = 1 / (1 - b_k^t)
+ * cautious = 1: the decay only where the update and p agree in sign (m1' p >= 0, where
+ * both push p towards zero); elsewhere p' = p - lr (...). cautious = 0: the plain decay.
  * p, g, m1, m2, and the outputs po, m1o, m2o: [n] */
 void dm_adamw(float *po, float *m1o, float *m2o, const float *p, const float *g, const float *m1,
               const float *m2, size_t n, float lr, float wd, float b1, float b2, float eps,
-              long t, float gscale);
+              long t, float gscale, int cautious);
 
 /* Muon's momentum on n entries: gj = g gscale;  mom' = beta mom + (1 - beta) gj; and
  * when u != NULL the Nesterov update u = (1 - beta) gj + beta mom'.  mom, g, momo, u: [n] */
@@ -26,9 +28,10 @@ void dm_momentum(float *momo, float *u, const float *mom, const float *g, size_t
                  float gscale);
 
 /* Muon's step on one unit: wo = w decay - step x  (decay = 1 - lr wd, step = lr times the
- * shape factor; the optimizer computes both).  w, x, wo: [n] */
+ * shape factor; the optimizer computes both); cautious = 1: wo = w - step x where x w < 0
+ * (the decay only where update and weight agree in sign).  w, x, wo: [n] */
 void dm_muon_apply(float *wo, const float *w, const float *x, size_t n, float decay,
-                   float step);
+                   float step, int cautious);
 
 /* ||g||_2 of g[n]: squares summed in double over fixed blocks of DM_NORM_BLOCK (in
  * parallel), then the block sums in order. */
