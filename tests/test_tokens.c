@@ -318,9 +318,10 @@ TEST(tokens_damaged_tokenizer_refused) {
     sh_in(d, p);
     snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --data junk --out run_junk " T_TINY, d);
     t_expect(cmd, 2, "junk/tokenizer.model cannot be loaded: not a SentencePiece model", NULL, 0);
-    /* a sound token directory is not trained on as bytes: the model takes no vocabulary yet */
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --data good --out run_good " T_TINY, d);
-    t_expect(cmd, 2, "token data needs vocab support in the model: not yet", NULL, 0);
+    /* a sound token directory sets the model's vocabulary; another one asked for is refused */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --data good --out run_bad " T_TINY
+             " --set vocab=512", d);
+    t_expect(cmd, 2, "vocab=512, but the data's tokenizer", NULL, 0);
     snprintf(p, sizeof p, "%s/good", d);
     dm_tokdata td;
     dm_tokstream s;

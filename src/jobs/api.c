@@ -91,7 +91,7 @@ int dm_trainer_save(dm_trainer *t, const char *dir, char *err, size_t errlen) {
     return save(dir, t->m, t->opt, t->step, err, errlen);
 }
 
-int dm_trainer_step(dm_trainer *t, const uint8_t *tokens, float *loss, double *grad_norm,
+int dm_trainer_step(dm_trainer *t, const void *tokens, float *loss, double *grad_norm,
                     char *err, size_t errlen) {
     dm_step_out so;
     if (!tokens) {
