@@ -223,6 +223,14 @@ int dm_model_get(const dm_model *m, const char *name, float *dst, size_t n, char
 int dm_model_set(dm_model *m, const char *name, const float *src, size_t n, char *err,
                  size_t errlen);
 
+/* The tokenizer of a model of tokens (vocab > 256): its serialized SentencePiece model
+ * (the bytes of a data directory's tokenizer.model) and their checksum ("xxh64:" and 16
+ * hex digits), which checkpoints carry beside the parameters (docs/tokens.md). set
+ * copies them (n 0: none); get gives them (NULL when the model has none) and the
+ * checksum in *checksum. 0 ok; 1 out of memory. */
+int dm_model_set_tokenizer(dm_model *m, const void *bytes, size_t n, const char *checksum);
+const void *dm_model_tokenizer(const dm_model *m, size_t *n, const char **checksum);
+
 /* Size the activation arena for batches of B x T (forward calls this as needed). */
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen);
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads);

@@ -11,6 +11,7 @@
 #include "dormouse.h"
 #include "io/data.h"
 #include "jobs/eval.h"
+#include "io/tokenizer.h"
 #include "model/infer.h"
 
 static dm_config tiny(int vocab, int tie) {
@@ -218,5 +219,73 @@ TEST(vocab_token_bpb_brute_force) {
     free(start);
     dm_model_free(m);
     dm_corpus_free(&c);
+    t_rmtree(d);
+}
+
+/* A run of tokens end to end: its checkpoint carries the tokenizer; a resume or eval on data
+ * of another tokenizer is refused naming both checksums; a damaged checkpoint tokenizer is
+ * refused; sample encodes the prompt, decodes the tokens and stops on bytes; eval on a text
+ * file encodes it with the run's tokenizer. */
+TEST(vocab_run_carries_its_tokenizer) {
+    if (dm_tokenizer_missing()) {
+        t_skip("%s", dm_tokenizer_missing());
+        return;
+    }
+    char d[256], cmd[4096], out[16384], err[4096], log[300];
+    t_tmpdir(d, sizeof d);
+    snprintf(log, sizeof log, "%s/out.log", d);
+    snprintf(cmd, sizeof cmd, "cd %s && gzip -dc " T_CORPUS " | head -c 200000 > a.txt && "
+             "gzip -dc " T_CORPUS " | tail -c 200000 | tr 'a-m' 'n-z' > b.txt && "
+             DM_CLI " prepare a.txt --out ta --vocab 400 --val-bytes 8000 && "
+             DM_CLI " prepare b.txt --out tb --vocab 400 --val-bytes 8000 && "
+             DM_CLI " prepare a.txt --out tu --vocab 400 --val-bytes 8000 --tokenizer-type "
+             "unigram", d);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "prepare: %s", err);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --data ta --out run " T_TINY
+             " --set steps=3 --set eval_window=2048", d);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "train: %s", err);
+    snprintf(cmd, sizeof cmd, "cmp %s/ta/tokenizer.model %s/run/ckpt-00000003/tokenizer.model",
+             d, d);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "the checkpoint's tokenizer: %s", err);
+    snprintf(cmd, sizeof cmd, "grep -q '\"vocab\":[[:space:]]*400' %s/run/config.json", d);
+    CHECK(t_run(cmd, NULL, 0) == 0);
+    /* the other tokenizer: its checksum and the checkpoint's, exit 2 */
+    char sa[DM_TOK_CHECKSUM_LEN + 8], sb[DM_TOK_CHECKSUM_LEN + 8], p[512];
+    for (int i = 0; i < 2; i++) {
+        size_t n;
+        snprintf(p, sizeof p, "%s/%s/tokenizer.model", d, i ? "tb" : "ta");
+        FILE *f = fopen(p, "rb");
+        static char buf[1 << 20];
+        n = f ? fread(buf, 1, sizeof buf, f) : 0;
+        if (f) fclose(f);
+        dm_tokenizer_checksum(buf, n, i ? sb : sa);
+    }
+    CHECK(strcmp(sa, sb) != 0);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " eval run --data tb", d);
+    t_expect(cmd, 2, "is not the checkpoint's", NULL, 0);
+    CHECK(t_run_out(cmd, log, out, sizeof out) == 2 && strstr(out, sa) && strstr(out, sb));
+    /* a resume on the same text under another tokenizer (unigram): refused the same way */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " train --resume run --data tu --set steps=5",
+             d);
+    CHECKF(t_run_out(cmd, log, out, sizeof out) == 2 && strstr(out, sa) &&
+           strstr(out, "not the checkpoint's"), "%s", out);
+    /* eval on the text itself (--val: all of it the validation text, encoded with the
+     * run's tokenizer as prepare encoded it): the same tokens, the same number */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " eval run --set eval_window=2048 && "
+             DM_CLI " eval run --val ta/val.bin --set eval_window=2048", d);
+    CHECKF(t_run_out(cmd, log, out, sizeof out) == 0, "%s", out);
+    char *x = strstr(out, "val_bpb "), *y = x ? strstr(x + 1, "val_bpb ") : NULL;
+    CHECKF(x && y && atof(x + 8) > 0 && atof(x + 8) == atof(y + 8), "%s", out);
+    /* sample: the prompt's tokens in, bytes out; a stop string of bytes ends it */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " sample run --prompt 'And God' --len 200 "
+             "--stop 'e'", d);
+    CHECKF(t_run_out(cmd, log, out, sizeof out) == 0, "%s", out);
+    size_t len = strlen(out);
+    CHECKF(!strncmp(out, "And God", 7) && len >= 9 && out[len - 2] == 'e', "%s", out);
+    CHECKF(strchr(out + 7, 'e') == out + len - 2, "stopped at the first generated 'e': %s", out);
+    /* a damaged tokenizer in the checkpoint: refused, naming it */
+    snprintf(cmd, sizeof cmd, "cd %s && printf x >> run/ckpt-00000003/tokenizer.model && "
+             DM_CLI " sample run --prompt a", d);
+    t_expect(cmd, 2, "tokenizer.model is damaged", NULL, 0);
     t_rmtree(d);
 }

@@ -204,12 +204,60 @@ int dm_corpus_vocab(const dm_corpus *c, int *vocab, int explicit_, char *err, si
         return 0;
     }
     if (c->tok)
-        snprintf(err, errlen, "vocab=%d, but the data's tokenizer (%s) has %d pieces: leave "
-                 "vocab out to take the data's", *vocab, c->tok->checksum, want);
+        snprintf(err, errlen, "vocab=%d, but the data's tokenizer (%s) has %d pieces (a new "
+                 "run without vocab takes the data's)", *vocab, c->tok->checksum, want);
     else
         snprintf(err, errlen, "vocab=%d, but the data are bytes (vocab 256): `dormouse "
                  "prepare --vocab %d` makes token data", *vocab, *vocab);
     return 1;
+}
+
+int dm_corpus_use_tokenizer(dm_corpus *c, const void *model, size_t n, const char *checksum,
+                            int vocab, char *err, size_t errlen) {
+    if (c->tok) {
+        if (!strcmp(c->tok->checksum, checksum)) return 0;
+        snprintf(err, errlen, "the data's tokenizer (%s) is not the checkpoint's (%s): a model "
+                 "of tokens reads only the tokens it was trained on", c->tok->checksum,
+                 checksum);
+        return 1;
+    }
+    dm_tokdata *t = calloc(1, sizeof *t);
+    if (!t) return snprintf(err, errlen, "out of memory"), 1;
+    c->tok = t;
+    if (!(t->tok = dm_tokenizer_load(model, n, err, errlen))) return 1;
+    t->vocab = dm_tokenizer_vocab(t->tok);
+    if (t->vocab != vocab)
+        return snprintf(err, errlen, "the checkpoint's tokenizer has %d pieces, its model %d",
+                        t->vocab, vocab), 1;
+    t->width = dm_id_width(vocab);
+    snprintf(t->checksum, sizeof t->checksum, "%s", checksum);
+    if (!(t->len = malloc((size_t)vocab * sizeof *t->len)))
+        return snprintf(err, errlen, "out of memory"), 1;
+    for (int v = 0; v < vocab; v++) t->len[v] = dm_tokenizer_piece_bytes(t->tok, (uint32_t)v);
+    c->vocab = vocab;
+    c->width = t->width;
+    dm_ids ids = {0};
+    if (dm_tokenizer_encode(t->tok, c->val, c->val_n, &ids, err, errlen)) {
+        free(ids.p);
+        return 1;
+    }
+    c->enc = malloc(ids.n ? ids.n * (size_t)t->width : 1);
+    for (size_t i = 0; c->enc && i < ids.n; i++) {
+        if (t->width == 2) ((uint16_t *)c->enc)[i] = (uint16_t)ids.p[i];
+        else ((uint32_t *)c->enc)[i] = ids.p[i];
+    }
+    size_t nt = ids.n;
+    free(ids.p);
+    if (!c->enc) return snprintf(err, errlen, "out of memory"), 1;
+    if (dm_tokstream_init(&c->ts[1], c->enc, t->width, nt, t->len, vocab, err, errlen))
+        return 1;
+    if (c->ts[1].bytes != c->val_n) {
+        snprintf(err, errlen, "the validation text cannot be round-tripped by the run's "
+                 "tokenizer (its tokens cover %llu bytes of %zu: not UTF-8 it keeps)",
+                 (unsigned long long)c->ts[1].bytes, c->val_n);
+        return 1;
+    }
+    return 0;
 }
 
 int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
@@ -274,6 +322,7 @@ void dm_corpus_free(dm_corpus *c) {
         if (c->map[i]) munmap(c->map[i], c->map_n[i]);
     free(c->bytes);
     free(c->val_bytes);
+    free(c->enc);
     free(c->notes);
     memset(c, 0, sizeof *c);
 }

@@ -44,6 +44,7 @@ typedef struct dm_corpus {
     int width;             /* bytes per id of a batch: 1 (bytes), 2 or 4 (dm_id_width) */
     dm_tokdata *tok;       /* NULL for bytes (malloc'd) */
     dm_tokstream ts[2];    /* DM_PART_TRAIN, DM_PART_VAL */
+    uint8_t *enc;          /* the validation tokens dm_corpus_use_tokenizer encoded */
 } dm_corpus;
 
 /* Load a prepared data directory (mapped; a damaged one, an unfinished prepare or a .bin
@@ -63,6 +64,14 @@ uint32_t dm_corpus_crc32(const dm_corpus *c);
 /* A mapped corpus: read its .bin files and check their CRC-32s against meta.json
  * (--verify-data). 0 ok (also for a corpus in memory), else a one-line err. */
 int dm_corpus_verify(const dm_corpus *c, char *err, size_t errlen);
+
+/* Score the validation set with the tokenizer of a model of tokens (the bytes of its
+ * tokenizer.model, their checksum, its vocab): a token corpus must be of that tokenizer
+ * (else err names both checksums); a corpus of bytes, split, has its validation set
+ * encoded now, as one text (a segment at a time, io/tokenizer.h), which must round-trip.
+ * 0 ok, else a one-line err. */
+int dm_corpus_use_tokenizer(dm_corpus *c, const void *model, size_t n, const char *checksum,
+                            int vocab, char *err, size_t errlen);
 
 /* Reserve the last eval_window bytes for validation; the rest must hold at least one
  * training sequence of seq_len+1 bytes. A mapped corpus keeps its split (val.bin must

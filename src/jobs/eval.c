@@ -115,7 +115,7 @@ static int stop_asked(const dm_job_io *io, dm_comm *comm) {
  * first the context, and the bytes the others cover. */
 static double span_nats(dm_model *m, const dm_corpus *c, size_t a, size_t len, int B, int T,
                         dm_comm *comm, size_t *preds) {
-    if (!c->tok) {
+    if (!c->tok || dm_model_config(m)->vocab != c->vocab) { /* a model of bytes */
         *preds = len - 1;
         return window_nats(m, c->val + a, len, B, T, comm);
     }
@@ -131,7 +131,7 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
                    dm_comm *comm, const dm_job_io *io, size_t *scored) {
     size_t W = (size_t)w;
     *scored = 0;
-    if (c->tok && windows == 1) { /* the last eval_window bytes, scored by their tokens */
+    if (c->tok && dm_model_config(m)->vocab == c->vocab && windows == 1) { /* the last eval_window bytes, scored by their tokens */
         size_t preds = 0;
         *scored = W;
         double nats = span_nats(m, c, c->val_n - W, W, B, T, comm, &preds);
@@ -251,6 +251,15 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
     if (m && !st.code && dm_eval_check(&c, cfg.eval_window, cfg.eval_windows, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
+    if (m && !st.code && cfg.vocab > DM_VOCAB) { /* a model of tokens: its tokenizer's */
+        size_t tn;
+        const char *sum;
+        const void *tb = dm_model_tokenizer(m, &tn, &sum);
+        if (!tb) dm_fail(&st, DM_JOB_BAD_INPUT, "%s: a model of vocab %d without its tokenizer",
+                         a->ckpt, cfg.vocab);
+        else if (dm_corpus_use_tokenizer(&c, tb, tn, sum, cfg.vocab, err, sizeof err))
+            dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
+    }
     int code = st.code, failed;
     int stop = dm_job_agree(io, a->comm, &code, st.msg, sizeof st.msg, &failed);
     st.code = code;

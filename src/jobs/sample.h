@@ -45,5 +45,8 @@ dm_status dm_sample(const dm_sample_args *a, const dm_job_io *io);
 struct dm_rng;
 int dm_sample_byte(const float *logits, float temperature, int top_k, float top_p,
                    struct dm_rng *r);
+/* The same over logits[V] (a token id; the bytes' draws for V = 256); -1 out of memory. */
+int dm_sample_id(const float *logits, int V, float temperature, int top_k, float top_p,
+                 struct dm_rng *r);
 
 #endif

@@ -60,6 +60,9 @@ static int set_up(train_ctx *t) {
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->m = dm_model_create(c, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    const dm_tokdata *td = t->corpus.tok; /* a model of tokens carries its tokenizer */
+    if (td && dm_model_set_tokenizer(t->m, td->model, td->model_n, td->checksum))
+        return dm_fail(t->st, DM_JOB_FAILED, "out of memory");
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
     if (!t->opt) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (dm_stepper_init(&t->stepper, t->m, t->opt, c, t->ranks.comm, err, sizeof err))

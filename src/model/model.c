@@ -222,7 +222,27 @@ void dm_model_free(dm_model *m) {
         dm_backend_free(m->be);
     }
     free(m->act);
+    free(m->tok_model);
     free(m);
+}
+
+int dm_model_set_tokenizer(dm_model *m, const void *bytes, size_t n, const char *checksum) {
+    free(m->tok_model);
+    m->tok_model = NULL;
+    m->tok_model_n = 0;
+    m->tok_checksum[0] = 0;
+    if (!n) return 0;
+    if (!(m->tok_model = malloc(n))) return 1;
+    memcpy(m->tok_model, bytes, n);
+    m->tok_model_n = n;
+    snprintf(m->tok_checksum, sizeof m->tok_checksum, "%s", checksum);
+    return 0;
+}
+
+const void *dm_model_tokenizer(const dm_model *m, size_t *n, const char **checksum) {
+    if (n) *n = m->tok_model_n;
+    if (checksum) *checksum = m->tok_checksum;
+    return m->tok_model;
 }
 
 const dm_config *dm_model_config(const dm_model *m) { return &m->cfg; }

@@ -70,6 +70,10 @@ struct dm_model {
                                   creation by the backend: every reader of "are the bf16
                                   products active", the threads, the engines reads it */
 
+    uint8_t *tok_model;        /* the tokenizer (dm_model_set_tokenizer; NULL: none) */
+    size_t tok_model_n;
+    char tok_checksum[32];
+
     /* last forward */
     int B, T;
     int have_forward;
