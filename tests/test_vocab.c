@@ -289,3 +289,22 @@ TEST(vocab_run_carries_its_tokenizer) {
     t_expect(cmd, 2, "tokenizer.model is damaged", NULL, 0);
     t_rmtree(d);
 }
+
+/* plan times a model of tokens on ids below its vocabulary, and counts its logits */
+TEST(vocab_plan_counts_the_vocabulary) {
+    char out[16384], log[300], d[256], cmd[1024];
+    t_tmpdir(d, sizeof d);
+    snprintf(log, sizeof log, "%s/out.log", d);
+    double total[2];
+    const int V[2] = {256, 5000};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, DM_CLI " plan " T_TINY " --set vocab=%d --reps 1", V[i]);
+        CHECKF(t_run_out(cmd, log, out, sizeof out) == 0, "%s", out);
+        const char *t = strstr(out, "  total");
+        total[i] = t ? atof(t + 7) : 0;
+        CHECKF(t && strstr(out, "tokens/s"), "%s", out);
+    }
+    printf("  plan total: %.1f MiB at vocab 256, %.1f MiB at 5000\n", total[0], total[1]);
+    CHECK(total[1] > total[0]);
+    t_rmtree(d);
+}

@@ -250,6 +250,9 @@ static int arm_init(bench_ctx *b, arm *a) {
         else snprintf(a->weights, sizeof a->weights, "trained-step-%ld", b->from_step);
     }
     arm_config(a);
+    /* a token corpus sets the vocabulary, as for train */
+    if (dm_corpus_vocab(&b->corpus, &a->cfg.vocab, a->cfg.vocab != DM_VOCAB, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s: %s", b->data, err);
     if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     a->m = dm_model_create(c, err, sizeof err);
