@@ -315,7 +315,8 @@ int dm_trainer_save(dm_trainer *t, const char *dir, char *err, size_t errlen);
 int dm_trainer_step(dm_trainer *t, const void *tokens, float *loss, double *grad_norm,
                     char *err, size_t errlen);
 /* Bits per byte of the model on bytes[0..n) as `dormouse eval` computes it (sequences of
- * seq_len, the rest as one shorter sequence). 0 ok; else err. */
+ * seq_len, the rest as one shorter sequence). A model of the byte vocabulary only (else
+ * err). 0 ok; else err. */
 int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, char *err,
                       size_t errlen);
 /* The config and step of a checkpoint (a run directory: its newest; a checkpoint
@@ -331,7 +332,8 @@ int dm_model_load(dm_model *m, const char *path, char *err, size_t errlen);
 int dm_model_save(dm_model *m, const char *dir, long step, char *err, size_t errlen);
 /* The training batch of 0-based step `step` as `dormouse train` draws it from a corpus of
  * bytes[0..n) (its last eval_window bytes are the validation window, never drawn):
- * tokens [grad_accum * batch_size, seq_len + 1]. 0 ok; else err (the corpus too small). */
+ * tokens [grad_accum * batch_size, seq_len + 1]. 0 ok; else err (the corpus too small, or
+ * a cfg of another vocabulary than the bytes). */
 int dm_train_batch(const dm_config *cfg, const uint8_t *bytes, size_t n, long step,
                    uint8_t *tokens, char *err, size_t errlen);
 
