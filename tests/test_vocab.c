@@ -283,6 +283,14 @@ TEST(vocab_run_carries_its_tokenizer) {
     size_t len = strlen(out);
     CHECKF(!strncmp(out, "And God", 7) && len >= 9 && out[len - 2] == 'e', "%s", out);
     CHECKF(strchr(out + 7, 'e') == out + len - 2, "stopped at the first generated 'e': %s", out);
+    /* bench on the token data: the data's vocabulary, tokens/s and the bytes they stand for */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " bench --data ta " T_TINY " --set "
+             "eval_window=2048 --reps 1", d);
+    CHECKF(t_run_out(cmd, log, out, sizeof out) == 0 && strstr(out, "step tokens/s") &&
+           strstr(out, "# tokens of vocab 400,") && strstr(out, "step bytes/s"), "%s", out);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " bench --data ta " T_TINY " --set vocab=512 "
+             "--reps 1", d);
+    t_expect(cmd, 2, "vocab=512, but the data's tokenizer", NULL, 0);
     /* a damaged tokenizer in the checkpoint: refused, naming it */
     snprintf(cmd, sizeof cmd, "cd %s && printf x >> run/ckpt-00000003/tokenizer.model && "
              DM_CLI " sample run --prompt a", d);
