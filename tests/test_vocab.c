@@ -316,3 +316,28 @@ TEST(vocab_plan_counts_the_vocabulary) {
     CHECK(total[1] > total[0]);
     t_rmtree(d);
 }
+
+/* Under mpirun the ranks train a model of tokens as one process does: the same weights */
+TEST(vocab_tokens_under_mpirun_same_weights) {
+    if (!DM_MPIEXEC[0]) {
+        t_skip("this build has no MPI (CMake found none; Debian: libopenmpi-dev openmpi-bin)");
+        return;
+    }
+    if (dm_tokenizer_missing()) {
+        t_skip("%s", dm_tokenizer_missing());
+        return;
+    }
+    char d[256], cmd[8192], out[16384], log[300];
+    t_tmpdir(d, sizeof d);
+    snprintf(log, sizeof log, "%s/out.log", d);
+    snprintf(cmd, sizeof cmd, "cd %s && gzip -dc " T_CORPUS " | head -c 150000 > a.txt && "
+             DM_CLI " prepare a.txt --out t --vocab 400 --val-bytes 8000 && "
+             DM_CLI " train --data t --out one " T_TINY " --set steps=3 --set grad_accum=2 "
+             "--set eval_window=2048 && " T_MPIRUN " -np 2 " DM_CLI " train --data t --out two "
+             T_TINY " --set steps=3 --set grad_accum=2 --set eval_window=2048 && "
+             "cmp one/ckpt-00000003/model.safetensors two/ckpt-00000003/model.safetensors && "
+             "cmp one/ckpt-00000003/tokenizer.model two/ckpt-00000003/tokenizer.model", d);
+    int rc = t_run_out(cmd, log, out, sizeof out);
+    CHECKF(rc == 0, "%s", out);
+    t_rmtree(d);
+}
