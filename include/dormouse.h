@@ -23,7 +23,17 @@
 extern "C" {
 #endif
 
-#define DM_VOCAB 256 /* byte-level: inputs and outputs are bytes */
+#define DM_VOCAB 256 /* the byte vocabulary: inputs and outputs are bytes (vocab=256) */
+
+/* Token ids: a model of vocab V reads ids of dm_id_width(V) bytes each, little-endian as
+ * the machine stores them: 1 (uint8_t, the bytes) for V <= 256, 2 (uint16_t) for
+ * V <= 65536, else 4 (uint32_t). */
+static inline int dm_id_width(int vocab) { return vocab <= 256 ? 1 : vocab <= 65536 ? 2 : 4; }
+/* the i-th of ids of width w (0 is taken as 1) */
+static inline uint32_t dm_id_at(const void *ids, int w, size_t i) {
+    return w == 2 ? ((const uint16_t *)ids)[i] : w == 4 ? ((const uint32_t *)ids)[i]
+                                                        : ((const uint8_t *)ids)[i];
+}
 #define DM_ERRLEN 256
 
 /* ------------------------------------------------------------------------------------ */
@@ -62,6 +72,8 @@ typedef struct dm_config {
     int mixer;              /* DM_MIXER_KDA | DM_MIXER_GDN                     (kda) */
     float gate_lower_bound; /* 0 = softplus gate; lb < 0 = lb*sigmoid gate     (0)   */
     int tie_embeddings;     /* lm_head shares the embedding table              (0)   */
+    int vocab;              /* token ids 0 .. vocab-1: 256 the bytes; more a
+                               tokenizer's pieces (a token data directory's) (256) */
     /* run: training and backend keys */
     uint64_t seed;          /* init, batches, sampling                         (1)   */
     int batch_size;         /* sequences per micro-batch                       (8)   */
@@ -216,6 +228,14 @@ int dm_model_get(const dm_model *m, const char *name, float *dst, size_t n, char
 int dm_model_set(dm_model *m, const char *name, const float *src, size_t n, char *err,
                  size_t errlen);
 
+/* The tokenizer of a model of tokens (vocab > 256): its serialized SentencePiece model
+ * (the bytes of a data directory's tokenizer.model) and their checksum ("xxh64:" and 16
+ * hex digits), which checkpoints carry beside the parameters (docs/tokens.md). set
+ * copies them (n 0: none); get gives them (NULL when the model has none) and the
+ * checksum in *checksum. 0 ok; 1 out of memory. */
+int dm_model_set_tokenizer(dm_model *m, const void *bytes, size_t n, const char *checksum);
+const void *dm_model_tokenizer(const dm_model *m, size_t *n, const char **checksum);
+
 /* Size the activation arena for batches of B x T (forward calls this as needed). */
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen);
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads);
@@ -247,10 +267,11 @@ int dm_memory_plan(const dm_config *cfg, int B, int T, int nthreads, dm_memory *
 /* The figures of m's arena as laid out now (optimizer = 0); 1 when none is laid out yet. */
 int dm_model_memory(const dm_model *m, dm_memory *mem);
 
-/* Forward on tokens [B, T+1] (inputs tokens[:, :T], targets tokens[:, 1:]).
- * Returns the mean cross-entropy in nats; logits [B,T,256] are written when non-NULL.
+/* Forward on tokens [B, T+1] (inputs tokens[:, :T], targets tokens[:, 1:]), ids of
+ * dm_id_width(vocab) bytes each (bytes for the byte vocabulary).
+ * Returns the mean cross-entropy in nats; logits [B,T,vocab] are written when non-NULL.
  * Returns NAN if the arena cannot be sized. */
-float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *logits);
+float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *logits);
 /* Backward of the last forward: grads += d(mean loss)/d(params). */
 void dm_model_backward(dm_model *m);
 
@@ -294,12 +315,13 @@ int dm_trainer_load(dm_trainer *t, const char *path, char *err, size_t errlen);
  * the run directory dir (dir/ckpt-<step>/, as `dormouse train` writes them). 0 ok. */
 int dm_trainer_save(dm_trainer *t, const char *dir, char *err, size_t errlen);
 /* One optimizer step on tokens [grad_accum * batch_size, seq_len + 1] (each row: seq_len
- * inputs and the next byte); the step's mean loss in *loss and the gradient norm before
+ * inputs and the next token; ids as dm_model_forward takes them); the step's mean loss in *loss and the gradient norm before
  * clipping in *grad_norm (either may be NULL). 0 ok; else err. */
-int dm_trainer_step(dm_trainer *t, const uint8_t *tokens, float *loss, double *grad_norm,
+int dm_trainer_step(dm_trainer *t, const void *tokens, float *loss, double *grad_norm,
                     char *err, size_t errlen);
 /* Bits per byte of the model on bytes[0..n) as `dormouse eval` computes it (sequences of
- * seq_len, the rest as one shorter sequence). 0 ok; else err. */
+ * seq_len, the rest as one shorter sequence). A model of the byte vocabulary only (else
+ * err). 0 ok; else err. */
 int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, char *err,
                       size_t errlen);
 /* The config and step of a checkpoint (a run directory: its newest; a checkpoint
@@ -315,7 +337,8 @@ int dm_model_load(dm_model *m, const char *path, char *err, size_t errlen);
 int dm_model_save(dm_model *m, const char *dir, long step, char *err, size_t errlen);
 /* The training batch of 0-based step `step` as `dormouse train` draws it from a corpus of
  * bytes[0..n) (its last eval_window bytes are the validation window, never drawn):
- * tokens [grad_accum * batch_size, seq_len + 1]. 0 ok; else err (the corpus too small). */
+ * tokens [grad_accum * batch_size, seq_len + 1]. 0 ok; else err (the corpus too small, or
+ * a cfg of another vocabulary than the bytes). */
 int dm_train_batch(const dm_config *cfg, const uint8_t *bytes, size_t n, long step,
                    uint8_t *tokens, char *err, size_t errlen);
 

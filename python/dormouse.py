@@ -218,13 +218,71 @@ def read_corpus(path):
 
 
 def is_data_dir(path):
-    """A data directory of `dormouse prepare`: meta.json, train.bin and val.bin (one with
-    tokens, tokenizer.model beside them, is refused as dormouse refuses it)."""
-    ok = os.path.isdir(path) and all(os.path.isfile(os.path.join(path, n))
-                                     for n in ("meta.json", "train.bin", "val.bin"))
-    if ok and os.path.isfile(os.path.join(path, "tokenizer.model")):
-        sys.exit(f"error: {path}: token data needs vocab support in the model: not yet")
-    return ok
+    """A data directory of `dormouse prepare`: meta.json, train.bin and val.bin (with
+    tokens: tokenizer.model, train.tok and val.tok beside them, docs/tokens.md)."""
+    return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, n))
+                                       for n in ("meta.json", "train.bin", "val.bin"))
+
+
+# ---- tokens (docs/tokens.md) --------------------------------------------------------------
+
+def tokenizer_checksum(blob):
+    """"xxh64:" and 16 hex digits of a tokenizer.model's bytes, as dormouse records it."""
+    return f"xxh64:{xxh64(blob):016x}"
+
+
+def piece_bytes(sp):
+    """The bytes each id decodes to: a byte piece one, a control or unknown piece none, a
+    piece its text with U+2581 as the space."""
+    n = []
+    for i in range(sp.get_piece_size()):
+        if sp.is_byte(i):
+            n.append(1)
+        elif sp.is_control(i) or sp.is_unknown(i):
+            n.append(0)
+        else:
+            n.append(len(sp.id_to_piece(i).replace("\u2581", " ").encode()))
+    return np.array(n, dtype=np.int64)
+
+
+def segments(text):
+    """dormouse's segments (dm_tok_segment): each ends after a newline, or where a line
+    reaches 65,536 bytes, cut back to a character boundary, or at the end."""
+    s, n = 0, len(text)
+    while s < n:
+        nl = text.find(b"\n", s, s + 65536)
+        e = nl + 1 if nl >= 0 else min(n, s + 65536)
+        if nl < 0 and e < n:
+            while e > s + 1 and (text[e] & 0xC0) == 0x80:
+                e -= 1
+        yield text[s:e]
+        s = e
+
+
+def encode(sp, text):
+    """The ids of text (bytes), a segment at a time, as dormouse encodes it."""
+    ids = []
+    for seg in segments(bytes(text)):
+        ids.extend(sp.encode(seg.decode("utf-8")))
+    return np.array(ids, dtype=np.int64)
+
+
+def val_tokens(model, path, val, whole=False):
+    """The ids of the validation set of a model of tokens: a data directory of its
+    tokenizer gives val.tok; a text is encoded with the run's tokenizer (its validation
+    text alone). Another tokenizer is refused, naming both checksums."""
+    if is_data_dir(path):
+        with open(os.path.join(path, "meta.json")) as f:
+            tok = json.load(f).get("tokens")
+        if not tok:
+            raise ValueError(f"{path}: bytes, but the model has vocab {model.config['vocab']}")
+        theirs = tok["tokenizer"]["checksum"]
+        if theirs != model.tokenizer_sum:
+            raise ValueError(f"the data's tokenizer ({theirs}) is not the checkpoint's "
+                             f"({model.tokenizer_sum})")
+        dt = np.uint16 if tok["token_bytes"] == 2 else np.uint32
+        return np.fromfile(os.path.join(path, "val.tok"), dtype=dt).astype(np.int64)
+    return encode(model.sp, val)
 
 
 def validation_set(path, eval_window, whole=False):
@@ -431,11 +489,13 @@ class Model(torch.nn.Module):
         super().__init__()
         self.config = c = {**DEFAULTS, **config}
         D = c["d_model"]
-        self.embed = torch.nn.Parameter(torch.zeros(VOCAB, D))
+        self.vocab = V = int(c.get("vocab", VOCAB))
+        self.embed = torch.nn.Parameter(torch.zeros(V, D))
         self.layers = torch.nn.ModuleList(Block(c) for _ in range(c["n_layer"]))
         self.norm_f = torch.nn.Parameter(torch.ones(D))
         if not c["tie_embeddings"]:
-            self.lm_head = torch.nn.Parameter(torch.zeros(VOCAB, D))
+            self.lm_head = torch.nn.Parameter(torch.zeros(V, D))
+        self.sp = self.tokenizer_sum = None  # a model of tokens: its tokenizer (load)
         self.precision = "fp32"
         self.impl, self.chunk = "chunked", 64
         self.data_path = self.val_path = None  # the run's corpora (load)
@@ -472,7 +532,7 @@ class Model(torch.nn.Module):
         """mean cross-entropy in nats of tokens [B,T+1] (inputs [:, :-1], targets [:, 1:]),
         as dormouse's training loss"""
         logits = self.forward(tokens[:, :-1], **kw)
-        return F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1).long())
+        return F.cross_entropy(logits.reshape(-1, self.vocab), tokens[:, 1:].reshape(-1).long())
 
 
 def load(path, dtype=torch.float32, precision="auto"):
@@ -488,6 +548,14 @@ def load(path, dtype=torch.float32, precision="auto"):
     m = Model(config)
     m.load_state_dict(tensors, strict=True)
     m.step = int(meta.get("step", 0))
+    if "tokenizer" in meta:  # a model of tokens: the tokenizer its checkpoint carries
+        with open(os.path.join(os.path.dirname(file), "tokenizer.model"), "rb") as f:
+            blob = f.read()
+        if tokenizer_checksum(blob) != meta["tokenizer"]:
+            raise ValueError(f"{file}: its tokenizer.model is damaged")
+        import sentencepiece
+        m.sp = sentencepiece.SentencePieceProcessor(model_proto=blob)
+        m.tokenizer_sum = meta["tokenizer"]
     m.to(dtype).eval().set_precision(precision if precision != "config" else config["precision"])
     run = os.path.dirname(os.path.dirname(os.path.abspath(file)))
     for name in ("data_path", "val_path"):
@@ -542,7 +610,11 @@ def nats(model, window, seq_len=None, batch_size=None, progress=None, **kw):
     progress: called with the forwards done (a Progress, or None)."""
     T = seq_len or model.config["seq_len"]
     B = batch_size or model.config["batch_size"]
-    buf = torch.frombuffer(bytearray(bytes(window)), dtype=torch.uint8).long()
+    if isinstance(window, np.ndarray) and window.dtype == np.int64:  # token ids
+        buf = torch.from_numpy(window)
+    else:
+        buf = torch.frombuffer(bytearray(bytes(window)), dtype=torch.uint8).long()
+    V = model.vocab
     preds = len(window) - 1
     full, rest = divmod(preds, T)
     total = 0.0
@@ -556,12 +628,12 @@ def nats(model, window, seq_len=None, batch_size=None, progress=None, **kw):
         idx = (torch.arange(b)[:, None] + s) * T + torch.arange(T + 1)[None, :]
         seq = buf[idx]
         logits = model(seq[:, :-1], **kw).double()
-        total += F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1),
+        total += F.cross_entropy(logits.reshape(-1, V), seq[:, 1:].reshape(-1),
                                  reduction="sum").item()
     if rest:
         seq = buf[full * T:].unsqueeze(0)
         logits = model(seq[:, :-1], **kw).double()
-        total += F.cross_entropy(logits.reshape(-1, VOCAB), seq[:, 1:].reshape(-1),
+        total += F.cross_entropy(logits.reshape(-1, V), seq[:, 1:].reshape(-1),
                                  reduction="sum").item()
     if progress:
         progress(nf)
@@ -588,16 +660,35 @@ def eval_offsets(val_n, w, n, seed=EVAL_WINDOW_SEED):
     return [k * stratum + r.below(stratum - w + 1) for k in range(n)]
 
 
-def val_bpb(model, val, eval_window=None, eval_windows=None, progress=None, **kw):
+def cover_nats(model, ids, start, a, b, **kw):
+    """Of a model of tokens, the byte window [a, b): the nats of the tokens covering it (the
+    first the context) and the bytes the scored ones cover (docs/tokens.md)."""
+    t0 = int(np.searchsorted(start[1:], a, side="right"))  # the first token ending after a
+    t1 = int(np.searchsorted(start[:-1], b, side="left"))  # the first beginning at b or after
+    scored = int(start[t1] - start[t0 + 1])
+    return (nats(model, ids[t0:t1], **kw) if t1 - t0 >= 2 else 0.0), scored
+
+
+def val_bpb(model, val, eval_window=None, eval_windows=None, progress=None, ids=None, **kw):
     """The validation BPB of the set val (validation_set) as dormouse's eval_windows asks
     (dm_eval_val): 1 the last eval_window bytes; n >= 2 the windows of eval_offsets; "all"
     consecutive windows, each starting at the last byte of the one before. Windows are
-    combined by their predictions. Returns (bpb, bytes scored). progress=True shows the
+    combined by their predictions. Returns (bpb, bytes scored). A model of tokens scores
+    each window by its covering tokens: ids, the validation set's (val_tokens). progress=True shows the
     windows done on stderr (the forwards, for one window)."""
     w = eval_window or model.config["eval_window"]
     n = model.config["eval_windows"] if eval_windows is None else eval_windows
-    if n == 1:
+    start = None
+    if ids is not None:
+        start = np.concatenate([[0], np.cumsum(piece_bytes(model.sp)[ids])])
+        if start[-1] != len(val):
+            raise ValueError(f"the tokens cover {start[-1]} bytes, the validation set has "
+                             f"{len(val)}")
+    if n == 1 and ids is None:
         return bpb(model, val[len(val) - w:], progress=progress, **kw), w
+    if n == 1:
+        total, preds = cover_nats(model, ids, start, len(val) - w, len(val), **kw)
+        return total / preds / math.log(2), w
     if n == "all":
         starts, s = [], 0
         while s + 1 < len(val):
@@ -612,8 +703,12 @@ def val_bpb(model, val, eval_window=None, eval_windows=None, progress=None, **kw
     for i, (o, ln) in enumerate(starts):
         if show:
             show(i)
-        total += nats(model, val[o:o + ln], **kw)
-        preds += ln - 1
+        if ids is None:
+            total += nats(model, val[o:o + ln], **kw)
+            preds += ln - 1
+        else:
+            t, p = cover_nats(model, ids, start, o, o + ln, **kw)
+            total, preds = total + t, preds + p
     if show:
         show(len(starts))
     return total / preds / math.log(2), scored
@@ -819,10 +914,11 @@ def main(argv=None):
         val = validation_set(path, w, whole)
         if len(val) < w:
             sys.exit(f"error: {path} has {len(val)} bytes, fewer than eval_window={w}")
-        if is_data_dir(path):
-            path = os.path.join(path, "val.bin")
         try:
-            v, scored = val_bpb(model, val, progress=True)
+            ids = val_tokens(model, path, val, whole) if model.sp else None
+            if is_data_dir(path):
+                path = os.path.join(path, "val.bin")
+            v, scored = val_bpb(model, val, progress=True, ids=ids)
         except ValueError as e:
             sys.exit(f"error: {e}")
         what = (f"the last {w} bytes" if n == 1 else f"all {scored} bytes (eval_windows=all)"

@@ -10,7 +10,7 @@
 
 static const char *const MODEL[] = {"d_model", "n_layer", "n_head", "head_dim", "gate_rank",
                                     "conv_size", "mixer", "gate_lower_bound",
-                                    "tie_embeddings", NULL};
+                                    "tie_embeddings", "vocab", NULL};
 static const char *const BACKEND[] = {"kda_impl", "chunk_size", "norm_impl", "gemm",
                                       "precision", "ns_precision", "verify_fused", "threads",
                                       "atlas", "checkpointing", "backend", "device", "comm_timeout",
@@ -35,7 +35,7 @@ TEST(config_key_groups) {
         if (g >= 0 && g < 3) n[g]++;
     }
     printf("  %d keys: %d model, %d training, %d backend\n", keys, n[0], n[1], n[2]);
-    CHECK(n[DM_KEY_MODEL] == 9 && n[DM_KEY_BACKEND] == 13 && n[DM_KEY_TRAINING] > 20);
+    CHECK(n[DM_KEY_MODEL] == 10 && n[DM_KEY_BACKEND] == 13 && n[DM_KEY_TRAINING] > 20);
     CHECK(dm_config_key_group(keys) == -1 && dm_config_key_name(keys) == NULL);
     CHECK(!dm_config_is_model_key("no_such_key"));
     CHECK(!strcmp(dm_config_group_name(DM_KEY_MODEL), "model"));
@@ -62,7 +62,8 @@ TEST(config_check_model_and_diff) {
         b = a;
         const char *v = !strcmp(MODEL[i], "mixer") ? "gdn"
                         : !strcmp(MODEL[i], "tie_embeddings") ? "true"
-                        : !strcmp(MODEL[i], "gate_lower_bound") ? "-5" : "3";
+                        : !strcmp(MODEL[i], "gate_lower_bound") ? "-5"
+                        : !strcmp(MODEL[i], "vocab") ? "512" : "3";
         CHECK(dm_config_set(&b, MODEL[i], v, err, sizeof err) == 0);
         CHECKF(dm_config_check_model(&a, &b, err, sizeof err) != 0, "%s=%s passed", MODEL[i], v);
         CHECKF(strstr(err, MODEL[i]) && strstr(err, "model keys cannot change"), "%s", err);

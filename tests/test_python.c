@@ -273,3 +273,43 @@ TEST(python_twin_eval_windows_match) {
     CHECK(t_run(cmd, NULL, 0) == 0);
     t_rmtree(d);
 }
+
+/* A run of tokens: the twin loads its tokenizer from the checkpoint, scores the windows
+ * by their covering tokens (val.tok of the data directory; a text file encoded with the
+ * run's tokenizer) and agrees with dormouse eval. */
+TEST(python_twin_reads_token_runs) {
+    if (!have_torch() || t_run(PY " -c 'import sentencepiece'", NULL, 0) != 0 ||
+        dm_tokenizer_missing()) {
+        t_skip("needs /usr/bin/python3 with torch, numpy and sentencepiece (Debian: "
+               "python3-torch, python3-sentencepiece) and SentencePiece in this build");
+        return;
+    }
+    char d[256], run[512], cmd[4096], err[4096], outp[600];
+    static char out[1 << 16];
+    t_tmpdir(d, sizeof d);
+    snprintf(run, sizeof run, "%s/run", d);
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    snprintf(cmd, sizeof cmd, "gzip -dc " CORPUS " | head -c 300000 > %s/t.txt && "
+             DM_CLI " prepare %s/t.txt --out %s/data --vocab 500 --val-bytes 30000 && "
+             DM_CLI " train --data %s/data --out %s " TINY " --steps 3", d, d, d, d, run);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "%s", err);
+    const char *sets[4] = {"", "--set eval_windows=3", "--set eval_windows=all",
+                           "--data T.txt"};
+    for (int i = 0; i < 4; i++) {
+        char s[700];
+        snprintf(s, sizeof s, "%s", sets[i]);
+        if (i == 3) snprintf(s, sizeof s, "--data %s/t.txt", d);
+        long sc, st;
+        snprintf(cmd, sizeof cmd, DM_CLI " eval %s %s", run, s);
+        CHECK(t_run_out(cmd, outp, out, sizeof out) == 0);
+        double c = bpb_of(out, &sc);
+        snprintf(cmd, sizeof cmd, PY " " DM_SOURCE_DIR "/python/dormouse.py eval %s %s", run, s);
+        int rc = t_run_out(cmd, outp, out, sizeof out);
+        double t = bpb_of(out, &st);
+        printf("  eval %-22s dormouse %.6f (%ld bytes), twin %.6f (%ld bytes)\n",
+               sets[i][0] ? sets[i] : "(the run's)", c, sc, t, st);
+        CHECKF(rc == 0 && c > 0 && fabs(c - t) <= 1e-5 && sc == st,
+               "eval %s: dormouse %.6f (%ld), twin %.6f (%ld)", s, c, sc, t, st);
+    }
+    t_rmtree(d);
+}

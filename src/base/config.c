@@ -44,6 +44,9 @@ static const key_t_ KEYS[] = {
      "0: softplus gate; < 0: g = lb*sigmoid(...) bounded in (lb, 0)"},
     {"tie_embeddings", DM_KEY_MODEL, K_BOOL, F(tie_embeddings), 0, 1, NULL,
      "lm_head shares the embedding table"},
+    {"vocab", DM_KEY_MODEL, K_INT, F(vocab), 256, 1 << 24, NULL,
+     "token ids the embedding and head cover: 256 the bytes; a token data directory sets "
+     "its tokenizer's (an explicit other value is an error)"},
     /* run: training and backend keys */
     {"seed", DM_KEY_TRAINING, K_U64, F(seed), 0, 9007199254740991.0, NULL,
      "seed of init, batches and sampling"},
@@ -164,6 +167,7 @@ void dm_config_default(dm_config *c) {
     c->mixer = DM_MIXER_KDA;
     c->gate_lower_bound = 0.0f;
     c->tie_embeddings = 0;
+    c->vocab = DM_VOCAB;
     c->seed = 1;
     c->batch_size = 8;
     c->grad_accum = 1;

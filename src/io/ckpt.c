@@ -13,6 +13,7 @@
 #include "base/text.h"
 #include "io/files.h"
 #include "io/safetensors.h"
+#include "io/tokenizer.h"
 #include "model/host.h"
 #include "ops/backend.h"
 #include "optim/optim.h"
@@ -123,6 +124,17 @@ int dm_ckpt_save(const char *run_dir, dm_model *m, const dm_optim *opt, long ste
  * the new checkpoint is in: at most KEEP + 1 exist at any moment (also with keep: a resume
  * keeps the checkpoint before the one it loaded only until its first save is proven, so
  * it is one of those three). */
+/* dir/tokenizer.model with the n bytes of a model's tokenizer, fsynced. 0 ok. */
+static int write_tokenizer(const char *dir, const void *b, size_t n, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(b, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (!ok) snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+    return !ok;
+}
+
 int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, long step,
                          long keep, char *err, size_t errlen) {
     char dir[4000], tmp[4100], path[4200], stepbuf[32];
@@ -165,9 +177,16 @@ int dm_ckpt_save_keeping(const char *run_dir, dm_model *m, const dm_optim *opt, 
         ts[i].shape[0] = t->shape[0];
         ts[i].shape[1] = t->shape[1];
     }
-    const char *meta[] = {"format", CKPT_FORMAT, "step", stepbuf, "config", cfg, NULL};
+    /* a model of tokens carries its tokenizer: tokenizer.model beside the parameters,
+     * its checksum in their metadata */
+    size_t tok_n;
+    const char *tok_sum;
+    const void *tok = dm_model_tokenizer(m, &tok_n, &tok_sum);
+    const char *meta[] = {"format", CKPT_FORMAT, "step", stepbuf, "config", cfg,
+                          tok ? "tokenizer" : NULL, tok_sum, NULL};
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     int rc = dm_st_write(path, ts, nt, meta, err, errlen);
+    if (!rc && tok) rc = write_tokenizer(tmp, tok, tok_n, err, errlen);
     free(ts);
     free(cfg);
     if (!rc && opt) { /* the optimizer's named flat buffers as 1-D tensors */
@@ -455,13 +474,41 @@ static int load_optim(const dm_ckpt *c, dm_optim *opt, char *err, size_t errlen)
     return 0;
 }
 
+/* The tokenizer a checkpoint's metadata names: tokenizer.model beside its model file,
+ * of that checksum, into m (none named: m keeps none). 0 ok, else err. */
+static int load_tokenizer(const dm_ckpt *c, dm_model *m, char *err, size_t errlen) {
+    const char *want = dm_st_meta(c->model, "tokenizer");
+    if (!want) return dm_model_set_tokenizer(m, NULL, 0, NULL);
+    char path[4200], e2[512], got[DM_TOK_CHECKSUM_LEN];
+    snprintf(path, sizeof path, "%s", c->name);
+    char *slash = strrchr(path, '/');
+    snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
+             "tokenizer.model");
+    size_t n;
+    char *b = dm_read_file_n(path, &n, e2, sizeof e2);
+    if (!b) {
+        snprintf(err, errlen, "%s: the checkpoint's tokenizer is missing (%s)", c->name, e2);
+        return 1;
+    }
+    dm_tokenizer_checksum(b, n, got);
+    int rc = strcmp(got, want) != 0;
+    if (rc)
+        snprintf(err, errlen, "%s is damaged: its checksum is %s, the checkpoint records %s",
+                 path, got, want);
+    else if (dm_model_set_tokenizer(m, b, n, got))
+        rc = 1, snprintf(err, errlen, "out of memory loading %s", path);
+    free(b);
+    return rc;
+}
+
 int dm_ckpt_into(const dm_ckpt *c, dm_model *m, dm_optim *opt, char *err, size_t errlen) {
     if (dm_config_check_model(&c->cfg, dm_model_config(m), err, errlen)) return DM_CKPT_MISMATCH;
     if (opt && !c->optim) {
         snprintf(err, errlen, "%s: opened without its optimizer state", c->name);
         return DM_CKPT_DAMAGED;
     }
-    if (load_model(c, m, err, errlen) || (opt && load_optim(c, opt, err, errlen)))
+    if (load_model(c, m, err, errlen) || (opt && load_optim(c, opt, err, errlen)) ||
+        load_tokenizer(c, m, err, errlen))
         return DM_CKPT_DAMAGED;
     return DM_CKPT_OK;
 }

@@ -16,6 +16,7 @@
 #include "base/text.h"
 #include "io/files.h"
 #include "io/source.h"
+#include "dormouse.h"
 #include "io/tokens.h"
 
 /* ---- in memory ---------------------------------------------------------------------- */
@@ -172,8 +173,99 @@ int dm_corpus_verify(const dm_corpus *c, char *err, size_t errlen) {
 
 /* ---- loading ------------------------------------------------------------------------ */
 
+/* the tokenizer and both token streams of a token data directory */
+static int load_tokens(dm_corpus *c, const char *dir, char *err, size_t errlen) {
+    c->tok = calloc(1, sizeof *c->tok);
+    if (!c->tok) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    if (dm_tokdata_open(dir, c->tok, err, errlen) != DM_DS_OK) {
+        free(c->tok);
+        c->tok = NULL;
+        return 1;
+    }
+    for (int i = 0; i < 2; i++)
+        if (dm_tokdata_stream(c->tok, i, &c->ts[i], err, errlen)) {
+            if (i) dm_tokstream_free(&c->ts[0]);
+            dm_tokdata_free(c->tok);
+            free(c->tok);
+            c->tok = NULL;
+            return 1;
+        }
+    c->vocab = c->tok->vocab;
+    c->width = c->tok->width;
+    return 0;
+}
+
+int dm_corpus_vocab(const dm_corpus *c, int *vocab, int explicit_, char *err, size_t errlen) {
+    int want = c->tok ? c->vocab : DM_VOCAB;
+    if (*vocab == want) return 0;
+    if (c->tok && !explicit_ && *vocab == DM_VOCAB) {
+        *vocab = want;
+        return 0;
+    }
+    if (c->tok)
+        snprintf(err, errlen, "vocab=%d, but the data's tokenizer (%s) has %d pieces (a new "
+                 "run without vocab takes the data's)", *vocab, c->tok->checksum, want);
+    else
+        snprintf(err, errlen, "vocab=%d, but the data are bytes (vocab 256): `dormouse "
+                 "prepare --vocab %d` makes token data", *vocab, *vocab);
+    return 1;
+}
+
+int dm_corpus_use_tokenizer(dm_corpus *c, const void *model, size_t n, const char *checksum,
+                            int vocab, char *err, size_t errlen) {
+    if (c->tok) {
+        if (!strcmp(c->tok->checksum, checksum)) return 0;
+        snprintf(err, errlen, "the data's tokenizer (%s) is not the checkpoint's (%s): a model "
+                 "of tokens reads only the tokens it was trained on", c->tok->checksum,
+                 checksum);
+        return 1;
+    }
+    dm_tokdata *t = calloc(1, sizeof *t);
+    if (!t) return snprintf(err, errlen, "out of memory"), 1;
+    c->tok = t;
+    if (!(t->tok = dm_tokenizer_load(model, n, err, errlen))) return 1;
+    t->vocab = dm_tokenizer_vocab(t->tok);
+    if (t->vocab != vocab)
+        return snprintf(err, errlen, "the checkpoint's tokenizer has %d pieces, its model %d",
+                        t->vocab, vocab), 1;
+    t->width = dm_id_width(vocab);
+    snprintf(t->checksum, sizeof t->checksum, "%s", checksum);
+    if (!(t->len = malloc((size_t)vocab * sizeof *t->len)))
+        return snprintf(err, errlen, "out of memory"), 1;
+    for (int v = 0; v < vocab; v++) t->len[v] = dm_tokenizer_piece_bytes(t->tok, (uint32_t)v);
+    c->vocab = vocab;
+    c->width = t->width;
+    dm_ids ids = {0};
+    if (dm_tokenizer_encode(t->tok, c->val, c->val_n, &ids, err, errlen)) {
+        free(ids.p);
+        return 1;
+    }
+    c->enc = malloc(ids.n ? ids.n * (size_t)t->width : 1);
+    for (size_t i = 0; c->enc && i < ids.n; i++) {
+        if (t->width == 2) ((uint16_t *)c->enc)[i] = (uint16_t)ids.p[i];
+        else ((uint32_t *)c->enc)[i] = ids.p[i];
+    }
+    size_t nt = ids.n;
+    free(ids.p);
+    if (!c->enc) return snprintf(err, errlen, "out of memory"), 1;
+    if (dm_tokstream_init(&c->ts[1], c->enc, t->width, nt, t->len, vocab, err, errlen))
+        return 1;
+    if (c->ts[1].bytes != c->val_n) {
+        snprintf(err, errlen, "the validation text cannot be round-tripped by the run's "
+                 "tokenizer (its tokens cover %llu bytes of %zu: not UTF-8 it keeps)",
+                 (unsigned long long)c->ts[1].bytes, c->val_n);
+        return 1;
+    }
+    return 0;
+}
+
 int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
+    c->vocab = DM_VOCAB;
+    c->width = 1;
     mem_sink s = {c, 0};
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -185,16 +277,9 @@ int dm_corpus_load(dm_corpus *c, const char *path, char *err, size_t errlen) {
     } else if (S_ISDIR(st.st_mode)) {
         int ds = dm_dataset_open(path, &c->ds, err, errlen);
         if (ds == DM_DS_BAD) goto fail;
-        if (ds == DM_DS_OK && c->ds.tokens) { /* its tokenizer checked, then refused */
-            dm_tokdata td;
-            if (dm_tokdata_open(path, &td, err, errlen) != DM_DS_OK) goto fail;
-            dm_tokdata_free(&td);
-            snprintf(err, errlen, "%s: token data needs vocab support in the model: not yet "
-                     "(`dormouse prepare --vocab 256` prepares bytes)", path);
-            goto fail;
-        }
         if (ds == DM_DS_OK) {
             if (load_mapped(c, path, err, errlen)) goto fail;
+            if (c->ds.tokens && load_tokens(c, path, err, errlen)) goto fail;
             return 0;
         }
         if (load_dir(&s, path, err, errlen)) goto fail;
@@ -230,10 +315,16 @@ uint32_t dm_corpus_crc32(const dm_corpus *c) {
 }
 
 void dm_corpus_free(dm_corpus *c) {
+    if (c->tok) {
+        for (int i = 0; i < 2; i++) dm_tokstream_free(&c->ts[i]);
+        dm_tokdata_free(c->tok);
+        free(c->tok);
+    }
     for (int i = 0; i < 2; i++)
         if (c->map[i]) munmap(c->map[i], c->map_n[i]);
     free(c->bytes);
     free(c->val_bytes);
+    free(c->enc);
     free(c->notes);
     memset(c, 0, sizeof *c);
 }
@@ -246,6 +337,11 @@ int dm_corpus_split(dm_corpus *c, long eval_window, int seq_len, char *err, size
         if (c->train_n < (size_t)seq_len + 1) {
             snprintf(err, errlen, "train.bin has %zu bytes, fewer than one training sequence "
                      "(seq_len+1=%d)", c->train_n, seq_len + 1);
+            return 1;
+        }
+        if (c->tok && c->ts[0].n < (size_t)seq_len + 1) {
+            snprintf(err, errlen, "train.tok has %zu tokens, fewer than one training sequence "
+                     "(seq_len+1=%d)", c->ts[0].n, seq_len + 1);
             return 1;
         }
         return 0;
@@ -312,8 +408,12 @@ int dm_corpus_split_val(dm_corpus *c, dm_corpus *val, long eval_window, int seq_
  * train_n-T-1. */
 static uint64_t batch_rng(const dm_corpus *c, uint64_t seed, long step, int T, dm_rng *r) {
     dm_rng_seed(r, seed, 0xBA7C400000000000ull ^ (uint64_t)step);
-    return (uint64_t)(c->train_n - (size_t)T - 1) + 1;
+    size_t n = c->tok ? c->ts[0].n : c->train_n; /* ids to draw from */
+    return (uint64_t)(n - (size_t)T - 1) + 1;
 }
+/* the training ids, and their width (a corpus made by hand, zeroed, has bytes) */
+static const uint8_t *train_ids(const dm_corpus *c) { return c->tok ? c->ts[0].ids : c->train; }
+static size_t id_width(const dm_corpus *c) { return c->tok ? (size_t)c->width : 1; }
 
 /* the pages over p[0, n): [*lo, *lo + *len) */
 static void page_range(const uint8_t *p, size_t n, void **lo, size_t *len) {
@@ -323,13 +423,15 @@ static void page_range(const uint8_t *p, size_t n, void **lo, size_t *len) {
     *len = (size_t)(b - a);
 }
 
-void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, uint8_t *out) {
+void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, void *out) {
     dm_rng r;
     uint64_t span = batch_rng(c, seed, step, T, &r);
+    size_t w = id_width(c), row = ((size_t)T + 1) * w;
+    const uint8_t *ids = train_ids(c);
     for (int b = 0; b < B; b++) {
-        size_t off = (size_t)dm_rng_below(&r, span);
-        memcpy(out + (size_t)b * (T + 1), c->train + off, (size_t)T + 1);
-        dm_corpus_release(c, c->train + off, (size_t)T + 1);
+        size_t off = (size_t)dm_rng_below(&r, span) * w;
+        memcpy((uint8_t *)out + (size_t)b * row, ids + off, row);
+        dm_corpus_release(c, ids + off, row);
     }
 }
 
@@ -340,7 +442,9 @@ void dm_corpus_prefetch(const dm_corpus *c, uint64_t seed, long step, int B, int
     for (int b = 0; b < B; b++) {
         void *lo;
         size_t len;
-        page_range(c->train + (size_t)dm_rng_below(&r, span), (size_t)T + 1, &lo, &len);
+        size_t w = id_width(c);
+        page_range(train_ids(c) + (size_t)dm_rng_below(&r, span) * w, ((size_t)T + 1) * w, &lo,
+                   &len);
         posix_madvise(lo, len, POSIX_MADV_WILLNEED);
     }
 }

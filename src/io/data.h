@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "io/dataset.h"
+#include "io/tokens.h"
 
 /* Old inputs above this size (read whole into memory at every start) get a note that
  * suggests `dormouse prepare` (docs/data.md). */
@@ -36,6 +37,14 @@ typedef struct dm_corpus {
     size_t map_n[2];
     char *notes;           /* lines for the user (NULL: none): files skipped or binary, a
                               .bin checked because its mtime changed, the prepare hint */
+    /* a token data directory (docs/tokens.md): its tokenizer and the token streams of
+     * train.tok and val.tok; the batches are drawn from the training tokens, the
+     * validation windows stay spans of val.bin's bytes, scored by their covering tokens */
+    int vocab;             /* 256: bytes (no tokens); else the tokenizer's pieces */
+    int width;             /* bytes per id of a batch: 1 (bytes), 2 or 4 (dm_id_width) */
+    dm_tokdata *tok;       /* NULL for bytes (malloc'd) */
+    dm_tokstream ts[2];    /* DM_PART_TRAIN, DM_PART_VAL */
+    uint8_t *enc;          /* the validation tokens dm_corpus_use_tokenizer encoded */
 } dm_corpus;
 
 /* Load a prepared data directory (mapped; a damaged one, an unfinished prepare or a .bin
@@ -56,6 +65,14 @@ uint32_t dm_corpus_crc32(const dm_corpus *c);
  * (--verify-data). 0 ok (also for a corpus in memory), else a one-line err. */
 int dm_corpus_verify(const dm_corpus *c, char *err, size_t errlen);
 
+/* Score the validation set with the tokenizer of a model of tokens (the bytes of its
+ * tokenizer.model, their checksum, its vocab): a token corpus must be of that tokenizer
+ * (else err names both checksums); a corpus of bytes, split, has its validation set
+ * encoded now, as one text (a segment at a time, io/tokenizer.h), which must round-trip.
+ * 0 ok, else a one-line err. */
+int dm_corpus_use_tokenizer(dm_corpus *c, const void *model, size_t n, const char *checksum,
+                            int vocab, char *err, size_t errlen);
+
 /* Reserve the last eval_window bytes for validation; the rest must hold at least one
  * training sequence of seq_len+1 bytes. A mapped corpus keeps its split (val.bin must
  * hold eval_window bytes, train.bin one sequence). 0 ok, else a clear error. */
@@ -73,10 +90,14 @@ int dm_corpus_split_eval(dm_corpus *c, long eval_window, int whole, char *err, s
 int dm_corpus_split_val(dm_corpus *c, dm_corpus *val, long eval_window, int seq_len,
                         char *err, size_t errlen);
 
-/* B training windows of T+1 bytes into out [B, T+1], at offsets drawn from a generator
+/* B training windows of T+1 ids into out [B, T+1] (c->width bytes each: the bytes
+ * themselves, or a token corpus's training tokens), at offsets drawn from a generator
  * seeded by (seed, step): the same step always draws the same batch. A mapped corpus lets
  * the windows' pages go after the copy (they stay in the page cache). */
-void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, uint8_t *out);
+void dm_corpus_batch(const dm_corpus *c, uint64_t seed, long step, int B, int T, void *out);
+/* The config's vocab against the corpus's: a token corpus sets *vocab when it is the
+ * default (256) and `explicit` is 0; any other difference is an error naming both. 0 ok. */
+int dm_corpus_vocab(const dm_corpus *c, int *vocab, int explicit_, char *err, size_t errlen);
 /* A mapped corpus: ask the kernel for the pages of the batch of (seed, step) ahead of it
  * (madvise WILLNEED); nothing for a corpus in memory. */
 void dm_corpus_prefetch(const dm_corpus *c, uint64_t seed, long step, int B, int T);

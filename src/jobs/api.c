@@ -91,7 +91,7 @@ int dm_trainer_save(dm_trainer *t, const char *dir, char *err, size_t errlen) {
     return save(dir, t->m, t->opt, t->step, err, errlen);
 }
 
-int dm_trainer_step(dm_trainer *t, const uint8_t *tokens, float *loss, double *grad_norm,
+int dm_trainer_step(dm_trainer *t, const void *tokens, float *loss, double *grad_norm,
                     char *err, size_t errlen) {
     dm_step_out so;
     if (!tokens) {
@@ -128,6 +128,11 @@ int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, 
         if (err) snprintf(err, errlen, "dm_model_eval_bpb: %zu bytes (at least 2)", n);
         return 1;
     }
+    if (c->vocab != DM_VOCAB) {
+        if (err) snprintf(err, errlen, "dm_model_eval_bpb: a model of vocab %d reads tokens, "
+                          "not bytes (`dormouse eval` scores it)", c->vocab);
+        return 1;
+    }
     double b = dm_eval_bpb(m, bytes, n, c->batch_size, c->seq_len, NULL);
     if (!isfinite(b)) {
         if (err) snprintf(err, errlen, "dm_model_eval_bpb: the forward gave %g", b);
@@ -139,6 +144,11 @@ int dm_model_eval_bpb(dm_model *m, const uint8_t *bytes, size_t n, double *bpb, 
 
 int dm_train_batch(const dm_config *cfg, const uint8_t *bytes, size_t n, long step,
                    uint8_t *tokens, char *err, size_t errlen) {
+    if (cfg->vocab != DM_VOCAB) {
+        if (err) snprintf(err, errlen, "dm_train_batch: draws bytes; vocab=%d reads tokens",
+                          cfg->vocab);
+        return 1;
+    }
     /* read only: batches copy */
     dm_corpus c = {.bytes = (uint8_t *)bytes, .n = n, .n_files = 1, .train = bytes};
     if (dm_corpus_split(&c, cfg->eval_window, cfg->seq_len, err, errlen)) return 1;

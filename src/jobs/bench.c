@@ -252,6 +252,9 @@ static int arm_init(bench_ctx *b, arm *a) {
         else snprintf(a->weights, sizeof a->weights, "trained-step-%ld", b->from_step);
     }
     arm_config(a);
+    /* a token corpus sets the vocabulary, as for train */
+    if (dm_corpus_vocab(&b->corpus, &a->cfg.vocab, a->cfg.vocab != DM_VOCAB, err, sizeof err))
+        return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s: %s", b->data, err);
     if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     a->m = dm_model_create(c, err, sizeof err);
@@ -405,7 +408,7 @@ static int report(bench_ctx *b) {
     for (int i = 0; i < 2; i++)
         if ((int)strlen(A[i].values) > w) w = (int)strlen(A[i].values);
     if (w < 10) w = 10;
-    double med[2][ST_N], ratio[ST_N];
+    double med[2][ST_N], ratio[ST_N], step_tps[2];
     dm_job_note(b->io, "# %-*s %18s %18s %18s %14s\n", w, b->keys, "forward ms", "fwd_bwd ms",
                 "step ms", "step tokens/s");
     for (int i = 0; i < 2; i++) {
@@ -433,6 +436,13 @@ static int report(bench_ctx *b) {
         for (int s = 0; s < ST_N; s++) snprintf(c[s], sizeof c[s], "%.2f (%.2f)", med[i][s], sp[s]);
         dm_job_note(b->io, "# %-*s %18s %18s %18s %14.0f\n", w, A[i].values, c[0], c[1], c[2],
                     tps);
+        step_tps[i] = tps;
+    }
+    if (b->corpus.tok && b->corpus.ts[0].n) { /* tokens: the text they stand for, too */
+        double bpt = (double)b->corpus.train_n / (double)b->corpus.ts[0].n;
+        dm_job_note(b->io, "# tokens of vocab %d, %.3f bytes each (train.tok): step bytes/s "
+                    "%s %.0f, %s %.0f\n", b->corpus.vocab, bpt, A[0].values, step_tps[0] * bpt,
+                    A[1].values, step_tps[1] * bpt);
     }
     /* the speed-up rows name what they compare */
     const char *over = b->reference ? "reference" : "baseline";

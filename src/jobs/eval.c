@@ -15,16 +15,19 @@
 #include "model/model.h" /* the precision record */
 #include "ops/backend.h"
 
-/* The summed cross-entropy in nats of the n-1 predictions of bytes[0, n) (dm_eval_bpb's
- * cut into sequences and forwards); NAN on a failure. */
-static double window_nats(dm_model *m, const uint8_t *bytes, size_t n, int B, int T,
+/* The summed cross-entropy in nats of the n-1 predictions of ids[0, n) (dm_eval_bpb's
+ * cut into sequences and forwards; ids of the model's width: bytes for the byte
+ * vocabulary); NAN on a failure. */
+static double window_nats(dm_model *m, const void *ids, size_t n, int B, int T,
                           dm_comm *comm) {
     if (n < 2 || B < 1 || T < 1) return NAN;
+    const uint8_t *bytes = ids;
+    size_t w = (size_t)dm_id_width(dm_model_config(m)->vocab);
     size_t preds = n - 1, full = preds / (size_t)T, rest = preds % (size_t)T;
     /* forward i: sequences [i B, i B + b) of the full ones, then the remainder */
     size_t nf = (full + (size_t)B - 1) / (size_t)B + (rest ? 1 : 0);
     int N = dm_comm_size(comm), me = dm_comm_rank(comm);
-    uint8_t *buf = malloc((size_t)B * (T + 1));
+    uint8_t *buf = malloc((size_t)B * (T + 1) * w);
     double *nats = calloc(nf ? nf : 1, sizeof *nats);
     size_t *off = malloc(sizeof(size_t) * (size_t)(N + 1));
     int ok = buf && nats && off;
@@ -40,10 +43,11 @@ static double window_nats(dm_model *m, const uint8_t *bytes, size_t n, int B, in
                  * input of the next), so gather b windows of T+1 bytes at stride T */
                 int b = full - s < (size_t)B ? (int)(full - s) : B;
                 for (int j = 0; j < b; j++)
-                    memcpy(buf + (size_t)j * (T + 1), bytes + (s + j) * (size_t)T, (size_t)T + 1);
+                    memcpy(buf + (size_t)j * (T + 1) * w, bytes + (s + j) * (size_t)T * w,
+                           ((size_t)T + 1) * w);
                 nats[k] = (double)dm_model_forward(m, buf, b, T, NULL) * b * T;
             } else {
-                nats[k] = (double)dm_model_forward(m, bytes + full * (size_t)T, 1, (int)rest,
+                nats[k] = (double)dm_model_forward(m, bytes + full * (size_t)T * w, 1, (int)rest,
                                                    NULL) * rest;
             }
         }
@@ -110,10 +114,33 @@ static int stop_asked(const dm_job_io *io, dm_comm *comm) {
     return failed || stop != 0;
 }
 
+/* The nats of the byte window val[a, a + len) and, in *preds, the bytes they predict: of
+ * bytes, its len-1 predictions; of tokens (docs/tokens.md), the tokens covering it, the
+ * first the context, and the bytes the others cover. */
+static double span_nats(dm_model *m, const dm_corpus *c, size_t a, size_t len, int B, int T,
+                        dm_comm *comm, size_t *preds) {
+    if (!c->tok || dm_model_config(m)->vocab != c->vocab) { /* a model of bytes */
+        *preds = len - 1;
+        return window_nats(m, c->val + a, len, B, T, comm);
+    }
+    dm_cover cv;
+    if (dm_tokstream_cover(&c->ts[1], a, a + len, &cv)) return NAN;
+    *preds = (size_t)cv.scored_bytes;
+    if (cv.t1 - cv.t0 < 2) return 0; /* one token: nothing scored */
+    const uint8_t *ids = c->ts[1].ids + cv.t0 * (size_t)c->ts[1].width;
+    return window_nats(m, ids, cv.t1 - cv.t0, B, T, comm);
+}
+
 double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B, int T,
                    dm_comm *comm, const dm_job_io *io, size_t *scored) {
     size_t W = (size_t)w;
     *scored = 0;
+    if (c->tok && dm_model_config(m)->vocab == c->vocab && windows == 1) { /* the last eval_window bytes, scored by their tokens */
+        size_t preds = 0;
+        *scored = W;
+        double nats = span_nats(m, c, c->val_n - W, W, B, T, comm, &preds);
+        return preds ? nats / (double)preds / log(2.0) : NAN;
+    }
     if (windows == 1) { /* the fixed window: the last eval_window bytes */
         *scored = W;
         double bpb = dm_eval_bpb(m, c->val + (c->val_n - W), W, B, T, comm);
@@ -132,9 +159,10 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
                 return NAN;
             }
             size_t len = c->val_n - s < W ? c->val_n - s : W;
-            nats += window_nats(m, c->val + s, len, B, T, comm);
+            size_t p = 0;
+            nats += span_nats(m, c, s, len, B, T, comm, &p);
             dm_corpus_release(c, c->val + s, len);
-            preds += len - 1;
+            preds += p;
             s += len - 1;
             progress(&pr, s + 1);
         }
@@ -151,9 +179,10 @@ double dm_eval_val(dm_model *m, const dm_corpus *c, long w, long windows, int B,
                 free(off);
                 return NAN;
             }
-            nats += window_nats(m, c->val + off[k], W, B, T, comm);
+            size_t p = 0;
+            nats += span_nats(m, c, off[k], W, B, T, comm, &p);
             dm_corpus_release(c, c->val + off[k], W);
-            preds += W - 1;
+            preds += p;
             progress(&pr, W * (size_t)(k + 1));
         }
         free(off);
@@ -274,6 +303,15 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
     if (m && !st.code && dm_eval_check(&c, cfg.eval_window, cfg.eval_windows, err, sizeof err))
         dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
+    if (m && !st.code && cfg.vocab > DM_VOCAB) { /* a model of tokens: its tokenizer's */
+        size_t tn;
+        const char *sum;
+        const void *tb = dm_model_tokenizer(m, &tn, &sum);
+        if (!tb) dm_fail(&st, DM_JOB_BAD_INPUT, "%s: a model of vocab %d without its tokenizer",
+                         a->ckpt, cfg.vocab);
+        else if (dm_corpus_use_tokenizer(&c, tb, tn, sum, cfg.vocab, err, sizeof err))
+            dm_fail(&st, DM_JOB_BAD_INPUT, "%s: %s", data, err);
+    }
     int code = st.code, failed;
     int stop = dm_job_agree(io, a->comm, &code, st.msg, sizeof st.msg, &failed);
     st.code = code;

@@ -267,19 +267,32 @@ static int timed(plan_ctx *p) {
     for (size_t i = 0; i < nt; i++) p->corpus.bytes[i] = (uint8_t)dm_rng_below(&r, 256);
     if (dm_model_reserve(p->m, B, T, err, sizeof err))
         return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
-    for (int i = -1; i < reps; i++) {
-        dm_step_out so;
-        if (dm_stepper_run(&p->step, &p->corpus, c->seed, 0, i + 1, &so))
-            return dm_fail(p->st, DM_JOB_FAILED, "an exchange failed at step %d", i + 2);
-        if (!isfinite(so.loss) || !isfinite(so.gnorm))
-            return dm_fail(p->st, DM_JOB_FAILED, "%s is %g at step %d",
-                           isfinite(so.loss) ? "gradient norm" : "loss",
-                           isfinite(so.loss) ? so.gnorm : so.loss, i + 2);
-        if (i >= 0) p->t[i] = so.t_fwd + so.t_bwd + so.t_opt;
-        if (dm_job_stopped(p->io))
-            return dm_fail(p->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d steps", i + 2,
-                           reps + 1);
+    /* a vocabulary of tokens: ids of its width drawn below it, one batch for every step */
+    int w = dm_id_width(c->vocab);
+    uint8_t *ids = w > 1 ? malloc(nt * (size_t)w) : NULL;
+    if (w > 1 && !ids) return dm_fail(p->st, DM_JOB_FAILED, "out of memory for the batch");
+    for (size_t i = 0; ids && i < nt; i++) {
+        uint32_t id = (uint32_t)dm_rng_below(&r, (uint64_t)c->vocab);
+        if (w == 2) ((uint16_t *)ids)[i] = (uint16_t)id;
+        else ((uint32_t *)ids)[i] = id;
     }
+    int bad = 0;
+    for (int i = -1; i < reps && !bad; i++) {
+        dm_step_out so;
+        if (ids ? dm_stepper_step(&p->step, ids, i + 1, &so)
+                : dm_stepper_run(&p->step, &p->corpus, c->seed, 0, i + 1, &so))
+            bad = dm_fail(p->st, DM_JOB_FAILED, "an exchange failed at step %d", i + 2);
+        else if (!isfinite(so.loss) || !isfinite(so.gnorm))
+            bad = dm_fail(p->st, DM_JOB_FAILED, "%s is %g at step %d",
+                          isfinite(so.loss) ? "gradient norm" : "loss",
+                          isfinite(so.loss) ? so.gnorm : so.loss, i + 2);
+        else if (i >= 0) p->t[i] = so.t_fwd + so.t_bwd + so.t_opt;
+        if (!bad && dm_job_stopped(p->io))
+            bad = dm_fail(p->st, DM_JOB_INTERRUPTED, "interrupted after %d of %d steps", i + 2,
+                          reps + 1);
+    }
+    free(ids);
+    if (bad) return bad;
     double spread, med = dm_median(p->t, reps, &spread);
     char dur[32];
     dm_fmt_duration(dur, sizeof dur, med * c->steps);

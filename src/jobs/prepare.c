@@ -942,8 +942,8 @@ static int run(prep_ctx *P) {
     char q[4300], prog[512];
     dm_shell_quote(a->out, q, sizeof q);
     dm_job_prog(P->io, prog, sizeof prog);
-    char next[4900] = ""; /* the model takes no vocabulary yet: no next step for tokens */
-    if (!P->tok) snprintf(next, sizeof next, "; next: %s train --data %s", prog, q);
+    char next[4900];
+    snprintf(next, sizeof next, "; next: %s train --data %s", prog, q);
     dm_job_note(P->io, "prepared %s: train.bin %llu bytes (crc32 %08x), val.bin %llu bytes "
                 "(crc32 %08x), from %zu file%s (%d skipped)%s\n",
                 a->out, (unsigned long long)P->w[0].bytes, (unsigned)P->w[0].base_crc,

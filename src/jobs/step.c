@@ -63,7 +63,7 @@ int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c,
     s->gs = dm_gradsum_create(m, s->A, comm, err, errlen);
     if (!s->gs) return 1;
     if (dm_optim_set_comm(o, comm, err, errlen)) return 1;
-    s->batch = malloc((size_t)s->A * s->B * (s->T + 1));
+    s->batch = malloc((size_t)s->A * s->B * (s->T + 1) * (size_t)dm_id_width(c->vocab));
     s->losses = malloc(sizeof(float) * (size_t)s->A);
     s->loss_off = malloc(sizeof(size_t) * (size_t)(s->N + 1));
     if (!s->batch || !s->losses || !s->loss_off) {
@@ -94,8 +94,10 @@ int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long b
     return rc;
 }
 
-int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_out *out) {
-    size_t seq = (size_t)s->T + 1;
+int dm_stepper_step(dm_stepper *s, const void *batch, long opt_step, dm_step_out *out) {
+    /* a sequence's T + 1 ids of the model's width */
+    size_t seq = ((size_t)s->T + 1) * (size_t)dm_id_width(dm_model_config(s->m)->vocab);
+    const uint8_t *ids = batch;
     out->t_data = 0;
     out->t_fwd = out->t_bwd = 0;
     float *mine = s->losses + s->loss_off[s->rank];
@@ -106,7 +108,7 @@ int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_
     for (int j = 0; j < s->local; j++) {
         int mb = j * s->N + s->rank; /* the global micro-batch */
         double t1 = dm_now();
-        mine[j] = dm_model_forward(s->m, batch + (size_t)mb * s->B * seq, s->B, s->T, NULL);
+        mine[j] = dm_model_forward(s->m, ids + (size_t)mb * s->B * seq, s->B, s->T, NULL);
         dm_backend_sync(be); /* the times below are of work done */
         double t2 = dm_now();
         dm_model_zero_grad(s->m);

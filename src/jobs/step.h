@@ -25,7 +25,8 @@ typedef struct {
     dm_comm *comm;
     dm_gradsum *gs;
     int B, T, A, N, rank, local; /* local: this rank's micro-batches, A / N */
-    uint8_t *batch;              /* [A * B, T + 1] the step's sequences */
+    uint8_t *batch;              /* [A * B, T + 1] the step's sequences: ids of
+                                    dm_id_width(vocab) bytes */
     float *losses;               /* [A] by rank, then local index (the all-gather's order) */
     size_t *loss_off;            /* [N + 1] */
 } dm_stepper;
@@ -57,7 +58,8 @@ void dm_stepper_free(dm_stepper *s);
  * loss or norm is the caller's to judge. */
 int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
                    long opt_step, dm_step_out *out);
-/* The same step on a batch given as [A * B, T + 1] bytes (t_data 0). */
-int dm_stepper_step(dm_stepper *s, const uint8_t *batch, long opt_step, dm_step_out *out);
+/* The same step on a batch given as [A * B, T + 1] ids (bytes for the byte vocabulary;
+ * t_data 0). */
+int dm_stepper_step(dm_stepper *s, const void *batch, long opt_step, dm_step_out *out);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "jobs/eval.h"
 #include "jobs/fair.h"
@@ -25,6 +26,14 @@
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
+/* vocab given by the run: a resume's or a parent's checkpoint, or a --set */
+static int vocab_explicit(const dm_train_args *a) {
+    if (a->resume || a->init_from) return 1;
+    for (int i = 0; i < a->n_sets; i++)
+        if (!strncmp(a->sets[i], "vocab=", 6)) return 1;
+    return 0;
+}
+
 /* Every rank: the corpus, the model, the optimizer, the step. Nothing is written. */
 static int set_up(train_ctx *t) {
     const dm_config *c = &t->cfg;
@@ -34,6 +43,9 @@ static int set_up(train_ctx *t) {
         return t->st->code;
     if (dm_corpus_load(&t->corpus, t->data, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    /* a token corpus sets the vocabulary (the same on every rank: the same data) */
+    if (dm_corpus_vocab(&t->corpus, &t->cfg.vocab, vocab_explicit(t->a), err, sizeof err))
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s: %s", t->data, err);
     if (t->corpus.notes) dm_job_note(t->io, "%s", t->corpus.notes);
     if (t->a->verify_data && dm_corpus_verify(&t->corpus, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s: %s", t->data, err);
@@ -52,6 +64,9 @@ static int set_up(train_ctx *t) {
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     t->m = dm_model_create(c, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
+    const dm_tokdata *td = t->corpus.tok; /* a model of tokens carries its tokenizer */
+    if (td && dm_model_set_tokenizer(t->m, td->model, td->model_n, td->checksum))
+        return dm_fail(t->st, DM_JOB_FAILED, "out of memory");
     t->opt = dm_optim_create(t->m, c, err, sizeof err);
     if (!t->opt) return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (dm_stepper_init(&t->stepper, t->m, t->opt, c, t->ranks.comm, err, sizeof err))

@@ -323,6 +323,7 @@ static const char *jnum(char *buf, size_t n, const char *fmt, double v, int abse
 typedef struct {
     long steps_run;
     double tps, wall, bits, per; /* per: 1 / steps_run (0 when none ran) */
+    double bpt;                  /* bytes per training token (1: bytes) */
     size_t np;
     dm_probe_result pr;
     char words[64];              /* the probe's flags */
@@ -339,8 +340,11 @@ static void summarize(train_ctx *t, summary *s) {
     s->wall = dm_now() - t->rep.t_start;
     s->np = dm_model_num_params(t->m);
     /* the loss in both units: cross-entropy in nats (as trained), and in bits per byte
-     * like the validation BPB (nats / ln 2) */
-    s->bits = t->loss / log(2.0);
+     * like the validation BPB (nats / ln 2; of tokens, over the training text's bytes per
+     * token) */
+    s->bpt = t->corpus.tok && t->corpus.ts[0].n
+                 ? (double)t->corpus.train_n / (double)t->corpus.ts[0].n : 1;
+    s->bits = t->loss / log(2.0) / s->bpt;
     dm_probe_end(&t->rep.probe, t->nthreads, &s->pr);
     dm_probe_flags_text(s->pr.flags, s->words, sizeof s->words);
     s->cs = dm_comm_get_stats(t->ranks.comm);
@@ -356,10 +360,12 @@ static void summary_notes(const train_ctx *t, const summary *s) {
         snprintf(took, sizeof took, "%.1f s (steps %ld-%d; %.1f s in all)", s->wall,
                  t->start + 1, c->steps, t->run.wall_before + s->wall);
     else snprintf(took, sizeof took, "%.1f s", s->wall);
+    char bps[64] = ""; /* of tokens: the text's bytes a second too */
+    if (t->corpus.tok) snprintf(bps, sizeof bps, " (%.0f bytes/s)", s->tps * s->bpt);
     dm_job_note(t->io, "summary: %zu parameters | %d steps | final train loss %.4f nats = %.4f "
-                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s | %s\n",
+                "bits per byte | val %.4f bits per byte (step %ld) | %.0f tokens/s%s | %s\n",
                 s->np, c->steps, t->loss, s->bits, t->rep.last_bpb, t->rep.val_step, s->tps,
-                took);
+                bps, took);
     dm_job_note(t->io, "precision: %s\n", s->prec);
     char cut[512];
     if (dm_budget_summary(c->steps, c->schedule_steps, (long)c->batch_size * c->grad_accum *

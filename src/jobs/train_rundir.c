@@ -414,6 +414,22 @@ static int fresh_files(train_ctx *t) {
     return wr ? dm_fail(t->st, DM_JOB_FAILED, "%s", err) : 0;
 }
 
+/* A model of tokens trains on data of its tokenizer: the checkpoint loaded (a resume's, a
+ * parent's) must carry the data's; one that carries none takes it. */
+static int same_tokenizer(train_ctx *t) {
+    const dm_tokdata *td = t->corpus.tok;
+    const char *sum;
+    if (!td) return 0;
+    if (!dm_model_tokenizer(t->m, NULL, &sum))
+        return dm_model_set_tokenizer(t->m, td->model, td->model_n, td->checksum)
+                   ? dm_fail(t->st, DM_JOB_FAILED, "out of memory") : 0;
+    if (strcmp(sum, td->checksum) != 0)
+        return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s: the data's tokenizer (%s) is not the "
+                       "checkpoint's (%s): a model of tokens reads only the tokens it was "
+                       "trained on", t->data, td->checksum, sum);
+    return 0;
+}
+
 /* The run directory: a fresh run's files (a fine-tuning run's parent.json, its weights
  * loaded), or the resumed run's newest checkpoint that loads and its metrics trimmed to
  * it; then config.json. What is written is undone if the command fails before it saves a
@@ -424,6 +440,7 @@ static int open_run(train_ctx *t) {
     if (dm_rundir_remember(&t->run.rd, err, sizeof err))
         return dm_fail(t->st, DM_JOB_FAILED, "%s", err);
     if (t->a->resume ? resume_run(t) : (fresh_files(t) || from_parent(t))) return t->st->code;
+    if (same_tokenizer(t)) return t->st->code;
     return train_write_config(t);
 }
 

@@ -1,4 +1,4 @@
-/* infer.c — recurrent inference: one byte in, 256 logits out, O(1) state per token
+/* infer.c — recurrent inference: one token in, vocab logits out, O(1) state per token
  * (per layer: the last conv_size-1 projections of q, k, v and the delta-rule state S of
  * every head). The same ops as the training forward (network.c, mixer.c) on one token,
  * through an op layer of its own (the delta core on its token-serial reference, which is
@@ -16,7 +16,7 @@ struct dm_infer {
     dm_backend *be; /* the model's: the state and scratch live there too */
     dm_ops ops;
     float *buf;
-    uint8_t *tok;   /* the byte in */
+    uint32_t *tok;  /* the token in */
     /* per layer */
     float **cache; /* [n_layer] [3][W-1][HD] previous q~, k~, v~ */
     float **S;     /* [n_layer] [H, dh, dh] */
@@ -39,8 +39,8 @@ dm_infer *dm_infer_create(const dm_model *m) {
     dm_ops_init(&s->ops, c);
     dm_ops_bind(&s->ops, s->be);
     s->ops.kda_impl = DM_IMPL_REFERENCE; /* one token: the recurrence itself */
-    s->buf = dm_backend_alloc(s->be, (L * per_layer + scratch + 64 + DM_VOCAB) * sizeof(float));
-    s->tok = dm_backend_alloc(s->be, 1);
+    s->buf = dm_backend_alloc(s->be, (L * per_layer + scratch + 64 + (size_t)c->vocab) * sizeof(float));
+    s->tok = dm_backend_alloc(s->be, sizeof(uint32_t));
     s->cache = calloc(L, sizeof *s->cache);
     s->S = calloc(L, sizeof *s->S);
     if (!s->buf || !s->tok || !s->cache || !s->S) {
@@ -58,7 +58,7 @@ dm_infer *dm_infer_create(const dm_model *m) {
     TAKE(f, HD); TAKE(g, HD); TAKE(beta, H); TAKE(o, HD); TAKE(z1, R); TAKE(z, HD);
     TAKE(op, HD); TAKE(ha, F); TAKE(hb, F); TAKE(hh, F); TAKE(S2, H * dh * dh);
     TAKE(rstd, H + 1); TAKE(ns, 2 * (D > HD ? D : HD)); /* composed-norm scratch */
-    TAKE(logits, DM_VOCAB);
+    TAKE(logits, (size_t)c->vocab);
 #undef TAKE
     return s;
 }
@@ -95,7 +95,7 @@ static void conv_step(dm_ops *ops, float *y, float *cache, const float *cur, con
     dm_backend_copy(be, cache, win + C, (size_t)(W - 1) * C * sizeof(float));
 }
 
-void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
+void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
     const dm_model *m = s->m;
     const dm_config *c = &m->cfg;
     const float *P = m->params;
@@ -103,8 +103,8 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
     int R = c->gate_rank, F = dm_config_mlp_hidden(c), kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     dm_ops *ops = &s->ops;
-    dm_backend_from_host(s->be, s->tok, &byte, 1);
-    dm_op_embed_fwd(ops, s->x, s->tok, P + m->embed, 1, D);
+    dm_backend_from_host(s->be, s->tok, &id, sizeof id);
+    dm_op_embed_fwd_ids(ops, s->x, s->tok, 4, P + m->embed, 1, D, c->vocab);
     for (int l = 0; l < c->n_layer; l++) {
         const dm_layer_off *o = &m->L[l];
         float *rs = s->rstd;
@@ -149,6 +149,6 @@ void dm_infer_step(dm_infer *s, uint8_t byte, float *logits) {
         dm_op_add(ops, s->x, s->y, D);
     }
     dm_op_rmsnorm_fwd(ops, s->xn, NULL, s->rstd, s->x, P + m->norm_f, 1, D, DM_NORM_EPS, s->ns);
-    dm_op_matmul_fwd(ops, s->logits, s->xn, P + m->lm_head, NULL, 1, D, DM_VOCAB);
-    dm_backend_to_host(s->be, logits, s->logits, DM_VOCAB * sizeof(float));
+    dm_op_matmul_fwd(ops, s->logits, s->xn, P + m->lm_head, NULL, 1, D, c->vocab);
+    dm_backend_to_host(s->be, logits, s->logits, (size_t)c->vocab * sizeof(float));
 }

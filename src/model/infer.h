@@ -13,7 +13,7 @@ dm_infer *dm_infer_create(const dm_model *m);
 void dm_infer_free(dm_infer *s);
 /* Back to the empty sequence (zero conv cache and delta-rule state). */
 void dm_infer_reset(dm_infer *s);
-/* Feed one byte; logits[256] of the next byte. */
-void dm_infer_step(dm_infer *s, uint8_t byte, float *logits);
+/* Feed one token (a byte for the byte vocabulary; id < vocab); logits[vocab] of the next. */
+void dm_infer_step(dm_infer *s, uint32_t id, float *logits);
 
 #endif

@@ -62,7 +62,7 @@ static int build_table(dm_model *m, table_builder *tb) {
     char n[64];
     const unsigned MAT = DM_P_MATRIX, ND = DM_P_NO_DECAY, HW = DM_P_MATRIX | DM_P_HEADWISE;
 
-    m->embed = add(tb, "embed", DM_VOCAB, D, 0, INIT_NORMAL);
+    m->embed = add(tb, "embed", c->vocab, D, 0, INIT_NORMAL);
     m->L = calloc((size_t)c->n_layer, sizeof *m->L);
     if (!m->L) return tb->oom = 1;
     for (int l = 0; l < c->n_layer; l++) {
@@ -107,7 +107,7 @@ static int build_table(dm_model *m, table_builder *tb) {
 #undef P
     }
     m->norm_f = add(tb, "norm_f", D, 0, ND, INIT_ONES);
-    m->lm_head = c->tie_embeddings ? m->embed : add(tb, "lm_head", DM_VOCAB, D, 0, INIT_NORMAL);
+    m->lm_head = c->tie_embeddings ? m->embed : add(tb, "lm_head", c->vocab, D, 0, INIT_NORMAL);
     return tb->oom;
 }
 
@@ -222,7 +222,27 @@ void dm_model_free(dm_model *m) {
         dm_backend_free(m->be);
     }
     free(m->act);
+    free(m->tok_model);
     free(m);
+}
+
+int dm_model_set_tokenizer(dm_model *m, const void *bytes, size_t n, const char *checksum) {
+    free(m->tok_model);
+    m->tok_model = NULL;
+    m->tok_model_n = 0;
+    m->tok_checksum[0] = 0;
+    if (!n) return 0;
+    if (!(m->tok_model = malloc(n))) return 1;
+    memcpy(m->tok_model, bytes, n);
+    m->tok_model_n = n;
+    snprintf(m->tok_checksum, sizeof m->tok_checksum, "%s", checksum);
+    return 0;
+}
+
+const void *dm_model_tokenizer(const dm_model *m, size_t *n, const char **checksum) {
+    if (n) *n = m->tok_model_n;
+    if (checksum) *checksum = m->tok_checksum;
+    return m->tok_model;
 }
 
 const dm_config *dm_model_config(const dm_model *m) { return &m->cfg; }
@@ -349,8 +369,9 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
         if (BT > m->io_cap) {
             dm_backend_release(m->be, m->inp);
             dm_backend_release(m->be, m->tgt);
-            m->inp = dm_backend_alloc(m->be, BT);
-            m->tgt = dm_backend_alloc(m->be, BT);
+            size_t w = (size_t)dm_id_width(m->cfg.vocab);
+            m->inp = dm_backend_alloc(m->be, BT * w);
+            m->tgt = dm_backend_alloc(m->be, BT * w);
             m->io_cap = m->inp && m->tgt ? BT : 0;
         }
         if (!m->arena || !m->act || !m->io_cap) {
@@ -378,13 +399,15 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
     return 0;
 }
 
-float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *logits) {
+float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *logits) {
     if (dm_model_reserve(m, B, T, NULL, 0)) return NAN;
+    size_t w = (size_t)dm_id_width(m->cfg.vocab);
+    const uint8_t *ids = tokens;
     for (int b = 0; b < B; b++) { /* the batch to the backend */
-        dm_backend_from_host(m->be, m->inp + (size_t)b * T, tokens + (size_t)b * (T + 1),
-                             (size_t)T);
-        dm_backend_from_host(m->be, m->tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1,
-                             (size_t)T);
+        dm_backend_from_host(m->be, m->inp + (size_t)b * T * w, ids + (size_t)b * (T + 1) * w,
+                             (size_t)T * w);
+        dm_backend_from_host(m->be, m->tgt + (size_t)b * T * w,
+                             ids + ((size_t)b * (T + 1) + 1) * w, (size_t)T * w);
     }
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
     if (m->policy.prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
@@ -393,7 +416,7 @@ float dm_model_forward(dm_model *m, const uint8_t *tokens, int B, int T, float *
     m->T = T;
     float loss = dm_network_fwd(m);
     if (logits)
-        dm_backend_to_host(m->be, logits, m->head.logits, (size_t)B * T * DM_VOCAB * sizeof(float));
+        dm_backend_to_host(m->be, logits, m->head.logits, (size_t)B * T * m->cfg.vocab * sizeof(float));
     m->have_forward = 1;
     return loss;
 }

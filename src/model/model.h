@@ -50,7 +50,8 @@ struct dm_model {
     size_t arena_floats, io_cap;
     float *arena;
     dm_arena_sizes sizes;      /* the regions of the current layout */
-    uint8_t *inp, *tgt;        /* [N] input and target bytes (the backend's memory) */
+    uint8_t *inp, *tgt;        /* [N] input and target ids, dm_id_width(vocab) bytes each
+                                  (the backend's memory) */
     dm_layer_act *act;         /* [n_layer] */
     float *x_final;            /* [N,D] */
     dm_head_act head;
@@ -68,6 +69,10 @@ struct dm_model {
     dm_policy policy;          /* the execution policy (ops/policy.h), decided once at
                                   creation by the backend: every reader of "are the bf16
                                   products active", the threads, the engines reads it */
+
+    uint8_t *tok_model;        /* the tokenizer (dm_model_set_tokenizer; NULL: none) */
+    size_t tok_model_n;
+    char tok_checksum[32];
 
     /* last forward */
     int B, T;

@@ -51,7 +51,7 @@ static void head_step(dm_model *m, int step) {
                           DM_NORM_EPS, m->s.norm_scratch);
         break;
     case DM_S_LOGITS:
-        dm_op_matmul_fwd(ops, h->logits, h->xnf, P + m->lm_head, NULL, N, D, DM_VOCAB);
+        dm_op_matmul_fwd(ops, h->logits, h->xnf, P + m->lm_head, NULL, N, D, c->vocab);
         break;
     }
 }
@@ -79,14 +79,15 @@ float dm_network_fwd(dm_model *m) {
     const dm_config *c = &m->cfg;
     int L = c->n_layer, N = m->B * m->T, D = c->d_model;
     /* x_in of layer 0 (or x_final when there are no layers) holds the embeddings */
-    dm_op_embed_fwd(&m->ops, L ? m->act[0].x_in : m->x_final, m->inp, m->params + m->embed, N,
-                    D);
+    int V = c->vocab, w = dm_id_width(V);
+    dm_op_embed_fwd_ids(&m->ops, L ? m->act[0].x_in : m->x_final, m->inp, w,
+                        m->params + m->embed, N, D, V);
     for (int u = 0; u <= 2 * L; u++) {
         int k = dm_unit_kind(u, L);
         for (int s = dm_unit_first[k]; s < dm_unit_first[k + 1]; s++) unit_step(m, u, s);
         ws_written(m, u, k); /* the workspace holds what u did not keep */
     }
-    return (float)dm_op_xent_fwd(&m->ops, NULL, m->head.logits, m->tgt, N, DM_VOCAB);
+    return (float)dm_op_xent_fwd_ids(&m->ops, NULL, m->head.logits, m->tgt, w, N, V);
 }
 
 void dm_network_recompute(dm_model *m, int u) {
@@ -111,10 +112,11 @@ void dm_network_bwd(dm_model *m) {
 
     /* head: dlogits in place of the logits, then lm_head and the final norm */
     dm_network_recompute(m, 2 * L);
-    dm_op_xent_bwd(ops, h->logits, s->dlogits_b, h->logits, m->tgt, N, DM_VOCAB,
-                   1.0f / (float)N);
+    int V = c->vocab, w = dm_id_width(V);
+    dm_op_xent_bwd_ids(ops, h->logits, s->dlogits_b, h->logits, m->tgt, w, N, V,
+                       1.0f / (float)N);
     dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, s->dlogits_b, h->xnf,
-                     P + m->lm_head, N, D, DM_VOCAB, 0);
+                     P + m->lm_head, N, D, V, 0);
     dm_backend_zero(m->be, s->dres, (size_t)N * D * sizeof(float));
     dm_op_rmsnorm_bwd(ops, s->dres, L ? s->dres_b : NULL, G + m->norm_f, s->dxn, m->x_final,
                       P + m->norm_f, h->rstdf, N, D, s->norm_scratch);
@@ -138,5 +140,5 @@ void dm_network_bwd(dm_model *m) {
         dm_network_recompute(m, 2 * l);
         dm_mixer_bwd(m, l);
     }
-    dm_op_embed_bwd(ops, G + m->embed, s->dres, m->inp, N, D);
+    dm_op_embed_bwd_ids(ops, G + m->embed, s->dres, m->inp, w, N, D, V);
 }

@@ -187,7 +187,7 @@ static size_t tensor_floats(const tensor_def *t, const dm_config *c, size_t N, s
     case SZ_R_KDA: per = kda ? (size_t)c->gate_rank : 0; break;
     case SZ_G: per = kda ? HD : H; break;
     case SZ_F: per = (size_t)dm_config_mlp_hidden(c); break;
-    case SZ_V: per = DM_VOCAB; break;
+    case SZ_V: per = (size_t)c->vocab; break;
     case SZ_SAVED: return saved;
     }
     size_t n = N * per;
@@ -275,7 +275,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     s.dres = take(&b, N * D);
     s.dxn = take(&b, N * D);
     if (c->norm_impl == DM_IMPL_REFERENCE) s.norm_scratch = take(&b, 2 * N * (D > HD ? D : HD));
-    size_t V = DM_VOCAB; /* the logits' gradient's copy, then dres's */
+    size_t V = (size_t)c->vocab; /* the logits' gradient's copy, then dres's */
     s.dlogits_b = s.dres_b = (uint16_t *)take(&b, bf16 ? (N * (D > V ? D : V) + 1) / 2 : 0);
     size_t arms = b.used;
     s.da = take(&b, N * F);

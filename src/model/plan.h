@@ -130,7 +130,7 @@ typedef struct {
 /* The head's activations. */
 typedef struct {
     float *xnf, *rstdf;     /* [N,D], [N] final RMSNorm */
-    float *logits;          /* [N,256]; the backward turns them into their gradient */
+    float *logits;          /* [N,V]; the backward turns them into their gradient */
     uint16_t *xnf_b;        /* bf16 copy of xnf, or NULL */
 } dm_head_act;
 
@@ -152,7 +152,7 @@ typedef struct {
      * the same memory holds) dres's (the RMSNorms' backward; beside dres), da's and db's
      * (SwiGLU's; in the MLP's part) and dmix_b, the mixer's gradient of the moment (dz,
      * df, then each conv's dx; in its part) */
-    uint16_t *dlogits_b;        /* [N,256] */
+    uint16_t *dlogits_b;        /* [N,V] */
     uint16_t *dres_b;           /* [N,D], at dlogits_b */
     uint16_t *da_b, *db_b;      /* [N,F] */
     uint16_t *dmix_b;           /* [N,HD] (df: [N,H*Cg], at most as large) */

@@ -168,6 +168,11 @@ void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *tab
                      int C);
 void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
                      int C);
+/* The same on ids of width w (1, 2 or 4 bytes: dm_id_width) of a table of V rows. */
+void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
+                         int N, int C, int V);
+void dm_op_embed_bwd_ids(dm_ops *o, float *dtable, const float *dout, const void *ids, int w,
+                         int N, int C, int V);
 
 /* norm scratch: 2 * rows * cols floats (the composed reference's intermediates).
  * yb (forwards of the RMSNorms and SwiGLU): also write bf16(y) there in the same pass and
@@ -220,6 +225,11 @@ double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8
                       int N, int V);
 void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
                     const uint8_t *targets, int N, int V, float scale);
+/* The same on targets of width w (1, 2 or 4 bytes: dm_id_width). */
+double dm_op_xent_fwd_ids(dm_ops *o, float *losses, const float *logits, const void *targets,
+                          int w, int N, int V);
+void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+                        const void *targets, int w, int N, int V, float scale);
 
 /* The delta-rule core. `saved` is the chunked forward's buffer for the backward
  * (dm_delta_chunk_saved floats) or NULL; `work` holds max(dm_delta_ref_bwd_work,

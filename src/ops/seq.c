@@ -9,19 +9,22 @@
 static void embed_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
     dm_embed_args *a = args;
-    if (dir == DM_FWD) dm_embed_ref_fwd(a->out, a->tok, a->table, a->N, a->C);
-    else dm_embed_ref_bwd(a->dtable, a->dout, a->tok, a->N, a->C);
+    if (dir == DM_FWD) dm_embed_ref_fwd_ids(a->out, a->tok, a->w, a->table, a->N, a->C);
+    else dm_embed_ref_bwd_ids(a->dtable, a->dout, a->tok, a->w, a->N, a->C);
 }
 static int embed_outputs(void *args, int dir, dm_out *o) {
     dm_embed_args *a = args;
     o[0] = dir == DM_FWD
                ? (dm_out){"y", (void **)&a->out, (size_t)a->N * a->C, DM_OUT_SET}
-               : (dm_out){"dtable", (void **)&a->dtable, (size_t)DM_VOCAB * a->C, DM_OUT_ACC};
+               : (dm_out){"dtable", (void **)&a->dtable, (size_t)(a->V ? a->V : DM_VOCAB) * a->C,
+                             DM_OUT_ACC};
     return 1;
 }
 static const char *embed_check(const void *args, int dir) {
     const dm_embed_args *a = args;
     if (a->N < 0 || a->C < 0) return "a negative size";
+    if (a->w != 0 && a->w != 1 && a->w != 2 && a->w != 4) return "an id width not 1, 2 or 4";
+    if (a->V < 0) return "a negative size";
     if (!a->N || !a->C) return NULL;
     if (!a->tok) return "a NULL buffer";
     return dir == DM_FWD ? (!a->out || !a->table ? "a NULL buffer" : NULL)
@@ -40,6 +43,17 @@ void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *tab
 void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
                      int C) {
     dm_embed_args a = {.tok = tok, .dtable = dtable, .dout = dout, .N = N, .C = C};
+    dm_op_run(o, DM_OP_EMBED, DM_BWD, &a);
+}
+void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
+                         int N, int C, int V) {
+    dm_embed_args a = {.out = out, .tok = ids, .table = table, .N = N, .C = C, .w = w, .V = V};
+    dm_op_run(o, DM_OP_EMBED, DM_FWD, &a);
+}
+void dm_op_embed_bwd_ids(dm_ops *o, float *dtable, const float *dout, const void *ids, int w,
+                         int N, int C, int V) {
+    dm_embed_args a = {.tok = ids, .dtable = dtable, .dout = dout, .N = N, .C = C, .w = w,
+                       .V = V};
     dm_op_run(o, DM_OP_EMBED, DM_BWD, &a);
 }
 
@@ -93,8 +107,9 @@ void dm_op_conv_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float 
 static void xent_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
     dm_xent_args *a = args;
-    if (dir == DM_FWD) *a->mean = dm_xent_ref_fwd(a->losses, a->logits, a->targets, a->N, a->V);
-    else dm_xent_ref_bwd(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale);
+    if (dir == DM_FWD)
+        *a->mean = dm_xent_ref_fwd_ids(a->losses, a->logits, a->targets, a->w, a->N, a->V);
+    else dm_xent_ref_bwd_ids(a->dlogits, a->logits, a->targets, a->w, a->N, a->V, a->scale);
     if (dir == DM_BWD && a->db) dm_bf16_ref_from_f32(a->db, a->dlogits, (size_t)a->N * a->V);
 }
 static int xent_outputs(void *args, int dir, dm_out *o) {
@@ -113,6 +128,7 @@ static int xent_outputs(void *args, int dir, dm_out *o) {
 static const char *xent_check(const void *args, int dir) {
     const dm_xent_args *a = args;
     if (a->N < 0 || a->V < 1) return "a negative size or no vocabulary";
+    if (a->w != 0 && a->w != 1 && a->w != 2 && a->w != 4) return "an id width not 1, 2 or 4";
     if (dir == DM_FWD && !a->mean) return "a NULL buffer";
     if (!a->N) return NULL;
     if (!a->logits || !a->targets) return "a NULL buffer";
@@ -137,5 +153,20 @@ void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits
     if (!dm_ops_bf16_active(o)) db = NULL;
     dm_xent_args a = {.logits = logits, .targets = targets, .dlogits = dlogits, .db = db, .N = N,
                    .V = V, .scale = scale};
+    dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
+}
+double dm_op_xent_fwd_ids(dm_ops *o, float *losses, const float *logits, const void *targets,
+                          int w, int N, int V) {
+    double mean = 0;
+    dm_xent_args a = {.losses = losses, .mean = &mean, .logits = logits, .targets = targets,
+                      .w = w, .N = N, .V = V};
+    dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
+    return mean;
+}
+void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+                        const void *targets, int w, int N, int V, float scale) {
+    if (!dm_ops_bf16_active(o)) db = NULL;
+    dm_xent_args a = {.logits = logits, .targets = targets, .w = w, .dlogits = dlogits, .db = db,
+                      .N = N, .V = V, .scale = scale};
     dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
 }

@@ -5,14 +5,16 @@
 
 #include <stdint.h>
 
-/* embed: out[N,C] = table[tok]; backward dtable[256,C] += */
+/* embed: out[N,C] = table[tok]; backward dtable[V,C] += (tok: ids of w bytes each,
+ * dm_id_width; w 0 is 1, the bytes, and V 0 is 256) */
 typedef struct {
     float *out;
-    const uint8_t *tok;
+    const void *tok;
     const float *table;
     float *dtable;
     const float *dout;
     int N, C;
+    int w, V;
 } dm_embed_args;
 
 /* conv: y[B,T,C] = causal depthwise conv of x with w[C,W]; backward dx =, dw += */
@@ -31,7 +33,8 @@ typedef struct {
     float *losses;
     double *mean;
     const float *logits;
-    const uint8_t *targets;
+    const void *targets; /* ids of w bytes each (0: 1, the bytes) */
+    int w;
     float *dlogits;
     uint16_t *db; /* bwd: bf16(dlogits) too (NULL: none) */
     int N, V;

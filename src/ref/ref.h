@@ -81,6 +81,10 @@ void dm_gate_ref_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg,
  * backends/cpu/kernels (embed.c, conv.c, l2norm.c, xent.c), serial, sums in double. */
 void dm_embed_ref_fwd(float *out, const uint8_t *tok, const float *table, int N, int C);
 void dm_embed_ref_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C);
+/* the same on N ids of w bytes each (dm_id_width; 0 is 1, the bytes) */
+void dm_embed_ref_fwd_ids(float *out, const void *tok, int w, const float *table, int N, int C);
+void dm_embed_ref_bwd_ids(float *dtable, const float *dout, const void *tok, int w, int N,
+                          int C);
 void dm_conv_ref_fwd(float *y, const float *x, const float *w, int B, int T, int C, int W);
 void dm_conv_ref_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                      int B, int T, int C, int W);
@@ -89,5 +93,10 @@ void dm_l2norm_ref_bwd(float *dx, const float *dy, const float *y, const float *
 double dm_xent_ref_fwd(float *losses, const float *logits, const uint8_t *targets, int N, int V);
 void dm_xent_ref_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
                      float scale);
+/* the same on targets of w bytes each (dm_id_width; 0 is 1, the bytes) */
+double dm_xent_ref_fwd_ids(float *losses, const float *logits, const void *targets, int w,
+                           int N, int V);
+void dm_xent_ref_bwd_ids(float *dlogits, const float *logits, const void *targets, int w,
+                         int N, int V, float scale);
 
 #endif /* DM_KERNELS_REF_H */

@@ -7,13 +7,22 @@
 #include "ref/ref.h"
 
 /* out[n,:] = table[tok[n],:];  dtable[tok[n],:] += dout[n,:] */
-void dm_embed_ref_fwd(float *out, const uint8_t *tok, const float *table, int N, int C) {
+void dm_embed_ref_fwd_ids(float *out, const void *tok, int w, const float *table, int N, int C) {
     for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++) out[(size_t)n * C + c] = table[(size_t)tok[n] * C + c];
+        for (int c = 0; c < C; c++)
+            out[(size_t)n * C + c] = table[(size_t)dm_id_at(tok, w, (size_t)n) * C + c];
+}
+void dm_embed_ref_bwd_ids(float *dtable, const float *dout, const void *tok, int w, int N,
+                          int C) {
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            dtable[(size_t)dm_id_at(tok, w, (size_t)n) * C + c] += dout[(size_t)n * C + c];
+}
+void dm_embed_ref_fwd(float *out, const uint8_t *tok, const float *table, int N, int C) {
+    dm_embed_ref_fwd_ids(out, tok, 1, table, N, C);
 }
 void dm_embed_ref_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C) {
-    for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++) dtable[(size_t)tok[n] * C + c] += dout[(size_t)n * C + c];
+    dm_embed_ref_bwd_ids(dtable, dout, tok, 1, N, C);
 }
 
 /* x, y: [B,T,C]; w: [C,W];  y[b,t,c] = sum_i w[c,i] x[b, t-W+1+i, c]  (x = 0 before t = 0) */
@@ -91,11 +100,15 @@ static double row_lse(const float *x, int V) {
 
 /* losses[n] = logsumexp(logits[n]) - logits[n,t[n]]; returns the mean (losses may be NULL) */
 double dm_xent_ref_fwd(float *losses, const float *logits, const uint8_t *targets, int N, int V) {
+    return dm_xent_ref_fwd_ids(losses, logits, targets, 1, N, V);
+}
+double dm_xent_ref_fwd_ids(float *losses, const float *logits, const void *targets, int w,
+                           int N, int V) {
     if (N <= 0) return 0.0;
     double total = 0;
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
-        double l = row_lse(x, V) - x[targets[n]];
+        double l = row_lse(x, V) - x[dm_id_at(targets, w, (size_t)n)];
         if (losses) losses[n] = (float)l;
         total += l;
     }
@@ -105,12 +118,17 @@ double dm_xent_ref_fwd(float *losses, const float *logits, const uint8_t *target
 /* dlogits[n,v] = (softmax(logits[n])_v - [v == t[n]]) * scale   (dlogits may == logits) */
 void dm_xent_ref_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
                      float scale) {
+    dm_xent_ref_bwd_ids(dlogits, logits, targets, 1, N, V, scale);
+}
+void dm_xent_ref_bwd_ids(float *dlogits, const float *logits, const void *targets, int w,
+                         int N, int V, float scale) {
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
+        uint32_t t = dm_id_at(targets, w, (size_t)n);
         double lse = row_lse(x, V);
         for (int v = 0; v < V; v++) { /* element v is read before it is written */
             double p = exp((double)x[v] - lse);
-            dlogits[(size_t)n * V + v] = (float)((p - (v == targets[n])) * scale);
+            dlogits[(size_t)n * V + v] = (float)((p - ((uint32_t)v == t)) * scale);
         }
     }
 }

@@ -7,8 +7,8 @@
 static void embed_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     dm_embed_args *a = args;
-    if (dir == DM_FWD) dm_embed_fwd(a->out, a->tok, a->table, a->N, a->C);
-    else dm_embed_bwd(a->dtable, a->dout, a->tok, a->N, a->C);
+    if (dir == DM_FWD) dm_embed_fwd_ids(a->out, a->tok, a->w, a->table, a->N, a->C);
+    else dm_embed_bwd_ids(a->dtable, a->dout, a->tok, a->w, a->N, a->C);
 }
 static const dm_impl EMBED[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, embed_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_embed = DM_IMPL_LIST(EMBED);
@@ -25,8 +25,9 @@ const dm_impl_list dm_cpu_conv = DM_IMPL_LIST(CONV);
 static void xent_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops;
     dm_xent_args *a = args;
-    if (dir == DM_FWD) *a->mean = dm_xent_fwd(a->losses, a->logits, a->targets, a->N, a->V);
-    else dm_xent_bwd_yb(a->dlogits, a->db, a->logits, a->targets, a->N, a->V, a->scale);
+    if (dir == DM_FWD)
+        *a->mean = dm_xent_fwd_ids(a->losses, a->logits, a->targets, a->w, a->N, a->V);
+    else dm_xent_bwd_yb_ids(a->dlogits, a->db, a->logits, a->targets, a->w, a->N, a->V, a->scale);
 }
 static const dm_impl XENT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, xent_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_xent = DM_IMPL_LIST(XENT);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dormouse.h"
 #include "kernels/common.h"
 
 /* ---- the thread pool (threads.c) ----
@@ -32,6 +33,9 @@ void dm_cpu_flush_denormals(void);
 void dm_embed_fwd(float *out, const uint8_t *tok, const float *table, int N, int C);
 /* dtable[V,C] += sum_n onehot(tok[n]) x dout[n,:]   (V = 256: tok are bytes) */
 void dm_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C);
+/* the same on ids of w bytes each (dm_id_width: 1, 2 or 4; 0 is 1), table [V,C] */
+void dm_embed_fwd_ids(float *out, const void *tok, int w, const float *table, int N, int C);
+void dm_embed_bwd_ids(float *dtable, const float *dout, const void *tok, int w, int N, int C);
 
 /* ---- RMSNorm (rmsnorm.c) ----
  * y[N,C] = x * rstd[n] * w,  rstd[n] = 1/sqrt(mean_c x^2 + eps)          w: [C] */
@@ -219,6 +223,11 @@ void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, in
 /* the same with db = bf16(dlogits) (NULL: none; see dm_rmsnorm_bwd_yb) */
 void dm_xent_bwd_yb(float *dlogits, uint16_t *db, const float *logits, const uint8_t *targets,
                     int N, int V, float scale);
+/* the same on targets of w bytes each (dm_id_width: 1, 2 or 4; 0 is 1) */
+double dm_xent_fwd_ids(float *losses, const float *logits, const void *targets, int w, int N,
+                       int V);
+void dm_xent_bwd_yb_ids(float *dlogits, uint16_t *db, const float *logits, const void *targets,
+                        int w, int N, int V, float scale);
 
 /* ---- elementwise helpers (act.c) ---- */
 void dm_add_inplace(float *y, const float *x, size_t n); /* y += x */

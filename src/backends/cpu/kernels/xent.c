@@ -39,6 +39,10 @@ static inline float row_loss(const float *x, int V, int t) {
  * losses[n] = logsumexp(logits[n]) - logits[n,t[n]];  returns mean_n losses[n], summed in
  * double in row order (rows computed in parallel, summed serially). */
 double dm_xent_fwd(float *losses, const float *logits, const uint8_t *targets, int N, int V) {
+    return dm_xent_fwd_ids(losses, logits, targets, 1, N, V);
+}
+double dm_xent_fwd_ids(float *losses, const float *logits, const void *targets, int w, int N,
+                       int V) {
     if (N <= 0) return 0.0;
     float buf[XENT_CHUNK];
     double total = 0.0;
@@ -47,7 +51,8 @@ double dm_xent_fwd(float *losses, const float *logits, const uint8_t *targets, i
         float *l = losses ? losses + n0 : buf;
 #pragma omp parallel for schedule(static) if ((long)m * V >= XENT_PAR_MIN)
         for (int i = 0; i < m; i++)
-            l[i] = row_loss(logits + (size_t)(n0 + i) * V, V, targets[n0 + i]);
+            l[i] = row_loss(logits + (size_t)(n0 + i) * V, V,
+                            (int)dm_id_at(targets, w, (size_t)(n0 + i)));
         for (int i = 0; i < m; i++) total += l[i];
     }
     return total / N;
@@ -61,6 +66,10 @@ void dm_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, in
 
 void dm_xent_bwd_yb(float *dlogits, uint16_t *db, const float *logits, const uint8_t *targets,
                     int N, int V, float scale) {
+    dm_xent_bwd_yb_ids(dlogits, db, logits, targets, 1, N, V, scale);
+}
+void dm_xent_bwd_yb_ids(float *dlogits, uint16_t *db, const float *logits, const void *targets,
+                        int w, int N, int V, float scale) {
 #pragma omp parallel for schedule(static) if ((long)N * V >= XENT_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * V;
@@ -74,7 +83,7 @@ void dm_xent_bwd_yb(float *dlogits, uint16_t *db, const float *logits, const uin
         for (int j = 0; i < V; i++, j++) s[j] += dx[i];
         float k = scale / sum8(s);
         for (int v = 0; v < V; v++) dx[v] *= k;
-        dx[targets[n]] -= scale;
+        dx[dm_id_at(targets, w, (size_t)n)] -= scale;
         if (db) dm_bf16_run(db + (size_t)n * V, dx, (size_t)V);
     }
 }
