@@ -89,7 +89,9 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
                    : c->muon_norm != DM_MUON_NORM_NONE
                        ? "muon_norm=neuron: the cuda backend has no NorMuon kernel yet"
                    : c->cautious_wd ? "cautious_wd: the cuda backend has no cautious decay yet"
-                                    : NULL;
+                   : c->vocab != 256 ? "vocab other than 256: the cuda backend's embedding and "
+                                       "cross-entropy take bytes only so far"
+                                     : NULL;
     if (no) {
         if (err) snprintf(err, errlen, "%s; use backend=cpu", no);
         return 1;

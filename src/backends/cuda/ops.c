@@ -50,6 +50,13 @@ static void matmul_cu(dm_ops *ops, void *args, int dir) {
               "matmul bwd_w");
 }
 
+/* the kernels take byte ids: a model of tokens (ids of 2 or 4 bytes) is declined */
+static const char *embed_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)dir;
+    return ((const dm_embed_args *)args)->w > 1 ? "token ids wider than a byte (the kernel's "
+                                                   "ids are bytes)"
+                                                 : NULL;
+}
 static void embed_cu(dm_ops *ops, void *args, int dir) {
     dm_embed_args *a = args;
     if (dir == DM_FWD)
@@ -155,7 +162,9 @@ static const char *xent_supports(dm_ops *ops, const void *args, int dir) {
     (void)ops, (void)dir;
     const dm_xent_args *a = args;
     if (a->db) return "a bf16 copy of dlogits (fp32 only on cuda)";
-    return a->V == DM_VOCAB ? NULL : "a vocabulary other than 256 bytes (the kernel's targets are bytes)";
+    return a->V == DM_VOCAB && a->w <= 1 ? NULL
+                                         : "a vocabulary other than 256 bytes (the kernel's "
+                                           "targets are bytes)";
 }
 /* forward: the mean loss into the host's double: the step's one read of the loss, which
  * waits for the stream */
@@ -349,7 +358,7 @@ static const char *muon_update_supports(dm_ops *ops, const void *args, int dir) 
     static const dm_impl_list var = DM_IMPL_LIST(var##_I);
 
 LIST1(MATMUL, "cublaslt", NULL, matmul_cu)
-LIST1(EMBED, "cuda", NULL, embed_cu)
+LIST1(EMBED, "cuda", embed_supports, embed_cu)
 LIST1(RMSNORM, "cuda", norm_supports, norm_cu)
 LIST1(GATEDNORM, "cuda", norm_supports, norm_cu)
 LIST1(CONV, "cuda", conv_supports, conv_cu)
