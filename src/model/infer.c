@@ -16,7 +16,7 @@ struct dm_infer {
     dm_backend *be; /* the model's: the state and scratch live there too */
     dm_ops ops;
     float *buf;
-    uint32_t *tok;  /* the token in */
+    uint32_t *tok;  /* the token in: its dm_id_width(vocab) bytes */
     /* per layer */
     float **cache; /* [n_layer] [3][W-1][HD] previous q~, k~, v~ */
     float **S;     /* [n_layer] [H, dh, dh] */
@@ -103,8 +103,11 @@ void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
     int R = c->gate_rank, F = dm_config_mlp_hidden(c), kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
     dm_ops *ops = &s->ops;
-    dm_backend_from_host(s->be, s->tok, &id, sizeof id);
-    dm_op_embed_fwd_ids(ops, s->x, s->tok, 4, P + m->embed, 1, D, c->vocab);
+    /* the id in the model's width (dm_id_width), little-endian, as the batches hold ids */
+    int w = dm_id_width(c->vocab);
+    uint8_t le[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)(id >> 16), (uint8_t)(id >> 24)};
+    dm_backend_from_host(s->be, s->tok, le, (size_t)w);
+    dm_op_embed_fwd_ids(ops, s->x, s->tok, w, P + m->embed, 1, D, c->vocab);
     for (int l = 0; l < c->n_layer; l++) {
         const dm_layer_off *o = &m->L[l];
         float *rs = s->rstd;
