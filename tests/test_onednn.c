@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "base/clock.h"
@@ -101,5 +103,45 @@ TEST(onednn_product_keeps_signals_on_the_stack) {
     free(B);
     free(C);
     free(R);
+    dm_onednn_free(d);
+}
+
+/* A product the backend cannot run aborts with one line on stderr that names why, the
+ * shape, the slot and the threads (a report a user can send), never a bare abort. Here: a
+ * product with K = 0, which prepare() refuses, run in a child. */
+TEST(onednn_failure_names_the_product) {
+    const char *why = NULL;
+    dm_onednn *d = dm_onednn_create(&why);
+    if (!d) {
+        t_skip("oneDNN cannot start: %s", why);
+        return;
+    }
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        float A[12] = {0}, B[12] = {0}, C[12] = {0};
+        dm_onednn_gemm(d, 0, 1, 3, 4, 0, 1.0f, A, 1, B, 1, 0.0f, C, 4);
+        _exit(0); /* not reached: the product aborts */
+    }
+    close(fd[1]);
+    char err[2048] = "";
+    size_t got = 0;
+    for (ssize_t k; got + 1 < sizeof err && (k = read(fd[0], err + got, sizeof err - 1 - got)) > 0;)
+        got += (size_t)k;
+    err[got] = 0;
+    close(fd[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    printf("  %s", err);
+    CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "the child ended with status %#x",
+           status);
+    CHECKF(!strncmp(err, "dormouse: internal error: an empty product, for the f32 matmul ", 63) &&
+               strstr(err, " M 3 N 4 K 0 ") && strstr(err, " on slot 0 of ") &&
+               strstr(err, " thread 0 of 1 ") && strchr(err, '\n') == err + got - 1,
+           "stderr: %s", err);
     dm_onednn_free(d);
 }

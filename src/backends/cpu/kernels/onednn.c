@@ -348,7 +348,8 @@ static void tile(void *ctx, const dm_gemm_args *t) {
     tile_ctx *c = ctx;
     int slot = omp_get_thread_num();
     if (exec(c->d, t, c->bf16, slot)) /* prepare() built them all: unreachable */
-        die(c->d, slot < c->d->slots ? "no primitive was built for a tile" : "no slot for the thread",
+        die(c->d, slot < c->d->slots ? "no primitive was built for a tile"
+                                     : "no slot for the thread",
             t, c->bf16, slot);
 }
 
