@@ -2,7 +2,10 @@
 #include "backends/cpu/kernels/onednn.h"
 
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +246,47 @@ const char *dm_onednn_supports_bf16(dm_onednn *d, int ta, int tb, int M, int N, 
 
 typedef struct { dm_onednn *d; int bf16; } tile_ctx;
 
+/* A product that fails once its primitive is built is a bug, never a fallback: one line
+ * saying why, with the product, the slot and the threads (a report a user can send), then
+ * abort. */
+static void die(const dm_onednn *d, const char *why, const dm_gemm_args *t, int bf16,
+                int slot) {
+    fprintf(stderr,
+            "dormouse: internal error: %s, for the %s matmul ta %d tb %d M %d N %d K %d lda %d "
+            "ldb %d ldc %d alpha %g beta %g (C %s) on slot %d of %d, thread %d of %d (max %d), "
+            "scratchpads of %zu bytes for %zu, oneDNN %s\n",
+            why, bf16 ? "bf16" : "f32", t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc,
+            (double)t->alpha, (double)t->beta, t->celem == 2 ? "bf16" : "f32", slot, d->slots,
+            omp_get_thread_num(), omp_get_num_threads(), omp_get_max_threads(), d->pad_bytes,
+            d->need, d->impl[0] ? d->impl : "(no implementation yet)");
+    abort();
+}
+
+/* die with the oneDNN call that failed and its status */
+static void die_status(const dm_onednn *d, const char *call, dnnl_status_t st,
+                       const dm_gemm_args *t, int bf16, int slot) {
+    char why[160];
+    snprintf(why, sizeof why, "oneDNN's %s returned %s (%d)", call, dnnl_status2str(st), (int)st);
+    die(d, why, t, bf16, slot);
+}
+
+/* While it runs, oneDNN's JIT f32 GEMM kernel (behind its matmul for small products) may
+ * point the stack pointer at a heap workspace (when K is more than it packs on the stack). A
+ * signal handled on that thread then has its frame written below the stack pointer: over the
+ * heap in front of the workspace (malloc's chunk headers, oneDNN's memory objects), which made
+ * a later product fail with dnnl_invalid_arguments or malloc abort. So no signal is handled on
+ * a thread while oneDNN computes there: the asynchronous ones are blocked for the call and
+ * delivered after it, or to another thread (the faults a crash report needs stay open). */
+static void signals_off(sigset_t *old) {
+    sigset_t all;
+    sigfillset(&all);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) sigdelset(&all, faults[i]);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+static void signals_back(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
 /* the product t (one tile) on the calling thread with slot's stream and scratchpad; 0 ok,
  * 1 when its primitive is not there */
 static int exec(dm_onednn *d, const dm_gemm_args *t, int bf16, int slot) {
@@ -251,50 +295,70 @@ static int exec(dm_onednn *d, const dm_gemm_args *t, int bf16, int slot) {
         if (same_key(&d->e[i], t, bf16) && d->e[i].status == P_OK) e = &d->e[i];
     if (!e || slot < 0 || slot >= d->slots) return 1;
     dnnl_memory_desc_t a, b, c;
-    descs(t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc, bf16, t->celem == 2, &a, &b,
-          &c);
+    if (descs(t->ta, t->tb, t->M, t->N, t->K, t->lda, t->ldb, t->ldc, bf16, t->celem == 2, &a,
+              &b, &c))
+        die(d, "its memory descriptors cannot be made", t, bf16, slot);
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
-    int ok = dnnl_memory_create(&ma, &a, d->eng, (void *)t->A) == dnnl_success &&
-             dnnl_memory_create(&mb, &b, d->eng, (void *)t->B) == dnnl_success &&
-             dnnl_memory_create(&mc, &c, d->eng, t->C) == dnnl_success &&
-             dnnl_memory_create(&ms, &e->scratch, d->eng, d->pad[slot]) == dnnl_success;
+    const char *call = "dnnl_memory_create";
+    dnnl_status_t st = dnnl_memory_create(&ma, &a, d->eng, (void *)t->A);
+    if (st == dnnl_success) st = dnnl_memory_create(&mb, &b, d->eng, (void *)t->B);
+    if (st == dnnl_success) st = dnnl_memory_create(&mc, &c, d->eng, t->C);
+    if (st == dnnl_success) st = dnnl_memory_create(&ms, &e->scratch, d->eng, d->pad[slot]);
     dnnl_exec_arg_t ex[4] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
                              {DNNL_ARG_SCRATCHPAD, ms}};
-    if (ok && !omp_in_parallel()) {
+    sigset_t old;
+    signals_off(&old);
+    if (st == dnnl_success && !omp_in_parallel()) {
         /* a product of one tile runs on the calling thread: oneDNN reads the OpenMP thread
          * count at execution too, and some of its kernels (AVX2 ones) split the work by it,
          * which changes the bits with the thread count */
-        int done = 0;
+        dnnl_status_t done = dnnl_success;
+        const char *where = NULL;
 #pragma omp parallel num_threads(1)
         {
             omp_set_num_threads(1); /* this region's task only: oneDNN reads it */
-            done = dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex) == dnnl_success &&
-                   dnnl_stream_wait(d->stream[slot]) == dnnl_success;
+            done = dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex);
+            where = "dnnl_primitive_execute";
+            if (done == dnnl_success) {
+                done = dnnl_stream_wait(d->stream[slot]);
+                where = "dnnl_stream_wait";
+            }
         }
-        ok = done;
-    } else {
-        ok = ok && dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex) == dnnl_success &&
-             dnnl_stream_wait(d->stream[slot]) == dnnl_success;
+        st = done;
+        call = where;
+    } else if (st == dnnl_success) {
+        call = "dnnl_primitive_execute";
+        st = dnnl_primitive_execute(e->prim, d->stream[slot], 4, ex);
+        if (st == dnnl_success) {
+            call = "dnnl_stream_wait";
+            st = dnnl_stream_wait(d->stream[slot]);
+        }
     }
+    signals_back(&old);
     dnnl_memory_destroy(ma);
     dnnl_memory_destroy(mb);
     dnnl_memory_destroy(mc);
     dnnl_memory_destroy(ms);
-    if (!ok) abort(); /* a built primitive failed on valid memory: a bug, never a fallback */
+    if (st != dnnl_success) die_status(d, call, st, t, bf16, slot);
     return 0;
 }
 
 /* one tile of a tiled product, on this thread's slot */
 static void tile(void *ctx, const dm_gemm_args *t) {
-    if (exec(((tile_ctx *)ctx)->d, t, ((tile_ctx *)ctx)->bf16, omp_get_thread_num()))
-        abort(); /* prepare() built every tile's primitive and the slots: unreachable */
+    tile_ctx *c = ctx;
+    int slot = omp_get_thread_num();
+    if (exec(c->d, t, c->bf16, slot)) /* prepare() built them all: unreachable */
+        die(c->d, slot < c->d->slots ? "no primitive was built for a tile"
+                                     : "no slot for the thread",
+            t, c->bf16, slot);
 }
 
 static void run(dm_onednn *d, const dm_gemm_args *g, int bf16) {
     if (g->M <= 0 || g->N <= 0) return;
     /* the primitives are built here, before the parallel loop, when supports was not
      * asked first; a product it declines is a caller's bug */
-    if (prepare(d, g, bf16)) abort();
+    const char *why = prepare(d, g, bf16);
+    if (why) die(d, why, g, bf16, 0);
     int mb, nb;
     dm_gemm_tile_shape(g->M, g->N, g->K, &mb, &nb);
     tile_ctx tc = {d, bf16};

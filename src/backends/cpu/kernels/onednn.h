@@ -11,7 +11,8 @@
  *     running at once would overwrite each other's packed operands (measured: wrong and
  *     thread-count-dependent results with transposed weights).
  * Primitives are cached per (tile shape, transposes, strides, alpha, beta) in the
- * context, which the caller owns (one per dm_ops, no globals).
+ * context, which the caller owns (one per dm_ops, no globals). A thread's asynchronous
+ * signals are blocked while a primitive runs on it (onednn.c says why).
  */
 #ifndef DM_KERNELS_ONEDNN_H
 #define DM_KERNELS_ONEDNN_H
