@@ -230,6 +230,13 @@ double dm_op_xent_fwd_ids(dm_ops *o, float *losses, const float *logits, const v
                           int w, int N, int V);
 void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
                         const void *targets, int w, int N, int V, float scale);
+/* the head's product and the cross-entropy fused over rows in chunks of R (ops/seq.h):
+ * logits of x[N,D] by W[V,D] in work[R,V] only; backward dx[N,D] =, dW[V,D] += */
+double dm_op_head_xent_fwd(dm_ops *o, float *losses, const float *x, const float *W,
+                           const void *targets, int w, float *work, int N, int D, int V, int R);
+void dm_op_head_xent_bwd(dm_ops *o, float *dx, float *dW, const float *x, const float *W,
+                         const void *targets, int w, float *work, int N, int D, int V, int R,
+                         float scale);
 
 /* The delta-rule core. `saved` is the chunked forward's buffer for the backward
  * (dm_delta_chunk_saved floats) or NULL; `work` holds max(dm_delta_ref_bwd_work,

@@ -170,3 +170,77 @@ void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *lo
                       .N = N, .V = V, .scale = scale};
     dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
 }
+
+/* The rows of a head_xent call in chunks of R: the chunk's x, targets and losses. */
+static const void *ids_at(const void *t, int w, int r0) {
+    return (const char *)t + (size_t)r0 * (size_t)(w ? w : 1);
+}
+
+static void head_xent_ref(dm_ops *ops, void *args, int dir) {
+    (void)ops;
+    dm_head_xent_args *a = args;
+    double sum = 0;
+    for (int r0 = 0; r0 < a->N; r0 += a->R) {
+        int n = a->N - r0 < a->R ? a->N - r0 : a->R;
+        const float *x = a->x + (size_t)r0 * a->D;
+        const void *t = ids_at(a->targets, a->w, r0);
+        dm_matmul_ref_fwd(a->work, x, a->W, NULL, n, a->D, a->V);
+        if (dir == DM_FWD) {
+            sum += n * dm_xent_ref_fwd_ids(a->losses ? a->losses + r0 : NULL, a->work, t, a->w,
+                                           n, a->V);
+            continue;
+        }
+        dm_xent_ref_bwd_ids(a->work, a->work, t, a->w, n, a->V, a->scale);
+        dm_matmul_ref_bwd_data(a->dx + (size_t)r0 * a->D, a->work, a->W, n, a->D, a->V, 0);
+        dm_matmul_ref_bwd_weight(a->dW, NULL, a->work, x, n, a->D, a->V);
+    }
+    if (dir == DM_FWD) *a->mean = a->N ? sum / a->N : 0;
+}
+static int head_xent_outputs(void *args, int dir, dm_out *o) {
+    dm_head_xent_args *a = args;
+    if (dir == DM_BWD) {
+        o[0] = (dm_out){"dx", (void **)&a->dx, (size_t)a->N * a->D, DM_OUT_SET};
+        o[1] = (dm_out){"dW", (void **)&a->dW, (size_t)a->V * a->D, DM_OUT_ACC};
+        return 2;
+    }
+    int n = 0;
+    o[n++] = (dm_out){"loss", (void **)&a->mean, 1, DM_OUT_F64};
+    if (a->losses) o[n++] = (dm_out){"losses", (void **)&a->losses, (size_t)a->N, DM_OUT_SET};
+    return n;
+}
+static double head_xent_flops(const void *args, int dir) {
+    const dm_head_xent_args *a = args;
+    return (dir == DM_FWD ? 2.0 : 6.0) * a->N * a->D * a->V;
+}
+static const char *head_xent_check(const void *args, int dir) {
+    const dm_head_xent_args *a = args;
+    if (a->N < 0 || a->D < 0 || a->V < 1 || a->R < 1) return "a negative size, no vocabulary or no chunk";
+    if (a->w != 0 && a->w != 1 && a->w != 2 && a->w != 4) return "an id width not 1, 2 or 4";
+    if (dir == DM_FWD && !a->mean) return "a NULL buffer";
+    if (!a->N) return NULL;
+    if (!a->x || !a->W || !a->targets || !a->work) return "a NULL buffer";
+    return dir == DM_BWD && (!a->dx || !a->dW) ? "a NULL buffer" : NULL;
+}
+
+static const dm_impl HEAD_XENT_REF = {"reference", 1,    DM_PREC_FP32, NULL, NULL,
+                                      head_xent_ref, DM_MEM_HOST};
+const dm_op_def dm_def_head_xent = {"head_xent",         1u << DM_FWD | 1u << DM_BWD,
+                                    &HEAD_XENT_REF,      sizeof(dm_head_xent_args),
+                                    head_xent_outputs,   head_xent_flops,
+                                    head_xent_check};
+
+double dm_op_head_xent_fwd(dm_ops *o, float *losses, const float *x, const float *W,
+                           const void *targets, int w, float *work, int N, int D, int V, int R) {
+    double mean = 0;
+    dm_head_xent_args a = {.losses = losses, .mean = &mean, .x = x, .W = W, .targets = targets,
+                           .w = w, .work = work, .N = N, .D = D, .V = V, .R = R};
+    dm_op_run(o, DM_OP_HEAD_XENT, DM_FWD, &a);
+    return mean;
+}
+void dm_op_head_xent_bwd(dm_ops *o, float *dx, float *dW, const float *x, const float *W,
+                         const void *targets, int w, float *work, int N, int D, int V, int R,
+                         float scale) {
+    dm_head_xent_args a = {.x = x, .W = W, .targets = targets, .w = w, .dx = dx, .dW = dW,
+                           .work = work, .N = N, .D = D, .V = V, .R = R, .scale = scale};
+    dm_op_run(o, DM_OP_HEAD_XENT, DM_BWD, &a);
+}

@@ -41,4 +41,21 @@ typedef struct {
     float scale;
 } dm_xent_args;
 
+/* head_xent: the head's product and the cross-entropy fused, over rows in chunks of R:
+ * each chunk's logits[R,V] = x[rows,D] W[V,D]^T are made in work[R,V], the only logits
+ * ever held. Forward: the mean loss (and per-row losses[N] when non-NULL); backward (the
+ * chunk's logits made again): dx[N,D] = dlogits W, dW[V,D] += dlogits^T x, with dlogits
+ * xent's gradient times scale. fp32 only. */
+typedef struct {
+    float *losses;
+    double *mean;
+    const float *x, *W;
+    const void *targets; /* ids of w bytes each (0: 1, the bytes) */
+    int w;
+    float *dx, *dW;
+    float *work; /* [R,V] */
+    int N, D, V, R;
+    float scale;
+} dm_head_xent_args;
+
 #endif

@@ -166,6 +166,11 @@ static const char *xent_supports(dm_ops *ops, const void *args, int dir) {
                                          : "a vocabulary other than 256 bytes (the kernel's "
                                            "targets are bytes)";
 }
+static const char *head_xent_supports(dm_ops *ops, const void *args, int dir) {
+    (void)ops, (void)args, (void)dir;
+    return "the fused head and cross-entropy has no CUDA kernel yet";
+}
+static void head_xent_cu(dm_ops *ops, void *args, int dir) { (void)ops, (void)args, (void)dir; }
 /* forward: the mean loss into the host's double: the step's one read of the loss, which
  * waits for the stream */
 static void xent_cu(dm_ops *ops, void *args, int dir) {
@@ -368,6 +373,7 @@ LIST1(GATE, "cuda", gate_supports, gate_cu)
 LIST1(SIGMOID, "cuda", NULL, sigmoid_cu)
 LIST1(SWIGLU, "cuda", swiglu_supports, swiglu_cu)
 LIST1(XENT, "cuda", xent_supports, xent_cu)
+LIST1(HEAD_XENT, "cuda", head_xent_supports, head_xent_cu)
 LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
 LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)
@@ -392,6 +398,7 @@ const dm_impl_list *const dm_cuda_impls[DM_OP_COUNT] = {
     [DM_OP_GATEDNORM] = &GATEDNORM, [DM_OP_CONV] = &CONV,       [DM_OP_SILU] = &SILU,
     [DM_OP_L2NORM] = &L2NORM,   [DM_OP_GATE] = &GATE,           [DM_OP_SIGMOID] = &SIGMOID,
     [DM_OP_SWIGLU] = &SWIGLU,   [DM_OP_XENT] = &XENT,           [DM_OP_DELTA] = &DELTA,
+    [DM_OP_HEAD_XENT] = &HEAD_XENT,
     [DM_OP_ADD] = &ADD,         [DM_OP_GRAD_ADD] = &GRAD_ADD,   [DM_OP_GRAD_MEAN] = &GRAD_MEAN,
     [DM_OP_GRAD_NORM] = &GRAD_NORM, [DM_OP_ADAMW] = &ADAMW,     [DM_OP_MOMENTUM] = &MOMENTUM,
     [DM_OP_NS] = &NS,           [DM_OP_NS_BF16] = &NS_BF16,     [DM_OP_MUON_UPDATE] = &MUON_UPDATE,

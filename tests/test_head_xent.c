@@ -1,0 +1,158 @@
+/* test_head_xent.c — the fused head and cross-entropy (ops/seq.h head_xent): against the
+ * unfused path (the head's matmul writing every logit, then xent) on the loss, dx and dW,
+ * for vocabularies of 2- and 4-byte ids, row counts that are not a multiple of the chunk;
+ * the cpu implementation against its reference (verify mode); the same bits on 1, 2 and 3
+ * threads. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "dormouse.h"
+#include "model/model.h"
+#include "ops/ops.h"
+
+/* ids [n] of width w, drawn below V (every one of the last rows V - 1 when hi) */
+static void *draw_ids(int n, int V, uint64_t seed) {
+    int w = dm_id_width(V);
+    uint8_t *p = malloc((size_t)n * (size_t)w);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        uint32_t id = i % 5 == 4 ? (uint32_t)(V - 1) : (uint32_t)(s % (uint64_t)V);
+        if (w == 2) ((uint16_t *)p)[i] = (uint16_t)id;
+        else if (w == 4) ((uint32_t *)p)[i] = id;
+        else p[i] = (uint8_t)id;
+    }
+    return p;
+}
+
+/* max |a - b| / max |b| */
+static double rel(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs((double)b[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
+typedef struct {
+    double loss;
+    float *losses, *dx, *dW;
+} result;
+
+static void result_free(result *r) {
+    free(r->losses), free(r->dx), free(r->dW);
+}
+
+/* the fused op on x[N,D], W[V,D] in chunks of R (verify mode when verify) */
+static result fused(dm_ops *ops, const float *x, const float *W, const void *ids, int N, int D,
+                    int V, int R) {
+    result r = {0, t_alloc((size_t)N), t_alloc((size_t)N * D), t_alloc((size_t)V * D)};
+    float *work = t_alloc((size_t)R * V);
+    int w = dm_id_width(V);
+    r.loss = dm_op_head_xent_fwd(ops, r.losses, x, W, ids, w, work, N, D, V, R);
+    dm_op_head_xent_bwd(ops, r.dx, r.dW, x, W, ids, w, work, N, D, V, R, 1.0f / (float)N);
+    free(work);
+    return r;
+}
+
+/* the unfused path: every logit, then xent, then the head's backward */
+static result unfused(dm_ops *ops, const float *x, const float *W, const void *ids, int N,
+                      int D, int V) {
+    result r = {0, t_alloc((size_t)N), t_alloc((size_t)N * D), t_alloc((size_t)V * D)};
+    float *logits = t_alloc((size_t)N * V);
+    int w = dm_id_width(V);
+    dm_op_matmul_fwd(ops, logits, x, W, NULL, N, D, V);
+    r.loss = dm_op_xent_fwd_ids(ops, r.losses, logits, ids, w, N, V);
+    dm_op_xent_bwd_ids(ops, logits, NULL, logits, ids, w, N, V, 1.0f / (float)N);
+    dm_op_matmul_bwd(ops, r.dx, r.dW, NULL, logits, NULL, x, W, N, D, V, 0);
+    free(logits);
+    return r;
+}
+
+static dm_config fp32_config(void) {
+    dm_config c;
+    dm_config_default(&c);
+    c.precision = DM_PRECISION_FP32;
+    return c;
+}
+
+/* The fused op against the unfused path within 1e-6 relative, on V 300, 1000 and 65537
+ * (ids of 2 and 4 bytes) and N not a multiple of R; and against its reference. */
+TEST(head_xent_matches_unfused) {
+    static const struct { int V, N, R; } cs[] = {{300, 37, 16}, {1000, 64, 256}, {1000, 70, 32},
+                                                 {65537, 21, 8}};
+    dm_config c = fp32_config();
+    int D = 24;
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int V = cs[k].V, N = cs[k].N, R = cs[k].R;
+        float *x = t_alloc((size_t)N * D), *W = t_alloc((size_t)V * D);
+        t_fill_normal(x, (size_t)N * D, 11 + k, 1.0f);
+        t_fill_normal(W, (size_t)V * D, 23 + k, 0.3f);
+        void *ids = draw_ids(N, V, 7 + k);
+        dm_ops ops;
+        dm_ops_init(&ops, &c);
+        result u = unfused(&ops, x, W, ids, N, D, V);
+        result f = fused(&ops, x, W, ids, N, D, V, R);
+        CHECKF(ops.calls[DM_OP_HEAD_XENT][DM_FWD] == 1 && ops.calls[DM_OP_HEAD_XENT][DM_BWD] == 1,
+               "head_xent calls %ld %ld", ops.calls[DM_OP_HEAD_XENT][DM_FWD],
+               ops.calls[DM_OP_HEAD_XENT][DM_BWD]);
+        double el = fabs(f.loss - u.loss) / fabs(u.loss);
+        double ell = rel(f.losses, u.losses, (size_t)N);
+        double edx = rel(f.dx, u.dx, (size_t)N * D), edw = rel(f.dW, u.dW, (size_t)V * D);
+        printf("  V %d N %d R %d: loss %.7f vs %.7f (%.1e), losses %.1e, dx %.1e, dW %.1e\n", V,
+               N, R, f.loss, u.loss, el, ell, edx, edw);
+        CHECKF(u.loss > 0 && el <= 1e-6 && ell <= 1e-6, "V %d: loss %.3e, losses %.3e", V, el,
+               ell);
+        CHECKF(edx <= 1e-6 && edw <= 1e-6, "V %d: dx %.3e dW %.3e", V, edx, edw);
+        /* the cpu implementation against the reference */
+        ops.verify = 1;
+        result v = fused(&ops, x, W, ids, N, D, V, R);
+        char what[64];
+        double vmax = dm_ops_verify_take(&ops, what, sizeof what);
+        CHECKF(vmax >= 0 && vmax <= 1e-5, "V %d: verify %.3e (%s)", V, vmax, what);
+        CHECKF(memcmp(v.dx, f.dx, (size_t)N * D * sizeof(float)) == 0,
+               "V %d: verify mode changed dx", V);
+        result_free(&v), result_free(&u), result_free(&f);
+        dm_ops_free(&ops);
+        free(x), free(W), free(ids);
+    }
+}
+
+/* The same bits on 1, 2 and 3 threads: loss, per-row losses, dx and dW. */
+TEST(head_xent_same_bits_on_threads) {
+    static const int NT[] = {1, 2, 3};
+    dm_config c = fp32_config();
+    int V = 1000, N = 45, D = 32, R = 16;
+    float *x = t_alloc((size_t)N * D), *W = t_alloc((size_t)V * D);
+    t_fill_normal(x, (size_t)N * D, 5, 1.0f);
+    t_fill_normal(W, (size_t)V * D, 6, 0.3f);
+    void *ids = draw_ids(N, V, 9);
+    int saved = omp_get_max_threads();
+    result r0 = {0};
+    for (int i = 0; i < 3; i++) {
+        dm_set_threads(NT[i]);
+        dm_ops ops;
+        dm_ops_init(&ops, &c);
+        result r = fused(&ops, x, W, ids, N, D, V, R);
+        dm_ops_free(&ops);
+        if (i == 0) {
+            r0 = r;
+            continue;
+        }
+        CHECKF(memcmp(&r.loss, &r0.loss, sizeof r.loss) == 0 &&
+                   memcmp(r.losses, r0.losses, (size_t)N * sizeof(float)) == 0,
+               "%d threads: loss %.17g vs %.17g", NT[i], r.loss, r0.loss);
+        CHECKF(memcmp(r.dx, r0.dx, (size_t)N * D * sizeof(float)) == 0, "%d threads: dx", NT[i]);
+        CHECKF(memcmp(r.dW, r0.dW, (size_t)V * D * sizeof(float)) == 0, "%d threads: dW", NT[i]);
+        result_free(&r);
+    }
+    dm_set_threads(saved);
+    printf("  loss %.9g: the same bits on 1, 2 and 3 threads\n", r0.loss);
+    result_free(&r0);
+    free(x), free(W), free(ids);
+}
