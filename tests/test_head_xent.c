@@ -12,6 +12,7 @@
 #include "check.h"
 #include "dormouse.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "ops/ops.h"
 
 /* ids [n] of width w, drawn below V (every one of the last rows V - 1 when hi) */
@@ -155,4 +156,39 @@ TEST(head_xent_same_bits_on_threads) {
     printf("  loss %.9g: the same bits on 1, 2 and 3 threads\n", r0.loss);
     result_free(&r0);
     free(x), free(W), free(ids);
+}
+
+/* saved activations (MiB) in the report of `dormouse plan` at vocab V; -1 when absent */
+static double plan_saved(int V, const char *dir) {
+    char cmd[1024], path[512], out[4096];
+    snprintf(path, sizeof path, "%s/plan%d", dir, V);
+    snprintf(cmd, sizeof cmd, "%s plan --set vocab=%d --reps 0", DM_CLI, V);
+    if (t_run_out(cmd, path, out, sizeof out) != 0) return -1;
+    const char *p = strstr(out, "saved activations");
+    double mib = -1;
+    if (!p || sscanf(p + strlen("saved activations"), "%lf", &mib) != 1) return -1;
+    return mib;
+}
+
+/* `dormouse plan` of a vocabulary of 8192 counts one chunk of the fused head's logits
+ * (R x V, dm_plan_head_rows), not all N x V: against the byte model's plan, whose logits
+ * are N x 256, the saved activations differ by exactly the two logits' sizes. */
+TEST(head_xent_plan_counts_the_chunk) {
+    char d[256];
+    t_tmpdir(d, sizeof d);
+    dm_config c;
+    dm_config_default(&c);
+    size_t N = (size_t)c.batch_size * c.seq_len;
+    c.vocab = 8192;
+    int R = dm_plan_head_rows(&c, N);
+    double bytes = plan_saved(256, d), tokens = plan_saved(8192, d);
+    double mib = 1024.0 * 1024.0, want = ((double)R * 8192 - (double)N * 256) * 4 / mib;
+    double full = (double)N * 8192 * 4 / mib;
+    printf("  saved activations: vocab 256 %.1f MiB, vocab 8192 %.1f MiB (chunk of %d rows; "
+           "all %zu rows' logits would be %.1f MiB)\n", bytes, tokens, R, N, full);
+    CHECK(R > 0 && (size_t)R < N);
+    CHECKF(bytes > 0 && tokens > 0 && fabs(tokens - bytes - want) <= 0.11,
+           "vocab 8192 %.1f MiB, byte %.1f MiB: difference %.2f, the logits' %.2f", tokens,
+           bytes, tokens - bytes, want);
+    t_rmtree(d);
 }

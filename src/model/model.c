@@ -415,8 +415,7 @@ float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *log
     m->B = B;
     m->T = T;
     float loss = dm_network_fwd(m);
-    if (logits)
-        dm_backend_to_host(m->be, logits, m->head.logits, (size_t)B * T * m->cfg.vocab * sizeof(float));
+    if (logits) dm_network_logits(m, logits);
     m->have_forward = 1;
     return loss;
 }

@@ -96,6 +96,9 @@ void dm_mixer_bwd(dm_model *m, int l);
  * in order; the backward, each unit's recomputed steps (plan) before its own backward. */
 float dm_network_fwd(dm_model *m);
 void dm_network_bwd(dm_model *m);
+/* The logits [N,V] of the last forward to the host (the fused head: made again, R rows
+ * at a time). */
+void dm_network_logits(dm_model *m, float *logits);
 /* Run again the steps of unit u the plan does not keep, unless the workspace holds u's. */
 void dm_network_recompute(dm_model *m, int u);
 /* The workspace holds no unit's activations (a new layout; tests that overwrite it). */

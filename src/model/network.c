@@ -2,6 +2,8 @@
  *   x = embed[token]
  *   repeat n_layer:  x = x + Mixer(RMSNorm(x));  x = x + MLP(RMSNorm(x))
  *   logits = lm_head(RMSNorm(x));  loss = mean cross-entropy
+ * (token vocabularies, above 256: the head's product and the cross-entropy fused, R rows
+ * of logits at a time, dm_plan_head_rows; the byte vocabulary writes all its logits)
  * MLP: W_down(silu(W_gate x) * W_up x). The mixer is in mixer.c. Each residual branch and
  * the head is a unit of the activation plan (plan.h): the forward runs every unit's steps;
  * the backward runs, before each unit's own backward, the steps whose outputs the plan
@@ -50,8 +52,9 @@ static void head_step(dm_model *m, int step) {
         dm_op_rmsnorm_fwd(ops, h->xnf, h->xnf_b, h->rstdf, m->x_final, P + m->norm_f, N, D,
                           DM_NORM_EPS, m->s.norm_scratch);
         break;
-    case DM_S_LOGITS:
-        dm_op_matmul_fwd(ops, h->logits, h->xnf, P + m->lm_head, NULL, N, D, c->vocab);
+    case DM_S_LOGITS: /* the fused head makes its logits in the loss's call */
+        if (!dm_plan_head_rows(c, (size_t)N))
+            dm_op_matmul_fwd(ops, h->logits, h->xnf, P + m->lm_head, NULL, N, D, c->vocab);
         break;
     }
 }
@@ -87,7 +90,28 @@ float dm_network_fwd(dm_model *m) {
         for (int s = dm_unit_first[k]; s < dm_unit_first[k + 1]; s++) unit_step(m, u, s);
         ws_written(m, u, k); /* the workspace holds what u did not keep */
     }
+    int R = dm_plan_head_rows(c, (size_t)N);
+    if (R)
+        return (float)dm_op_head_xent_fwd(&m->ops, NULL, m->head.xnf, m->params + m->lm_head,
+                                          m->tgt, w, m->head.logits, N, D, V, R);
     return (float)dm_op_xent_fwd_ids(&m->ops, NULL, m->head.logits, m->tgt, w, N, V);
+}
+
+void dm_network_logits(dm_model *m, float *logits) {
+    const dm_config *c = &m->cfg;
+    int N = m->B * m->T, D = c->d_model, V = c->vocab;
+    int R = dm_plan_head_rows(c, (size_t)N);
+    if (!R) {
+        dm_backend_to_host(m->be, logits, m->head.logits, (size_t)N * V * sizeof(float));
+        return;
+    }
+    for (int r0 = 0; r0 < N; r0 += R) {
+        int n = N - r0 < R ? N - r0 : R;
+        dm_op_matmul_fwd(&m->ops, m->head.logits, m->head.xnf + (size_t)r0 * D,
+                         m->params + m->lm_head, NULL, n, D, V);
+        dm_backend_to_host(m->be, logits + (size_t)r0 * V, m->head.logits,
+                           (size_t)n * V * sizeof(float));
+    }
 }
 
 void dm_network_recompute(dm_model *m, int u) {
@@ -110,13 +134,19 @@ void dm_network_bwd(dm_model *m) {
     dm_head_act *h = &m->head;
     dm_ops *ops = &m->ops;
 
-    /* head: dlogits in place of the logits, then lm_head and the final norm */
+    /* head: dlogits in place of the logits, then lm_head and the final norm (the fused
+     * head: both, chunk by chunk, its logits made again) */
     dm_network_recompute(m, 2 * L);
-    int V = c->vocab, w = dm_id_width(V);
-    dm_op_xent_bwd_ids(ops, h->logits, s->dlogits_b, h->logits, m->tgt, w, N, V,
-                       1.0f / (float)N);
-    dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, s->dlogits_b, h->xnf,
-                     P + m->lm_head, N, D, V, 0);
+    int V = c->vocab, w = dm_id_width(V), R = dm_plan_head_rows(c, (size_t)N);
+    if (R) {
+        dm_op_head_xent_bwd(ops, s->dxn, G + m->lm_head, h->xnf, P + m->lm_head, m->tgt, w,
+                            h->logits, N, D, V, R, 1.0f / (float)N);
+    } else {
+        dm_op_xent_bwd_ids(ops, h->logits, s->dlogits_b, h->logits, m->tgt, w, N, V,
+                           1.0f / (float)N);
+        dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, s->dlogits_b, h->xnf,
+                         P + m->lm_head, N, D, V, 0);
+    }
     dm_backend_zero(m->be, s->dres, (size_t)N * D * sizeof(float));
     dm_op_rmsnorm_bwd(ops, s->dres, L ? s->dres_b : NULL, G + m->norm_f, s->dxn, m->x_final,
                       P + m->norm_f, h->rstdf, N, D, s->norm_scratch);

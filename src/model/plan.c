@@ -45,7 +45,7 @@ enum {
     SZ_R_KDA, /* gate_rank for KDA, none for GDN */
     SZ_G,     /* n_head*Cg: the gate (Cg = head_dim for KDA, 1 for GDN) */
     SZ_F,     /* MLP hidden */
-    SZ_V,     /* 256 (the logits) */
+    SZ_V,     /* 256 (the logits); token vocabularies: the fused head's chunk */
     SZ_SAVED, /* the chunked core's saved state (per layer, not per row; 0 off that path) */
 };
 
@@ -187,7 +187,12 @@ static size_t tensor_floats(const tensor_def *t, const dm_config *c, size_t N, s
     case SZ_R_KDA: per = kda ? (size_t)c->gate_rank : 0; break;
     case SZ_G: per = kda ? HD : H; break;
     case SZ_F: per = (size_t)dm_config_mlp_hidden(c); break;
-    case SZ_V: per = (size_t)c->vocab; break;
+    case SZ_V: { /* token vocabularies: one chunk of the fused head */
+        int R = dm_plan_head_rows(c, N);
+        if (R) return (size_t)R * (size_t)c->vocab;
+        per = (size_t)c->vocab;
+        break;
+    }
     case SZ_SAVED: return saved;
     }
     size_t n = N * per;
@@ -275,7 +280,8 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     s.dres = take(&b, N * D);
     s.dxn = take(&b, N * D);
     if (c->norm_impl == DM_IMPL_REFERENCE) s.norm_scratch = take(&b, 2 * N * (D > HD ? D : HD));
-    size_t V = (size_t)c->vocab; /* the logits' gradient's copy, then dres's */
+    /* the logits' gradient's copy (none for the fused head, fp32), then dres's */
+    size_t V = dm_plan_head_rows(c, N) ? 0 : (size_t)c->vocab;
     s.dlogits_b = s.dres_b = (uint16_t *)take(&b, bf16 ? (N * (D > V ? D : V) + 1) / 2 : 0);
     size_t arms = b.used;
     s.da = take(&b, N * F);
@@ -307,6 +313,14 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
         sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, B, T, nthreads, NULL, NULL) : 0;
     }
     return b.used;
+}
+
+int dm_plan_head_rows(const dm_config *c, size_t N) {
+    if (c->vocab <= DM_VOCAB) return 0;
+    size_t R = ((size_t)1 << 21) / (size_t)c->vocab;
+    if (R > 256) R = 256;
+    if (R > N) R = N;
+    return R ? (int)R : 1;
 }
 
 size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_t *norm_off,

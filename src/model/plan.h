@@ -130,7 +130,9 @@ typedef struct {
 /* The head's activations. */
 typedef struct {
     float *xnf, *rstdf;     /* [N,D], [N] final RMSNorm */
-    float *logits;          /* [N,V]; the backward turns them into their gradient */
+    float *logits;          /* [N,V]; the backward turns them into their gradient. Token
+                               vocabularies (above 256): [R,V], the fused head's chunk
+                               (dm_plan_head_rows), the only logits held */
     uint16_t *xnf_b;        /* bf16 copy of xnf, or NULL */
 } dm_head_act;
 
@@ -181,6 +183,12 @@ typedef struct {
  * (NULL: only count; out may then be NULL). Returns the floats needed, by region in sz. */
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nthreads,
                       float *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
+/* The rows R of the fused head's chunk (ops/seq.h head_xent) for N rows: token
+ * vocabularies (vocab above 256) hold their logits R x V at a time, R at most 256 and
+ * R x V at most 2^21 floats (8 MiB), never 0 (a vocabulary above 2^21: one row); 0 for
+ * the byte vocabulary, whose head writes all N x 256 logits before the cross-entropy. */
+int dm_plan_head_rows(const dm_config *c, size_t N);
+
 /* The verify room (floats): what verify mode's second implementations need beside the
  * arena (the reference delta core's work, the composed norms' scratch); the offsets of
  * the two in it. */
