@@ -218,7 +218,8 @@ TEST(head_xent_model_same_bits_on_threads) {
         float l = dm_model_forward(m, ids, B, T, NULL);
         dm_model_backward(m);
         const dm_ops *ops = &m->ops;
-        CHECKF(ops->calls[DM_OP_HEAD_XENT][DM_FWD] == 1 && ops->calls[DM_OP_HEAD_XENT][DM_BWD] == 1 &&
+        CHECKF(ops->calls[DM_OP_HEAD_XENT][DM_FWD] == 1 &&
+                   ops->calls[DM_OP_HEAD_XENT][DM_BWD] == 1 &&
                    ops->calls[DM_OP_XENT][DM_FWD] == 0 && ops->calls[DM_OP_XENT][DM_BWD] == 0,
                "head_xent %ld/%ld, xent %ld/%ld", ops->calls[DM_OP_HEAD_XENT][DM_FWD],
                ops->calls[DM_OP_HEAD_XENT][DM_BWD], ops->calls[DM_OP_XENT][DM_FWD],

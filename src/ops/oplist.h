@@ -8,7 +8,7 @@
 #define DM_OP_LIST(X)                                                                      \
     X(MATMUL, matmul) X(EMBED, embed) X(RMSNORM, rmsnorm) X(GATEDNORM, gatednorm)          \
     X(CONV, conv) X(SILU, silu) X(L2NORM, l2norm) X(GATE, gate) X(SIGMOID, sigmoid)        \
-    X(SWIGLU, swiglu) X(XENT, xent) X(HEAD_XENT, head_xent) X(DELTA, delta) X(ADD, add)                            \
+    X(SWIGLU, swiglu) X(XENT, xent) X(HEAD_XENT, head_xent) X(DELTA, delta) X(ADD, add)    \
     X(GRAD_ADD, grad_add) X(GRAD_MEAN, grad_mean) X(GRAD_NORM, grad_norm) X(ADAMW, adamw)  \
     X(MOMENTUM, momentum) X(NS, ns) X(NS_BF16, ns_bf16) X(NORMUON, normuon)                \
     X(MUON_UPDATE, muon_update) X(RETRACT, retract)

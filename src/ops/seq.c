@@ -214,7 +214,8 @@ static double head_xent_flops(const void *args, int dir) {
 }
 static const char *head_xent_check(const void *args, int dir) {
     const dm_head_xent_args *a = args;
-    if (a->N < 0 || a->D < 0 || a->V < 1 || a->R < 1) return "a negative size, no vocabulary or no chunk";
+    if (a->N < 0 || a->D < 0 || a->V < 1 || a->R < 1)
+        return "a negative size, no vocabulary or no chunk";
     if (a->w != 0 && a->w != 1 && a->w != 2 && a->w != 4) return "an id width not 1, 2 or 4";
     if (dir == DM_FWD && !a->mean) return "a NULL buffer";
     if (!a->N) return NULL;
