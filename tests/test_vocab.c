@@ -341,3 +341,42 @@ TEST(vocab_tokens_under_mpirun_same_weights) {
     CHECKF(rc == 0, "%s", out);
     t_rmtree(d);
 }
+
+#define AB_TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
+                "--set gate_rank=8 --set batch_size=2 --set seq_len=32 --set threads=1"
+
+/* ab compares vocabularies: a variant's own data directory (data=DIR) trains with that
+ * data's vocabulary, scored on the same validation bytes as the control; a variant whose
+ * validation text differs is refused before anything trains (exit 2) */
+TEST(vocab_ab_arms_of_two_vocabularies) {
+    if (dm_tokenizer_missing()) {
+        t_skip("%s", dm_tokenizer_missing());
+        return;
+    }
+    char d[256], cmd[4096], out[16384], err[4096], log[300];
+    t_tmpdir(d, sizeof d);
+    snprintf(log, sizeof log, "%s/out.log", d);
+    snprintf(cmd, sizeof cmd, "cd %s && gzip -dc " T_CORPUS " | head -c 200000 > a.txt && "
+             DM_CLI " prepare a.txt --out b --val-bytes 8000 --val-split tail && "
+             DM_CLI " prepare a.txt --out t --vocab 400 --val-bytes 8000 --val-split tail && "
+             DM_CLI " prepare a.txt --out o --vocab 400 --val-bytes 9000 --val-split tail", d);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "prepare: %s", err);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " ab --dir ab --data b " AB_TINY " --set "
+             "eval_window=2048 --steps 2 --seeds 1 --variant 'tok: data=t'", d);
+    CHECKF(t_run_out(cmd, log, out, sizeof out) == 0 && strstr(out, "tok: data=t"), "%s", out);
+    snprintf(cmd, sizeof cmd, "cd %s && grep -q '\"vocab\":[[:space:]]*400' ab/tok/seed1/"
+             "config.json && grep -q '\"vocab\":[[:space:]]*256' ab/control/seed1/config.json"
+             " && grep -q '\"data\":[[:space:]]*\"%s/t\"' ab/ab.json", d, d);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "each arm its data's vocabulary: %s", err);
+    /* run again: both cells are done, on their own data */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " ab --dir ab --data b " AB_TINY " --set "
+             "eval_window=2048 --steps 2 --seeds 1 --variant 'tok: data=t'", d);
+    CHECKF(t_run_out(cmd, log, out, sizeof out) == 0 && strstr(out, "control seed 1: cached") &&
+           strstr(out, "tok seed 1: cached"), "%s", out);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " ab --dir ab2 --data b " AB_TINY " --set "
+             "eval_window=2048 --steps 2 --seeds 1 --variant 'other: data=o'", d);
+    t_expect(cmd, 2, "variant other: its validation text", NULL, 0);
+    snprintf(cmd, sizeof cmd, "test ! -e %s/ab2/other", d);
+    CHECK(t_run(cmd, NULL, 0) == 0);
+    t_rmtree(d);
+}

@@ -97,21 +97,28 @@ const char *dm_ab_verdict_text(int v);
 
 /* ---- the sweep ---------------------------------------------------------------------- */
 
+/* A corpus of the sweep: its path and the identity a run records of it. */
+typedef struct {
+    char path[4096];       /* absolute ("" on a variant: the control's) */
+    int has_id;            /* the identity is known: a cell is done on the same bytes (its
+                              data_path's size and CRC-32), at any path */
+    uint64_t bytes;        /* ... the size and CRC-32 a run records (io/data.h) */
+    uint32_t crc;
+    uint64_t train;        /* a data directory's training bytes (its split); 0: a corpus
+                              file or directory, split by the config's eval_window */
+} dm_ab_data;
+
 typedef struct {
     char name[DM_AB_NAME]; /* "control", or a variant's name (a directory name) */
     char overrides[1024];  /* "key=value key=value" over the control ("" for it) */
     dm_config cfg;         /* the arm's config (seed and log_every are set per cell) */
+    dm_ab_data data;       /* a variant's own corpus (key data=PATH); path "": the
+                              control's. Every arm validates on the same bytes */
 } dm_ab_arm;
 
 typedef struct {
     char dir[4096];        /* AB_DIR */
-    char data[4096];       /* corpus path, absolute */
-    int has_id;            /* the corpus' identity is known: a cell is done on the same
-                              bytes (its data_path's size and CRC-32), at any path */
-    uint64_t data_bytes;   /* ... the size and CRC-32 a run records (io/data.h) */
-    uint32_t data_crc;
-    uint64_t data_train;   /* a data directory's training bytes (its split); 0: a corpus
-                              file or directory, split by the config's eval_window */
+    dm_ab_data data;       /* the control's corpus (--data) */
     int steps;
     int warmup;            /* steps left out of the ms/step median */
     int n_arms;            /* arms[0] is the control */
@@ -134,10 +141,14 @@ int dm_ab_parse_seeds(const char *text, uint64_t *seeds, int max, int *n, char *
  * the control's eval_window hold for every arm). The one policy of --set and --variant. */
 const char *dm_ab_fixed_key(const char *key, int variant);
 /* "NAME: key=value key=value" -> a variant of the control (config validated; seed, steps,
- * eval_window and log_every are the sweep's and cannot vary). 0 ok; else an error. */
+ * eval_window and log_every are the sweep's and cannot vary). The key data=PATH gives the
+ * variant its own corpus (as given: dm_ab_make_spec resolves it), e.g. a data directory of
+ * another vocabulary. 0 ok; else an error. */
 int dm_ab_parse_variant(const char *text, const dm_config *control, dm_ab_arm *arm,
                         char *err, size_t errlen);
-/* Checks a spec before anything runs: names unique, configs valid, corpus present. */
+/* The corpus of arm a: its own, or the control's. */
+const dm_ab_data *dm_ab_arm_data(const dm_ab_spec *s, int a);
+/* Checks a spec before anything runs: names unique, configs valid, corpora present. */
 int dm_ab_check_spec(const dm_ab_spec *s, char *err, size_t errlen);
 
 /* The config of cell (arm a, seed index k): the arm's config with seed = seeds[k],

@@ -94,6 +94,7 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
     /* the corpus: the same bytes (size and CRC-32), split the same way where both know it;
      * by its path only when the sweep or the cell has no identity recorded (an older
      * dormouse) */
+    const dm_ab_data *D = dm_ab_arm_data(s, a);
     char dp[4096], e3[512];
     size_t bytes, train;
     uint32_t crc;
@@ -101,11 +102,10 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
     if (dm_rundir_read_data(dir, dp, sizeof dp, &bytes, &crc, &train, &has_id, e3, sizeof e3)) {
         snprintf(dp, sizeof dp, "unknown");
         same = 0;
-    } else if (has_id && s->has_id) {
-        same = bytes == s->data_bytes && crc == s->data_crc &&
-               (!train || !s->data_train || train == s->data_train);
+    } else if (has_id && D->has_id) {
+        same = bytes == D->bytes && crc == D->crc && (!train || !D->train || train == D->train);
     } else {
-        same = !strcmp(dp, s->data);
+        same = !strcmp(dp, D->path);
     }
     if (!same) {
         snprintf(c->why, sizeof c->why, "another corpus (%.60s)", dp);
@@ -236,7 +236,7 @@ static dm_job_code run_cell(const dm_ab_spec *s, int a, int k, const char *tag,
         /* the child dies with the sweep (it holds the sweep's locks, inherited): asked of
          * the kernel, then checked, for a sweep that died before the asking took effect */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(DM_JOB_FAILED);
-        cell_child(s->data, dir, &cfg, io);
+        cell_child(dm_ab_arm_data(s, a)->path, dir, &cfg, io);
     }
     long holders[2] = {(long)parent, (long)pid}; /* the refusal of a rerun names both */
     for (int i = 0; i < 2; i++) dm_lock_set_holders(locks[i], holders, 2);

@@ -91,7 +91,7 @@ void dm_ab_print(const dm_ab_spec *s, const dm_ab_results *r, FILE *f) {
             s->n_arms - 1, s->n_arms == 2 ? "" : "s", s->n_seeds, s->n_seeds == 1 ? "" : "s",
             seeds, s->steps, any_budget(s) ? " (a time_budget arm: its own)" : "");
     nondefault_keys(&s->arms[0].cfg, keys, sizeof keys);
-    fprintf(f, "  corpus %s\n  control: %s\n", s->data, keys[0] ? keys : "(defaults)");
+    fprintf(f, "  corpus %s\n  control: %s\n", s->data.path, keys[0] ? keys : "(defaults)");
     for (int a = 1; a < s->n_arms; a++)
         fprintf(f, "  %s: %s\n", s->arms[a].name,
                 s->arms[a].overrides[0] ? s->arms[a].overrides : "(same as control)");

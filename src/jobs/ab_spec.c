@@ -10,6 +10,7 @@
 
 #include "io/files.h"
 #include "io/data.h"
+#include "io/dataset.h"
 #include "jobs/ab.h"
 
 int dm_ab_default_warmup(int steps) {
@@ -94,15 +95,23 @@ int dm_ab_parse_variant(const char *text, const dm_config *control, dm_ab_arm *a
             return 1;
         }
         *eq = 0;
-        const char *why = dm_ab_fixed_key(tok, 1);
-        if (why) {
-            snprintf(err, errlen, "--variant %s: cannot set %s (%s)", arm->name, tok, why);
-            return 1;
-        }
-        char e2[DM_ERRLEN];
-        if (dm_config_set(&arm->cfg, tok, eq + 1, e2, sizeof e2)) {
-            snprintf(err, errlen, "--variant %s: %s", arm->name, e2);
-            return 1;
+        if (!strcmp(tok, "data")) { /* the variant's own corpus, resolved by make_spec */
+            if (!eq[1] || strlen(eq + 1) >= sizeof arm->data.path) {
+                snprintf(err, errlen, "--variant %s: data= needs a corpus path", arm->name);
+                return 1;
+            }
+            snprintf(arm->data.path, sizeof arm->data.path, "%s", eq + 1);
+        } else {
+            const char *why = dm_ab_fixed_key(tok, 1);
+            if (why) {
+                snprintf(err, errlen, "--variant %s: cannot set %s (%s)", arm->name, tok, why);
+                return 1;
+            }
+            char e2[DM_ERRLEN];
+            if (dm_config_set(&arm->cfg, tok, eq + 1, e2, sizeof e2)) {
+                snprintf(err, errlen, "--variant %s: %s", arm->name, e2);
+                return 1;
+            }
         }
         *eq = '=';
         used += (size_t)snprintf(arm->overrides + used, sizeof arm->overrides - used, "%s%s",
@@ -115,12 +124,17 @@ int dm_ab_parse_variant(const char *text, const dm_config *control, dm_ab_arm *a
     return 0;
 }
 
+const dm_ab_data *dm_ab_arm_data(const dm_ab_spec *s, int a) {
+    return a > 0 && s->arms[a].data.path[0] ? &s->arms[a].data : &s->data;
+}
+
 int dm_ab_check_spec(const dm_ab_spec *s, char *err, size_t errlen) {
     struct stat st;
-    if (stat(s->data, &st) != 0) {
-        snprintf(err, errlen, "corpus %s not found", s->data);
-        return 1;
-    }
+    for (int a = 0; a < s->n_arms; a++)
+        if (stat(dm_ab_arm_data(s, a)->path, &st) != 0) {
+            snprintf(err, errlen, "corpus %s not found", dm_ab_arm_data(s, a)->path);
+            return 1;
+        }
     if (s->n_arms < 1 || s->n_seeds < 1 || s->steps < 1) {
         snprintf(err, errlen, "a sweep needs an arm, a seed and a step");
         return 1;
@@ -161,18 +175,38 @@ void dm_ab_seeds_text(const dm_ab_spec *s, char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%" PRIu64, k ? "," : "", s->seeds[k]);
 }
 
+/* "data", "data_bytes", "data_crc32" of o: a corpus and its identity */
+static void add_data(cJSON *o, const dm_ab_data *d) {
+    cJSON_AddStringToObject(o, "data", d->path);
+    if (d->has_id) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)d->crc);
+        cJSON_AddNumberToObject(o, "data_bytes", (double)d->bytes);
+        cJSON_AddStringToObject(o, "data_crc32", crc);
+    }
+}
+
+/* ... read back (a sweep of an older dormouse has no identity). 0 ok; 1 no "data" */
+static int read_data(const cJSON *o, dm_ab_data *d) {
+    cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data"),
+          *db = cJSON_GetObjectItemCaseSensitive(o, "data_bytes"),
+          *dc = cJSON_GetObjectItemCaseSensitive(o, "data_crc32");
+    if (!cJSON_IsString(data) || !data->valuestring[0]) return 1;
+    snprintf(d->path, sizeof d->path, "%s", data->valuestring);
+    if (cJSON_IsNumber(db) && cJSON_IsString(dc)) {
+        d->has_id = 1;
+        d->bytes = (uint64_t)db->valuedouble;
+        d->crc = (uint32_t)strtoul(dc->valuestring, NULL, 16);
+    }
+    return 0;
+}
+
 int dm_ab_save_spec(const dm_ab_spec *s, char *err, size_t errlen) {
     char seeds[1024], path[4200];
     dm_ab_seeds_text(s, seeds, sizeof seeds);
     cJSON *o = cJSON_CreateObject(), *arms = cJSON_CreateArray();
     cJSON_AddNumberToObject(o, "version", 1);
-    cJSON_AddStringToObject(o, "data", s->data);
-    if (s->has_id) {
-        char crc[16];
-        snprintf(crc, sizeof crc, "%08x", (unsigned)s->data_crc);
-        cJSON_AddNumberToObject(o, "data_bytes", (double)s->data_bytes);
-        cJSON_AddStringToObject(o, "data_crc32", crc);
-    }
+    add_data(o, &s->data);
     cJSON_AddNumberToObject(o, "steps", s->steps);
     cJSON_AddNumberToObject(o, "warmup", s->warmup);
     cJSON_AddStringToObject(o, "seeds", seeds);
@@ -181,6 +215,7 @@ int dm_ab_save_spec(const dm_ab_spec *s, char *err, size_t errlen) {
         char *cj = dm_config_to_json(&s->arms[a].cfg);
         cJSON_AddStringToObject(arm, "name", s->arms[a].name);
         cJSON_AddStringToObject(arm, "overrides", s->arms[a].overrides);
+        if (a > 0 && s->arms[a].data.path[0]) add_data(arm, &s->arms[a].data);
         cJSON_AddItemToObject(arm, "config", cJSON_Parse(cj));
         free(cj);
         cJSON_AddItemToArray(arms, arm);
@@ -211,25 +246,16 @@ int dm_ab_load_spec(const char *dir, dm_ab_spec *s, char *err, size_t errlen) {
     }
     cJSON *o = cJSON_Parse(text);
     free(text);
-    cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data"),
-          *steps = cJSON_GetObjectItemCaseSensitive(o, "steps"),
+    cJSON *steps = cJSON_GetObjectItemCaseSensitive(o, "steps"),
           *warm = cJSON_GetObjectItemCaseSensitive(o, "warmup"),
           *seeds = cJSON_GetObjectItemCaseSensitive(o, "seeds"),
           *arms = cJSON_GetObjectItemCaseSensitive(o, "arms");
     int rc = 1;
-    if (!cJSON_IsString(data) || !cJSON_IsNumber(steps) || !cJSON_IsNumber(warm) ||
+    if (read_data(o, &s->data) || !cJSON_IsNumber(steps) || !cJSON_IsNumber(warm) ||
         !cJSON_IsString(seeds) || !cJSON_IsArray(arms) || cJSON_GetArraySize(arms) < 1 ||
         cJSON_GetArraySize(arms) > DM_AB_MAX_ARMS) {
         snprintf(err, errlen, "%s is not a dormouse A/B file", path);
         goto done;
-    }
-    snprintf(s->data, sizeof s->data, "%s", data->valuestring);
-    cJSON *db = cJSON_GetObjectItemCaseSensitive(o, "data_bytes"),
-          *dc = cJSON_GetObjectItemCaseSensitive(o, "data_crc32");
-    if (cJSON_IsNumber(db) && cJSON_IsString(dc)) { /* a sweep of an older dormouse: none */
-        s->has_id = 1;
-        s->data_bytes = (uint64_t)db->valuedouble;
-        s->data_crc = (uint32_t)strtoul(dc->valuestring, NULL, 16);
     }
     s->steps = steps->valueint;
     s->warmup = warm->valueint;
@@ -248,6 +274,7 @@ int dm_ab_load_spec(const char *dir, dm_ab_spec *s, char *err, size_t errlen) {
         }
         snprintf(A->name, sizeof A->name, "%s", name->valuestring);
         snprintf(A->overrides, sizeof A->overrides, "%s", ov->valuestring);
+        if (s->n_arms > 1) read_data(arm, &A->data);
         dm_config_default(&A->cfg);
         char *cj = cJSON_PrintUnformatted(cfg), e2[DM_ERRLEN];
         int bad = dm_config_from_json(&A->cfg, cj, e2, sizeof e2);
@@ -263,6 +290,52 @@ done:
     return rc;
 }
 
+
+/* Resolve arm k's corpus (the control's: s->data) to an absolute path and record its
+ * identity; a corpus of tokens gives the arm its vocabulary (as train does); and every arm
+ * must validate on the control's bytes (*val_crc, *val_n: the control's, set at k = 0),
+ * or their BPBs would not compare. 0 ok; else bad input in st. */
+static int arm_corpus(dm_ab_spec *s, int k, int verify, uint32_t *val_crc, size_t *val_n,
+                      dm_status *st) {
+    dm_ab_arm *arm = &s->arms[k];
+    dm_ab_data *d = k == 0 || !arm->data.path[0] ? &s->data : &arm->data;
+    const char *who = k ? arm->name : "the control";
+    char err[8192];
+    if (k == 0 || d == &arm->data) {
+        char *abs = realpath(d->path, NULL);
+        if (!abs && !k) return dm_fail(st, DM_JOB_BAD_INPUT, "corpus %s not found", d->path);
+        if (!abs)
+            return dm_fail(st, DM_JOB_BAD_INPUT, "variant %s: corpus %s not found", who, d->path);
+        snprintf(d->path, sizeof d->path, "%s", abs);
+        free(abs);
+    }
+    dm_corpus c;
+    int bad = dm_corpus_load(&c, d->path, err, sizeof err) ||
+              (verify && dm_corpus_verify(&c, err, sizeof err)) ||
+              dm_corpus_vocab(&c, &arm->cfg.vocab, arm->cfg.vocab != DM_VOCAB, err, sizeof err) ||
+              dm_corpus_split(&c, arm->cfg.eval_window, arm->cfg.seq_len, err, sizeof err);
+    if (!bad) {
+        d->has_id = 1;
+        d->bytes = c.n;
+        d->crc = dm_corpus_crc32(&c);
+        d->train = c.mapped ? c.train_n : 0;
+        uint32_t crc = dm_crc32(0, c.val, c.val_n);
+        if (k == 0) {
+            *val_crc = crc;
+            *val_n = c.val_n;
+        } else if (crc != *val_crc || c.val_n != *val_n) {
+            snprintf(err, sizeof err,
+                     "its validation text (%zu bytes, CRC-32 %08x) is not the control's (%zu "
+                     "bytes, %08x): the arms of a sweep are scored on the same bytes", c.val_n,
+                     (unsigned)crc, *val_n, (unsigned)*val_crc);
+            bad = 1;
+        }
+    }
+    dm_corpus_free(&c);
+    if (!bad) return 0;
+    if (!k) return dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
+    return dm_fail(st, DM_JOB_BAD_INPUT, "variant %s: %s", who, err);
+}
 
 int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st) {
     char err[8192];
@@ -297,21 +370,11 @@ int dm_ab_make_spec(const dm_ab_args *a, dm_ab_spec *s, dm_status *st) {
     char dflt[4096];
     const char *corpus = dm_data_path(a->data, dflt, sizeof dflt, st);
     if (!corpus) return st->code;
-    char *abs = realpath(corpus, NULL);
-    if (!abs) return dm_fail(st, DM_JOB_BAD_INPUT, "corpus %s not found", corpus);
-    snprintf(s->data, sizeof s->data, "%s", abs);
-    free(abs);
-    dm_corpus c; /* its identity, as a cell's run records it */
-    if (dm_corpus_load(&c, s->data, err, sizeof err) ||
-        (a->verify_data && dm_corpus_verify(&c, err, sizeof err))) {
-        dm_corpus_free(&c);
-        return dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
-    }
-    s->has_id = 1;
-    s->data_bytes = c.n;
-    s->data_crc = dm_corpus_crc32(&c);
-    s->data_train = c.mapped ? c.train_n : 0;
-    dm_corpus_free(&c);
+    snprintf(s->data.path, sizeof s->data.path, "%s", corpus);
+    uint32_t val_crc = 0;
+    size_t val_n = 0;
+    for (int k = 0; k < s->n_arms; k++)
+        if (arm_corpus(s, k, a->verify_data, &val_crc, &val_n, st)) return st->code;
     if (s->warmup >= s->steps)
         return dm_fail(st, DM_JOB_BAD_INPUT, "--warmup %d leaves no step of %d to time",
                        s->warmup, s->steps);
