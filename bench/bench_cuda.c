@@ -139,7 +139,7 @@ static int run(int op, bufs *b) {
                                               NT, C, C, b->s);
     case 24: /* the moments in big and big2: NT C floats each (a d2-sized AdamW share) */
         return dm_cuda_adamw(b->y, b->dy, b->big, b->big2, (size_t)NT * C, 1e-3f, 0.1f, 0.9f,
-                             0.95f, 1e-8f, 10, 1.0f, b->s);
+                             0.95f, 1e-8f, 10, 1.0f, 0, b->s);
     case 25:
     case 26: {
         float abc[5][3];

@@ -83,7 +83,7 @@ echo "bench-data: prepare"
 rm -rf "$work/data"
 cache=$(drop)
 t0=$(now)
-"$dm" prepare "$work/corpus" --out "$work/data" --val-bytes $((valmib << 20)) | tail -2
+"$dm" prepare --vocab 256 "$work/corpus" --out "$work/data" --val-bytes $((valmib << 20)) | tail -2
 t1=$(now)
 prep_mbs=$(awk -v b="$total" -v a="$t0" -v c="$t1" 'BEGIN { printf "%.1f", b / (c - a) / 1e6 }')
 prep_ratio=$(awk -v p="$prep_mbs" -v d="$dd_mbs" 'BEGIN { printf "%.3f", p / d }')

@@ -189,7 +189,7 @@ probe_files() {
        timeout 60 "$DM" train --resume "$D/e" >/dev/null 2>"$D/x.err"; rc=$? ;;
     1) rm -rf "$D/t"; cp -r "$D/base" "$D/t"; cp -r "$D/t/ckpt-00000006" "$D/t/ckpt-00000009.tmp"; what="ckpt-N.tmp"
        "$DM" eval "$D/t/ckpt-00000009.tmp" >/dev/null 2>"$D/x.err"; rc=$? ;;
-    2) [[ -d $D/pd.partial-77 ]] || { "$DM" prepare "$CORPUS" --out "$D/pd" >/dev/null 2>&1; mv "$D/pd" "$D/pd.partial-77"; }
+    2) [[ -d $D/pd.partial-77 ]] || { "$DM" prepare --vocab 256 "$CORPUS" --out "$D/pd" >/dev/null 2>&1; mv "$D/pd" "$D/pd.partial-77"; }
        what="DIR.partial-PID"; rm -rf "$D/pr"
        "$DM" train --out "$D/pr" --data "$D/pd.partial-77" $RUN10 >/dev/null 2>"$D/x.err"; rc=$? ;;
     3) what="a text file as a checkpoint"

@@ -294,6 +294,14 @@ TEST(ab_time_budget_arm) {
            "no steps table with '%s':\n%s", row, out);
     rc = t_run_out(cmd, outp, out, sizeof out);
     CHECKF(rc == 0 && count(out, ": cached") == 2, "rerun (%d):\n%s", rc, out);
+    /* a budget that the machine's slowing cut keeps its planned schedule (schedule_steps,
+     * as train --time-budget writes it): the cell is still the sweep's */
+    snprintf(p, sizeof p, "cd %s/ab/budget/seed1 && sed -i 's/\"schedule_steps\":[[:space:]]*0/"
+             "\"schedule_steps\": %d/' config.json && grep -q '\"schedule_steps\": %d' "
+             "config.json", d, c.steps + 7, c.steps + 7);
+    CHECK(t_run(p, NULL, 0) == 0);
+    rc = t_run_out(cmd, outp, out, sizeof out);
+    CHECKF(rc == 0 && count(out, ": cached") == 2, "rerun of a cut cell (%d):\n%s", rc, out);
     t_rmtree(d);
 }
 

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "kernels/cuda/cuda.h"
+#include "ref/normuon_ref.h"
 #include "ref/ref.h"
 #include "backends/cpu/kernels/ns.h"
 #include "backends/cpu/kernels/retract.h"
@@ -590,6 +591,17 @@ static void delta_run(dm_delta_dims d) {
         snprintf(what, sizeof what, "delta %s bwd %s", mn, outs[i].n);
         close_to(what, outs[i].dev, outs[i].cpu, outs[i].len, F32);
     }
+    /* the chunked backward, into fresh poison */
+    CHECKF(dm_cuda_delta_chunk_fits(&d), "%s: the chunked core does not fit", mn);
+    float *c_dq = dpoison(nk), *c_dk = dpoison(nk), *c_dv = dpoison(nv), *c_dg = dpoison(ng);
+    float *c_db = dpoison(ns), *c_dh0 = dpoison(nh);
+    CU(dm_cuda_delta_chunk_bwd(&d, d_q, d_k, d_v, d_g, d_b, d_h0, d_dO, d_dhT, c_dq, c_dk, c_dv,
+                               c_dg, c_db, c_dh0, dpoison(dm_cuda_delta_chunk_bwd_work(&d)), NULL));
+    float *const cdev[6] = {c_dq, c_dk, c_dv, c_dg, c_db, c_dh0};
+    for (int i = 0; i < 6; i++) {
+        snprintf(what, sizeof what, "delta %s chunked bwd %s", mn, outs[i].n);
+        close_to(what, cdev[i], outs[i].cpu, outs[i].len, F32);
+    }
     free(q), free(k), free(v), free(g), free(beta), free(h0), free(dO), free(dhT), free(o);
     free(hT), free(dq), free(dk), free(dv), free(dg), free(db), free(dh0), free(work);
     dfree_all();
@@ -612,8 +624,8 @@ static void delta_shapes_body(void) {
 }
 
 /* ---- the optimizer: the gradient's sum of squares (in double), AdamW and Muon's
- * momentum and weight step against optim.c's and muon.c's updates computed here in
- * double ---- */
+ * momentum and weight step (plain and cautious decay) against optim.c's and muon.c's
+ * updates computed here in double; NorMuon against ref/normuon_ref.c ---- */
 static void optim_body(void) {
     enum { n = 100003 };
     float *g = randn(n, 60, 1.0f), *p = randn(n, 61, 1.0f);
@@ -626,31 +638,37 @@ static void optim_body(void) {
     CHECKF(fabs(sum - ref) <= 1e-12 * ref, "sum of squares %.17g vs %.17g", sum, ref);
     const float lr = 0.01f, wd = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, gs = 0.5f;
     double *pd = t_allocd(n), *m1 = t_allocd(n), *m2 = t_allocd(n);
-    t_to_double(pd, p, n);
-    float *d_p = dput(p, n), *d_g = dput(g, n), *d_m1 = dalloc(4 * n), *d_m2 = dalloc(4 * n);
-    CU(dm_cuda_zero(d_m1, 4 * n, NULL));
-    CU(dm_cuda_zero(d_m2, 4 * n, NULL));
-    for (long t = 1; t <= 3; t++) {
-        CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, lr, wd, b1, b2, eps, t, gs, NULL));
-        double k1 = 1.0 / (1.0 - pow(b1, (double)t)), k2 = 1.0 / (1.0 - pow(b2, (double)t));
-        for (size_t i = 0; i < n; i++) {
-            double gi = (double)g[i] * gs;
-            m1[i] = b1 * m1[i] + (1.0 - b1) * gi;
-            m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi;
-            pd[i] = pd[i] * (1.0 - (double)lr * wd) - lr * m1[i] * k1 / (sqrt(m2[i] * k2) + eps);
+    for (int cautious = 0; cautious < 2; cautious++) { /* plain and cautious decay */
+        t_to_double(pd, p, n);
+        for (size_t i = 0; i < n; i++) m1[i] = m2[i] = 0.0;
+        float *d_p = dput(p, n), *d_g = dput(g, n), *d_m1 = dalloc(4 * n), *d_m2 = dalloc(4 * n);
+        CU(dm_cuda_zero(d_m1, 4 * n, NULL));
+        CU(dm_cuda_zero(d_m2, 4 * n, NULL));
+        for (long t = 1; t <= 3; t++) {
+            CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, lr, wd, b1, b2, eps, t, gs, cautious,
+                             NULL));
+            double k1 = 1.0 / (1.0 - pow(b1, (double)t)), k2 = 1.0 / (1.0 - pow(b2, (double)t));
+            for (size_t i = 0; i < n; i++) {
+                double gi = (double)g[i] * gs;
+                m1[i] = b1 * m1[i] + (1.0 - b1) * gi;
+                m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi;
+                double dec = cautious && m1[i] * pd[i] < 0 ? 1.0 : 1.0 - (double)lr * wd;
+                pd[i] = pd[i] * dec - lr * m1[i] * k1 / (sqrt(m2[i] * k2) + eps);
+            }
         }
+        float *hp = dget(d_p, n), *hm = dget(d_m1, n);
+        double rp = t_rel_rms(hp, pd, n), rm = t_rel_rms(hm, m1, n);
+        printf("  adamw%s 3 steps: p rel rms %.3g, m1 %.3g\n", cautious ? " (cautious)" : "",
+               rp, rm);
+        CHECKF(t_all_finite(hp, n) && rp <= F32 && rm <= F32, "adamw: p %.3g m1 %.3g", rp, rm);
+        free(hp), free(hm);
     }
-    float *hp = dget(d_p, n), *hm = dget(d_m1, n);
-    double rp = t_rel_rms(hp, pd, n), rm = t_rel_rms(hm, m1, n);
-    printf("  adamw 3 steps: p rel rms %.3g, m1 %.3g\n", rp, rm);
-    CHECKF(t_all_finite(hp, n) && rp <= F32 && rm <= F32, "adamw: p %.3g m1 %.3g", rp, rm);
-    free(hp), free(hm);
+    float *d_g = dput(g, n);
     /* Muon's momentum (Nesterov) twice, then a weight step with the update u, against the
      * same in double (m1 reused as the momentum, m2 as u, pd as the weights) */
     const float beta = 0.95f, decay = 0.999f, step = 0.02f;
     float *d_mom = dalloc(4 * n), *d_u = dpoison(n);
     CU(dm_cuda_zero(d_mom, 4 * n, NULL));
-    t_to_double(pd, p, n);
     for (size_t i = 0; i < n; i++) m1[i] = 0.0;
     for (int it = 0; it < 2; it++) {
         CU(dm_cuda_muon_momentum(d_mom, d_g, d_u, n, beta, gs, NULL));
@@ -660,14 +678,41 @@ static void optim_body(void) {
             m2[i] = (1.0 - beta) * gi + beta * m1[i];
         }
     }
-    float *d_w = dput(p, n);
-    CU(dm_cuda_muon_update(d_w, d_u, n, decay, step, NULL));
-    for (size_t i = 0; i < n; i++) pd[i] = pd[i] * decay - step * m2[i];
-    float *hu = dget(d_u, n), *hw = dget(d_w, n);
-    double ru = t_rel_rms(hu, m2, n), rw = t_rel_rms(hw, pd, n);
-    printf("  muon momentum: u rel rms %.3g; weight step %.3g\n", ru, rw);
-    CHECKF(ru <= F32 && rw <= F32, "muon: u %.3g w %.3g", ru, rw);
-    free(g), free(p), free(pd), free(m1), free(m2), free(hu), free(hw);
+    float *hu = dget(d_u, n);
+    double ru = t_rel_rms(hu, m2, n);
+    printf("  muon momentum: u rel rms %.3g\n", ru);
+    CHECKF(ru <= F32, "muon: u %.3g", ru);
+    for (int cautious = 0; cautious < 2; cautious++) { /* the weight step, plain and cautious */
+        float *d_w = dput(p, n);
+        CU(dm_cuda_muon_update(d_w, d_u, n, decay, step, cautious, NULL));
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            double dec = cautious && (double)hu[i] * p[i] < 0 ? 1.0 : decay;
+            kept += dec == 1.0;
+            pd[i] = (double)p[i] * dec - step * (double)hu[i];
+        }
+        float *hw = dget(d_w, n);
+        double rw = t_rel_rms(hw, pd, n);
+        printf("  muon weight step%s: rel rms %.3g (%zu of %d undecayed)\n",
+               cautious ? " (cautious)" : "", rw, kept, (int)n);
+        CHECKF(rw <= F32 && (cautious ? kept > n / 4 : kept == 0), "muon: w %.3g, kept %zu", rw,
+               kept);
+        free(hw);
+    }
+    /* NorMuon on 3 slices of 70 x 50 against the reference (in double, two passes), twice
+     * (the moments carried) */
+    enum { NS = 3, R = 70, C = 50 };
+    float *x = randn((size_t)NS * R * C, 62, 1.0f), *v = t_alloc((size_t)NS * R);
+    for (int i = 0; i < NS * R; i++) v[i] = 0.01f * (float)(i % 7);
+    float *d_x = dput(x, (size_t)NS * R * C), *d_v = dput(v, (size_t)NS * R);
+    for (int it = 0; it < 2; it++) {
+        CU(dm_cuda_normuon(d_x, d_v, NS, R, C, 0.95f, 1e-8f, NULL));
+        dm_normuon_ref(x, v, NS, R, C, 0.95f, 1e-8f);
+    }
+    close_to("normuon x (2 calls)", d_x, x, (size_t)NS * R * C, F32);
+    close_to("normuon v (2 calls)", d_v, v, (size_t)NS * R, F32);
+    free(x), free(v);
+    free(g), free(p), free(pd), free(m1), free(m2), free(hu);
     dfree_all();
 }
 

@@ -137,7 +137,7 @@ TEST(data_prepare_files_dirs_gzip_mix) {
              " && cat x.txt src/a.txt b.txt > want1 && cat x.txt src/a.txt src/c.bin b.txt > want2"
              " && cat src/a.txt b.txt > want3 && cat x.txt src/a.txt > want4");
     /* a file and a directory (recursive, sorted, gzip inflated, binary skipped with a note) */
-    CHECK(cli(d, "prepare x.txt src --out d1 --val-bytes 5000 --val-split tail", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 x.txt src --out d1 --val-bytes 5000 --val-split tail", out, sizeof out) == 0);
     CHECK(strstr(out, "c.bin skipped: binary") != NULL);
     CHECK(strstr(out, "prepare: ") && strstr(out, "MB/s"));
     check_bins(d, "d1", "want1", 5000);
@@ -154,36 +154,36 @@ TEST(data_prepare_files_dirs_gzip_mix) {
     CHECK(strlen(mstr(o, "dormouse_version")) > 0 && mnum(o, "total_bytes") > 500000);
     cJSON_Delete(o);
     /* --binary ok keeps it; --include / --exclude filter the directory's files */
-    CHECK(cli(d, "prepare x.txt src --out d2 --binary ok --val-fraction 0.01 --val-split tail", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 x.txt src --out d2 --binary ok --val-fraction 0.01 --val-split tail", out, sizeof out) == 0);
     check_bins(d, "d2", "want2", 0);
-    CHECK(cli(d, "prepare src --out d3 --include '*.txt' --include 'sub/*.gz' --val-bytes 100 --val-split tail",
+    CHECK(cli(d, "prepare --vocab 256 src --out d3 --include '*.txt' --include 'sub/*.gz' --val-bytes 100 --val-split tail",
               out, sizeof out) == 0);
     check_bins(d, "d3", "want3", 100);
-    CHECK(cli(d, "prepare x.txt src --out d4 --exclude 'sub/*' --val src/sub/b.txt.gz", out,
+    CHECK(cli(d, "prepare --vocab 256 x.txt src --out d4 --exclude 'sub/*' --val src/sub/b.txt.gz", out,
               sizeof out) == 0);
     check_bins(d, "d4", "want1", 30000); /* train.bin: x.txt a.txt; val.bin: b */
     /* --shuffle-files: another order of the same files, the same for the same seed */
-    CHECK(cli(d, "prepare src x.txt --out s1 --shuffle-files 7", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare src x.txt --out s2 --shuffle-files 7", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare src x.txt --out s0", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src x.txt --out s1 --shuffle-files 7", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src x.txt --out s2 --shuffle-files 7", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src x.txt --out s0", out, sizeof out) == 0);
     sh_in(d, "cmp s1/train.bin s2/train.bin && ! cmp -s s0/train.bin s1/train.bin");
     CHECK(count_sources(d, "s1") == 3);
     /* refusals: one line, exit 2, nothing created */
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out d1", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 x.txt --out d1", d);
     t_expect(cmd, 2, "exists", NULL, 0);
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare nothere --out e1", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 nothere --out e1", d);
     t_expect(cmd, 2, "source not found", NULL, 0);
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out e2 --val-bytes 300000", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 x.txt --out e2 --val-bytes 300000", d);
     t_expect(cmd, 2, "each needs at least 2", NULL, 0);
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out e3 --val-bytes 9 --val-fraction 0.1", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 x.txt --out e3 --val-bytes 9 --val-fraction 0.1", d);
     t_expect(cmd, 2, "one of --val", NULL, 0);
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out e5 --val-fraction 1", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 x.txt --out e5 --val-fraction 1", d);
     t_expect(cmd, 2, "between 0 and 1 (both excluded), got '1'", NULL, 0);
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 x.txt", d);
     t_expect(cmd, 2, "error: prepare: missing --out DATA_DIR", NULL, 0);
     sh_in(d, "head -c 20000 " T_CORPUS " > trunc.gz");
-    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt trunc.gz --out e4", d);
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare --vocab 256 x.txt trunc.gz --out e4", d);
     t_expect(cmd, 2, "truncated", NULL, 0);
     sh_in(d, "test ! -e e1 && test ! -e e2 && test ! -e e4 && test ! -e e5 && "
              "! ls -d e4.partial-* 2>/dev/null");
@@ -213,7 +213,7 @@ static void numbers(const char *run, char *buf, size_t n) {
 TEST(data_prepared_copy_trains_to_the_same_bits) {
     char d[256], out[16384], a[4096], b[4096], c[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 1024 --val-split tail", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out kjv --val-bytes 1024 --val-split tail", out, sizeof out) == 0);
     CHECK(cli(d, "train --data " T_CORPUS " --out r1 " TINY5 " --set eval_every=2", out,
               sizeof out) == 0);
     CHECK(cli(d, "train --data kjv --out r2 " TINY5 " --set eval_every=2", out, sizeof out) == 0);
@@ -245,7 +245,7 @@ TEST(data_prepare_killed_leaves_no_data_dir) {
     /* about 66 MB of text: long enough to be caught while it writes */
     sh_in(d, "zcat " T_CORPUS " > one.txt && for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16;"
              " do cat one.txt; done > big.txt");
-    snprintf(cmd, sizeof cmd, DM_CLI " prepare %s/big.txt --out %s/dd", d, d);
+    snprintf(cmd, sizeof cmd, DM_CLI " prepare --vocab 256 %s/big.txt --out %s/dd", d, d);
     snprintf(dd, sizeof dd, "%s/dd", d);
     int caught = 0;
     for (int attempt = 0; attempt < 5 && !caught; attempt++) {
@@ -271,9 +271,9 @@ TEST(data_prepare_killed_leaves_no_data_dir) {
         snprintf(tcmd, sizeof tcmd, "%s/run", d);
         CHECK(!t_exists(tcmd));
     }
-    CHECKF(caught, "prepare finished before it could be killed, 5 times");
+    CHECKF(caught, "prepare --vocab 256 finished before it could be killed, 5 times");
     /* SIGTERM: stopped cleanly, nothing left at all */
-    snprintf(cmd, sizeof cmd, DM_CLI " prepare %s/big.txt --out %s/dt", d, d);
+    snprintf(cmd, sizeof cmd, DM_CLI " prepare --vocab 256 %s/big.txt --out %s/dt", d, d);
     int pid = t_spawn(cmd, NULL);
     snprintf(part, sizeof part, "%s/dt.partial-%d/train.bin", d, pid);
     for (int i = 0; i < 20000 && !t_exists(part); i++) nap();
@@ -284,14 +284,14 @@ TEST(data_prepare_killed_leaves_no_data_dir) {
     CHECKF((rc == 143 && !t_exists(part) && !t_exists(dd)) || (rc == 0 && t_exists(dd)),
            "SIGTERM: exit %d", rc);
     /* a new prepare beside the killed one's leftovers completes */
-    CHECK(cli(d, "prepare one.txt --out dd", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 one.txt --out dd", out, sizeof out) == 0);
     t_rmtree(d);
 }
 
 TEST(data_damaged_refused) {
     char d[256], out[16384], cmd[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out good --val-bytes 2048", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out good --val-bytes 2048", out, sizeof out) == 0);
     struct {
         const char *name, *damage, *needle, *flag;
     } cases[] = {
@@ -343,7 +343,7 @@ TEST(data_mapped_under_mpirun_same_losses) {
     }
     char d[256], out[16384], a[4096], b[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 1024", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out kjv --val-bytes 1024", out, sizeof out) == 0);
     CHECK(cli(d, "train --data kjv --out one " TINY5 " --set grad_accum=2", out, sizeof out) == 0);
     char cmd[8192], log[600];
     snprintf(cmd, sizeof cmd, "cd %s && " T_MPIRUN " -np 2 " DM_CLI " train --data kjv --out two "
@@ -378,7 +378,7 @@ TEST(data_eval_windows_fixed) {
     /* the command: the same number twice; a corpus without a validation set of its own */
     char d[256], out[16384], first[256];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 20000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out kjv --val-bytes 20000", out, sizeof out) == 0);
     CHECK(cli(d, "train --data kjv --out r " T_TINY " --set steps=2 --set eval_windows=4", out,
               sizeof out) == 0);
     CHECK(strstr(out, "4 fixed windows of 1024 bytes") != NULL);
@@ -423,7 +423,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
     char d[256], out[16384], p[600], err[512];
     t_tmpdir(d, sizeof d);
     /* val.bin of 3.5 windows of 1000 bytes */
-    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 3500", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out kjv --val-bytes 3500", out, sizeof out) == 0);
     snprintf(p, sizeof p, "%s/kjv", d);
     dm_corpus c;
     CHECK(dm_corpus_load(&c, p, err, sizeof err) == 0 && c.mapped && c.val_n == 3500);
@@ -467,7 +467,7 @@ TEST(data_eval_windows_all_is_byte_weighted) {
 TEST(data_eval_stops_between_windows) {
     char d[256], out[16384], p[600], ep[600], err[512], cmd[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out kjv --val-bytes 4000000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out kjv --val-bytes 4000000", out, sizeof out) == 0);
     snprintf(p, sizeof p, "%s/kjv", d);
     dm_corpus c;
     CHECK(dm_corpus_load(&c, p, err, sizeof err) == 0 && c.val_n == 4000000);
@@ -576,8 +576,8 @@ TEST(ab_cells_match_corpus_by_bytes) {
     t_expect(cmd, 2, "another corpus", NULL, 0);
     /* data directories of the same bytes: the same split is the same corpus, another
      * split (other training bytes) is not */
-    CHECK(cli(d, "prepare x/c.txt --out p1 --val-bytes 2000 && cp -a p1 p1b && " DM_CLI
-              " prepare x/c.txt --out p2 --val-bytes 3000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 x/c.txt --out p1 --val-bytes 2000 && cp -a p1 p1b && " DM_CLI
+              " prepare --vocab 256 x/c.txt --out p2 --val-bytes 3000", out, sizeof out) == 0);
     CHECK(cli(d, "ab --data p1" AB_ARGS " --dir ab2", out, sizeof out) == 0);
     CHECK(cli(d, "ab --data p1b" AB_ARGS " --dir ab2", out, sizeof out) == 0 &&
           strstr(out, "cached") != NULL);
@@ -610,9 +610,9 @@ TEST(resume_other_corpus_quotes_file_sizes) {
 TEST(resume_other_split_refused) {
     char d[256], out[16384], err[4096], cmd[4096];
     t_tmpdir(d, sizeof d);
-    CHECK(cli(d, "prepare " T_CORPUS " --out a --val-bytes 20000 --val-split tail", out,
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out a --val-bytes 20000 --val-split tail", out,
               sizeof out) == 0);
-    CHECK(cli(d, "prepare " T_CORPUS " --out b --val-bytes 30000 --val-split tail", out,
+    CHECK(cli(d, "prepare --vocab 256 " T_CORPUS " --out b --val-bytes 30000 --val-split tail", out,
               sizeof out) == 0);
     sh_in(d, "cp -a a a2");
     CHECK(cli(d, "train --data a --out run " T_TINY " --set steps=4 --until 1", out,
@@ -666,10 +666,10 @@ TEST(data_prepare_spread_split) {
     sh_in(d, "mkdir src && for i in $(seq 10 69); do for k in $(seq 1 300); do "
              "echo \"file $i line $k of some text\"; done > src/f$i.txt; done && "
              "cat src/f*.txt > all.txt");
-    CHECK(cli(d, "prepare src --out sp --val-bytes 40000", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare src --out sp2 --val-bytes 40000", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare src --out sp3 --val-bytes 40000 --val-seed 5", out, sizeof out) == 0);
-    CHECK(cli(d, "prepare src --out tl --val-bytes 40000 --val-split tail", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src --out sp --val-bytes 40000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src --out sp2 --val-bytes 40000", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src --out sp3 --val-bytes 40000 --val-seed 5", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 src --out tl --val-bytes 40000 --val-split tail", out, sizeof out) == 0);
     sh_in(d, "cmp sp/val.bin sp2/val.bin && ! cmp -s sp/val.bin sp3/val.bin");
     check_bins(d, "tl", "all.txt", 40000);
     snprintf(p, sizeof p, "%s/sp", d);

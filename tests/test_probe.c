@@ -197,7 +197,7 @@ TEST(probe_giant_shape_refused_before_allocating) {
 TEST(probe_unrenamed_directories_do_not_count) {
     char d[256], cmd[4096], out[16384];
     t_tmpdir(d, sizeof d);
-    snprintf(cmd, sizeof cmd, DM_CLI " prepare --out %s/data " T_CORPUS " && mv %s/data "
+    snprintf(cmd, sizeof cmd, DM_CLI " prepare --vocab 256 --out %s/data " T_CORPUS " && mv %s/data "
              "%s/data.partial-4242", d, d, d);
     CHECK(sh(d, cmd, out, sizeof out) == 0);
     snprintf(cmd, sizeof cmd, DM_CLI " train --out %s/run --data %s/data.partial-4242 " RUN10,

@@ -246,7 +246,7 @@ TEST(python_twin_eval_windows_match) {
     t_tmpdir(d, sizeof d);
     snprintf(run, sizeof run, "%s/run", d);
     snprintf(outp, sizeof outp, "%s/out.txt", d);
-    snprintf(cmd, sizeof cmd, DM_CLI " prepare " CORPUS " --out %s/data --val-bytes 40000 && "
+    snprintf(cmd, sizeof cmd, DM_CLI " prepare --vocab 256 " CORPUS " --out %s/data --val-bytes 40000 && "
              DM_CLI " train --data %s/data --out %s " TINY " --steps 3 --set eval_windows=3",
              d, d, run);
     CHECK(t_run(cmd, err, sizeof err) == 0);

@@ -235,7 +235,16 @@ TEST(tokens_byte_vocab_is_the_byte_format) {
     char d[256], out[16384];
     t_tmpdir(d, sizeof d);
     sh_in(d, "zcat " T_CORPUS " | head -c 300000 > x.txt && printf 'raw \\377 bytes' >> x.txt");
-    CHECK(cli(d, "prepare x.txt --out a --val-bytes 5000 --val-split tail", out, sizeof out) == 0);
+    CHECK(cli(d, "prepare --vocab 256 x.txt --out a --val-bytes 5000 --val-split tail", out,
+              sizeof out) == 0);
+    /* without --vocab, text is made tokens: these bytes are refused, naming --vocab 256 */
+    if (!dm_tokenizer_missing()) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare x.txt --out c --val-bytes 5000", d);
+        char err[4096];
+        t_expect(cmd, 2, "is not valid UTF-8", err, sizeof err);
+        CHECKF(strstr(err, "--vocab 256 trains on the bytes") != NULL, "%s", err);
+    }
     CHECK(cli(d, "prepare x.txt --out b --val-bytes 5000 --vocab 256 --val-split tail", out,
               sizeof out) == 0);
     sh_in(d, "cmp a/train.bin b/train.bin && cmp a/val.bin b/val.bin && "

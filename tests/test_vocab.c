@@ -357,7 +357,7 @@ TEST(vocab_ab_arms_of_two_vocabularies) {
     t_tmpdir(d, sizeof d);
     snprintf(log, sizeof log, "%s/out.log", d);
     snprintf(cmd, sizeof cmd, "cd %s && gzip -dc " T_CORPUS " | head -c 200000 > a.txt && "
-             DM_CLI " prepare a.txt --out b --val-bytes 8000 --val-split tail && "
+             DM_CLI " prepare a.txt --out b --vocab 256 --val-bytes 8000 --val-split tail && "
              DM_CLI " prepare a.txt --out t --vocab 400 --val-bytes 8000 --val-split tail && "
              DM_CLI " prepare a.txt --out o --vocab 400 --val-bytes 9000 --val-split tail", d);
     CHECKF(t_run(cmd, err, sizeof err) == 0, "prepare: %s", err);

@@ -5,6 +5,7 @@
 #include "base/num.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "io/tokenizer.h"
 #include "jobs/prepare.h"
 
 static const char *HELP =
@@ -55,14 +56,16 @@ static const char *HELP =
     "                     bytes, with a note naming each; ok keeps them\n"
     "\n"
     "tokens (docs/tokens.md):\n"
-    "  --vocab N          256 (the default): bytes, the format above. N > 256: also train a\n"
+    "  --vocab N          the vocabulary: 4096 by default (text; a build without\n"
+    "                     SentencePiece: bytes, with a note). N > 256: train a\n"
     "                     SentencePiece tokenizer of N pieces on train.bin (byte fallback,\n"
     "                     no normalization: it decodes to the text byte for byte) and write\n"
     "                     tokenizer.model, train.tok and val.tok (uint16 ids up to 65,536\n"
     "                     pieces, else uint32), with the vocabulary, the tokenizer's checksum\n"
     "                     and the bytes per token in meta.json. Every byte is checked to\n"
     "                     round-trip; text that is not valid UTF-8 is refused, naming the file\n"
-    "                     and the offset of its first such byte\n"
+    "                     and the offset of its first such byte. 256: bytes, the format\n"
+    "                     above, for any input (binary too)\n"
     "  --tokenizer-type bpe|unigram  the tokenizer trained (default bpe)\n"
     "  --tokenizer-sample BYTES  train it on at most BYTES of train.bin (default 67108864):\n"
     "                     a larger train.bin gives pieces of 1 MiB spread evenly over it\n"
@@ -71,8 +74,9 @@ static const char *HELP =
     "Progress: a line with the bytes read, bytes/s and the ETA (about once a second).\n"
     "Ctrl-C or SIGTERM stops it; nothing is left. Exit codes: 0 done, 1 I/O failure, 2 bad\n"
     "usage or input (a source missing, DATA_DIR exists, a damaged gzip, a split that leaves\n"
-    "fewer than 2 bytes on a side; with --vocab, text that is not valid UTF-8 or does not\n"
-    "round-trip, a vocabulary SentencePiece cannot train), 130 / 143 interrupted.\n";
+    "fewer than 2 bytes on a side; with a vocabulary above 256, text that is not valid\n"
+    "UTF-8 or does not round-trip, a vocabulary SentencePiece cannot train), 130 / 143\n"
+    "interrupted.\n";
 
 int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     static const char *const with_value[] = {"--out", "--val", "--val-bytes", "--val-fraction",
@@ -84,6 +88,7 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *srcs[1024], *incl[256], *excl[256];
     dm_prepare_args pa = {.srcs = srcs, .incl = incl, .excl = excl};
+    int vocab_given = 0;
     int r, splits = 0;
     while ((r = dm_args_next(&a, "prepare")) > 0) {
         if (!a.name) {
@@ -142,6 +147,7 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
             long v;
             if (dm_cli_long("--vocab", a.value, 256, 1L << 30, &v)) return EXIT_USAGE;
             pa.vocab = (int)v;
+            vocab_given = 1;
         } else if (!strcmp(a.name, "--tokenizer")) pa.tokenizer = a.value;
         else if (!strcmp(a.name, "--tokenizer-type")) {
             if (strcmp(a.value, "bpe") && strcmp(a.value, "unigram")) {
@@ -172,6 +178,14 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
         return EXIT_USAGE;
     }
     if (!splits) pa.val_bytes = DM_PREPARE_VAL_BYTES;
+    if (!vocab_given && !pa.tokenizer) { /* the default: tokens for text */
+        pa.vocab = dm_tokenizer_missing() ? 256 : DM_PREPARE_VOCAB;
+        if (dm_tokenizer_missing())
+            dm_job_note(io, "prepare: bytes (vocab 256): %s\n", dm_tokenizer_missing());
+        else
+            dm_job_note(io, "prepare: vocab %d, the default (--vocab 256 keeps the bytes)\n",
+                        pa.vocab);
+    }
     if (pa.tokenizer && pa.vocab == 256) {
         fprintf(stderr, "error: --vocab 256 is the bytes; it takes no --tokenizer\n");
         return EXIT_USAGE;

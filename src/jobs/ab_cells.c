@@ -84,7 +84,11 @@ static void load_cell(const dm_ab_spec *s, int a, int k, dm_ab_cell *c) {
         return;
     }
     free(cj);
-    if (want.time_budget > 0) want.steps = got.steps; /* the cell's budget fixed them */
+    if (want.time_budget > 0) { /* the cell's budget fixed its steps (and cut them when the
+                                   machine slowed, keeping the schedule it planned) */
+        want.steps = got.steps;
+        want.schedule_steps = got.schedule_steps;
+    }
     const char *key = dm_config_diff(&got, &want, DM_KEYS_ALL, va, vb, sizeof va);
     if (key) {
         snprintf(c->why, sizeof c->why, "%.20s=%.24s, the sweep has %.24s", key, va, vb);

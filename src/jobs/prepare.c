@@ -667,7 +667,9 @@ static int get_tokenizer(prep_ctx *P, const uint8_t *train, size_t n) {
         int rc = dm_tokenizer_train(sample, sn, a->vocab, type, &P->model, &P->model_n, e2,
                                     sizeof e2);
         free(sample);
-        if (rc) return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s", e2);
+        if (rc)
+            return dm_fail(P->st, DM_JOB_BAD_INPUT, "%s (--vocab N sets the vocabulary; "
+                           "--vocab 256 prepares the bytes)", e2);
         char d[32];
         dm_fmt_duration(d, sizeof d, dm_now() - t0);
         dm_job_note(P->io, "prepare: tokenizer trained in %s\n", d);

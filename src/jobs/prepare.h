@@ -26,12 +26,18 @@ typedef struct {
     int val_tail;              /* the validation bytes are the sources' last ones */
     uint64_t val_seed;         /* the seed of the spread split's offsets */
     int vocab;                 /* 0 or 256: bytes; > 256: a tokenizer of vocab pieces is
-                                  trained on train.bin (docs/tokens.md) */
+                                  trained on train.bin (docs/tokens.md); the command's
+                                  default is DM_PREPARE_VOCAB */
     const char *tokenizer;     /* a tokenizer.model to reuse instead (vocab 0 or its own) */
     const char *tok_type;      /* the tokenizer trained: "bpe" (NULL) or "unigram" */
     long long tok_sample;      /* train it on at most this many bytes of train.bin (0: the
                                   default, DM_PREPARE_TOK_SAMPLE) */
 } dm_prepare_args;
+
+/* The vocabulary of `prepare` without --vocab (or --tokenizer): text trains a tokenizer
+ * of this many pieces, in a build with SentencePiece (without it: bytes, with a note).
+ * Chosen by an A/B at make run's budget: docs/tokens.md, "The default vocabulary". */
+#define DM_PREPARE_VOCAB 4096
 
 /* The tokenizer of a train.bin larger than this is trained on a sample of this many bytes:
  * pieces of 1 MiB spread evenly over it, each cut to whole lines. */

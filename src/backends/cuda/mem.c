@@ -68,8 +68,8 @@ static void cu_destroy(dm_backend *be) {
     free(be);
 }
 
-/* the execution policy: fp32 products on cuBLASLt (true f32, no TF32), the delta core's
- * chunked forward (the serial backward) unless kda_impl=reference, the fused norms */
+/* the execution policy: fp32 products on cuBLASLt (true f32, no TF32), the delta core
+ * chunked unless kda_impl=reference, the fused norms */
 static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                      dm_policy *p, char *err, size_t errlen) {
     (void)ops, (void)d;
@@ -86,9 +86,6 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
                                            "the mean of several micro-batches yet"
                    : c->retract == DM_RETRACT_STIEFEL
                        ? "retract=stiefel: the cuda backend has no Stiefel retraction yet"
-                   : c->muon_norm != DM_MUON_NORM_NONE
-                       ? "muon_norm=neuron: the cuda backend has no NorMuon kernel yet"
-                   : c->cautious_wd ? "cautious_wd: the cuda backend has no cautious decay yet"
                    : c->vocab != 256 ? "vocab other than 256: the cuda backend's embedding and "
                                        "cross-entropy take bytes only so far"
                                      : NULL;
@@ -105,13 +102,16 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
     return 0;
 }
 
-/* the delta core's backward work: the serial backward's states (the chunked forward needs
- * none); no saved state */
+/* the delta core's backward work: the chunked backward's chunk-start states and dh, or
+ * the serial backward's states before every token */
 static size_t cu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                             size_t *saved) {
-    (void)ops, (void)nthreads, (void)both;
+    (void)nthreads, (void)both;
     *saved = 0;
-    return dm_cuda_delta_serial_bwd_work(d);
+    size_t serial = dm_cuda_delta_serial_bwd_work(d), chunked = dm_cuda_delta_chunk_bwd_work(d);
+    /* the path the ops will take (ops.c: the chunked one unless asked for the reference
+     * or too large for shared memory) */
+    return ops->kda_impl != DM_IMPL_REFERENCE && dm_cuda_delta_chunk_fits(d) ? chunked : serial;
 }
 
 static const char *cu_bf16_missing(void) { return "the cuda backend runs fp32 only so far"; }

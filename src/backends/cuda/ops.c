@@ -204,16 +204,23 @@ static const char *delta_supports(dm_ops *ops, const void *args, int dir) {
     return d->dk > 256 || d->dv > 256 ? "head_dim above 256" : NULL;
 }
 static const char *chunked_selected(const dm_ops *ops, const void *args, int dir) {
-    (void)args;
-    if (dir != DM_FWD) return "the chunked backward has no CUDA kernel yet";
-    return ops->kda_impl == DM_IMPL_REFERENCE ? "kda_impl=reference" : NULL;
+    (void)dir;
+    if (ops->kda_impl == DM_IMPL_REFERENCE) return "kda_impl=reference";
+    return dm_cuda_delta_chunk_fits(((const dm_delta_args *)args)->d)
+               ? NULL
+               : "a chunk's tiles do not fit the device's shared memory";
 }
 static void delta_chunked_cu(dm_ops *ops, void *args, int dir) {
-    (void)dir;
     dm_delta_args *a = args;
-    CHECK(dm_cuda_delta_chunk_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT,
-                                  S(ops)),
-          "delta chunked fwd");
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_delta_chunk_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT,
+                                      S(ops)),
+              "delta chunked fwd");
+    else
+        CHECK(dm_cuda_delta_chunk_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO,
+                                      a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0,
+                                      a->work, S(ops)),
+              "delta chunked bwd");
 }
 static void delta_serial_cu(dm_ops *ops, void *args, int dir) {
     dm_delta_args *a = args;
@@ -268,7 +275,7 @@ static void adamw_cu(dm_ops *ops, void *args, int dir) {
     same(ops, a->m1o, a->m1, a->n);
     same(ops, a->m2o, a->m2, a->n);
     CHECK(dm_cuda_adamw(a->po, a->g, a->m1o, a->m2o, a->n, a->lr, a->wd, a->b1, a->b2, a->eps,
-                        a->t, a->gscale, S(ops)),
+                        a->t, a->gscale, a->cautious, S(ops)),
           "adamw");
 }
 static void momentum_cu(dm_ops *ops, void *args, int dir) {
@@ -282,7 +289,8 @@ static void muon_update_cu(dm_ops *ops, void *args, int dir) {
     (void)dir;
     dm_apply_args *a = args;
     same(ops, a->wo, a->w, a->n);
-    CHECK(dm_cuda_muon_update(a->wo, a->x, a->n, a->decay, a->step, S(ops)), "muon_update");
+    CHECK(dm_cuda_muon_update(a->wo, a->x, a->n, a->decay, a->step, a->cautious, S(ops)),
+          "muon_update");
 }
 
 static const char *ns_supports(dm_ops *ops, const void *args, int dir) {
@@ -338,23 +346,20 @@ static void retract_cu(dm_ops *ops, void *args, int dir) {
     CHECK(dm_cuda_retract_sphere(a->out, a->c, a->n, len, st->slice_sq, st->s), "retract");
 }
 
-/* NorMuon and the cautious decay: no CUDA kernels yet (the model refuses their keys at
- * creation, backends/cuda/mem.c; these decline any call that still comes) */
 static const char *normuon_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)args, (void)dir;
-    return "NorMuon has no CUDA kernel yet";
-}
-static void normuon_cu(dm_ops *ops, void *args, int dir) { (void)ops, (void)args, (void)dir; }
-static const char *adamw_supports(dm_ops *ops, const void *args, int dir) {
     (void)ops, (void)dir;
-    return ((const dm_adamw_args *)args)->cautious ? "the cautious decay has no CUDA kernel yet"
-                                                   : NULL;
+    return dm_cuda_normuon_fits(((const dm_normuon_args *)args)->rows)
+               ? NULL
+               : "a slice of more than 6,144 rows (their sums of squares in shared memory)";
 }
-static const char *muon_update_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_apply_args *)args)->cautious
-               ? "the cautious decay has no CUDA kernel yet"
-               : NULL;
+static void normuon_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    dm_normuon_args *a = args;
+    size_t len = (size_t)a->n * a->rows * a->cols;
+    same(ops, a->xo, a->x, len);
+    same(ops, a->vo, a->v, (size_t)a->n * a->rows);
+    CHECK(dm_cuda_normuon(a->xo, a->vo, a->n, a->rows, a->cols, a->beta2, a->eps, S(ops)),
+          "normuon");
 }
 
 /* ---- the table ---- */
@@ -378,15 +383,15 @@ LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
 LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)
 LIST1(GRAD_NORM, "cuda", NULL, grad_norm_cu)
-LIST1(ADAMW, "cuda", adamw_supports, adamw_cu)
+LIST1(ADAMW, "cuda", NULL, adamw_cu)
 LIST1(MOMENTUM, "cuda", NULL, momentum_cu)
 LIST1(NS, "cublaslt", ns_supports, ns_cu)
 LIST1(NS_BF16, "cublaslt-bf16", ns_bf16_supports, ns_bf16_cu)
-LIST1(MUON_UPDATE, "cuda", muon_update_supports, muon_update_cu)
+LIST1(MUON_UPDATE, "cuda", NULL, muon_update_cu)
 LIST1(NORMUON, "cuda", normuon_supports, normuon_cu)
 LIST1(RETRACT, "cuda", retract_supports, retract_cu)
 
-/* the delta core: the chunked forward, then the serial forward and backward */
+/* the delta core: chunked, then the serial forward and backward (the oracle) */
 static const dm_impl DELTA_I[] = {
     {"chunked", 0, DM_PREC_FP32, chunked_selected, delta_supports, delta_chunked_cu, DM_MEM_CUDA},
     {"serial", 0, DM_PREC_FP32, NULL, delta_supports, delta_serial_cu, DM_MEM_CUDA},

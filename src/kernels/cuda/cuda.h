@@ -207,18 +207,27 @@ int dm_cuda_bias_grad(float *dbias, const float *dout, int N, int O, dm_cuda_str
 int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work, dm_cuda_stream s);
 /* AdamW on one tensor of n floats (optim.c's update): with gi = g gscale,
  * m1 = b1 m1 + (1-b1) gi;  m2 = b2 m2 + (1-b2) gi^2;
- * p = p (1 - lr wd) - lr (m1 c1) / (sqrt(m2 c2) + eps),  c1, c2 = 1/(1 - b1^t), 1/(1 - b2^t) */
+ * p = p (1 - lr wd) - lr (m1 c1) / (sqrt(m2 c2) + eps),  c1, c2 = 1/(1 - b1^t), 1/(1 - b2^t);
+ * cautious: no decay (p, not p (1 - lr wd)) where m1 p < 0 */
 int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
-                  float b1, float b2, float eps, long t, float gscale, dm_cuda_stream s);
+                  float b1, float b2, float eps, long t, float gscale, int cautious,
+                  dm_cuda_stream s);
 
 /* Muon's elementwise parts (muon.c): the momentum, mom = beta mom + (1-beta) g gscale,
  * and, when u != NULL, the Nesterov update u = (1-beta) g gscale + beta mom (of the new
  * mom); the step on a unit's weights, w = w decay - step_scale x (x: its orthogonalized
- * update; decay = 1 - lr wd, step_scale = lr sqrt(max(1, rows/cols)), from the host) */
+ * update; decay = 1 - lr wd, step_scale = lr sqrt(max(1, rows/cols)), from the host;
+ * cautious: no decay where x w < 0) */
 int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
                           float gscale, dm_cuda_stream s);
 int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float step_scale,
-                        dm_cuda_stream s);
+                        int cautious, dm_cuda_stream s);
+/* NorMuon on n stacked slices x[n, rows, cols] in place, their row moments v[n, rows]
+ * (kernels/cpu/normuon.h: the same arithmetic and order). The rows' sums of squares in
+ * shared memory: dm_cuda_normuon_fits(rows) (else DM_CUDA_EBADSHAPE) */
+int dm_cuda_normuon_fits(int rows);
+int dm_cuda_normuon(float *x, float *v, int n, int rows, int cols, float beta2, float eps,
+                    dm_cuda_stream s);
 
 /* ---- Newton–Schulz on a stack of slices (blas.c; docs/muon.md, kernels/cpu/ns.h) ----
  * out[n,rows,cols] = NS(G[n,rows,cols]) slice by slice, kernels/cpu/ns.c's f32 algorithm with
@@ -261,14 +270,26 @@ int dm_cuda_delta_serial_bwd(const dm_delta_dims *d, const float *q, const float
                              float *dg, float *dbeta, float *dh0, float *work,
                              dm_cuda_stream s);
 
-/* ---- the delta-rule core, chunked fp32 forward (delta.cu) ----
- * The same function as dm_cuda_delta_serial_fwd, in chunks of 32 tokens (a triangular
- * solve per chunk; every decay the exp of a difference of cumulative log gates, <= 1,
- * so finite whatever the gate). Shapes and limits as the serial core's (its state and a
- * chunk's [32, dk] tiles in shared memory). The backward is the serial core's for now. */
+/* ---- the delta-rule core, chunked fp32 (delta.cu) ----
+ * The same functions as the serial core's, in chunks of 32 tokens (a triangular solve per
+ * chunk; every decay the exp of a difference of cumulative log gates, <= 1, so finite
+ * whatever the gate; the backward is docs/chunked.md section 6). Shapes as the serial
+ * core's; a chunk's tiles (and the forward's state) in shared memory:
+ * dm_cuda_delta_chunk_fits says whether both directions fit the device (else
+ * DM_CUDA_EBADSHAPE). */
+int dm_cuda_delta_chunk_fits(const dm_delta_dims *d);
 int dm_cuda_delta_chunk_fwd(const dm_delta_dims *d, const float *q, const float *k,
                             const float *v, const float *g, const float *beta, const float *h0,
                             float *o, float *hT, dm_cuda_stream s);
+/* floats of the backward's workspace: every chunk's start state and dh, B*H*(nc+1)*dk*dv
+ * (nc = ceil(T/32)) */
+size_t dm_cuda_delta_chunk_bwd_work(const dm_delta_dims *d);
+/* writes (overwrites) dq, dk, dv, dg, dbeta, and dh0 when non-NULL */
+int dm_cuda_delta_chunk_bwd(const dm_delta_dims *d, const float *q, const float *k,
+                            const float *v, const float *g, const float *beta, const float *h0,
+                            const float *dO, const float *dhT, float *dq, float *dk, float *dv,
+                            float *dg, float *dbeta, float *dh0, float *work,
+                            dm_cuda_stream s);
 
 #ifdef __cplusplus
 }

@@ -238,18 +238,107 @@ extern "C" int dm_cuda_delta_serial_bwd(const dm_delta_dims *d, const float *q, 
     return dm_launched();
 }
 
-/* ---- the chunked forward (fp32): chunks of CH tokens, every decay as the exp of a
+/* ---- the chunked core (fp32): chunks of CH tokens, every decay as the exp of a
  * difference of cumulative log gates, never above 1 (finite whatever the gate) ----
  * In a chunk with start state S0 and Gam_t = sum_{i<=t} g_i (per key channel; GDN's g
  * broadcast), u_t = beta_t (v_t - (Diag(a_t) S_{t-1})^T k_t) solves (I + A) U = diag(beta) V
- * - W0 S0 with, for s < t,
- *   A_ts = beta_t sum_i k_ti k_si exp(Gam_ti - Gam_si),   W0_t = beta_t (k_t . exp(Gam_t));
+ * - W0 S0 with, for s < t, A_ts = beta_t Lr_ts,
+ *   Lr_ts = sum_i k_ti k_si exp(Gam_ti - Gam_si),   W0_t = beta_t (k_t . exp(Gam_t));
  * then o_t = scale (S0^T (q_t . exp(Gam_t)) + sum_{s<=t} P_ts u_s),
  *   P_ts = sum_i q_ti k_si exp(Gam_ti - Gam_si),
  * and the next state S = Diag(exp(Gam_last)) S0 + sum_s (k_s . exp(Gam_last - Gam_s)) u_s^T
- * (docs/cuda.md). One block per (b,h); each sum runs serially in index order on one
- * thread; the triangular solve runs forward in t, one thread per column. */
+ * (docs/cuda.md; U is the CPU's Dl, docs/chunked.md section 2). One block per (b,h); each
+ * sum runs serially in index order on one thread; the triangular solves run one thread per
+ * column. The pieces below are shared by the forward and the backward, which recomputes
+ * each chunk exactly as the forward computed it. */
 #define CH 32
+
+/* The chunk [t0, t0+L) of pair (b,h) into shared memory: K, Q, Gm [L, dk] (Gm the
+ * cumulative log gates, summed in order along t), U [L, dv] = V, bt [L] = beta. */
+static __device__ void chunk_load(const dm_delta_dims &d, const float *q, const float *k,
+                                  const float *v, const float *g, const float *beta, int b,
+                                  int h, int t0, int L, float *K, float *Q, float *Gm, float *U,
+                                  float *bt) {
+    const int dk = d.dk, dv = d.dv, tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < L * dk; e += nt) {
+        int t = e / dk, i = e % dk;
+        K[e] = k[ik(d, b, t0 + t, h) + i];
+        Q[e] = q[ik(d, b, t0 + t, h) + i];
+        Gm[e] = d.scalar_gate ? g[is(d, b, t0 + t, h)] : g[ik(d, b, t0 + t, h) + i];
+    }
+    for (int e = tid; e < L * dv; e += nt) {
+        int t = e / dv, j = e % dv;
+        U[e] = v[iv(d, b, t0 + t, h) + j];
+    }
+    for (int t = tid; t < L; t += nt) bt[t] = beta[is(d, b, t0 + t, h)];
+    __syncthreads();
+    for (int i = tid; i < dk; i += nt)
+        for (int t = 1; t < L; t++) Gm[t * dk + i] += Gm[(t - 1) * dk + i];
+    __syncthreads();
+}
+
+/* Lr [L, L] (s < t; 0 elsewhere) and, when P is not NULL, P [L, L] (s <= t) */
+static __device__ void chunk_pairs(int L, int dk, const float *K, const float *Q,
+                                   const float *Gm, float *Lr, float *P) {
+    for (int e = threadIdx.x; e < L * L; e += blockDim.x) {
+        int t = e / L, s = e % L;
+        float a = 0.0f, p = 0.0f;
+        if (s <= t)
+            for (int i = 0; i < dk; i++) {
+                float dec = expf(Gm[t * dk + i] - Gm[s * dk + i]) * K[s * dk + i];
+                a += K[t * dk + i] * dec;
+                if (P) p += Q[t * dk + i] * dec;
+            }
+        Lr[e] = s < t ? a : 0.0f;
+        if (P) P[e] = p;
+    }
+}
+
+/* U <- (I + A)^-1 (bt . U - W0 S0), A = Diag(bt) Lr: the chunk's u (the CPU's Dl). W [L, dk]
+ * is scratch (W0, then (I + A)^-1 W0). S0 [dk, dv] may be shared or global memory. */
+static __device__ void chunk_u(int L, int dk, int dv, const float *K, const float *Gm,
+                               const float *bt, const float *Lr, const float *S0, float *U,
+                               float *W) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < L * dk; e += nt) {
+        int t = e / dk;
+        W[e] = bt[t] * (K[e] * expf(Gm[e]));
+    }
+    for (int e = tid; e < L * dv; e += nt) U[e] *= bt[e / dv];
+    __syncthreads();
+    /* (I + A) X = RHS, forward in t, one thread per column of [U | W] */
+    for (int c = tid; c < dv + dk; c += nt) {
+        float *X = c < dv ? U + c : W + (c - dv);
+        const int ld = c < dv ? dv : dk;
+        for (int t = 1; t < L; t++) {
+            float x = X[t * ld];
+            for (int s = 0; s < t; s++) x -= bt[t] * Lr[t * L + s] * X[s * ld];
+            X[t * ld] = x;
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < L * dv; e += nt) { /* U -= W S0 */
+        int t = e / dv, j = e % dv;
+        float x = U[e];
+        for (int i = 0; i < dk; i++) x -= W[t * dk + i] * S0[i * dv + j];
+        U[e] = x;
+    }
+    __syncthreads();
+}
+
+/* Sn = Diag(exp(Gm_last)) S + sum_s (K_s . exp(Gm_last - Gm_s)) U_s^T, element by element
+ * (Sn may be S) */
+static __device__ void chunk_state(int L, int dk, int dv, const float *K, const float *Gm,
+                                   const float *U, const float *S, float *Sn) {
+    for (int e = threadIdx.x; e < dk * dv; e += blockDim.x) {
+        int i = e / dv, j = e % dv;
+        float last = Gm[(L - 1) * dk + i];
+        float x = expf(last) * S[e];
+        for (int s = 0; s < L; s++) x += K[s * dk + i] * expf(last - Gm[s * dk + i]) * U[s * dv + j];
+        Sn[e] = x;
+    }
+}
+
 static size_t chunk_smem(const dm_delta_dims *d) {
     size_t dk = (size_t)d->dk, dv = (size_t)d->dv;
     return (dk * dv + 4 * CH * dk + CH * dv + 2 * CH * CH + CH) * sizeof(float);
@@ -262,63 +351,16 @@ static __global__ void k_delta_chunk_fwd(dm_delta_dims d, const float *q, const 
     const int tid = threadIdx.x, nt = blockDim.x;
     const size_t soff = (size_t)blockIdx.x * dk * dv;
     float *S = sm, *K = S + (size_t)dk * dv, *Q = K + CH * dk, *Gm = Q + CH * dk;
-    float *U = Gm + CH * dk, *W = U + CH * dv, *A = W + CH * dk, *P = A + CH * CH;
+    float *U = Gm + CH * dk, *W = U + CH * dv, *Lr = W + CH * dk, *P = Lr + CH * CH;
     float *bt = P + CH * CH;
     for (int e = tid; e < dk * dv; e += nt) S[e] = h0 ? h0[soff + e] : 0.0f;
     for (int t0 = 0; t0 < d.T; t0 += CH) {
         const int L = d.T - t0 < CH ? d.T - t0 : CH;
         __syncthreads(); /* the last chunk's readers of K, U, ... are done */
-        for (int e = tid; e < L * dk; e += nt) {
-            int t = e / dk, i = e % dk;
-            K[e] = k[ik(d, b, t0 + t, h) + i];
-            Q[e] = q[ik(d, b, t0 + t, h) + i];
-            Gm[e] = d.scalar_gate ? g[is(d, b, t0 + t, h)] : g[ik(d, b, t0 + t, h) + i];
-        }
-        for (int e = tid; e < L * dv; e += nt) {
-            int t = e / dv, j = e % dv;
-            U[e] = v[iv(d, b, t0 + t, h) + j];
-        }
-        for (int t = tid; t < L; t += nt) bt[t] = beta[is(d, b, t0 + t, h)];
+        chunk_load(d, q, k, v, g, beta, b, h, t0, L, K, Q, Gm, U, bt);
+        chunk_pairs(L, dk, K, Q, Gm, Lr, P);
         __syncthreads();
-        for (int i = tid; i < dk; i += nt) /* cumulative log gates, in order */
-            for (int t = 1; t < L; t++) Gm[t * dk + i] += Gm[(t - 1) * dk + i];
-        __syncthreads();
-        for (int e = tid; e < L * L; e += nt) {
-            int t = e / L, s = e % L;
-            float a = 0.0f, p = 0.0f;
-            if (s <= t)
-                for (int i = 0; i < dk; i++) {
-                    float dec = expf(Gm[t * dk + i] - Gm[s * dk + i]) * K[s * dk + i];
-                    a += K[t * dk + i] * dec;
-                    p += Q[t * dk + i] * dec;
-                }
-            A[e] = s < t ? bt[t] * a : 0.0f;
-            P[e] = p;
-        }
-        for (int e = tid; e < L * dk; e += nt) {
-            int t = e / dk;
-            W[e] = bt[t] * (K[e] * expf(Gm[e]));
-        }
-        for (int e = tid; e < L * dv; e += nt) U[e] *= bt[e / dv];
-        __syncthreads();
-        /* (I + A) X = RHS, forward in t, one thread per column of [U | W] */
-        for (int c = tid; c < dv + dk; c += nt) {
-            float *X = c < dv ? U + c : W + (c - dv);
-            const int ld = c < dv ? dv : dk;
-            for (int t = 1; t < L; t++) {
-                float x = X[t * ld];
-                for (int s = 0; s < t; s++) x -= A[t * L + s] * X[s * ld];
-                X[t * ld] = x;
-            }
-        }
-        __syncthreads();
-        for (int e = tid; e < L * dv; e += nt) { /* U -= W S0 */
-            int t = e / dv, j = e % dv;
-            float x = U[e];
-            for (int i = 0; i < dk; i++) x -= W[t * dk + i] * S[i * dv + j];
-            U[e] = x;
-        }
-        __syncthreads();
+        chunk_u(L, dk, dv, K, Gm, bt, Lr, S, U, W);
         for (int e = tid; e < L * dv; e += nt) {
             int t = e / dv, j = e % dv;
             float acc = 0.0f;
@@ -327,25 +369,239 @@ static __global__ void k_delta_chunk_fwd(dm_delta_dims d, const float *q, const 
             o[iv(d, b, t0 + t, h) + j] = d.scale * acc;
         }
         __syncthreads();
-        for (int e = tid; e < dk * dv; e += nt) { /* the next chunk's start state */
-            int i = e / dv, j = e % dv;
-            float last = Gm[(L - 1) * dk + i];
-            float x = expf(last) * S[e];
-            for (int s = 0; s < L; s++) x += K[s * dk + i] * expf(last - Gm[s * dk + i]) * U[s * dv + j];
-            S[e] = x;
-        }
+        chunk_state(L, dk, dv, K, Gm, U, S, S); /* the next chunk's start state */
     }
     __syncthreads();
     if (hT)
         for (int e = tid; e < dk * dv; e += nt) hT[soff + e] = S[e];
 }
 
+static int chunk_fits(const dm_delta_dims *d, const void *kernel, size_t smem) {
+    return dims_ok(d) && smem_ok(kernel, smem);
+}
+
 extern "C" int dm_cuda_delta_chunk_fwd(const dm_delta_dims *d, const float *q, const float *k,
                                        const float *v, const float *g, const float *beta,
                                        const float *h0, float *o, float *hT, dm_cuda_stream s) {
-    if (!dims_ok(d)) return DM_CUDA_EBADSHAPE;
     size_t smem = chunk_smem(d);
-    if (!smem_ok((const void *)k_delta_chunk_fwd, smem)) return DM_CUDA_EBADSHAPE;
+    if (!chunk_fits(d, (const void *)k_delta_chunk_fwd, smem)) return DM_CUDA_EBADSHAPE;
     k_delta_chunk_fwd<<<d->B * d->H, 256, smem, s>>>(*d, q, k, v, g, beta, h0, o, hT);
     return dm_launched();
+}
+
+/* ---- the chunked backward (fp32): docs/chunked.md section 6, the CPU's equations ----
+ * Per pair: a forward scan stores every chunk's start state in the workspace; then the
+ * chunks in reverse, each recomputed as the forward computed it (K, Q, Gm, Lr, P, U), with
+ * dh, the gradient of the chunk's end state, beside them in the workspace:
+ *   dU  = scale P^T dO + Kg dh,  Kg = K . exp(Gm_last - Gm)
+ *   dR  = (I + A)^-T dU                          (back substitution, a thread per column)
+ *   dA  = dO U^T (s <= t),  dL = -dR U^T (s < t)
+ *   dQs = dO S0^T,  dKb = -dR S0^T,  dKg = U dh^T (Qs = scale Q . e^Gm, Kb = bt K . e^Gm)
+ *   dh  <- Diag(exp(Gm_last)) dh + Qs^T dO - Kb^T dR        (in place, element by element)
+ * and the elementwise chains and pairwise terms of the CPU's section 6. A thread owns a
+ * key channel c for dq, dk and the gate: its dg needs no sum across threads (KDA); the
+ * gate's two-row terms go straight into dg form, as on the CPU (no +t/-t cancels). GDN
+ * sums the channels of a row in order, one thread per row. */
+static size_t chunk_bwd_smem(const dm_delta_dims *d) {
+    size_t dk = (size_t)d->dk, dv = (size_t)d->dv;
+    return (7 * CH * dk + 3 * CH * dv + 4 * CH * CH + 2 * CH) * sizeof(float);
+}
+
+extern "C" size_t dm_cuda_delta_chunk_bwd_work(const dm_delta_dims *d) {
+    size_t nc = (size_t)(d->T + CH - 1) / CH;
+    return (size_t)d->B * d->H * (nc + 1) * d->dk * d->dv;
+}
+
+/* one key channel c of chunk rows [0, L): dQ, dK and dG columns c (shared, [L, dk]) and the
+ * Kb term of dbeta, per row, into Wb [L, dk] */
+static __device__ void chunk_bwd_channel(const dm_delta_dims &d, int L, int c, const float *K,
+                                         const float *Q, const float *Gm, const float *bt,
+                                         const float *U, const float *dOs, const float *dR,
+                                         const float *dA, const float *dL, const float *S0,
+                                         const float *dH, float *dQ, float *dK, float *dG,
+                                         float *Wb) {
+    const int dk = d.dk, dv = d.dv;
+    const float scale = d.scale, glast = Gm[(L - 1) * dk + c];
+    float dga[CH], tkg[CH], pd[CH];
+    for (int t = 0; t < L; t++) {
+        const float es = expf(Gm[t * dk + c]), eg = expf(glast - Gm[t * dk + c]);
+        float dqs = 0.0f, dkb = 0.0f, dkg = 0.0f;
+        for (int j = 0; j < dv; j++) {
+            dqs += dOs[t * dv + j] * S0[c * dv + j];
+            dkb -= dR[t * dv + j] * S0[c * dv + j];
+            dkg += U[t * dv + j] * dH[c * dv + j];
+        }
+        const float kc = K[t * dk + c];
+        dQ[t * dk + c] = scale * es * dqs;
+        dK[t * dk + c] = bt[t] * es * dkb + eg * dkg;
+        Wb[t * dk + c] = kc * es * dkb;
+        dga[t] = dqs * (scale * Q[t * dk + c] * es) + dkb * (bt[t] * kc * es);
+        tkg[t] = dkg * (kc * eg);
+        pd[t] = 0.0f;
+    }
+    float hdh = 0.0f;
+    for (int j = 0; j < dv; j++) hdh += S0[c * dv + j] * dH[c * dv + j];
+    dga[L - 1] += expf(glast) * hdh;
+    /* pairs (r, j <= r): a = scale dA, l = bt_r dL; t = k_j D (a q_r + l k_r) adds to
+     * dg_i for j < i <= r (running prefix over j) */
+    for (int r = 0; r < L; r++) {
+        const float qr = Q[r * dk + c], kr = K[r * dk + c];
+        float pref = 0.0f;
+        for (int j = 0; j <= r; j++) {
+            const float D = expf(Gm[r * dk + c] - Gm[j * dk + c]), kj = K[j * dk + c];
+            const float a = scale * dA[r * L + j], l = j < r ? bt[r] * dL[r * L + j] : 0.0f;
+            const float w = D * (a * qr + l * kr);
+            dQ[r * dk + c] += a * D * kj;
+            dK[r * dk + c] += l * D * kj;
+            dK[j * dk + c] += w;
+            if (j < r) {
+                pref += kj * w;
+                pd[j + 1] += pref;
+            }
+        }
+    }
+    /* dg_i = sum_{r >= i} dga_r + sum_{t < i} tkg_t + pd_i */
+    float rev = 0.0f, kp = 0.0f;
+    for (int i = L - 1; i >= 0; i--) {
+        rev += dga[i];
+        dga[i] = rev;
+    }
+    for (int i = 0; i < L; i++) {
+        dG[i * dk + c] = dga[i] + kp + pd[i];
+        kp += tkg[i];
+    }
+}
+
+static __global__ void k_delta_chunk_bwd(dm_delta_dims d, const float *q, const float *k,
+                                         const float *v, const float *g, const float *beta,
+                                         const float *h0, const float *dO, const float *dhT,
+                                         float *dq, float *dk_, float *dv_, float *dg,
+                                         float *dbeta, float *dh0, float *work) {
+    extern __shared__ float sm[];
+    const int dk = d.dk, dv = d.dv, b = blockIdx.x / d.H, h = blockIdx.x % d.H;
+    const int tid = threadIdx.x, nt = blockDim.x, nc = (d.T + CH - 1) / CH;
+    const size_t ss = (size_t)dk * dv, soff = (size_t)blockIdx.x * ss;
+    float *Sc = work + (size_t)blockIdx.x * (nc + 1) * ss, *dH = Sc + (size_t)nc * ss;
+    float *K = sm, *Q = K + CH * dk, *Gm = Q + CH * dk, *W = Gm + CH * dk, *dQ = W + CH * dk;
+    float *dK = dQ + CH * dk, *dG = dK + CH * dk, *U = dG + CH * dk, *dOs = U + CH * dv;
+    float *dR = dOs + CH * dv, *Lr = dR + CH * dv, *P = Lr + CH * CH, *dA = P + CH * CH;
+    float *dL = dA + CH * CH, *bt = dL + CH * CH, *dbt = bt + CH;
+
+    /* 1. the chunk-start states, as the forward makes them */
+    for (int e = tid; e < dk * dv; e += nt) Sc[e] = h0 ? h0[soff + e] : 0.0f;
+    for (int ci = 0; ci + 1 < nc; ci++) {
+        const int t0 = ci * CH, L = CH;
+        __syncthreads();
+        chunk_load(d, q, k, v, g, beta, b, h, t0, L, K, Q, Gm, U, bt);
+        chunk_pairs(L, dk, K, Q, Gm, Lr, NULL);
+        __syncthreads();
+        chunk_u(L, dk, dv, K, Gm, bt, Lr, Sc + ci * ss, U, W);
+        chunk_state(L, dk, dv, K, Gm, U, Sc + ci * ss, Sc + (ci + 1) * ss);
+    }
+    for (int e = tid; e < dk * dv; e += nt) dH[e] = dhT ? dhT[soff + e] : 0.0f;
+
+    /* 2. the chunks in reverse */
+    for (int ci = nc - 1; ci >= 0; ci--) {
+        const int t0 = ci * CH, L = d.T - t0 < CH ? d.T - t0 : CH;
+        const float *S0 = Sc + ci * ss;
+        __syncthreads();
+        chunk_load(d, q, k, v, g, beta, b, h, t0, L, K, Q, Gm, U, bt);
+        chunk_pairs(L, dk, K, Q, Gm, Lr, P);
+        for (int e = tid; e < L * dv; e += nt)
+            dOs[e] = dO[iv(d, b, t0 + e / dv, h) + e % dv];
+        __syncthreads();
+        chunk_u(L, dk, dv, K, Gm, bt, Lr, S0, U, W);
+        /* dU = scale P^T dO + Kg dh, into dR */
+        for (int e = tid; e < L * dv; e += nt) {
+            int s = e / dv, j = e % dv;
+            float x = 0.0f, y = 0.0f;
+            for (int t = s; t < L; t++) x += P[t * L + s] * dOs[t * dv + j];
+            for (int i = 0; i < dk; i++) {
+                float last = Gm[(L - 1) * dk + i];
+                y += K[s * dk + i] * expf(last - Gm[s * dk + i]) * dH[i * dv + j];
+            }
+            dR[e] = d.scale * x + y;
+        }
+        __syncthreads();
+        /* dR = (I + A)^-T dU, backward in s, one thread per column */
+        for (int j = tid; j < dv; j += nt)
+            for (int s = L - 2; s >= 0; s--) {
+                float x = dR[s * dv + j];
+                for (int t = s + 1; t < L; t++) x -= bt[t] * Lr[t * L + s] * dR[t * dv + j];
+                dR[s * dv + j] = x;
+            }
+        __syncthreads();
+        for (int e = tid; e < L * L; e += nt) { /* dA (s <= t), dL (s < t) */
+            int t = e / L, s = e % L;
+            float x = 0.0f, y = 0.0f;
+            if (s <= t)
+                for (int j = 0; j < dv; j++) {
+                    x += dOs[t * dv + j] * U[s * dv + j];
+                    y -= dR[t * dv + j] * U[s * dv + j];
+                }
+            dA[e] = x;
+            dL[e] = s < t ? y : 0.0f;
+        }
+        for (int t = tid; t < L; t += nt) { /* dv = bt dR; dbeta's V term */
+            float x = 0.0f;
+            for (int j = 0; j < dv; j++) {
+                float r = dR[t * dv + j];
+                x += v[iv(d, b, t0 + t, h) + j] * r;
+                dv_[iv(d, b, t0 + t, h) + j] = bt[t] * r;
+            }
+            dbt[t] = x;
+        }
+        __syncthreads();
+        for (int c = tid; c < dk; c += nt)
+            chunk_bwd_channel(d, L, c, K, Q, Gm, bt, U, dOs, dR, dA, dL, S0, dH, dQ, dK, dG, W);
+        __syncthreads();
+        for (int t = tid; t < L; t += nt) { /* dbeta; GDN's dg: the row's channels, in order */
+            float x = dbt[t], y = 0.0f;
+            for (int c = 0; c < dk; c++) x += W[t * dk + c];
+            for (int s = 0; s < t; s++) x += dL[t * L + s] * Lr[t * L + s];
+            dbeta[is(d, b, t0 + t, h)] = x;
+            if (d.scalar_gate) {
+                for (int c = 0; c < dk; c++) y += dG[t * dk + c];
+                dg[is(d, b, t0 + t, h)] = y;
+            }
+        }
+        for (int e = tid; e < L * dk; e += nt) {
+            int t = e / dk, i = e % dk;
+            dq[ik(d, b, t0 + t, h) + i] = dQ[e];
+            dk_[ik(d, b, t0 + t, h) + i] = dK[e];
+            if (!d.scalar_gate) dg[ik(d, b, t0 + t, h) + i] = dG[e];
+        }
+        /* dh <- Diag(exp(Gm_last)) dh + Qs^T dO - Kb^T dR: the previous chunk's */
+        for (int e = tid; e < dk * dv; e += nt) {
+            int i = e / dv, j = e % dv;
+            float x = expf(Gm[(L - 1) * dk + i]) * dH[e];
+            for (int t = 0; t < L; t++) {
+                float es = expf(Gm[t * dk + i]);
+                x += d.scale * Q[t * dk + i] * es * dOs[t * dv + j];
+                x -= bt[t] * K[t * dk + i] * es * dR[t * dv + j];
+            }
+            dH[e] = x;
+        }
+    }
+    __syncthreads();
+    if (dh0)
+        for (int e = tid; e < dk * dv; e += nt) dh0[soff + e] = dH[e];
+}
+
+extern "C" int dm_cuda_delta_chunk_bwd(const dm_delta_dims *d, const float *q, const float *k,
+                                       const float *v, const float *g, const float *beta,
+                                       const float *h0, const float *dO, const float *dhT,
+                                       float *dq, float *dk, float *dv, float *dg,
+                                       float *dbeta, float *dh0, float *work,
+                                       dm_cuda_stream s) {
+    size_t smem = chunk_bwd_smem(d);
+    if (!chunk_fits(d, (const void *)k_delta_chunk_bwd, smem)) return DM_CUDA_EBADSHAPE;
+    k_delta_chunk_bwd<<<d->B * d->H, 256, smem, s>>>(*d, q, k, v, g, beta, h0, dO, dhT, dq, dk,
+                                                     dv, dg, dbeta, dh0, work);
+    return dm_launched();
+}
+
+extern "C" int dm_cuda_delta_chunk_fits(const dm_delta_dims *d) {
+    return chunk_fits(d, (const void *)k_delta_chunk_fwd, chunk_smem(d)) &&
+           chunk_fits(d, (const void *)k_delta_chunk_bwd, chunk_bwd_smem(d));
 }

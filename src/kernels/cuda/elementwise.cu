@@ -213,24 +213,25 @@ extern "C" int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work
 
 static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, float lr,
                                float decay, float b1, float b2, float eps, float c1, float c2,
-                               float gscale, size_t n) {
+                               float gscale, int cautious, size_t n) {
     DM_GRID_STRIDE(i, n) {
         float gi = g[i] * gscale;
         float a = b1 * m1[i] + (1.0f - b1) * gi, v = b2 * m2[i] + (1.0f - b2) * gi * gi;
         m1[i] = a;
         m2[i] = v;
-        p[i] = p[i] * decay - lr * (a * c1) / (sqrtf(v * c2) + eps);
+        float d = cautious && a * p[i] < 0.0f ? 1.0f : decay;
+        p[i] = p[i] * d - lr * (a * c1) / (sqrtf(v * c2) + eps);
     }
 }
 extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr,
                              float wd, float b1, float b2, float eps, long t, float gscale,
-                             dm_cuda_stream s) {
+                             int cautious, dm_cuda_stream s) {
     if (n == 0) return 0;
     /* the bias corrections as the CPU computes them (in double, on the host) */
     float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
     float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
     k_adamw<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(p, g, m1, m2, lr, 1.0f - lr * wd, b1, b2,
-                                                      eps, c1, c2, gscale, n);
+                                                      eps, c1, c2, gscale, cautious, n);
     return dm_launched();
 }
 
@@ -288,12 +289,58 @@ extern "C" int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_
     EW_LAUNCH(k_momentum, n, mom, g, u, beta, gscale);
 }
 static __global__ void k_muon_update(float *w, const float *x, float decay, float step_scale,
-                                     size_t n) {
-    DM_GRID_STRIDE(j, n) w[j] = w[j] * decay - step_scale * x[j];
+                                     int cautious, size_t n) {
+    DM_GRID_STRIDE(j, n) {
+        float d = cautious && x[j] * w[j] < 0.0f ? 1.0f : decay;
+        w[j] = w[j] * d - step_scale * x[j];
+    }
 }
 extern "C" int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay,
-                                   float step_scale, dm_cuda_stream s) {
-    EW_LAUNCH(k_muon_update, n, w, x, decay, step_scale);
+                                   float step_scale, int cautious, dm_cuda_stream s) {
+    EW_LAUNCH(k_muon_update, n, w, x, decay, step_scale, cautious);
+}
+
+/* ---- NorMuon (kernels/cpu/normuon.c's arithmetic): one block per slice; thread r takes
+ * row r's sum of squares (in double, in order), its moment and its scale; thread 0 adds
+ * the rows' norms before and after in row order; then every row is scaled ---- */
+static __global__ void k_normuon(float *x, float *v, int rows, int cols, float beta2,
+                                 float eps) {
+    extern __shared__ double ssq[]; /* [rows] */
+    __shared__ float scale[1];
+    float *xs = x + (size_t)blockIdx.x * rows * cols, *vs = v + (size_t)blockIdx.x * rows;
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        float *xr = xs + (size_t)r * cols;
+        double ss = 0;
+        for (int c = 0; c < cols; c++) ss += (double)xr[c] * xr[c];
+        float vr = beta2 * vs[r] + (1.0f - beta2) * (float)(ss / cols);
+        float k = 1.0f / (sqrtf(vr) + eps);
+        vs[r] = vr;
+        ssq[r] = ss;
+        for (int c = 0; c < cols; c++) xr[c] *= k;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double before = 0, after = 0;
+        for (int r = 0; r < rows; r++) {
+            double k = 1.0f / (sqrtf(vs[r]) + eps);
+            before += ssq[r];
+            after += ssq[r] * k * k;
+        }
+        scale[0] = (float)(sqrt(before) / (sqrt(after) + eps));
+    }
+    __syncthreads();
+    for (size_t e = threadIdx.x; e < (size_t)rows * cols; e += blockDim.x) xs[e] *= scale[0];
+}
+extern "C" int dm_cuda_normuon_fits(int rows) {
+    return rows > 0 && (size_t)rows * sizeof(double) <= 48 * 1024;
+}
+extern "C" int dm_cuda_normuon(float *x, float *v, int n, int rows, int cols, float beta2,
+                               float eps, dm_cuda_stream s) {
+    if (n <= 0 || cols <= 0) return 0;
+    if (!dm_cuda_normuon_fits(rows)) return DM_CUDA_EBADSHAPE;
+    k_normuon<<<n, DM_EW_THREADS, (size_t)rows * sizeof(double), s>>>(x, v, rows, cols, beta2,
+                                                                      eps);
+    return dm_launched();
 }
 
 /* ---- the sphere retraction ---- */
