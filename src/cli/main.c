@@ -44,10 +44,11 @@ __attribute__((section(".preinit_array"), used)) static void (*const dm_preinit)
 static const char *USAGE =
     "usage: dormouse COMMAND [options]\n"
     "\n"
-    "Train and study byte-level gated delta-rule (KDA / GDN) language models.\n"
+    "Train and study gated delta-rule (KDA / GDN) language models of bytes or tokens.\n"
     "\n"
     "commands:\n"
     "  prepare  stream a corpus of any size into a data directory that training maps\n"
+    "           (tokens of a tokenizer trained on it by default, or its bytes)\n"
     "  train    train a model (default: the d2 model on the bundled KJV corpus)\n"
     "  eval     bits per byte of a checkpoint on a corpus window\n"
     "  sample   generate text from a checkpoint\n"
