@@ -192,6 +192,9 @@ TEST(tokens_refuse_what_cannot_round_trip) {
     t_expect(cmd, 2, "src/b.txt: byte 5000 (train.bin byte 205000) is not valid UTF-8", err,
              sizeof err);
     CHECK(strstr(err, "--vocab 256") != NULL);
+    /* tokens validate on the tail: a spread split asked for is refused, not ignored */
+    snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare a.txt --out y --val-split spread", d);
+    t_expect(cmd, 2, "token data validates on the tail", NULL, 0);
     /* in the part that becomes val.bin: its offset in val.bin too */
     snprintf(cmd, sizeof cmd, "cd %s && " DM_CLI " prepare a.txt src --out x --vocab 512 "
              "--val-bytes 100001", d);

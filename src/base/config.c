@@ -207,7 +207,8 @@ void dm_config_default(dm_config *c) {
     c->ns = DM_NS_QUINTIC5;
     c->ns_headwise = DM_HEADWISE_QK;
     c->ns_precision = DM_PRECISION_AUTO;
-    /* NorMuon and cautious decay off until an A/B at the make-run budget decides */
+    /* NorMuon and cautious decay off: at the make-run budget neither, nor both, beat plain
+     * Muon beyond the seeds' spread (docs/defaults.md) */
     c->muon_norm = DM_MUON_NORM_NONE;
     c->normuon_beta2 = 0.95f;
     c->cautious_wd = 0;

@@ -41,12 +41,13 @@ static const char *HELP =
     "  --val-bytes N      val.bin holds N bytes of the sources (default 81920, the default\n"
     "                     eval_window; eval_windows=16 needs 16 windows: --val-bytes 1310720)\n"
     "  --val-fraction F   val.bin holds round(F x total) bytes (0 < F < 1)\n"
-    "  --val-split spread|tail  where they come from: spread (default), pieces of 4096\n"
-    "                     bytes, one in each of as many equal stretches of the sources at an\n"
-    "                     offset drawn with --val-seed (default 0), so text from all over\n"
-    "                     the corpus validates; tail, the last bytes (as train --data SRC\n"
-    "                     splits: train --data DATA_DIR then trains as it, bit for bit).\n"
-    "                     meta.json records the method, the seed and every piece\n"
+    "  --val-split spread|tail  where they come from: spread (the default for bytes),\n"
+    "                     pieces of 4096 bytes, one in each of as many equal stretches of\n"
+    "                     the sources at an offset drawn with --val-seed (default 0), so\n"
+    "                     text from all over the corpus validates; tail, the last bytes (as\n"
+    "                     train --data SRC splits: train --data DATA_DIR then trains as it,\n"
+    "                     bit for bit), the only split of tokens (a piece's edge could cut a\n"
+    "                     character). meta.json records the method, the seed and every piece\n"
     "  --shuffle-files SEED  shuffle the order of the files (after sorting) with SEED\n"
     "  --include GLOB     take only the files of directories that match a GLOB\n"
     "                     (repeatable); a GLOB with a '/' is matched against the path under\n"
@@ -88,7 +89,7 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
     dm_args a = {argc, 1, argv, with_value, flags, NULL, NULL};
     const char *srcs[1024], *incl[256], *excl[256];
     dm_prepare_args pa = {.srcs = srcs, .incl = incl, .excl = excl};
-    int vocab_given = 0;
+    int vocab_given = 0, spread_asked = 0;
     int r, splits = 0;
     while ((r = dm_args_next(&a, "prepare")) > 0) {
         if (!a.name) {
@@ -131,6 +132,7 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
                 return EXIT_USAGE;
             }
             pa.val_tail = !strcmp(a.value, "tail");
+            spread_asked = !pa.val_tail;
         } else if (!strcmp(a.name, "--val-seed")) {
             if (dm_parse_u64(a.value, &pa.val_seed)) {
                 fprintf(stderr, "error: --val-seed expects a seed (an integer), got '%s'\n",
@@ -185,6 +187,11 @@ int dm_cmd_prepare(int argc, char **argv, const dm_job_io *io) {
         else
             dm_job_note(io, "prepare: vocab %d, the default (--vocab 256 keeps the bytes)\n",
                         pa.vocab);
+    }
+    if (spread_asked && (pa.tokenizer || pa.vocab > 256)) {
+        fprintf(stderr, "error: --val-split spread: token data validates on the tail (a "
+                "spread piece's edge could cut a character); --vocab 256 for bytes\n");
+        return EXIT_USAGE;
     }
     if (pa.tokenizer && pa.vocab == 256) {
         fprintf(stderr, "error: --vocab 256 is the bytes; it takes no --tokenizer\n");

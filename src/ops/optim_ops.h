@@ -33,14 +33,13 @@
 #include "ops/ops.h"
 
 /* p, m1, m2 [n] updated in place from g [n] (backends/cpu/kernels/optim.h: dm_adamw; with
- * cautious = 1 the decay only where the update and p agree in sign: dm_adamw_cautious) */
+ * cautious = 1 the decay only where the update and p agree in sign) */
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
                  float wd, float b1, float b2, float eps, long t, float gscale, int cautious);
 /* mom [n] in place; u [n] written when non-NULL (dm_momentum) */
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
                     float gscale);
-/* w [n] <- w decay - step x (dm_muon_apply); cautious = 1: w decayed only where x w >= 0
- * (dm_muon_apply_cautious) */
+/* w [n] <- w decay - step x (dm_muon_apply); cautious = 1: w decayed only where x w >= 0 */
 void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
                        int cautious);
 /* NorMuon: the n stacked slices x[n, rows, cols] (an orthogonalized update, rows the output
