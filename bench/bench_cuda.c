@@ -123,10 +123,10 @@ static int run(int op, bufs *b) {
                                     0.0f, b->s);
     case 10: return dm_cuda_swiglu_fwd(b->y, b->x, b->z, (size_t)NT * C, b->s);
     case 11: return dm_cuda_swiglu_bwd(b->dx, b->big, b->dy, b->x, b->z, (size_t)NT * C, b->s);
-    case 12: return dm_cuda_xent_fwd(b->r, (double *)b->work, b->x, b->tok, NT, V, b->s);
-    case 13: return dm_cuda_xent_bwd(b->dx, b->x, b->tok, NT, V, 1.0f / NT, b->s);
-    case 14: return dm_cuda_embed_fwd(b->y, b->tok, b->w, NT, C, b->s);
-    case 15: return dm_cuda_embed_bwd(b->dw, b->dy, b->tok, NT, C, b->s);
+    case 12: return dm_cuda_xent_fwd(b->r, (double *)b->work, b->x, b->tok, 1, NT, V, b->s);
+    case 13: return dm_cuda_xent_bwd(b->dx, b->x, b->tok, 1, NT, V, 1.0f / NT, b->s);
+    case 14: return dm_cuda_embed_fwd(b->y, b->tok, 1, b->w, NT, C, b->s);
+    case 15: return dm_cuda_embed_bwd(b->dw, b->dy, b->tok, 1, NT, C, V, b->s);
     case 16: return dm_cuda_add_inplace(b->y, b->x, (size_t)NT * C, b->s);
     case 17: return dm_cuda_bf16_from_f32(b->xb, b->x, (size_t)NT * C, b->s);
     case 18: return dm_cuda_matmul_fwd(b->blas, 0, b->big, b->x, b->big2, NULL, NT, C, MLP, b->s);
@@ -139,7 +139,7 @@ static int run(int op, bufs *b) {
                                               NT, C, C, b->s);
     case 24: /* the moments in big and big2: NT C floats each (a d2-sized AdamW share) */
         return dm_cuda_adamw(b->y, b->dy, b->big, b->big2, (size_t)NT * C, 1e-3f, 0.1f, 0.9f,
-                             0.95f, 1e-8f, 10, 1.0f, 0, b->s);
+                             0.95f, 1e-8f, 10, NULL, 0, b->s);
     case 25:
     case 26: {
         float abc[5][3];

@@ -203,26 +203,43 @@ static void act_body(void) {
     dfree_all();
 }
 
+/* N ids of width w (1, 2, 4 bytes) below V, as a model's batch holds them: a malloc'd array */
+static void *ids_of(int w, int N, int V, int salt) {
+    uint8_t *b = malloc((size_t)N * w);
+    for (int i = 0; i < N; i++) {
+        uint32_t v = (uint32_t)(((long)i * 37 + i / 7 + salt) % V);
+        if (i % 50 == 5) v = (uint32_t)V - 1; /* repeats, and the last row */
+        if (w == 1) b[i] = (uint8_t)v;
+        else if (w == 2) ((uint16_t *)b)[i] = (uint16_t)v;
+        else ((uint32_t *)b)[i] = v;
+    }
+    return b;
+}
+/* the vocabularies of bytes and of tokens (ids of 2 and 4 bytes) */
+static const struct { int w, V; } VOCABS[] = {{1, 256}, {2, 300}, {4, 1000}};
+
 /* ---- embedding ---- */
 static void embed_body(void) {
     enum { N = 301, C = 40 };
-    uint8_t tok[N];
-    for (int i = 0; i < N; i++) tok[i] = (uint8_t)((i * 37 + i / 7) % 256);
-    tok[5] = tok[6] = tok[200] = 255; /* repeats */
-    float *table = randn(256 * C, 6, 1.0f), *dout = randn(N * C, 7, 1.0f);
-    float *dt0 = randn(256 * C, 8, 1.0f);
-    float *out = t_alloc(N * C);
-    uint8_t *dtok = dput8(tok, N);
-    float *dtab = dput(table, 256 * C), *dev = dpoison(N * C);
-    dm_embed_fwd(out, tok, table, N, C);
-    CU(dm_cuda_embed_fwd(dev, dtok, dtab, N, C, NULL));
-    close_to("embed fwd", dev, out, N * C, F32);
-    float *ddt = dput(dt0, 256 * C), *ddo = dput(dout, N * C);
-    dm_embed_bwd(dt0, dout, tok, N, C);
-    CU(dm_cuda_embed_bwd(ddt, ddo, dtok, N, C, NULL));
-    close_to("embed bwd (accumulated)", ddt, dt0, 256 * C, F32);
-    free(table), free(dout), free(dt0), free(out);
-    dfree_all();
+    for (size_t k = 0; k < sizeof VOCABS / sizeof VOCABS[0]; k++) {
+        int w = VOCABS[k].w, V = VOCABS[k].V;
+        void *tok = ids_of(w, N, V, 0);
+        float *table = randn((size_t)V * C, 6, 1.0f), *dout = randn(N * C, 7, 1.0f);
+        float *dt0 = randn((size_t)V * C, 8, 1.0f);
+        float *out = t_alloc(N * C);
+        void *dtok = dput8(tok, (size_t)N * w);
+        float *dtab = dput(table, (size_t)V * C), *dev = dpoison(N * C);
+        dm_embed_fwd_ids(out, tok, w, table, N, C);
+        CU(dm_cuda_embed_fwd(dev, dtok, w, dtab, N, C, NULL));
+        printf("  ids of %d bytes, vocabulary %d:\n", w, V);
+        close_to("embed fwd", dev, out, N * C, F32);
+        float *ddt = dput(dt0, (size_t)V * C), *ddo = dput(dout, N * C);
+        dm_embed_bwd_ids(dt0, dout, tok, w, N, C);
+        CU(dm_cuda_embed_bwd(ddt, ddo, dtok, w, N, C, V, NULL));
+        close_to("embed bwd (accumulated)", ddt, dt0, (size_t)V * C, F32);
+        free(tok), free(table), free(dout), free(dt0), free(out);
+        dfree_all();
+    }
 }
 
 /* ---- RMSNorm ---- */
@@ -372,28 +389,33 @@ static void gate_body(void) {
 
 /* ---- cross-entropy ---- */
 static void xent_body(void) {
-    enum { N = 203, V = 256 };
-    float *lg = randn((size_t)N * V, 31, 3.0f), *loss = t_alloc(N), *dl = t_alloc((size_t)N * V);
-    uint8_t t[N];
-    for (int i = 0; i < N; i++) t[i] = (uint8_t)((i * 101 + 7) % V);
-    float *d_lg = dput(lg, (size_t)N * V), *d_loss = dpoison(N);
-    uint8_t *d_t = dput8(t, N);
-    double *d_mean = dalloc(sizeof(double)), mean = NAN;
-    double cpu_mean = dm_xent_fwd(loss, lg, t, N, V);
-    CU(dm_cuda_xent_fwd(d_loss, d_mean, d_lg, d_t, N, V, NULL));
-    close_to("xent fwd losses", d_loss, loss, N, F32);
-    CU(dm_cuda_sync(NULL));
-    CU(dm_cuda_download(&mean, d_mean, sizeof mean, NULL));
-    printf("  xent mean gpu %.9f cpu %.9f\n", mean, cpu_mean);
-    CHECKF(fabs(mean - cpu_mean) <= 1e-5 * fabs(cpu_mean), "mean %.9g vs %.9g", mean, cpu_mean);
-    float *d_dl = dpoison((size_t)N * V);
-    dm_xent_bwd(dl, lg, t, N, V, 1.0f / N);
-    CU(dm_cuda_xent_bwd(d_dl, d_lg, d_t, N, V, 1.0f / N, NULL));
-    close_to("xent bwd", d_dl, dl, (size_t)N * V, F32);
-    CU(dm_cuda_xent_bwd(d_lg, d_lg, d_t, N, V, 1.0f / N, NULL));
-    close_to("xent bwd in place", d_lg, dl, (size_t)N * V, F32);
-    free(lg), free(loss), free(dl);
-    dfree_all();
+    enum { N = 203 };
+    for (size_t k = 0; k < sizeof VOCABS / sizeof VOCABS[0]; k++) {
+        int w = VOCABS[k].w, V = VOCABS[k].V;
+        float *lg = randn((size_t)N * V, 31, 3.0f), *loss = t_alloc(N);
+        float *dl = t_alloc((size_t)N * V);
+        void *t = ids_of(w, N, V, 7);
+        float *d_lg = dput(lg, (size_t)N * V), *d_loss = dpoison(N);
+        void *d_t = dput8(t, (size_t)N * w);
+        double *d_mean = dalloc(sizeof(double)), mean = NAN;
+        double cpu_mean = dm_xent_fwd_ids(loss, lg, t, w, N, V);
+        CU(dm_cuda_xent_fwd(d_loss, d_mean, d_lg, d_t, w, N, V, NULL));
+        printf("  ids of %d bytes, vocabulary %d:\n", w, V);
+        close_to("xent fwd losses", d_loss, loss, N, F32);
+        CU(dm_cuda_sync(NULL));
+        CU(dm_cuda_download(&mean, d_mean, sizeof mean, NULL));
+        printf("  xent mean gpu %.9f cpu %.9f\n", mean, cpu_mean);
+        CHECKF(fabs(mean - cpu_mean) <= 1e-5 * fabs(cpu_mean), "mean %.9g vs %.9g", mean,
+               cpu_mean);
+        float *d_dl = dpoison((size_t)N * V);
+        dm_xent_bwd_yb_ids(dl, NULL, lg, t, w, N, V, 1.0f / N);
+        CU(dm_cuda_xent_bwd(d_dl, d_lg, d_t, w, N, V, 1.0f / N, NULL));
+        close_to("xent bwd", d_dl, dl, (size_t)N * V, F32);
+        CU(dm_cuda_xent_bwd(d_lg, d_lg, d_t, w, N, V, 1.0f / N, NULL));
+        close_to("xent bwd in place", d_lg, dl, (size_t)N * V, F32);
+        free(lg), free(loss), free(dl), free(t);
+        dfree_all();
+    }
 }
 
 /* ---- the dense layer's three products (f32 or bf16 operands) ---- */
@@ -636,7 +658,23 @@ static void optim_body(void) {
     CU(dm_cuda_download(&sum, d_out, sizeof sum, NULL));
     printf("  sum of squares gpu %.17g ref %.17g\n", sum, ref);
     CHECKF(fabs(sum - ref) <= 1e-12 * ref, "sum of squares %.17g vs %.17g", sum, ref);
+    /* the norm and the clipping factor, left in device memory: a threshold below the norm
+     * scales by threshold / norm, one above it (or none) by 1 */
+    for (int k = 0; k < 3; k++) {
+        float clip = k == 0 ? 0.0f : k == 1 ? (float)(0.5 * sqrt(ref)) : (float)(2 * sqrt(ref));
+        float *d_gsc = dalloc(sizeof(float)), gsc = NAN;
+        CU(dm_cuda_grad_norm(d_out, d_gsc, dput(g, n), n, clip,
+                             dalloc(DM_CUDA_SUMSQ_BLOCKS * sizeof(double)), NULL));
+        CU(dm_cuda_sync(NULL));
+        CU(dm_cuda_download(&sum, d_out, sizeof sum, NULL));
+        CU(dm_cuda_download(&gsc, d_gsc, sizeof gsc, NULL));
+        float want = k == 1 ? (float)((double)clip / sqrt(ref)) : 1.0f;
+        CHECKF(fabs(sum - sqrt(ref)) <= 1e-12 * sqrt(ref) && fabsf(gsc - want) <= 1e-6f * want,
+               "grad norm (clip %g): %.17g vs %.17g, factor %.9g vs %.9g", clip, sum, sqrt(ref),
+               gsc, want);
+    }
     const float lr = 0.01f, wd = 0.1f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, gs = 0.5f;
+    const float *d_gs = dput(&gs, 1); /* the clipping factor, as grad_norm leaves it */
     double *pd = t_allocd(n), *m1 = t_allocd(n), *m2 = t_allocd(n);
     for (int cautious = 0; cautious < 2; cautious++) { /* plain and cautious decay */
         t_to_double(pd, p, n);
@@ -645,7 +683,7 @@ static void optim_body(void) {
         CU(dm_cuda_zero(d_m1, 4 * n, NULL));
         CU(dm_cuda_zero(d_m2, 4 * n, NULL));
         for (long t = 1; t <= 3; t++) {
-            CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, lr, wd, b1, b2, eps, t, gs, cautious,
+            CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, lr, wd, b1, b2, eps, t, d_gs, cautious,
                              NULL));
             double k1 = 1.0 / (1.0 - pow(b1, (double)t)), k2 = 1.0 / (1.0 - pow(b2, (double)t));
             for (size_t i = 0; i < n; i++) {
@@ -671,7 +709,7 @@ static void optim_body(void) {
     CU(dm_cuda_zero(d_mom, 4 * n, NULL));
     for (size_t i = 0; i < n; i++) m1[i] = 0.0;
     for (int it = 0; it < 2; it++) {
-        CU(dm_cuda_muon_momentum(d_mom, d_g, d_u, n, beta, gs, NULL));
+        CU(dm_cuda_muon_momentum(d_mom, d_g, d_u, n, beta, d_gs, NULL));
         for (size_t i = 0; i < n; i++) {
             double gi = (double)g[i] * gs;
             m1[i] = beta * m1[i] + (1.0 - beta) * gi;
@@ -732,7 +770,7 @@ static int chain(dm_cuda_stream s, float *y, float *r, float *h, float *out, dou
     int e = dm_cuda_rmsnorm_fwd(y, r, x, w, N, C, 1e-5f, s);
     if (!e) e = dm_cuda_silu_fwd(h, y, (size_t)N * C, s);
     if (!e) e = dm_cuda_matmul_fwd(blas(), 0, out, h, W, NULL, N, C, 256, s);
-    if (!e) e = dm_cuda_xent_fwd(loss, mean, out, t, N, 256, s);
+    if (!e) e = dm_cuda_xent_fwd(loss, mean, out, t, 1, N, 256, s);
     return e;
 }
 static void graph_body(void) {

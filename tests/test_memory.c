@@ -192,7 +192,7 @@ TEST(checkpointing_plan_rules) {
         for (int mode = 0; mode < 3; mode++) {
             c.checkpointing = mode;
             dm_plan p;
-            dm_plan_make(&p, &c);
+            dm_plan_make(&p, &c, 0);
             int kept = 0;
             for (int s = 0; s < DM_NSTEPS; s++) {
                 int out = p.cls[s] == DM_SC_OUT;
@@ -217,7 +217,7 @@ TEST(checkpointing_plan_rules) {
          * The head's logits stay in the workspace from its forward to its backward */
         c.checkpointing = DM_CKPT_BALANCED;
         dm_plan p;
-        dm_plan_make(&p, &c);
+        dm_plan_make(&p, &c, 0);
         CHECK(p.keep[DM_S_F] == (mx == 1) && p.keep[DM_S_Z] == (mx == 1));
         CHECK(p.keep[DM_S_F1] == (mx == 1) && p.keep[DM_S_Z1] == (mx == 1));
         CHECK(p.keep[DM_S_QKV] && p.keep[DM_S_CORE] && p.keep[DM_S_UP] && !p.keep[DM_S_LOGITS]);

@@ -224,16 +224,22 @@ TEST(optim_ops_are_their_kernels) {
     t_fill_normal(m1, n, 3, 0.1f), t_fill_normal(m2, n, 4, 0.1f);
     for (size_t i = 0; i < n; i++) m2[i] = m2[i] * m2[i];
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
-    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
+    const float half = 0.5f; /* the clipping factor: host memory is the cpu's */
+    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, &half, 0);
     dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
-    dm_op_momentum(&ops, m1, u, g, n, 0.95f, 0.5f);
+    dm_op_momentum(&ops, m1, u, g, n, 0.95f, &half);
     dm_momentum(q1, w, q1, g, n, 0.95f, 0.5f);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
     dm_op_muon_update(&ops, p, u, n, 0.999f, 2e-2f, 0);
     dm_muon_apply(q, q, w, n, 0.999f, 2e-2f, 0);
     CHECK(!memcmp(p, q, n * 4));
-    CHECK(dm_op_grad_norm(&ops, g, n) == dm_grad_norm2(g, n));
+    double gn = NAN;
+    float clip_f = NAN;
+    dm_op_grad_norm(&ops, &gn, &clip_f, g, n, 1.0f);
+    CHECK(gn == dm_grad_norm2(g, n) && gn > 1.0 && clip_f == (float)(1.0 / gn));
+    dm_op_grad_norm(&ops, &gn, &clip_f, g, n, 0.0f); /* no clipping: the factor 1 */
+    CHECK(gn == dm_grad_norm2(g, n) && clip_f == 1.0f);
     dm_op_grad_add(&ops, m1, g, n, 0);
     dm_grad_add(q1, q1, g, n, 0);
     dm_op_grad_mean(&ops, u, m1, n, 3);
@@ -241,7 +247,7 @@ TEST(optim_ops_are_their_kernels) {
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
     /* the cautious forms (cautious_wd) are their kernels too */
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
-    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
+    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, &half, 1);
     dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
     dm_op_muon_update(&ops, p, u, n, 0.99f, 2e-2f, 1);

@@ -66,7 +66,9 @@ int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c,
     s->batch = malloc((size_t)s->A * s->B * (s->T + 1) * (size_t)dm_id_width(c->vocab));
     s->losses = malloc(sizeof(float) * (size_t)s->A);
     s->loss_off = malloc(sizeof(size_t) * (size_t)(s->N + 1));
-    if (!s->batch || !s->losses || !s->loss_off) {
+    s->dloss = dm_backend_alloc(dm_model_backend(m), sizeof(double) * (size_t)s->local);
+    s->hloss = malloc(sizeof(double) * (size_t)s->local);
+    if (!s->batch || !s->losses || !s->loss_off || !s->dloss || !s->hloss) {
         snprintf(err, errlen, "out of memory: a step of %d x %d sequences of %d bytes", s->A,
                  s->B, s->T + 1);
         return 1;
@@ -80,6 +82,8 @@ void dm_stepper_free(dm_stepper *s) {
     free(s->batch);
     free(s->losses);
     free(s->loss_off);
+    if (s->m) dm_backend_release(dm_model_backend(s->m), s->dloss);
+    free(s->hloss);
     *s = (dm_stepper){0};
 }
 
@@ -103,12 +107,18 @@ int dm_stepper_step(dm_stepper *s, const void *batch, long opt_step, dm_step_out
     float *mine = s->losses + s->loss_off[s->rank];
     int rc = 0;
     /* the gradient sum and the optimizer run through ops and the backend's copies: no
-     * host access to the model's memory here */
+     * host access to the model's memory here; the losses and the gradient norm stay in
+     * the backend's memory until the step's end reads them */
     dm_backend *be = dm_model_backend(s->m);
     for (int j = 0; j < s->local; j++) {
         int mb = j * s->N + s->rank; /* the global micro-batch */
         double t1 = dm_now();
-        mine[j] = dm_model_forward(s->m, ids + (size_t)mb * s->B * seq, s->B, s->T, NULL);
+        if (dm_model_forward_queued(s->m, ids + (size_t)mb * s->B * seq, s->B, s->T)) {
+            double nan = NAN; /* no memory for the batch: a loss that is not a number */
+            dm_backend_from_host(be, s->dloss + j, &nan, sizeof nan);
+        } else {
+            dm_backend_copy(be, s->dloss + j, dm_model_loss_mem(s->m), sizeof(double));
+        }
         dm_backend_sync(be); /* the times below are of work done */
         double t2 = dm_now();
         dm_model_zero_grad(s->m);
@@ -120,14 +130,18 @@ int dm_stepper_step(dm_stepper *s, const void *batch, long opt_step, dm_step_out
     }
     double t3 = dm_now();
     rc |= dm_gradsum_finish(s->gs);
+    double t4 = dm_now();
+    out->t_bwd += t4 - t3;
+    if (!rc) rc |= dm_optim_step_queued(s->opt, s->m, opt_step);
+    dm_backend_sync(be);
+    out->t_opt = dm_now() - t4;
+    /* the step's one read of the backend: its losses and gradient norm */
+    dm_backend_to_host(be, s->hloss, s->dloss, sizeof(double) * (size_t)s->local);
+    out->gnorm = rc ? NAN : dm_optim_norm(s->opt);
+    for (int j = 0; j < s->local; j++) mine[j] = (float)s->hloss[j];
     rc |= dm_comm_allgather(s->comm, s->losses, s->loss_off, sizeof(float));
     double sum = 0; /* in micro-batch order: m = j N + r sits at r * local + j */
     for (int mb = 0; mb < s->A; mb++) sum += (double)s->losses[(mb % s->N) * s->local + mb / s->N];
     out->loss = (float)(sum / s->A);
-    double t4 = dm_now();
-    out->t_bwd += t4 - t3;
-    out->gnorm = rc ? NAN : dm_optim_step(s->opt, s->m, opt_step);
-    dm_backend_sync(be);
-    out->t_opt = dm_now() - t4;
     return rc || dm_comm_error(s->comm)[0] ? 1 : 0;
 }

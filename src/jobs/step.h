@@ -28,6 +28,9 @@ typedef struct {
     uint8_t *batch;              /* [A * B, T + 1] the step's sequences: ids of
                                     dm_id_width(vocab) bytes */
     float *losses;               /* [A] by rank, then local index (the all-gather's order) */
+    double *dloss, *hloss;       /* [local] this rank's micro-batch losses: in the backend's
+                                    memory as the forwards leave them, then read once per
+                                    step into the host's */
     size_t *loss_off;            /* [N + 1] */
 } dm_stepper;
 

@@ -14,5 +14,11 @@ struct dm_backend *dm_model_backend(const dm_model *m);
  * backend's calls (offset by a tensor's offset), never to dereference outside them. */
 float *dm_model_param_mem(dm_model *m);
 float *dm_model_grad_mem(dm_model *m);
+/* dm_model_forward without reading the loss: the batch's mean loss is left in the double of
+ * the backend's memory that dm_model_loss_mem returns (its value until the next forward),
+ * so a step waits for the backend only when its caller reads it. 0; 1 when the batch's
+ * memory could not be reserved. */
+int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T);
+const double *dm_model_loss_mem(const dm_model *m);
 
 #endif

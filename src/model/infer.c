@@ -131,8 +131,7 @@ void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
         dm_op_matmul_fwd(ops, s->o, s->xn, P + o->w_b, NULL, 1, D, H);
         dm_op_sigmoid_fwd(ops, s->beta, s->o, H);
         dm_delta_dims dd = dm_core_dims(c, 1, 1);
-        dm_op_delta_fwd(ops, &dd, s->q, s->k, s->v, s->g, s->beta, s->S[l], s->o, s->S2, NULL,
-                        NULL, 1);
+        dm_op_delta_fwd(ops, &dd, s->q, s->k, s->v, s->g, s->beta, s->S[l], s->o, s->S2, NULL);
         dm_backend_copy(s->be, s->S[l], s->S2, (size_t)H * dh * dh * sizeof(float));
         if (kda) {
             dm_op_matmul_fwd(ops, s->z1, s->xn, P + o->w_g1, NULL, 1, D, R);

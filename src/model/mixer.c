@@ -73,8 +73,7 @@ void dm_mixer_step(dm_model *m, int l, int step) {
     /* the delta-rule core */
     case DM_S_CORE: {
         dm_delta_dims dd = dm_core_dims(c, B, T);
-        dm_op_delta_fwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved,
-                        m->s.delta_work, m->nthreads);
+        dm_op_delta_fwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->o, NULL, a->saved);
         break;
     }
     /* output gate, per-head norm, output projection */
@@ -132,7 +131,7 @@ void dm_mixer_bwd(dm_model *m, int l) {
     /* the delta-rule core */
     dm_delta_dims dd = dm_core_dims(c, B, T);
     dm_op_delta_bwd(ops, &dd, a->qh, a->kh, a->v, a->g, a->beta, NULL, a->saved, s->do_, NULL,
-                    s->dq, s->dk, s->dv, s->dg, s->dbeta, NULL, s->delta_work, m->nthreads);
+                    s->dq, s->dk, s->dv, s->dg, s->dbeta, NULL);
 
     /* beta = sigmoid(W_b x) */
     dm_op_sigmoid_bwd(ops, s->dbeta, s->dbeta, a->beta, (size_t)N * H);

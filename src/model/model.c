@@ -4,7 +4,6 @@
  * Forward/backward of the network: network.c and mixer.c. */
 #include <limits.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +147,6 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     }
     m->cfg = *cfg;
     dm_network_forget_ws(m);
-    dm_plan_make(&m->plan, cfg);
     dm_ops_init(&m->ops, cfg);
     if (!(m->be = dm_backend_create(cfg->backend, cfg->device, err, errlen))) goto fail;
     dm_ops_bind(&m->ops, m->be);
@@ -160,8 +158,9 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
     size_t pbytes = m->n_params * sizeof(float);
     m->params = dm_backend_alloc(m->be, pbytes);
     m->grads = dm_backend_alloc(m->be, pbytes);
+    m->loss_mem = dm_backend_alloc(m->be, sizeof(double));
     float *init = m->params ? dm_backend_map(m->be, m->params, pbytes, 0) : NULL;
-    if (!m->params || !m->grads || !init) {
+    if (!m->params || !m->grads || !m->loss_mem || !init) {
         if (err)
             snprintf(err, errlen, "out of memory: %zu parameters and their gradients need %.1f MiB",
                      m->n_params, 2.0 * m->n_params * sizeof(float) / (1 << 20));
@@ -184,7 +183,7 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
                      m->policy.delta_why ? m->policy.delta_why : "the backend has none");
         goto fail;
     }
-    m->plan.bf16 = m->policy.prec.matmul_bf16;
+    dm_plan_make(&m->plan, cfg, m->policy.prec.matmul_bf16);
     if (m->policy.prec.matmul_bf16) {
         if (dm_ops_reserve_bf16_weights(&m->ops, m->n_params)) {
             if (err)
@@ -215,6 +214,7 @@ void dm_model_free(dm_model *m) {
     if (m->be) {
         dm_backend_release(m->be, m->params);
         dm_backend_release(m->be, m->grads);
+        dm_backend_release(m->be, m->loss_mem);
         dm_backend_release(m->be, m->arena);
         dm_backend_release(m->be, m->vroom);
         dm_backend_release(m->be, m->inp);
@@ -259,6 +259,7 @@ const dm_tensor *dm_model_find(const dm_model *m, const char *name) {
 dm_backend *dm_model_backend(const dm_model *m) { return m->be; }
 float *dm_model_param_mem(dm_model *m) { return m->params; }
 float *dm_model_grad_mem(dm_model *m) { return m->grads; }
+const double *dm_model_loss_mem(const dm_model *m) { return m->loss_mem; }
 const char *dm_model_backend_name(const dm_model *m) { return m->be->name; }
 float *dm_model_params(dm_model *m) { return dm_backend_host_view(m->be, m->params); }
 float *dm_model_grads(dm_model *m) { return dm_backend_host_view(m->be, m->grads); }
@@ -316,10 +317,11 @@ int dm_model_set(dm_model *m, const char *name, const float *src, size_t n, char
 static int verify_room(dm_model *m) {
     m->s.norm_scratch = m->arena_norm_scratch;
     m->s.delta_work = m->arena_delta_work;
+    m->s.delta_work_n = m->arena_delta_work_n;
+    dm_ops_set_scratch(&m->ops, m->s.delta_work, m->s.delta_work_n);
     if (!m->ops.verify || !m->arena) return 0;
     size_t norm_off, delta_off;
-    size_t n = dm_plan_verify_room(&m->cfg, m->lay_B, m->lay_T, m->nthreads, &norm_off,
-                                   &delta_off);
+    size_t n = dm_plan_verify_room(&m->cfg, &m->ops, m->lay_B, m->lay_T, &norm_off, &delta_off);
     if (n > m->vroom_floats) {
         dm_backend_release(m->be, m->vroom);
         m->vroom = dm_backend_alloc(m->be, n * sizeof(float));
@@ -330,14 +332,36 @@ static int verify_room(dm_model *m) {
         }
     }
     m->s.norm_scratch = m->vroom + norm_off;
-    m->s.delta_work = m->vroom + delta_off;
+    m->s.delta_work = m->vroom + delta_off; /* the room's last region */
+    m->s.delta_work_n = n - delta_off;
+    dm_ops_set_scratch(&m->ops, m->s.delta_work, m->s.delta_work_n);
     return 0;
+}
+
+/* The op layer and policy a memory plan of no model sizes with: the host backend's
+ * decisions for config c (what a cpu model of c decides) on nthreads threads. */
+static void host_policy(const dm_config *c, int nthreads, dm_ops *ops, dm_policy *pol) {
+    char err[256];
+    dm_ops_init(ops, c);
+    dm_delta_dims core = dm_core_dims(c, 1, 1);
+    const dm_backend_reg *host = dm_backend_reg_of(DM_BACKEND_AUTO);
+    *pol = (dm_policy){0};
+    if (host && host->vt && host->vt->policy)
+        host->vt->policy(NULL, c, ops, &core, pol, err, sizeof err); /* a refusal: the
+                                                                         record stands */
+    pol->threads = nthreads < 1 ? 1 : nthreads;
+    ops->policy = pol;
 }
 
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads) {
     dm_plan p;
-    dm_plan_make(&p, cfg);
-    return dm_plan_layout(cfg, &p, B, T, nthreads, NULL, NULL, NULL) * sizeof(float);
+    dm_ops ops;
+    dm_policy pol;
+    host_policy(cfg, nthreads, &ops, &pol);
+    dm_plan_make(&p, cfg, pol.prec.matmul_bf16);
+    size_t n = dm_plan_layout(cfg, &p, &ops, B, T, NULL, NULL, NULL);
+    dm_ops_free(&ops);
+    return n * sizeof(float);
 }
 
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
@@ -352,14 +376,13 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
                      "op takes", B, T, BT, m->cfg.n_head, INT_MAX);
         return 1;
     }
-    int nthreads = omp_get_max_threads();
-    if (nthreads < m->nthreads) nthreads = m->nthreads; /* scratch never shrinks */
+    int nthreads = dm_ops_threads(&m->ops); /* the policy's */
     if (!(m->arena && B == m->lay_B && T == m->lay_T && nthreads == m->nthreads)) {
         /* the regions depend on B and T separately (the chunked core keeps state per
          * chunk), so every new shape is laid out anew; the memory only grows */
         m->have_forward = 0;
         dm_network_forget_ws(m);
-        size_t n = dm_plan_layout(&m->cfg, &m->plan, B, T, nthreads, NULL, NULL, NULL);
+        size_t n = dm_plan_layout(&m->cfg, &m->plan, &m->ops, B, T, NULL, NULL, NULL);
         if (!m->act) m->act = calloc((size_t)m->cfg.n_layer, sizeof *m->act);
         if (n > m->arena_floats) {
             dm_backend_release(m->be, m->arena);
@@ -382,12 +405,13 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
             return 1;
         }
         dm_arena_ptrs ptrs = {.act = m->act};
-        dm_plan_layout(&m->cfg, &m->plan, B, T, nthreads, m->arena, &ptrs, &m->sizes);
+        dm_plan_layout(&m->cfg, &m->plan, &m->ops, B, T, m->arena, &ptrs, &m->sizes);
         m->x_final = ptrs.x_final;
         m->head = ptrs.head;
         m->s = ptrs.s;
         m->arena_norm_scratch = m->s.norm_scratch;
         m->arena_delta_work = m->s.delta_work;
+        m->arena_delta_work_n = m->s.delta_work_n;
         m->lay_B = B;
         m->lay_T = T;
         m->nthreads = nthreads;
@@ -399,8 +423,8 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
     return 0;
 }
 
-float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *logits) {
-    if (dm_model_reserve(m, B, T, NULL, 0)) return NAN;
+int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T) {
+    if (dm_model_reserve(m, B, T, NULL, 0)) return 1;
     size_t w = (size_t)dm_id_width(m->cfg.vocab);
     const uint8_t *ids = tokens;
     for (int b = 0; b < B; b++) { /* the batch to the backend */
@@ -414,10 +438,17 @@ float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *log
         dm_ops_set_weights(&m->ops, m->params, m->n_params);
     m->B = B;
     m->T = T;
-    float loss = dm_network_fwd(m);
-    if (logits) dm_network_logits(m, logits);
+    dm_network_fwd(m);
     m->have_forward = 1;
-    return loss;
+    return 0;
+}
+
+float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *logits) {
+    if (dm_model_forward_queued(m, tokens, B, T)) return NAN;
+    if (logits) dm_network_logits(m, logits);
+    double loss;
+    dm_backend_to_host(m->be, &loss, m->loss_mem, sizeof loss); /* waits for the backend */
+    return (float)loss;
 }
 
 void dm_model_backward(dm_model *m) {
@@ -458,8 +489,12 @@ int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *me
     } else {
         dm_plan p;
         dm_arena_sizes sz;
-        dm_plan_make(&p, c);
-        dm_plan_layout(c, &p, B, T, nthreads < 1 ? 1 : nthreads, NULL, NULL, &sz);
+        dm_ops ops;
+        dm_policy pol;
+        host_policy(c, nthreads, &ops, &pol);
+        dm_plan_make(&p, c, pol.prec.matmul_bf16);
+        dm_plan_layout(c, &p, &ops, B, T, NULL, NULL, &sz);
+        dm_ops_free(&ops);
         memory_of(&p, m->n_params, &sz, B, T, mem);
     }
     free(tb.kinds);

@@ -36,6 +36,7 @@ struct dm_model {
     size_t n_params;
     dm_backend *be;            /* where params, grads, the arena and the optimizer's state
                                   live (ops/backend.h); host code copies through it */
+    double *loss_mem;          /* the last forward's mean loss, in the backend's memory */
     float *params, *grads;     /* the backend's memory; the bf16 copy of the weights the
                                   bf16 products read is the op layer's (made at each forward,
                                   once per step, when the precision record says bf16) */
@@ -64,6 +65,7 @@ struct dm_model {
     float *vroom;
     size_t vroom_floats;
     float *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
+    size_t arena_delta_work_n;
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */
     dm_policy policy;          /* the execution policy (ops/policy.h), decided once at
@@ -94,7 +96,7 @@ void dm_mixer_bwd(dm_model *m, int l);
 
 /* network.c: the forward of the batch in m->inp / m->tgt (m->B x m->T), every unit's steps
  * in order; the backward, each unit's recomputed steps (plan) before its own backward. */
-float dm_network_fwd(dm_model *m);
+void dm_network_fwd(dm_model *m); /* the mean loss into m->loss_mem */
 void dm_network_bwd(dm_model *m);
 /* The logits [N,V] of the last forward to the host (the fused head: made again, R rows
  * at a time). */

@@ -78,7 +78,7 @@ static void ws_written(dm_model *m, int u, int k) {
         if (j != k && dm_plan_ws_overlap(&m->sizes, j, k)) m->ws_holds[j] = -1;
 }
 
-float dm_network_fwd(dm_model *m) {
+void dm_network_fwd(dm_model *m) {
     const dm_config *c = &m->cfg;
     int L = c->n_layer, N = m->B * m->T, D = c->d_model;
     /* x_in of layer 0 (or x_final when there are no layers) holds the embeddings */
@@ -92,9 +92,9 @@ float dm_network_fwd(dm_model *m) {
     }
     int R = dm_plan_head_rows(c, (size_t)N);
     if (R)
-        return (float)dm_op_head_xent_fwd(&m->ops, NULL, m->head.xnf, m->params + m->lm_head,
-                                          m->tgt, w, m->head.logits, N, D, V, R);
-    return (float)dm_op_xent_fwd_ids(&m->ops, NULL, m->head.logits, m->tgt, w, N, V);
+        dm_op_head_xent_fwd(&m->ops, m->loss_mem, NULL, m->head.xnf, m->params + m->lm_head,
+                            m->tgt, w, m->head.logits, N, D, V, R);
+    else dm_op_xent_fwd_ids(&m->ops, m->loss_mem, NULL, m->head.logits, m->tgt, w, N, V);
 }
 
 void dm_network_logits(dm_model *m, float *logits) {

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "ops/ops.h"
-#include "ops/precision.h"
 
 const dm_step_def dm_step_defs[DM_NSTEPS] = {
     [DM_S_NORM1] = {"norm1", DM_UNIT_MIXER, DM_SC_MEMORY},
@@ -104,12 +103,10 @@ static const tensor_def TENSORS[] = {
 #undef H_
 #define NTENSORS ((int)(sizeof TENSORS / sizeof TENSORS[0]))
 
-void dm_plan_make(dm_plan *p, const dm_config *c) {
+void dm_plan_make(dm_plan *p, const dm_config *c, int bf16) {
     memset(p, 0, sizeof *p);
     p->mode = c->checkpointing;
-    dm_ops ops; /* the settings only: the CPU's bf16 */
-    dm_ops_init(&ops, c);
-    p->bf16 = dm_precision_matmul(c->precision, ops.bf16_why);
+    p->bf16 = bf16 != 0;
     for (int s = 0; s < DM_NSTEPS; s++) {
         int cls = dm_step_defs[s].cls;
         /* GDN's gate and output gate read the normed input itself (W_a x, W_z x) */
@@ -205,7 +202,7 @@ static char *unit_struct(dm_arena_ptrs *out, int u, int L) {
     return u == 2 * L ? (char *)&out->head : (char *)&out->act[u / 2];
 }
 
-size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nthreads,
+size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, int B, int T,
                       float *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
     int L = c->n_layer, bf16 = p->bf16, kda = c->mixer == DM_MIXER_KDA;
     size_t N = (size_t)B * T, D = c->d_model, H = c->n_head, HD = H * c->head_dim;
@@ -217,10 +214,8 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
         memset(&out->s, 0, sizeof out->s);
     }
     bump b = {base, 0};
-    dm_ops ops; /* the settings only: which path of the delta core runs */
-    dm_ops_init(&ops, c);
     dm_delta_dims dd = dm_core_dims(c, B, T);
-    size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 0, &saved);
+    size_t saved, work = dm_ops_delta_work(ops, &dd, dm_ops_threads(ops), 0, &saved);
 
     /* the residual stream: every unit's input */
     for (int l = 0; l < L; l++) {
@@ -302,6 +297,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
     s.dr = take(&b, kda ? N * R : 0);
     s.dmix_b = (uint16_t *)take(&b, bf16 ? (N * HD + 1) / 2 : 0);
     s.delta_work = take(&b, work);
+    s.delta_work_n = work;
     if (b.used < mlp_end) b.used = mlp_end;
     if (out) out->s = s;
     if (sz) {
@@ -310,7 +306,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nt
         for (int k = 0; k < DM_UNIT_KINDS; k++)
             sz->ws_lo[k] = lo[k], sz->ws_hi[k] = lo[k] + ws_size[k];
         sz->scratch = b.used - s0;
-        sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, B, T, nthreads, NULL, NULL) : 0;
+        sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, ops, B, T, NULL, NULL) : 0;
     }
     return b.used;
 }
@@ -323,13 +319,11 @@ int dm_plan_head_rows(const dm_config *c, size_t N) {
     return R ? (int)R : 1;
 }
 
-size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_t *norm_off,
-                           size_t *delta_off) {
+size_t dm_plan_verify_room(const dm_config *c, const dm_ops *ops, int B, int T,
+                           size_t *norm_off, size_t *delta_off) {
     size_t N = (size_t)B * T, D = c->d_model, HD = (size_t)c->n_head * c->head_dim;
-    dm_ops ops;
-    dm_ops_init(&ops, c);
     dm_delta_dims dd = dm_core_dims(c, B, T);
-    size_t saved, work = dm_ops_delta_work(&ops, &dd, nthreads, 1, &saved);
+    size_t saved, work = dm_ops_delta_work(ops, &dd, dm_ops_threads(ops), 1, &saved);
     bump b = {NULL, 0};
     if (norm_off) *norm_off = b.used;
     take(&b, 2 * N * (D > HD ? D : HD));

@@ -35,6 +35,8 @@
 
 #include "dormouse.h"
 
+struct dm_ops;
+
 enum { DM_UNIT_MIXER, DM_UNIT_MLP, DM_UNIT_HEAD, DM_UNIT_KINDS };
 
 /* The steps of each kind of unit, in forward order (a kind's steps are contiguous). */
@@ -84,9 +86,9 @@ typedef struct {
  * = key dim = head_dim, the GDN flag from the mixer, the query scale 1/sqrt(head_dim). */
 dm_delta_dims dm_core_dims(const dm_config *c, int B, int T);
 
-/* The plan of c (its checkpointing key and mixer; bf16 by the precision rule on this CPU,
- * which a model overwrites with its record). */
-void dm_plan_make(dm_plan *p, const dm_config *c);
+/* The plan of c (its checkpointing key and mixer) with bf16 copies of the products'
+ * inputs when bf16 (the policy's matmul precision: ops/policy.h). */
+void dm_plan_make(dm_plan *p, const dm_config *c, int bf16);
 /* Units of a model with L layers: 2L + 1. Unit u's kind: */
 static inline int dm_unit_kind(int u, int n_layer) {
     return u == 2 * n_layer ? DM_UNIT_HEAD : u % 2 ? DM_UNIT_MLP : DM_UNIT_MIXER;
@@ -146,7 +148,9 @@ typedef struct {
     float *do_, *dz, *dop;      /* [N,HD] */
     float *dr;                  /* [N,R] (KDA) */
     float *da, *db, *dh;        /* [N,F] */
-    float *delta_work;          /* delta-rule core scratch of the path the settings pick */
+    float *delta_work;          /* the op layer's scratch (dm_ops_set_scratch): the delta
+                                   core's, of the path the settings pick */
+    size_t delta_work_n;        /* its floats */
     float *norm_scratch;        /* [2*N*max(D,HD)] the composed norms' intermediates, when
                                    norm_impl=reference (else NULL: the fused norms need none) */
     /* bf16 copies of output gradients, made by their producers for the matmul backward
@@ -179,10 +183,12 @@ typedef struct {
     dm_scratch s;
 } dm_arena_ptrs;
 
-/* Lay out the arena of plan p for B sequences of T bytes on nthreads threads from base
- * (NULL: only count; out may then be NULL). Returns the floats needed, by region in sz. */
-size_t dm_plan_layout(const dm_config *c, const dm_plan *p, int B, int T, int nthreads,
-                      float *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
+/* Lay out the arena of plan p for B sequences of T tokens from base (NULL: only count;
+ * out may then be NULL), the delta core's scratch as the backend of the op layer `ops`
+ * sizes it for its threads (dm_ops_delta_work, dm_ops_threads). Returns the floats
+ * needed, by region in sz. */
+size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const struct dm_ops *ops, int B,
+                      int T, float *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
 /* The rows R of the fused head's chunk (ops/seq.h head_xent) for N rows: token
  * vocabularies (vocab above 256) hold their logits R x V at a time, R at most 256 and
  * R x V at most 2^21 floats (8 MiB), never 0 (a vocabulary above 2^21: one row); 0 for
@@ -192,7 +198,7 @@ int dm_plan_head_rows(const dm_config *c, size_t N);
 /* The verify room (floats): what verify mode's second implementations need beside the
  * arena (the reference delta core's work, the composed norms' scratch); the offsets of
  * the two in it. */
-size_t dm_plan_verify_room(const dm_config *c, int B, int T, int nthreads, size_t *norm_off,
-                           size_t *delta_off);
+size_t dm_plan_verify_room(const dm_config *c, const struct dm_ops *ops, int B, int T,
+                           size_t *norm_off, size_t *delta_off);
 
 #endif

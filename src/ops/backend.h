@@ -87,8 +87,9 @@ typedef struct dm_backend_vt {
      * kernels; NULL: none */
     void (*roofline)(struct dm_atlas *a);
     /* the execution policy (ops/policy.h) of a model of config c with delta core d, its op
-     * layer ops bound to this backend: decided once, at the model's creation. 0; or 1 with
-     * the one-line refusal in err (bf16 asked where it cannot run) */
+     * layer ops bound to this backend: decided once, at the model's creation (the host's,
+     * with be NULL: what a memory plan of no model sizes with). 0; or 1 with the one-line
+     * refusal in err (bf16 asked where it cannot run) */
     int (*policy)(dm_backend *be, const dm_config *c, struct dm_ops *ops,
                   const dm_delta_dims *d, struct dm_policy *p, char *err, size_t errlen);
     /* the memory plan's question (ops.h: dm_ops_delta_work): the delta core's scratch and

@@ -2,17 +2,30 @@
  * reference (ref/delta_ref.c). docs/kda.md, docs/chunked.md. */
 #include "ops/delta.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "ops/op.h"
 #include "ref/ref.h"
 
+/* the reference's backward keeps every state of a (b, h) pair per thread: its threads are
+ * as many as the op layer's scratch holds, at most the policy's */
 static void ref_run(dm_ops *ops, void *args, int dir) {
-    (void)ops;
     dm_delta_args *a = args;
-    if (dir == DM_FWD)
-        dm_delta_ref_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT, a->nthreads);
-    else
-        dm_delta_ref_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO, a->dhT, a->dq,
-                         a->dk, a->dv, a->dg, a->dbeta, a->dh0, a->work, a->nthreads);
+    int nt = dm_ops_threads(ops);
+    if (dir == DM_FWD) {
+        dm_delta_ref_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT, nt);
+        return;
+    }
+    while (nt > 1 && dm_delta_ref_bwd_work(a->d, nt) > ops->scratch_n) nt--;
+    if (dm_delta_ref_bwd_work(a->d, nt) > ops->scratch_n) {
+        fprintf(stderr, "dormouse: op delta.bwd: the reference needs %zu floats of scratch, the "
+                        "op layer has %zu\n", dm_delta_ref_bwd_work(a->d, nt), ops->scratch_n);
+        fflush(stderr);
+        abort();
+    }
+    dm_delta_ref_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO, a->dhT, a->dq, a->dk,
+                     a->dv, a->dg, a->dbeta, a->dh0, ops->scratch, nt);
 }
 
 static int outputs(void *args, int dir, dm_out *o) {
@@ -60,19 +73,18 @@ const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
 
 void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,
-                     float *out, float *hT, float *saved, float *work, int nthreads) {
+                     float *out, float *hT, float *saved) {
     dm_delta_args a = {.d = d, .q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = out,
-                    .hT = hT, .saved = saved, .work = work, .nthreads = nthreads};
+                       .hT = hT, .saved = saved};
     dm_op_run(o, DM_OP_DELTA, DM_FWD, &a);
 }
 
 void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,
                      const float *saved, const float *dO, const float *dhT, float *dq,
-                     float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
-                     int nthreads) {
+                     float *dk, float *dv, float *dg, float *dbeta, float *dh0) {
     dm_delta_args a = {.d = d, .q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0,
-                    .saved_in = saved, .dO = dO, .dhT = dhT, .dq = dq, .dk = dk, .dv = dv,
-                    .dg = dg, .dbeta = dbeta, .dh0 = dh0, .work = work, .nthreads = nthreads};
+                       .saved_in = saved, .dO = dO, .dhT = dhT, .dq = dq, .dk = dk, .dv = dv,
+                       .dg = dg, .dbeta = dbeta, .dh0 = dh0};
     dm_op_run(o, DM_OP_DELTA, DM_BWD, &a);
 }

@@ -1,6 +1,7 @@
 /* delta.h — the delta-rule core's arguments (delta.c; shapes: dm_delta_dims, dormouse.h).
- * work and nthreads are the cpu backend's: its scratch (sized by dm_ops_delta_work, which
- * asks the backend) and the threads it runs the (b, h) pairs on. */
+ * Only the math: the scratch an implementation needs is the op layer's (dm_ops.scratch,
+ * sized by its backend: dm_ops_delta_work) and its threads are the policy's
+ * (dm_ops_threads). */
 #ifndef DM_OPS_DELTA_H
 #define DM_OPS_DELTA_H
 
@@ -13,8 +14,6 @@ typedef struct {
     const float *saved_in;    /* bwd: the forward's saved state, or NULL */
     const float *dO, *dhT;    /* bwd */
     float *dq, *dk, *dv, *dg, *dbeta, *dh0;
-    float *work;
-    int nthreads;
 } dm_delta_args;
 
 #endif

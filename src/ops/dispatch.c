@@ -56,6 +56,7 @@ void dm_ops_init(dm_ops *ops, const dm_config *c) {
     ops->chunk = c->chunk_size;
     ops->gemm = c->gemm;
     ops->precision = c->precision;
+    ops->threads = 1;
     ops->bf16_why = bf16_missing(NULL);
     for (int op = 0; op < DM_OP_COUNT; op++)
         for (int d = 0; d < DM_NDIR; d++) ops->verify_op[op][d] = -1;
@@ -76,6 +77,14 @@ size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
     const dm_backend_vt *vt = vt_of(ops);
     *saved = 0;
     return vt && vt->delta_work ? vt->delta_work(ops, d, nthreads, both, saved) : 0;
+}
+void dm_ops_set_scratch(dm_ops *ops, float *p, size_t n) {
+    ops->scratch = p;
+    ops->scratch_n = p ? n : 0;
+}
+int dm_ops_threads(const dm_ops *ops) {
+    int n = ops->policy ? ops->policy->threads : ops->threads;
+    return n > 0 ? n : 1;
 }
 void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
     const dm_backend_calls *c = calls_of(ops);
@@ -219,6 +228,13 @@ static float *vhost(dm_ops *ops, const float *p, size_t n) {
     else memcpy(h, p, n * sizeof(float));
     return h;
 }
+/* the double of backend memory at p */
+static double vdouble(dm_ops *ops, const void *p) {
+    double d;
+    if (ops->be) dm_backend_to_host(ops->be, &d, p, sizeof d);
+    else memcpy(&d, p, sizeof d);
+    return d;
+}
 
 /* a relative difference of one output of (op, dir) */
 static void note(dm_ops *ops, int op, int dir, const char *what, double rel) {
@@ -278,25 +294,27 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
     def->outputs(alt, dir, alt_out);
     size_t need = 0;
     for (int i = 0; i < n; i++)
-        need += out[i].kind == DM_OUT_PRIVATE || out[i].kind == DM_OUT_F64 ? 0
-                : out[i].kind == DM_OUT_ACC                                ? 2 * out[i].n
-                                                                           : out[i].n;
-    double f64[DM_OP_MAX_OUT]; /* a reduction's value is the host's (xent's loss, the norm) */
+        need += out[i].kind == DM_OUT_PRIVATE ? 0
+                : out[i].kind == DM_OUT_F64   ? 2 /* a double */
+                : out[i].kind == DM_OUT_ACC   ? 2 * out[i].n
+                                              : out[i].n;
     float *buf = vscratch(ops, need ? need : 1), *p = buf;
     if (!buf) { /* no memory for the check: run unverified */
         run_timed(ops, op, def, chosen, args, dir);
         return;
     }
+    for (int i = 0; i < n; i++) /* the doubles first: 8-byte aligned at the scratch's start */
+        if (out[i].kind == DM_OUT_F64) {
+            *alt_out[i].slot = p;
+            p += 2;
+        }
     float *base[DM_OP_MAX_OUT] = {0};
     for (int i = 0; i < n; i++) {
         if (out[i].kind == DM_OUT_PRIVATE) {
             *alt_out[i].slot = NULL;
             continue;
         }
-        if (out[i].kind == DM_OUT_F64) {
-            *alt_out[i].slot = &f64[i];
-            continue;
-        }
+        if (out[i].kind == DM_OUT_F64) continue;
         if (out[i].kind == DM_OUT_ACC) { /* both runs start from the values there now */
             base[i] = p;
             vcopy(ops, p, *out[i].slot, out[i].n * sizeof(float));
@@ -317,7 +335,7 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
         snprintf(what, sizeof what, "%s %s", def->name, out[i].name);
         if (out[i].kind == DM_OUT_PRIVATE) continue;
         if (out[i].kind == DM_OUT_F64) {
-            double a = *(const double *)*out[i].slot, b = *(const double *)*alt_out[i].slot;
+            double a = vdouble(ops, *out[i].slot), b = vdouble(ops, *alt_out[i].slot);
             double r = chosen_is_ref ? a : b;
             note(ops, op, dir, what, fabs(a - b) / (r != 0 ? fabs(r) : 1.0));
             continue;

@@ -38,7 +38,8 @@ enum {
     DM_OUT_ACC,     /* accumulated into (+=): compared as the increment */
     DM_OUT_PRIVATE, /* an implementation's own state (the chunked core's saved buffer):
                        NULL in the second run, never compared */
-    DM_OUT_F64,     /* a double (xent's mean loss), n = 1 */
+    DM_OUT_F64,     /* a double in the backend's memory (xent's mean loss, the gradient
+                       norm), n = 1 */
 };
 typedef struct {
     const char *name; /* "delta dq" */

@@ -84,6 +84,13 @@ typedef struct dm_ops {
     /* the model's execution policy (ops/policy.h; NULL: an op layer of no model, which
      * applies the config's rules itself) */
     const struct dm_policy *policy;
+    /* the threads the ops run on when there is no policy (an op layer of no model: its
+     * owner's; 1 by default); dm_ops_threads reads the policy's first */
+    int threads;
+    /* the backend's scratch for the ops that need some (the delta core's: dm_ops_delta_work
+     * floats), placed by the memory plan: dm_ops_set_scratch; NULL: none */
+    float *scratch;
+    size_t scratch_n;
     void *bctx; /* the backend's private state of this op layer (the cpu backend's:
                    backends/cpu/ctx.h), made by the backend on first use */
     void (*bctx_free)(void *bctx); /* set with bctx by the backend that made it */
@@ -145,11 +152,16 @@ void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t
 void dm_ops_forget_bf16(dm_ops *ops);
 
 /* The delta op's scratch for dims d on nthreads threads, as the backend of ops (the host's
- * when it has none) sizes it: the `work` floats of the path the settings pick, or with
- * `both` of either path (verify mode runs the second one too); and in *saved the floats
- * of the forward's state saved for the backward (0: none). */
+ * when it has none) sizes it: the floats of the path the settings pick, or with `both` of
+ * either path (verify mode runs the second one too); and in *saved the floats of the
+ * forward's state saved for the backward (0: none). The memory plan places it and hands
+ * it over with dm_ops_set_scratch. */
 size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved);
+/* The scratch the ops may use from now on: n floats of the backend's memory at p. */
+void dm_ops_set_scratch(dm_ops *ops, float *p, size_t n);
+/* The threads the ops run on: the policy's (ops/policy.h), else ops->threads. */
+int dm_ops_threads(const dm_ops *ops);
 
 /* ---- the ops ---- */
 
@@ -164,11 +176,8 @@ void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const floa
                       const uint16_t *doutb, const float *in, const float *W, int N, int K,
                       int O, int din_acc);
 
-void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *table, int N,
-                     int C);
-void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
-                     int C);
-/* The same on ids of width w (1, 2 or 4 bytes: dm_id_width) of a table of V rows. */
+/* out[N,C] = table[ids]; dtable[V,C] += (ids of width w: 1, 2 or 4 bytes, dm_id_width, of
+ * a table of V rows) */
 void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
                          int N, int C, int V);
 void dm_op_embed_bwd_ids(dm_ops *o, float *dtable, const float *dout, const void *ids, int w,
@@ -220,34 +229,32 @@ void dm_op_gate_bwd(dm_ops *o, float *df, uint16_t *dfb, float *dA_log, float *d
 /* y += x (the residual add: its backward is the identity, nothing to run) */
 void dm_op_add(dm_ops *o, float *y, const float *x, size_t n);
 
-/* the mean loss over N rows (losses per row too when non-NULL) */
-double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,
-                      int N, int V);
-void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
-                    const uint8_t *targets, int N, int V, float scale);
-/* The same on targets of width w (1, 2 or 4 bytes: dm_id_width). */
-double dm_op_xent_fwd_ids(dm_ops *o, float *losses, const float *logits, const void *targets,
-                          int w, int N, int V);
+/* *mean = the mean loss over N rows of logits[N,V] (one double of the backend's memory,
+ * left there: read it with the backend's copies), losses per row too when non-NULL;
+ * targets of width w (1, 2 or 4 bytes: dm_id_width). Backward: dlogits = scale times the
+ * gradient of the summed losses. */
+void dm_op_xent_fwd_ids(dm_ops *o, double *mean, float *losses, const float *logits,
+                        const void *targets, int w, int N, int V);
 void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
                         const void *targets, int w, int N, int V, float scale);
 /* the head's product and the cross-entropy fused over rows in chunks of R (ops/seq.h):
- * logits of x[N,D] by W[V,D] in work[R,V] only; backward dx[N,D] =, dW[V,D] += */
-double dm_op_head_xent_fwd(dm_ops *o, float *losses, const float *x, const float *W,
-                           const void *targets, int w, float *work, int N, int D, int V, int R);
+ * logits of x[N,D] by W[V,D] in work[R,V] only, the mean loss into *mean as for xent;
+ * backward dx[N,D] =, dW[V,D] += */
+void dm_op_head_xent_fwd(dm_ops *o, double *mean, float *losses, const float *x, const float *W,
+                         const void *targets, int w, float *work, int N, int D, int V, int R);
 void dm_op_head_xent_bwd(dm_ops *o, float *dx, float *dW, const float *x, const float *W,
                          const void *targets, int w, float *work, int N, int D, int V, int R,
                          float scale);
 
 /* The delta-rule core. `saved` is the chunked forward's buffer for the backward
- * (dm_delta_chunk_saved floats) or NULL; `work` holds max(dm_delta_ref_bwd_work,
- * dm_delta_chunk_{fwd,bwd}_work) floats for nthreads threads. */
+ * (the `saved` floats of dm_ops_delta_work) or NULL; the scratch is the op layer's
+ * (dm_ops_set_scratch: dm_ops_delta_work floats for dm_ops_threads threads). */
 void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,
-                     float *out, float *hT, float *saved, float *work, int nthreads);
+                     float *out, float *hT, float *saved);
 void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,
                      const float *saved, const float *dO, const float *dhT, float *dq,
-                     float *dk, float *dv, float *dg, float *dbeta, float *dh0, float *work,
-                     int nthreads);
+                     float *dk, float *dv, float *dg, float *dbeta, float *dh0);
 
 #endif

@@ -32,13 +32,15 @@
 
 #include "ops/ops.h"
 
-/* p, m1, m2 [n] updated in place from g [n] (backends/cpu/kernels/optim.h: dm_adamw; with
+/* p, m1, m2 [n] updated in place from g [n] scaled by *gscale (one float of the backend's
+ * memory, dm_op_grad_norm's; NULL: 1) (backends/cpu/kernels/optim.h: dm_adamw; with
  * cautious = 1 the decay only where the update and p agree in sign) */
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, float gscale, int cautious);
-/* mom [n] in place; u [n] written when non-NULL (dm_momentum) */
+                 float wd, float b1, float b2, float eps, long t, const float *gscale,
+                 int cautious);
+/* mom [n] in place; u [n] written when non-NULL (dm_momentum); gscale as for adamw */
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
-                    float gscale);
+                    const float *gscale);
 /* w [n] <- w decay - step x (dm_muon_apply); cautious = 1: w decayed only where x w >= 0 */
 void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
                        int cautious);
@@ -48,8 +50,11 @@ void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float deca
  * (backends/cpu/kernels/normuon.h: dm_normuon). work: 2 rows floats of scratch. */
 void dm_op_normuon(dm_ops *o, float *x, float *v, int n, int rows, int cols, float beta2,
                    float eps, float *work);
-/* ||g[n]||_2 (dm_grad_norm2) */
-double dm_op_grad_norm(dm_ops *o, const float *g, size_t n);
+/* *norm = ||g[n]||_2 (dm_grad_norm2), and when gscale != NULL *gscale = the clipping
+ * factor for threshold clip (ops/update.h: dm_clip_scale): one double and one float of
+ * the backend's memory, left there for the updates (no wait for the host) */
+void dm_op_grad_norm(dm_ops *o, double *norm, float *gscale, const float *g, size_t n,
+                     float clip);
 /* acc [n] = g (first) or acc + g;  out [n] = acc / A  (dm_grad_add, dm_grad_mean) */
 void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first);
 void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A);

@@ -35,16 +35,6 @@ static const dm_impl EMBED_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, embe
 const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, &EMBED_REF,
                                 sizeof(dm_embed_args), embed_outputs, NULL, embed_check};
 
-void dm_op_embed_fwd(dm_ops *o, float *out, const uint8_t *tok, const float *table, int N,
-                     int C) {
-    dm_embed_args a = {.out = out, .tok = tok, .table = table, .N = N, .C = C};
-    dm_op_run(o, DM_OP_EMBED, DM_FWD, &a);
-}
-void dm_op_embed_bwd(dm_ops *o, float *dtable, const float *dout, const uint8_t *tok, int N,
-                     int C) {
-    dm_embed_args a = {.tok = tok, .dtable = dtable, .dout = dout, .N = N, .C = C};
-    dm_op_run(o, DM_OP_EMBED, DM_BWD, &a);
-}
 void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
                          int N, int C, int V) {
     dm_embed_args a = {.out = out, .tok = ids, .table = table, .N = N, .C = C, .w = w, .V = V};
@@ -140,28 +130,11 @@ const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
                                sizeof(dm_xent_args),
                                xent_outputs, NULL, xent_check};
 
-double dm_op_xent_fwd(dm_ops *o, float *losses, const float *logits, const uint8_t *targets,
-                      int N, int V) {
-    double mean = 0;
-    dm_xent_args a = {.losses = losses, .mean = &mean, .logits = logits, .targets = targets, .N = N,
-                   .V = V};
-    dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
-    return mean;
-}
-void dm_op_xent_bwd(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
-                    const uint8_t *targets, int N, int V, float scale) {
-    if (!dm_ops_bf16_active(o)) db = NULL;
-    dm_xent_args a = {.logits = logits, .targets = targets, .dlogits = dlogits, .db = db, .N = N,
-                   .V = V, .scale = scale};
-    dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
-}
-double dm_op_xent_fwd_ids(dm_ops *o, float *losses, const float *logits, const void *targets,
-                          int w, int N, int V) {
-    double mean = 0;
-    dm_xent_args a = {.losses = losses, .mean = &mean, .logits = logits, .targets = targets,
+void dm_op_xent_fwd_ids(dm_ops *o, double *mean, float *losses, const float *logits,
+                        const void *targets, int w, int N, int V) {
+    dm_xent_args a = {.losses = losses, .mean = mean, .logits = logits, .targets = targets,
                       .w = w, .N = N, .V = V};
     dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
-    return mean;
 }
 void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
                         const void *targets, int w, int N, int V, float scale) {
@@ -230,13 +203,11 @@ const dm_op_def dm_def_head_xent = {"head_xent",         1u << DM_FWD | 1u << DM
                                     head_xent_outputs,   head_xent_flops,
                                     head_xent_check};
 
-double dm_op_head_xent_fwd(dm_ops *o, float *losses, const float *x, const float *W,
-                           const void *targets, int w, float *work, int N, int D, int V, int R) {
-    double mean = 0;
-    dm_head_xent_args a = {.losses = losses, .mean = &mean, .x = x, .W = W, .targets = targets,
+void dm_op_head_xent_fwd(dm_ops *o, double *mean, float *losses, const float *x, const float *W,
+                         const void *targets, int w, float *work, int N, int D, int V, int R) {
+    dm_head_xent_args a = {.losses = losses, .mean = mean, .x = x, .W = W, .targets = targets,
                            .w = w, .work = work, .N = N, .D = D, .V = V, .R = R};
     dm_op_run(o, DM_OP_HEAD_XENT, DM_FWD, &a);
-    return mean;
 }
 void dm_op_head_xent_bwd(dm_ops *o, float *dx, float *dW, const float *x, const float *W,
                          const void *targets, int w, float *work, int N, int D, int V, int R,

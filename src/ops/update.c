@@ -17,7 +17,7 @@ static void adamw_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
     dm_adamw_ref(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1,
-                 a->b2, a->eps, a->t, a->gscale, a->cautious);
+                 a->b2, a->eps, a->t, a->gscale ? *a->gscale : 1.0f, a->cautious);
 }
 static int adamw_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -64,7 +64,8 @@ const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 adamw_outputs, NULL, adamw_check};
 
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, float gscale, int cautious) {
+                 float wd, float b1, float b2, float eps, long t, const float *gscale,
+                 int cautious) {
     dm_adamw_args a = {p, m1, m2, p, g, m1, m2, n, lr, wd, b1, b2, eps, gscale, t, cautious};
     dm_op_run(o, DM_OP_ADAMW, DM_FWD, &a);
 }
@@ -74,7 +75,7 @@ void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size
 static void mom_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_mom_args *a = args;
-    dm_momentum_ref(a->momo, a->u, a->mom, a->g, a->n, a->beta, a->gscale);
+    dm_momentum_ref(a->momo, a->u, a->mom, a->g, a->n, a->beta, a->gscale ? *a->gscale : 1.0f);
 }
 static int mom_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -91,7 +92,7 @@ const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
                                    mom_outputs, NULL, mom_check};
 
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
-                    float gscale) {
+                    const float *gscale) {
     dm_mom_args a = {mom, u, mom, g, n, beta, gscale};
     dm_op_run(o, DM_OP_MOMENTUM, DM_FWD, &a);
 }
@@ -164,12 +165,15 @@ static void norm_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_gnorm_args *a = args;
     *a->norm = dm_grad_norm2_ref(a->g, a->n);
+    if (a->gscale) *a->gscale = dm_clip_scale(*a->norm, a->clip);
 }
 static int norm_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
     dm_gnorm_args *a = args;
     o[0] = (dm_out){"norm", (void **)&a->norm, 1, DM_OUT_F64};
-    return 1;
+    if (!a->gscale) return 1;
+    o[1] = (dm_out){"gscale", (void **)&a->gscale, 1, DM_OUT_SET};
+    return 2;
 }
 static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref,
                                  DM_MEM_HOST};
@@ -177,11 +181,10 @@ const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
                                     sizeof(dm_gnorm_args),
                                     norm_outputs, NULL, gnorm_check};
 
-double dm_op_grad_norm(dm_ops *o, const float *g, size_t n) {
-    double norm = 0;
-    dm_gnorm_args a = {&norm, g, n};
+void dm_op_grad_norm(dm_ops *o, double *norm, float *gscale, const float *g, size_t n,
+                     float clip) {
+    dm_gnorm_args a = {norm, gscale, g, n, clip};
     dm_op_run(o, DM_OP_GRAD_NORM, DM_FWD, &a);
-    return norm;
 }
 
 /* ---- grad_add, grad_mean ---- */

@@ -6,11 +6,14 @@
 
 #include <stddef.h>
 
+/* gscale: the gradient's clipping factor, one float in the backend's memory (grad_norm's
+ * output: the step's clipping stays on the device); NULL: 1 */
 typedef struct {
     float *po, *m1o, *m2o;
     const float *p, *g, *m1, *m2;
     size_t n;
-    float lr, wd, b1, b2, eps, gscale;
+    float lr, wd, b1, b2, eps;
+    const float *gscale;
     long t;
     int cautious; /* 1: the decay only where the update and the parameter agree in sign */
 } dm_adamw_args;
@@ -19,7 +22,8 @@ typedef struct {
     float *momo, *u;
     const float *mom, *g;
     size_t n;
-    float beta, gscale;
+    float beta;
+    const float *gscale;
 } dm_mom_args;
 
 typedef struct {
@@ -41,11 +45,21 @@ typedef struct {
     float beta2, eps;
 } dm_normuon_args;
 
+/* grad_norm: ||g||_2 into norm and, when gscale != NULL, the clipping factor of the
+ * threshold clip there (dm_clip_scale); both in the backend's memory */
 typedef struct {
     double *norm;
+    float *gscale;
     const float *g;
     size_t n;
+    float clip;
 } dm_gnorm_args;
+
+/* Gradient clipping: the factor of a gradient of norm `norm` under threshold clip (0: no
+ * clipping); a norm that is not a number leaves the gradient as it is. */
+static inline float dm_clip_scale(double norm, float clip) {
+    return clip > 0 && norm > clip ? (float)(clip / norm) : 1.0f;
+}
 
 typedef struct {
     float *out;

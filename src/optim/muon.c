@@ -445,7 +445,7 @@ static int gather_units(dm_muon *o, float *W) {
     return 0;
 }
 
-int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step) {
+int dm_muon_step(dm_muon *o, dm_model *m, float f, const float *gscale, long step) {
     const dm_config *c = o->cfg;
     float *W = dm_model_param_mem(m);
     const float *G = dm_model_grad_mem(m);

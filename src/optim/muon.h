@@ -77,8 +77,9 @@ void dm_muon_free(dm_muon *o);
 int dm_muon_shard(dm_muon *o, dm_comm *comm, char *err, size_t errlen);
 /* The Muon update of every Muon tensor at lr factor f (the schedule's), then retraction
  * on its cadence: momentum on every rank, Newton-Schulz, update and retraction of this
- * rank's units, then the units all-gathered. 0 ok; 1 when the all-gather failed. */
-int dm_muon_step(dm_muon *o, dm_model *m, float f, float gscale, long step);
+ * rank's units, then the units all-gathered; the gradient scaled by *gscale (the clipping
+ * factor, one float of the backend's memory). 0 ok; 1 when the all-gather failed. */
+int dm_muon_step(dm_muon *o, dm_model *m, float f, const float *gscale, long step);
 int dm_muon_state(const dm_muon *o, dm_optim_buf *out, int max);
 /* Bytes of Muon's scratch (upd, ns_work) and of its all-gather buffer (pack). */
 void dm_muon_memory(const dm_muon *o, size_t *scratch, size_t *gather);

@@ -26,7 +26,9 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
     o->groups = calloc((size_t)o->n_tensors, sizeof *o->groups);
     o->m1 = dm_backend_alloc(o->be, o->n * sizeof(float));
     o->m2 = dm_backend_alloc(o->be, o->n * sizeof(float));
-    if (!o->groups || !o->m1 || !o->m2) goto oom;
+    o->norm = dm_backend_alloc(o->be, sizeof(double));
+    o->gscale = dm_backend_alloc(o->be, sizeof(float));
+    if (!o->groups || !o->m1 || !o->m2 || !o->norm || !o->gscale) goto oom;
     int any_muon = 0;
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_tensor *t = dm_model_tensor(m, i);
@@ -57,6 +59,8 @@ void dm_optim_free(dm_optim *o) {
     free(o->groups);
     dm_backend_release(o->be, o->m1);
     dm_backend_release(o->be, o->m2);
+    dm_backend_release(o->be, o->norm);
+    dm_backend_release(o->be, o->gscale);
     free(o);
 }
 
@@ -105,7 +109,13 @@ float dm_lr_factor(const dm_config *c, long step) {
 
 double dm_grad_norm(const dm_model *m) {
     dm_model *mm = (dm_model *)m; /* the op layer counts the call */
-    return dm_op_grad_norm(dm_optim_ops(mm), dm_model_grad_mem(mm), dm_model_num_params(m));
+    dm_backend *be = dm_model_backend(mm);
+    double *d = dm_backend_alloc(be, sizeof(double)), norm = NAN;
+    if (!d) return NAN;
+    dm_op_grad_norm(dm_optim_ops(mm), d, NULL, dm_model_grad_mem(mm), dm_model_num_params(m), 0);
+    dm_backend_to_host(be, &norm, d, sizeof norm);
+    dm_backend_release(be, d);
+    return norm;
 }
 
 void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps) {
@@ -113,11 +123,11 @@ void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps) {
     o->cfg.schedule_steps = schedule_steps;
 }
 
-double dm_optim_step(dm_optim *o, dm_model *m, long step) {
+int dm_optim_step_queued(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
-    double norm = dm_grad_norm(m);
-    float gscale = 1.0f;
-    if (c->grad_clip > 0 && norm > c->grad_clip) gscale = (float)(c->grad_clip / norm);
+    const float *gscale = o->gscale; /* clipping on the backend: no wait for the host */
+    dm_op_grad_norm(dm_optim_ops(m), o->norm, o->gscale, dm_model_grad_mem(m),
+                    dm_model_num_params(m), c->grad_clip);
     float f = dm_lr_factor(c, step);
     float *P = dm_model_param_mem(m);
     const float *G = dm_model_grad_mem(m);
@@ -131,8 +141,17 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step) {
                         G + t->offset, t->numel, g->lr * f, g->wd, c->beta1, c->beta2,
                         c->adam_eps, step + 1, gscale, c->cautious_wd);
     }
-    if (o->muon && dm_muon_step(o->muon, m, f, gscale, step)) return NAN;
+    return o->muon && dm_muon_step(o->muon, m, f, gscale, step) ? 1 : 0;
+}
+
+double dm_optim_norm(const dm_optim *o) {
+    double norm;
+    dm_backend_to_host(o->be, &norm, o->norm, sizeof norm);
     return norm;
+}
+
+double dm_optim_step(dm_optim *o, dm_model *m, long step) {
+    return dm_optim_step_queued(o, m, step) ? NAN : dm_optim_norm(o);
 }
 
 int dm_optim_set_comm(dm_optim *o, dm_comm *comm, char *err, size_t errlen) {

@@ -33,6 +33,11 @@ double dm_grad_norm(const dm_model *m);
  * then AdamW / Muon per group. Returns the gradient norm before clipping; NAN when the
  * exchange between ranks failed (dm_comm_error). */
 double dm_optim_step(dm_optim *o, dm_model *m, long step);
+/* The same without waiting for the backend: the norm and the clipping factor stay in its
+ * memory, where the updates read them; dm_optim_norm reads the norm (waiting). 0, or 1
+ * when the exchange between ranks failed. */
+int dm_optim_step_queued(dm_optim *o, dm_model *m, long step);
+double dm_optim_norm(const dm_optim *o);
 /* The schedule's length, `steps` (train's time budget fixes it after measuring steps). */
 void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps);
 

@@ -113,6 +113,52 @@ TEST(cuda_backend_step_matches_cpu) {
     }
 }
 
+/* A model of tokens (a vocabulary of 300: ids of 2 bytes, the head and the cross-entropy
+ * fused over chunks of rows): one forward and backward on the emulated GPU against the
+ * cpu from the same weights, the loss and the whole gradient within DM_VERIFY_BOUND; the
+ * embedding, the fused head and its cross-entropy ran on the cuda backend. */
+TEST(cuda_backend_token_step_matches_cpu) {
+    char err[512];
+    const int B = 2, T = 24, V = 300;
+    dm_config cc = tiny(DM_BACKEND_CPU, DM_MIXER_KDA);
+    cc.vocab = V;
+    dm_config cg = cc;
+    cg.backend = DM_BACKEND_CUDA;
+    dm_model *a = dm_model_create(&cc, err, sizeof err);
+    CHECKF(a, "%s", err);
+    dm_model *b = dm_model_create(&cg, err, sizeof err);
+    CHECKF(b, "%s", err);
+    if (!a || !b) return;
+    size_t np = dm_model_num_params(a);
+    float *pa = t_alloc(np), *pb = t_alloc(np);
+    dm_model_params_to_host(a, pa);
+    dm_model_params_from_host(b, pa);
+    uint16_t ids[2 * 25];
+    for (int i = 0; i < 2 * 25; i++) ids[i] = (uint16_t)((i * 97 + 13) % V);
+    ids[3] = V - 1;
+    float la = dm_model_forward(a, ids, B, T, NULL), lb = dm_model_forward(b, ids, B, T, NULL);
+    dm_model_zero_grad(a), dm_model_zero_grad(b);
+    dm_model_backward(a), dm_model_backward(b);
+    dm_model_grads_to_host(a, pa);
+    dm_model_grads_to_host(b, pb);
+    double all = rel_rms(pb, pa, np), lrel = fabs((double)lb - la) / fabs((double)la);
+    printf("  vocab %d: loss cpu %.9g cuda %.9g (rel %.2g); all gradients rel RMS %.2g\n", V, la,
+           lb, lrel, all);
+    CHECKF(isfinite(lb) && lrel <= DM_VERIFY_BOUND, "loss %.9g vs %.9g", lb, la);
+    CHECKF(all <= DM_VERIFY_BOUND, "the gradients: relative RMS %.3g over %g", all,
+           DM_VERIFY_BOUND);
+    const dm_tensor *e = dm_model_find(a, "embed");
+    CHECKF(e && rel_rms(pb + e->offset, pa + e->offset, e->numel) <= DM_VERIFY_BOUND,
+           "the embedding's gradient");
+    char rep[4096];
+    dm_model_dispatch_table(b, rep, sizeof rep);
+    CHECKF(strstr(rep, "head_xent.fwd") && strstr(rep, "head_xent.bwd") &&
+               strstr(rep, "embed.bwd"),
+           "the fused head did not run on cuda:\n%s", rep);
+    free(pa), free(pb);
+    dm_model_free(a), dm_model_free(b);
+}
+
 /* three steps of training: forward, backward, gradient norm, AdamW and Muon (momentum,
  * head-wise Newton-Schulz, update, sphere retraction) on the emulated GPU; returns the
  * parameters after them (host copy) and the losses */

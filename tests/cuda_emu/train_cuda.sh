@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR — `train` with backend=cuda on the CUDA
+# train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR [tokens] — `train` with backend=cuda on the CUDA
 # emulator (docs/emulator.md): DORMOUSE_EMU is the command built with the CUDA module's
 # code run on the emulator. A tiny model trains 20 steps (Muon, AdamW, the sphere
 # retraction) on the emulated GPU and on the cpu (DORMOUSE, backend=cpu) from the same
 # seed; every logged loss must agree within 1e-5 relative. Then `eval` of the cpu run's
 # checkpoint with backend=cuda gives the cpu's val_bpb within 1e-5, `sample` runs, and a
 # cuda run stopped at step 10 and resumed logs the straight cuda run's values, bit for bit.
+# With `tokens`, instead: a model of tokens (a vocabulary of 512 prepared from the corpus'
+# first 200 kB) trains 10 steps on both, its losses within 1e-5, and samples from a prompt
+# on cuda (exit 77, skipped, in a build without SentencePiece).
 # Exit 0 when all hold, 1 naming what does not.
 set -uo pipefail
 cpu=${1:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
 emu=${2:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
 src=${3:?usage: train_cuda.sh DORMOUSE DORMOUSE_EMU SOURCE_DIR}
+mode=${4:-bytes}
 work=$(mktemp -d /tmp/train_cuda.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -19,19 +23,14 @@ tiny=(d_model=32 n_layer=2 n_head=2 head_dim=16 gate_rank=8 batch_size=2 seq_len
       precision=fp32 threads=1)
 sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
 
-# shellcheck disable=SC2046
-"$cpu" train --out "$work/cpu" --data "$src/data/kjv.txt.gz" $(sets backend=cpu) \
-    >"$work/cpu.log" 2>&1 || { echo "FAILED train on cpu: $(tail -n 3 "$work/cpu.log")"; exit 1; }
-# shellcheck disable=SC2046
-"$emu" train --out "$work/cuda" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) \
-    >"$work/cuda.log" 2>&1 || { echo "FAILED train on cuda (emulated): $(tail -n 3 "$work/cuda.log")"; exit 1; }
-grep -m1 "policy:" "$work/cuda.log"
-/usr/bin/python3 - "$work/cpu/metrics.jsonl" "$work/cuda/metrics.jsonl" <<'PY'
+# every logged loss of run $1 (cpu) against run $2 (cuda): at least $3 steps, within 1e-5
+same_losses() {
+    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
 import json, sys
 def losses(p):
     return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
-if len(a) < 20 or sorted(a) != sorted(b):
+if len(a) < int(sys.argv[3]) or sorted(a) != sorted(b):
     sys.exit(f"steps logged: cpu {len(a)}, cuda {len(b)}")
 worst = max(abs(b[s] - a[s]) / abs(a[s]) for s in a)
 for s in sorted(a):
@@ -39,7 +38,42 @@ for s in sorted(a):
 print(f"largest relative difference {worst:.3g} (bound 1e-5)")
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
-[[ $? == 0 ]] || exit 1
+}
+
+# a model of tokens: the embedding, the fused head and its cross-entropy on the emulated GPU
+tokens() {
+    gzip -dc "$src/data/kjv.txt.gz" | head -c 200000 >"$work/small.txt"
+    if ! "$cpu" prepare "$work/small.txt" --out "$work/tok" --vocab 512 >"$work/prepare.log" 2>&1
+    then
+        grep -q "without SentencePiece" "$work/prepare.log" &&
+            { echo "skipped: $(tail -n 1 "$work/prepare.log")"; exit 77; }
+        echo "FAILED prepare --vocab 512: $(tail -n 2 "$work/prepare.log")"; exit 1
+    fi
+    local be bin
+    for be in cpu cuda; do
+        bin=$cpu; [[ $be == cuda ]] && bin=$emu
+        # shellcheck disable=SC2046
+        "$bin" train --out "$work/tok.$be" --data "$work/tok" \
+            $(sets backend=$be steps=10) >"$work/tok.$be.log" 2>&1 ||
+            { echo "FAILED train of tokens on $be: $(tail -n 3 "$work/tok.$be.log")"; exit 1; }
+    done
+    same_losses "$work/tok.cpu" "$work/tok.cuda" 10 || { echo "tokens: the losses differ"; exit 1; }
+    "$emu" sample "$work/tok.cuda" --len 20 --seed 3 --prompt "The" --set backend=cuda \
+        >"$work/sample.tok" 2>"$work/sample.err" ||
+        { echo "FAILED sample of tokens on cuda: $(tail -n 2 "$work/sample.err")"; exit 1; }
+    echo "tokens on cuda: sampled $(head -c 60 "$work/sample.tok" | tr -c '[:print:]' '?')"
+    exit 0
+}
+[[ $mode == tokens ]] && tokens
+
+# shellcheck disable=SC2046
+"$cpu" train --out "$work/cpu" --data "$src/data/kjv.txt.gz" $(sets backend=cpu) \
+    >"$work/cpu.log" 2>&1 || { echo "FAILED train on cpu: $(tail -n 3 "$work/cpu.log")"; exit 1; }
+# shellcheck disable=SC2046
+"$emu" train --out "$work/cuda" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) \
+    >"$work/cuda.log" 2>&1 || { echo "FAILED train on cuda (emulated): $(tail -n 3 "$work/cuda.log")"; exit 1; }
+grep -m1 "policy:" "$work/cuda.log"
+same_losses "$work/cpu" "$work/cuda" 20 || exit 1
 
 # eval and sample of the cpu run's checkpoint on the emulated GPU
 for be in cpu cuda; do

@@ -13,11 +13,20 @@ static const char *chunked_selected(const dm_ops *ops, const void *args, int dir
     return ops->kda_impl == DM_IMPL_REFERENCE ? "kda_impl=reference" : NULL;
 }
 
+/* the chunked kernel's threads: the policy's, as many as the op layer's scratch holds */
+static int chunked_threads(const dm_ops *ops, const dm_delta_dims *d, int dir) {
+    int nt = dm_ops_threads(ops);
+    size_t (*need)(const dm_delta_dims *, int, int) =
+        dir == DM_FWD ? dm_delta_chunk_fwd_work : dm_delta_chunk_bwd_work;
+    while (nt > 1 && need(d, ops->chunk, nt) > ops->scratch_n) nt--;
+    return need(d, ops->chunk, nt) > ops->scratch_n ? 0 : nt;
+}
+
 static const char *chunked_supports(dm_ops *ops, const void *args, int dir) {
-    (void)dir;
+    const dm_delta_dims *d = ((const dm_delta_args *)args)->d;
     const char *why = NULL;
-    dm_delta_chunk_supports(((const dm_delta_args *)args)->d, ops->chunk, &why);
-    return why;
+    if (!dm_delta_chunk_supports(d, ops->chunk, &why)) return why;
+    return chunked_threads(ops, d, dir) ? NULL : "the op layer's scratch is too small";
 }
 
 int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why) {
@@ -46,13 +55,14 @@ size_t dm_cpu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
 
 static void chunked_run(dm_ops *ops, void *args, int dir) {
     dm_delta_args *a = args;
+    int nt = chunked_threads(ops, a->d, dir);
     if (dir == DM_FWD)
         dm_delta_chunk_fwd(a->d, ops->chunk, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o,
-                           a->hT, a->saved, a->work, a->nthreads);
+                           a->hT, a->saved, ops->scratch, nt);
     else
         dm_delta_chunk_bwd(a->d, ops->chunk, a->q, a->k, a->v, a->g, a->beta, a->h0, a->saved_in,
-                           a->dO, a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0, a->work,
-                           a->nthreads);
+                           a->dO, a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0,
+                           ops->scratch, nt);
 }
 
 static const dm_impl IMPL[] = {

@@ -48,8 +48,8 @@ static int check_dims(const char *fn, const dm_delta_dims *d, char *err, size_t 
     return 0;
 }
 
-/* A guard with the default settings and the scratch of the path it picks for d (NULL with
- * a message when it does not fit in memory). */
+/* A guard with the default settings, nt threads and the scratch of the path it picks for d
+ * (returned to be freed; NULL with a message when it does not fit in memory). */
 static float *guard(dm_ops *dp, const dm_delta_dims *d, int nt, int bwd, char *err,
                     size_t errlen, const char *fn) {
     dm_config c;
@@ -69,6 +69,8 @@ static float *guard(dm_ops *dp, const dm_delta_dims *d, int nt, int bwd, char *e
     }
     float *work = malloc((n ? n : 1) * sizeof(float));
     if (!work) fail(err, errlen, "%s: out of memory (%zu bytes of scratch)", fn, n * sizeof(float));
+    dp->threads = nt; /* this op layer's owner: no policy */
+    dm_ops_set_scratch(dp, work, n ? n : 1);
     return work;
 }
 
@@ -84,7 +86,7 @@ int dm_delta_forward(const dm_delta_dims *d, const float *q, const float *k, con
     dm_ops dp;
     float *work = guard(&dp, d, nt, 0, err, errlen, fn);
     if (!work) return 1;
-    dm_op_delta_fwd(&dp, d, q, k, v, g, beta, h0, o, hT, NULL, work, nt);
+    dm_op_delta_fwd(&dp, d, q, k, v, g, beta, h0, o, hT, NULL);
     free(work);
     dm_ops_free(&dp);
     return 0;
@@ -104,8 +106,7 @@ int dm_delta_backward(const dm_delta_dims *d, const float *q, const float *k, co
     dm_ops dp;
     float *work = guard(&dp, d, nt, 1, err, errlen, fn);
     if (!work) return 1;
-    dm_op_delta_bwd(&dp, d, q, k, v, g, beta, h0, NULL, dO, dhT, dq, dk, dv, dg, dbeta, dh0, work,
-                    nt);
+    dm_op_delta_bwd(&dp, d, q, k, v, g, beta, h0, NULL, dO, dhT, dq, dk, dv, dg, dbeta, dh0);
     free(work);
     dm_ops_free(&dp);
     return 0;

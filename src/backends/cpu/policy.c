@@ -22,8 +22,8 @@ static const char *onednn_missing(void) {
 
 int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                   dm_policy *p, char *err, size_t errlen) {
-    *p = (dm_policy){.backend = be->name, .threads = omp_get_max_threads(), .ftz = dm_denormals_flushed(),
-                     .chunk = c->chunk_size};
+    *p = (dm_policy){.backend = be ? be->name : "cpu", .threads = omp_get_max_threads(),
+                     .ftz = dm_denormals_flushed(), .chunk = c->chunk_size};
     p->gemm = DM_GEMM_OPENBLAS;
     if (c->gemm != DM_GEMM_OPENBLAS) {
         p->gemm_why = onednn_missing();

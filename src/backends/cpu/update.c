@@ -12,13 +12,13 @@ static void adamw_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
     dm_adamw(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1, a->b2,
-             a->eps, a->t, a->gscale, a->cautious);
+             a->eps, a->t, a->gscale ? *a->gscale : 1.0f, a->cautious);
 }
 
 static void mom_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_mom_args *a = args;
-    dm_momentum(a->momo, a->u, a->mom, a->g, a->n, a->beta, a->gscale);
+    dm_momentum(a->momo, a->u, a->mom, a->g, a->n, a->beta, a->gscale ? *a->gscale : 1.0f);
 }
 
 static void apply_cpu(dm_ops *ops, void *args, int dir) {
@@ -41,6 +41,7 @@ static void norm_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_gnorm_args *a = args;
     *a->norm = dm_grad_norm2(a->g, a->n);
+    if (a->gscale) *a->gscale = dm_clip_scale(*a->norm, a->clip);
 }
 
 static void add_cpu(dm_ops *ops, void *args, int dir) {

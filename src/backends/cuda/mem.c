@@ -86,9 +86,7 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
                                            "the mean of several micro-batches yet"
                    : c->retract == DM_RETRACT_STIEFEL
                        ? "retract=stiefel: the cuda backend has no Stiefel retraction yet"
-                   : c->vocab != 256 ? "vocab other than 256: the cuda backend's embedding and "
-                                       "cross-entropy take bytes only so far"
-                                     : NULL;
+                       : NULL;
     if (no) {
         if (err) snprintf(err, errlen, "%s; use backend=cpu", no);
         return 1;
@@ -161,7 +159,7 @@ void *dm_cuda_backend_state(int device, char *err, size_t errlen) {
     if (st) {
         st->device = device;
         if ((rc = dm_cuda_set_device(device)) || (rc = dm_cuda_stream_create(&st->s)) ||
-            (rc = dm_cuda_malloc((void **)&st->dbl, (1 + DM_CUDA_SUMSQ_BLOCKS) * sizeof(double))))
+            (rc = dm_cuda_malloc((void **)&st->dbl, DM_CUDA_SUMSQ_BLOCKS * sizeof(double))))
             why = dm_cuda_error(rc);
         else if (!(st->blas = dm_cuda_blas_create(&why)) && !why)
             why = "cuBLASLt does not start";

@@ -4,8 +4,9 @@
  * for, one Newton-Schulz step at a time, the Stiefel retraction, the gradient mean of
  * several micro-batches) is declined by supports() with the reason, which the dispatch
  * counts; with nothing else of the backend's memory kind, it stops the process rather than
- * run on the host. Host synchronisation inside a step: the cross-entropy's mean loss and
- * the gradient norm, returned to the host as doubles, wait for the stream (the only two). */
+ * run on the host. Nothing here waits for the stream: the cross-entropy's mean loss, the
+ * gradient norm and the clipping factor stay in device memory, where the updates read
+ * the factor and the step's end reads the loss and the norm. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,18 +51,14 @@ static void matmul_cu(dm_ops *ops, void *args, int dir) {
               "matmul bwd_w");
 }
 
-/* the kernels take byte ids: a model of tokens (ids of 2 or 4 bytes) is declined */
-static const char *embed_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_embed_args *)args)->w > 1 ? "token ids wider than a byte (the kernel's "
-                                                   "ids are bytes)"
-                                                 : NULL;
-}
 static void embed_cu(dm_ops *ops, void *args, int dir) {
     dm_embed_args *a = args;
     if (dir == DM_FWD)
-        CHECK(dm_cuda_embed_fwd(a->out, a->tok, a->table, a->N, a->C, S(ops)), "embed fwd");
-    else CHECK(dm_cuda_embed_bwd(a->dtable, a->dout, a->tok, a->N, a->C, S(ops)), "embed bwd");
+        CHECK(dm_cuda_embed_fwd(a->out, a->tok, a->w, a->table, a->N, a->C, S(ops)), "embed fwd");
+    else
+        CHECK(dm_cuda_embed_bwd(a->dtable, a->dout, a->tok, a->w, a->N, a->C,
+                                a->V ? a->V : DM_VOCAB, S(ops)),
+              "embed bwd");
 }
 
 static const char *norm_supports(dm_ops *ops, const void *args, int dir) {
@@ -160,42 +157,64 @@ static void add_cu(dm_ops *ops, void *args, int dir) {
 
 static const char *xent_supports(dm_ops *ops, const void *args, int dir) {
     (void)ops, (void)dir;
-    const dm_xent_args *a = args;
-    if (a->db) return "a bf16 copy of dlogits (fp32 only on cuda)";
-    return a->V == DM_VOCAB && a->w <= 1 ? NULL
-                                         : "a vocabulary other than 256 bytes (the kernel's "
-                                           "targets are bytes)";
+    return ((const dm_xent_args *)args)->db ? "a bf16 copy of dlogits (fp32 only on cuda)" : NULL;
 }
-static const char *head_xent_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)args, (void)dir;
-    return "the fused head and cross-entropy has no CUDA kernel yet";
+/* the per-row losses of a forward: the caller's, else the backend's own (grown to N) */
+static float *losses_of(dm_ops *ops, float *losses, int N) {
+    dm_cuda_state *st = ST(ops);
+    if (losses) return losses;
+    if (st->losses_cap < (size_t)N) {
+        dm_cuda_free(st->losses);
+        st->losses = NULL;
+        CHECK(dm_cuda_malloc((void **)&st->losses, (size_t)N * sizeof(float)),
+              "the cross-entropy's losses");
+        st->losses_cap = (size_t)N;
+    }
+    return st->losses;
 }
-static void head_xent_cu(dm_ops *ops, void *args, int dir) { (void)ops, (void)args, (void)dir; }
-/* forward: the mean loss into the host's double: the step's one read of the loss, which
- * waits for the stream */
+/* forward: the losses and their mean into a double of device memory */
 static void xent_cu(dm_ops *ops, void *args, int dir) {
     dm_xent_args *a = args;
-    dm_cuda_state *st = ST(ops);
     if (dir != DM_FWD) {
-        CHECK(dm_cuda_xent_bwd(a->dlogits, a->logits, a->targets, a->N, a->V, a->scale, st->s),
+        CHECK(dm_cuda_xent_bwd(a->dlogits, a->logits, a->targets, a->w, a->N, a->V, a->scale,
+                               S(ops)),
               "xent bwd");
         return;
     }
-    float *losses = a->losses;
-    if (!losses) {
-        if (st->losses_cap < (size_t)a->N) {
-            dm_cuda_free(st->losses);
-            st->losses = NULL;
-            CHECK(dm_cuda_malloc((void **)&st->losses, (size_t)a->N * sizeof(float)),
-                  "the cross-entropy's losses");
-            st->losses_cap = (size_t)a->N;
-        }
-        losses = st->losses;
-    }
-    CHECK(dm_cuda_xent_fwd(losses, st->dbl, a->logits, a->targets, a->N, a->V, st->s),
+    CHECK(dm_cuda_xent_fwd(losses_of(ops, a->losses, a->N), a->mean, a->logits, a->targets, a->w,
+                           a->N, a->V, S(ops)),
           "xent fwd");
-    CHECK(dm_cuda_download(a->mean, st->dbl, sizeof(double), st->s), "the loss to the host");
-    CHECK(dm_cuda_sync(st->s), "the loss to the host");
+}
+/* the head and the cross-entropy over rows in chunks of R, each chunk's logits made in
+ * work[R,V] by cuBLASLt (and made again in the backward): forward, the chunk's losses,
+ * then the mean of all N; backward, dlogits in place of the logits, then dx = dlogits W
+ * and dW += dlogits^T x */
+static void head_xent_cu(dm_ops *ops, void *args, int dir) {
+    dm_head_xent_args *a = args;
+    dm_cuda_blas *b = ST(ops)->blas;
+    float *losses = dir == DM_FWD ? losses_of(ops, a->losses, a->N) : NULL;
+    size_t wid = (size_t)(a->w ? a->w : 1);
+    for (int r0 = 0; r0 < a->N; r0 += a->R) {
+        int n = a->N - r0 < a->R ? a->N - r0 : a->R;
+        const float *x = a->x + (size_t)r0 * a->D;
+        const void *t = (const char *)a->targets + (size_t)r0 * wid;
+        CHECK(dm_cuda_matmul_fwd(b, 0, a->work, x, a->W, NULL, n, a->D, a->V, S(ops)),
+              "head_xent logits");
+        if (dir == DM_FWD) {
+            CHECK(dm_cuda_xent_fwd(losses + r0, NULL, a->work, t, a->w, n, a->V, S(ops)),
+                  "head_xent fwd");
+            continue;
+        }
+        CHECK(dm_cuda_xent_bwd(a->work, a->work, t, a->w, n, a->V, a->scale, S(ops)),
+              "head_xent bwd");
+        CHECK(dm_cuda_matmul_bwd_data(b, 0, a->dx + (size_t)r0 * a->D, a->work, a->W, n, a->D,
+                                      a->V, 0, S(ops)),
+              "head_xent dx");
+        CHECK(dm_cuda_matmul_bwd_weight(b, 0, a->dW, NULL, a->work, a->work, x, n, a->D, a->V,
+                                        S(ops)),
+              "head_xent dW");
+    }
+    if (dir == DM_FWD) CHECK(dm_cuda_mean(a->mean, losses, a->N, S(ops)), "head_xent mean");
 }
 
 static const char *delta_supports(dm_ops *ops, const void *args, int dir) {
@@ -219,7 +238,7 @@ static void delta_chunked_cu(dm_ops *ops, void *args, int dir) {
     else
         CHECK(dm_cuda_delta_chunk_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO,
                                       a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0,
-                                      a->work, S(ops)),
+                                      ops->scratch, S(ops)),
               "delta chunked bwd");
 }
 static void delta_serial_cu(dm_ops *ops, void *args, int dir) {
@@ -231,7 +250,7 @@ static void delta_serial_cu(dm_ops *ops, void *args, int dir) {
     else
         CHECK(dm_cuda_delta_serial_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->dO,
                                        a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0,
-                                       a->work, S(ops)),
+                                       ops->scratch, S(ops)),
               "delta serial bwd");
 }
 
@@ -257,16 +276,13 @@ static void grad_mean_cu(dm_ops *ops, void *args, int dir) {
     dm_sum_args *a = args;
     same(ops, a->out, a->acc, a->n);
 }
-/* the norm (the square root of the sum of squares) into the host's double: waits for the stream (gradient clipping) */
+/* the norm (the square root of the sum of squares) and the clipping factor, in device memory */
 static void grad_norm_cu(dm_ops *ops, void *args, int dir) {
     (void)dir;
     dm_gnorm_args *a = args;
     dm_cuda_state *st = ST(ops);
-    CHECK(dm_cuda_sumsq(st->dbl, a->g, a->n, st->dbl + 1, st->s), "grad_norm");
-    double sumsq = 0;
-    CHECK(dm_cuda_download(&sumsq, st->dbl, sizeof(double), st->s), "the norm to the host");
-    CHECK(dm_cuda_sync(st->s), "the norm to the host");
-    *a->norm = sqrt(sumsq);
+    CHECK(dm_cuda_grad_norm(a->norm, a->gscale, a->g, a->n, a->clip, st->dbl, st->s),
+          "grad_norm");
 }
 static void adamw_cu(dm_ops *ops, void *args, int dir) {
     (void)dir;
@@ -368,7 +384,7 @@ static void normuon_cu(dm_ops *ops, void *args, int dir) {
     static const dm_impl_list var = DM_IMPL_LIST(var##_I);
 
 LIST1(MATMUL, "cublaslt", NULL, matmul_cu)
-LIST1(EMBED, "cuda", embed_supports, embed_cu)
+LIST1(EMBED, "cuda", NULL, embed_cu)
 LIST1(RMSNORM, "cuda", norm_supports, norm_cu)
 LIST1(GATEDNORM, "cuda", norm_supports, norm_cu)
 LIST1(CONV, "cuda", conv_supports, conv_cu)
@@ -378,7 +394,7 @@ LIST1(GATE, "cuda", gate_supports, gate_cu)
 LIST1(SIGMOID, "cuda", NULL, sigmoid_cu)
 LIST1(SWIGLU, "cuda", swiglu_supports, swiglu_cu)
 LIST1(XENT, "cuda", xent_supports, xent_cu)
-LIST1(HEAD_XENT, "cuda", head_xent_supports, head_xent_cu)
+LIST1(HEAD_XENT, "cuda", NULL, head_xent_cu)
 LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
 LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)

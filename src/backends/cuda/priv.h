@@ -12,8 +12,7 @@ typedef struct {
     int device;
     dm_cuda_stream s;  /* every kernel, copy and zeroing of the backend runs on it */
     dm_cuda_blas *blas;
-    double *dbl;       /* device doubles: [0] a reduction's result (the loss, the norm),
-                          then DM_CUDA_SUMSQ_BLOCKS of the sum of squares' work */
+    double *dbl;       /* device doubles: the sum of squares' work (DM_CUDA_SUMSQ_BLOCKS) */
     double *slice_sq;  /* per-slice sums of squares of the sphere retraction */
     int slice_cap;
     float *losses;     /* cross-entropy's per-row losses when the caller wants none */

@@ -141,13 +141,14 @@ int dm_cuda_silu_l2norm_fwd(float *y, float *rn, const float *x, int R, int D, f
 int dm_cuda_silu_l2norm_bwd(float *dx, const float *dy, const float *y, const float *rn,
                             const float *xs, int R, int D, dm_cuda_stream s);
 
-/* ---- the byte ends and the sequence ops (seq.cu) ----
- * embed: out[N,C] = table[tok[n], :]  (table [256,C]; tok [N] bytes, device) */
-int dm_cuda_embed_fwd(float *out, const uint8_t *tok, const float *table, int N, int C,
+/* ---- the ends of the network and the sequence ops (seq.cu) ----
+ * Ids (device) are of width w: 1 (or 0) bytes, 2 or 4 (dm_id_width of the vocabulary).
+ * embed: out[N,C] = table[ids[n], :]  (table [V,C]) */
+int dm_cuda_embed_fwd(float *out, const void *ids, int w, const float *table, int N, int C,
                       dm_cuda_stream s);
-/* dtable[256,C] += sum_n onehot(tok[n]) x dout[n,:]  (rows summed in order n = 0..N-1) */
-int dm_cuda_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N, int C,
-                      dm_cuda_stream s);
+/* dtable[V,C] += sum_n onehot(ids[n]) x dout[n,:]  (rows summed in order n = 0..N-1) */
+int dm_cuda_embed_bwd(float *dtable, const float *dout, const void *ids, int w, int N, int C,
+                      int V, dm_cuda_stream s);
 /* depthwise causal conv: x, y [B,T,C]; w [C,W];
  * y[b,t,c] = sum_{i<W} w[c,i] x[b,t-W+1+i,c]  (zero left padding) */
 int dm_cuda_conv_fwd(float *y, const float *x, const float *w, int B, int T, int C, int W,
@@ -155,14 +156,16 @@ int dm_cuda_conv_fwd(float *y, const float *x, const float *w, int B, int T, int
 /* dx[B,T,C] = ;  dw[C,W] += */
 int dm_cuda_conv_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                      int B, int T, int C, int W, dm_cuda_stream s);
-/* softmax cross-entropy: logits [N,V]; targets [N] bytes (device);
+/* softmax cross-entropy: logits [N,V]; targets [N] ids of width w;
  * losses[n] = logsumexp(logits[n]) - logits[n,t[n]] (required); *mean (device double,
- * NULL: none) = their mean, summed in double in a fixed tree */
-int dm_cuda_xent_fwd(float *losses, double *mean, const float *logits, const uint8_t *targets,
-                     int N, int V, dm_cuda_stream s);
+ * NULL: none) = their mean as dm_cuda_mean sums it */
+int dm_cuda_xent_fwd(float *losses, double *mean, const float *logits, const void *targets,
+                     int w, int N, int V, dm_cuda_stream s);
 /* dlogits[N,V] = (softmax(logits[n]) - onehot(t[n])) * scale  (dlogits may == logits) */
-int dm_cuda_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets, int N, int V,
-                     float scale, dm_cuda_stream s);
+int dm_cuda_xent_bwd(float *dlogits, const float *logits, const void *targets, int w, int N,
+                     int V, float scale, dm_cuda_stream s);
+/* *mean (device double) = sum_n x[n] / N, summed in double in a fixed tree (one block) */
+int dm_cuda_mean(double *mean, const float *x, int N, dm_cuda_stream s);
 
 /* ---- matrix products through cuBLASLt (blas.c) ----
  * A context: the cuBLASLt handle, a fixed workspace and the algorithm chosen for each
@@ -205,21 +208,27 @@ int dm_cuda_bias_grad(float *dbias, const float *dout, int N, int O, dm_cuda_str
  * [DM_CUDA_SUMSQ_BLOCKS doubles], then those in a fixed tree: the gradient norm's square */
 #define DM_CUDA_SUMSQ_BLOCKS 256
 int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work, dm_cuda_stream s);
-/* AdamW on one tensor of n floats (optim.c's update): with gi = g gscale,
+/* The gradient norm: *norm = sqrt(sum of squares) as dm_cuda_sumsq sums them (work the
+ * same), and when gscale != NULL the clipping factor of threshold clip there
+ * (ops/update.h: dm_clip_scale); both device memory, nothing waits */
+int dm_cuda_grad_norm(double *norm, float *gscale, const float *x, size_t n, float clip,
+                      double *work, dm_cuda_stream s);
+/* AdamW on one tensor of n floats (optim.c's update): with gi = g gscale (*gscale, one
+ * float of device memory: the clipping factor; NULL: 1),
  * m1 = b1 m1 + (1-b1) gi;  m2 = b2 m2 + (1-b2) gi^2;
  * p = p (1 - lr wd) - lr (m1 c1) / (sqrt(m2 c2) + eps),  c1, c2 = 1/(1 - b1^t), 1/(1 - b2^t);
  * cautious: no decay (p, not p (1 - lr wd)) where m1 p < 0 */
 int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
-                  float b1, float b2, float eps, long t, float gscale, int cautious,
+                  float b1, float b2, float eps, long t, const float *gscale, int cautious,
                   dm_cuda_stream s);
 
-/* Muon's elementwise parts (muon.c): the momentum, mom = beta mom + (1-beta) g gscale,
- * and, when u != NULL, the Nesterov update u = (1-beta) g gscale + beta mom (of the new
- * mom); the step on a unit's weights, w = w decay - step_scale x (x: its orthogonalized
- * update; decay = 1 - lr wd, step_scale = lr sqrt(max(1, rows/cols)), from the host;
- * cautious: no decay where x w < 0) */
+/* Muon's elementwise parts (muon.c): the momentum, mom = beta mom + (1-beta) g gscale
+ * (gscale as for AdamW), and, when u != NULL, the Nesterov update u = (1-beta) g gscale +
+ * beta mom (of the new mom); the step on a unit's weights, w = w decay - step_scale x
+ * (x: its orthogonalized update; decay = 1 - lr wd, step_scale = lr sqrt(max(1,
+ * rows/cols)), from the host; cautious: no decay where x w < 0) */
 int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
-                          float gscale, dm_cuda_stream s);
+                          const float *gscale, dm_cuda_stream s);
 int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float step_scale,
                         int cautious, dm_cuda_stream s);
 /* NorMuon on n stacked slices x[n, rows, cols] in place, their row moments v[n, rows]

@@ -210,12 +210,26 @@ extern "C" int dm_cuda_sumsq(double *out, const float *x, size_t n, double *work
     k_sumsq_total<<<1, DM_BS_THREADS, 0, s>>>(out, work);
     return dm_launched();
 }
+/* the norm from its square in place, and the clipping factor (ops/update.h's rule) */
+static __global__ void k_norm_clip(double *norm, float *gscale, float clip) {
+    double v = sqrt(*norm);
+    *norm = v;
+    if (gscale) *gscale = clip > 0 && v > clip ? (float)((double)clip / v) : 1.0f;
+}
+extern "C" int dm_cuda_grad_norm(double *norm, float *gscale, const float *x, size_t n,
+                                 float clip, double *work, dm_cuda_stream s) {
+    int err = dm_cuda_sumsq(norm, x, n, work, s);
+    if (err) return err;
+    k_norm_clip<<<1, 1, 0, s>>>(norm, gscale, clip);
+    return dm_launched();
+}
 
 static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, float lr,
                                float decay, float b1, float b2, float eps, float c1, float c2,
-                               float gscale, int cautious, size_t n) {
+                               const float *gscale, int cautious, size_t n) {
+    float gs = gscale ? *gscale : 1.0f;
     DM_GRID_STRIDE(i, n) {
-        float gi = g[i] * gscale;
+        float gi = g[i] * gs;
         float a = b1 * m1[i] + (1.0f - b1) * gi, v = b2 * m2[i] + (1.0f - b2) * gi * gi;
         m1[i] = a;
         m2[i] = v;
@@ -224,8 +238,8 @@ static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, f
     }
 }
 extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr,
-                             float wd, float b1, float b2, float eps, long t, float gscale,
-                             int cautious, dm_cuda_stream s) {
+                             float wd, float b1, float b2, float eps, long t,
+                             const float *gscale, int cautious, dm_cuda_stream s) {
     if (n == 0) return 0;
     /* the bias corrections as the CPU computes them (in double, on the host) */
     float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
@@ -277,15 +291,16 @@ extern "C" int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a
 
 /* ---- Muon's momentum and weight step ---- */
 static __global__ void k_momentum(float *mom, const float *g, float *u, float beta,
-                                  float gscale, size_t n) {
+                                  const float *gscale, size_t n) {
+    float gs = gscale ? *gscale : 1.0f;
     DM_GRID_STRIDE(j, n) {
-        float gj = g[j] * gscale, mj = beta * mom[j] + (1.0f - beta) * gj;
+        float gj = g[j] * gs, mj = beta * mom[j] + (1.0f - beta) * gj;
         mom[j] = mj;
         if (u) u[j] = (1.0f - beta) * gj + beta * mj;
     }
 }
 extern "C" int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
-                                     float gscale, dm_cuda_stream s) {
+                                     const float *gscale, dm_cuda_stream s) {
     EW_LAUNCH(k_momentum, n, mom, g, u, beta, gscale);
 }
 static __global__ void k_muon_update(float *w, const float *x, float decay, float step_scale,

@@ -9,14 +9,15 @@
  * The module exports one symbol, DM_CUDA_ENTRY_SYMBOL, a function returning its table.
  * The table starts with its ABI number and size so that a loader refuses a module of
  * another dormouse before calling anything in it. A new entry goes at the end with
- * DM_CUDA_MODULE_ABI raised. The module refers to no symbol of libdormouse: what it
- * needs from the host comes through its arguments. */
+ * DM_CUDA_MODULE_ABI raised; so does a change of what the entries pass (the op layer's
+ * dm_ops, the ops' argument structs, the policy). The module refers to no symbol of
+ * libdormouse: what it needs from the host comes through its arguments. */
 #ifndef DM_KERNELS_CUDA_ENTRY_H
 #define DM_KERNELS_CUDA_ENTRY_H
 
 #include <stddef.h>
 
-#define DM_CUDA_MODULE_ABI 2
+#define DM_CUDA_MODULE_ABI 3
 #define DM_CUDA_ENTRY_SYMBOL "dm_cuda_module_entry"
 
 struct dm_backend_vt;

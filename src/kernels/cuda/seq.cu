@@ -1,37 +1,44 @@
-/* seq.cu — the byte ends and the sequence ops: the embedding, the depthwise causal conv
- * and the softmax cross-entropy. */
+/* seq.cu — the ends of the network and the sequence ops: the embedding, the depthwise
+ * causal conv and the softmax cross-entropy, on ids of 1, 2 or 4 bytes (bytes, or the
+ * tokens of a vocabulary: dm_id_width). */
 #include "kernels/cuda/device.cuh"
 
-#define VOCAB 256 /* bytes */
+/* id i of ids of width w (0 or 1: bytes; 2; 4) */
+static __device__ __forceinline__ unsigned dm_id(const void *ids, int w, size_t i) {
+    return w == 4   ? ((const uint32_t *)ids)[i]
+           : w == 2 ? ((const uint16_t *)ids)[i]
+                    : ((const uint8_t *)ids)[i];
+}
 
 /* ---- embedding ---- */
-static __global__ void k_embed_fwd(float *out, const uint8_t *tok, const float *table, int C,
+static __global__ void k_embed_fwd(float *out, const void *ids, int w, const float *table, int C,
                                    size_t n) {
-    DM_GRID_STRIDE(i, n) out[i] = table[(size_t)tok[i / C] * C + i % C];
+    DM_GRID_STRIDE(i, n) out[i] = table[(size_t)dm_id(ids, w, i / C) * C + i % C];
 }
-extern "C" int dm_cuda_embed_fwd(float *out, const uint8_t *tok, const float *table, int N,
+extern "C" int dm_cuda_embed_fwd(float *out, const void *ids, int w, const float *table, int N,
                                  int C, dm_cuda_stream s) {
     size_t n = (size_t)N * C;
     if (n == 0) return 0;
-    k_embed_fwd<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(out, tok, table, C, n);
+    k_embed_fwd<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(out, ids, w, table, C, n);
     return dm_launched();
 }
-/* one block per byte value v: each column adds the rows of v to its entry in order
+/* one block per id value v: each column adds the rows of v to its entry in order
  * n = 0..N-1, starting from the entry (the CPU's order: the same bits) */
-static __global__ void k_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N,
-                                   int C) {
-    const int v = blockIdx.x;
+static __global__ void k_embed_bwd(float *dtable, const float *dout, const void *ids, int w,
+                                   int N, int C) {
+    const unsigned v = blockIdx.x;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = dtable[(size_t)v * C + c];
         for (int n = 0; n < N; n++)
-            if (tok[n] == v) acc += dout[(size_t)n * C + c];
+            if (dm_id(ids, w, (size_t)n) == v) acc += dout[(size_t)n * C + c];
         dtable[(size_t)v * C + c] = acc;
     }
 }
-extern "C" int dm_cuda_embed_bwd(float *dtable, const float *dout, const uint8_t *tok, int N,
-                                 int C, dm_cuda_stream s) {
-    if (N <= 0 || C <= 0) return 0;
-    k_embed_bwd<<<VOCAB, C < 256 ? 32 * ((C + 31) / 32) : 256, 0, s>>>(dtable, dout, tok, N, C);
+extern "C" int dm_cuda_embed_bwd(float *dtable, const float *dout, const void *ids, int w,
+                                 int N, int C, int V, dm_cuda_stream s) {
+    if (N <= 0 || C <= 0 || V <= 0) return 0;
+    k_embed_bwd<<<(unsigned)V, C < 256 ? 32 * ((C + 31) / 32) : 256, 0, s>>>(dtable, dout, ids,
+                                                                             w, N, C);
     return dm_launched();
 }
 
@@ -87,8 +94,8 @@ extern "C" int dm_cuda_conv_bwd(float *dx, float *dw, const float *dy, const flo
 
 /* ---- softmax cross-entropy: one warp per row ---- */
 #define XROWS 8 /* rows (warps) per block */
-static __global__ void k_xent_fwd(float *losses, const float *logits, const uint8_t *targets,
-                                  int N, int V) {
+static __global__ void k_xent_fwd(float *losses, const float *logits, const void *targets,
+                                  int w, int N, int V) {
     int n = blockIdx.x * XROWS + (int)(threadIdx.x >> 5), l = (int)(threadIdx.x & 31);
     if (n >= N) return;
     const float *x = logits + (size_t)n * V;
@@ -98,7 +105,7 @@ static __global__ void k_xent_fwd(float *losses, const float *logits, const uint
     float sum = 0.0f;
     for (int v = l; v < V; v += 32) sum += expf(x[v] - mx);
     sum = dm_warp_sum(sum);
-    if (l == 0) losses[n] = logf(sum) + mx - x[targets[n]];
+    if (l == 0) losses[n] = logf(sum) + mx - x[dm_id(targets, w, (size_t)n)];
 }
 /* *mean = sum_n losses[n] / N in double, one block (a fixed tree) */
 static __global__ void k_mean(double *mean, const float *losses, int N) {
@@ -107,20 +114,24 @@ static __global__ void k_mean(double *mean, const float *losses, int N) {
     double total = dm_block_sum<double>(acc);
     if (threadIdx.x == 0) *mean = total / N;
 }
+extern "C" int dm_cuda_mean(double *mean, const float *x, int N, dm_cuda_stream s) {
+    if (N <= 0) return 0;
+    k_mean<<<1, DM_BS_THREADS, 0, s>>>(mean, x, N);
+    return dm_launched();
+}
 extern "C" int dm_cuda_xent_fwd(float *losses, double *mean, const float *logits,
-                                const uint8_t *targets, int N, int V, dm_cuda_stream s) {
+                                const void *targets, int w, int N, int V, dm_cuda_stream s) {
     if (N <= 0) return 0;
     k_xent_fwd<<<(unsigned)((N + XROWS - 1) / XROWS), 32 * XROWS, 0, s>>>(losses, logits,
-                                                                         targets, N, V);
+                                                                         targets, w, N, V);
     int err = dm_launched();
     if (err || !mean) return err;
-    k_mean<<<1, DM_BS_THREADS, 0, s>>>(mean, losses, N);
-    return dm_launched();
+    return dm_cuda_mean(mean, losses, N, s);
 }
 /* each lane writes only the elements it read (dlogits may == logits); the target's lane
  * subtracts after its own scaling */
-static __global__ void k_xent_bwd(float *dx, const float *logits, const uint8_t *targets, int N,
-                                  int V, float scale) {
+static __global__ void k_xent_bwd(float *dx, const float *logits, const void *targets, int w,
+                                  int N, int V, float scale) {
     int n = blockIdx.x * XROWS + (int)(threadIdx.x >> 5), l = (int)(threadIdx.x & 31);
     if (n >= N) return;
     const float *x = logits + (size_t)n * V;
@@ -136,13 +147,14 @@ static __global__ void k_xent_bwd(float *dx, const float *logits, const uint8_t 
     }
     float k = scale / dm_warp_sum(sum);
     for (int v = l; v < V; v += 32) d[v] *= k;
-    int t = targets[n];
+    int t = (int)dm_id(targets, w, (size_t)n);
     if (t % 32 == l) d[t] -= scale;
 }
-extern "C" int dm_cuda_xent_bwd(float *dlogits, const float *logits, const uint8_t *targets,
+extern "C" int dm_cuda_xent_bwd(float *dlogits, const float *logits, const void *targets, int w,
                                 int N, int V, float scale, dm_cuda_stream s) {
     if (N <= 0) return 0;
     k_xent_bwd<<<(unsigned)((N + XROWS - 1) / XROWS), 32 * XROWS, 0, s>>>(dlogits, logits,
-                                                                         targets, N, V, scale);
+                                                                         targets, w, N, V,
+                                                                         scale);
     return dm_launched();
 }
