@@ -168,10 +168,11 @@ int dm_config_mlp_hidden(const dm_config *c);
 /* Threads                                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-/* Use n threads (0 = all cores) for OpenMP regions; OpenBLAS keeps one of its own (each
- * GEMM tile runs on one thread). Every thread of the pool flushes denormal floats to zero
- * (x86 FTZ and DAZ): a trained model's decays reach them, and they cost the CPU ~100x an
- * ordinary operation. Returns the number in use. */
+/* Use n threads (0 = all cores) for OpenMP regions (a model sets them to its config's
+ * `threads` when it is made, and again before its forward when they differ); OpenBLAS
+ * keeps one of its own (each GEMM tile runs on one thread). Every thread of the pool
+ * flushes denormal floats to zero (x86 FTZ and DAZ): a trained model's decays reach them,
+ * and they cost the CPU ~100x an ordinary operation. Returns the number in use. */
 int dm_set_threads(int n);
 /* 1 when the calling thread and every thread of a region of the current size flush
  * denormals to zero; 0 where they do not (DM_CPU_KEEP_DENORMALS=1 in the environment, or

@@ -629,9 +629,10 @@ TEST(bf16_determinism_threads) {
     float *g0 = NULL, l0 = 0;
     int saved = omp_get_max_threads();
     for (int i = 0; i < 4; i++) {
-        dm_set_threads(NT[i]);
+        c.threads = NT[i]; /* the model's policy sets its pool */
         dm_model *m = model_in(&c, 1);
         if (!m) break;
+        CHECK(omp_get_max_threads() == NT[i]);
         float l = loss_grads(m, tok, 4, 64);
         if (i == 0) {
             np = dm_model_num_params(m);

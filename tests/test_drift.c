@@ -12,6 +12,7 @@
 #include "check.h"
 #include "jobs/budget.h"
 #include "ops/atlas.h"
+#include "ops/optim_ops.h"
 #include "optim/optim.h" /* dm_lr_cooldown_start */
 
 #define TINY "--set d_model=32 --set n_layer=1 --set n_head=2 --set head_dim=16 " \
@@ -139,6 +140,44 @@ TEST(train_summary_drift_from_logged_step_times) {
 }
 
 /* ---- the floor ---- */
+
+/* The bytes an op moves, as the dispatch counts them for the floor: its outputs written
+ * and each of its inputs read once. SiLU's forward of n floats moves 8n bytes (x read, y
+ * written), its backward 12n (dy and x read, dx written), AdamW on n parameters 28n (p, g,
+ * m and v read; p, m and v written), the gradient norm 4n + 8 (g read, the norm's double
+ * written). */
+TEST(floor_counts_reads_and_writes) {
+    enum { n = 1000 };
+    dm_config c;
+    dm_config_default(&c);
+    dm_ops ops;
+    dm_ops_init(&ops, &c);
+    dm_atlas *a = calloc(1, sizeof *a);
+    float *x = t_alloc(n), *y = t_alloc(n), *dy = t_alloc(n), *m1 = t_alloc(n), *m2 = t_alloc(n);
+    CHECK(a != NULL);
+    if (!a) return;
+    t_fill_normal(x, n, 1, 1.0f), t_fill_normal(dy, n, 2, 1.0f);
+    ops.atlas = a;
+    dm_op_silu_fwd(&ops, y, x, n);
+    dm_op_silu_bwd(&ops, y, dy, x, n);
+    dm_op_adamw(&ops, x, m1, m2, dy, n, 1e-3f, 0.0f, 0.9f, 0.95f, 1e-8f, 1, NULL, 0);
+    double norm;
+    dm_op_grad_norm(&ops, &norm, NULL, dy, n, 0.0f);
+    static const struct { const char *op, *dir; double bytes; } want[] = {
+        {"silu", "fwd", 8.0 * n}, {"silu", "bwd", 12.0 * n}, {"adamw", "fwd", 28.0 * n},
+        {"grad_norm", "fwd", 4.0 * n + 8}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        double got = -1;
+        for (int i = 0; i < a->n_ops; i++)
+            if (!strcmp(a->op[i].name, want[k].op) && !strcmp(a->op[i].dir, want[k].dir))
+                got = a->op[i].bytes;
+        CHECKF(got == want[k].bytes, "%s.%s: %g bytes, want %g", want[k].op, want[k].dir, got,
+               want[k].bytes);
+    }
+    dm_ops_free(&ops);
+    free(a), free(x), free(y), free(dy), free(m1), free(m2);
+}
+
 
 /* floor = sum over ops of max(flops / peak, bytes / bandwidth) */
 TEST(floor_from_given_peaks_and_counts) {

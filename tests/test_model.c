@@ -199,8 +199,9 @@ TEST(model_determinism_seed_and_threads) {
         c.gemm = GEMM[b];
         float l0 = 0;
         for (int i = 0; i < 4; i++) {
-            dm_set_threads(NT[i]);
+            c.threads = NT[i]; /* the model's policy sets its pool */
             float l = run_once(&c, tok, B, T, i ? g : g0);
+            CHECK(omp_get_max_threads() == NT[i]);
             if (i == 0) {
                 l0 = l;
                 CHECK(run_once(&c, tok, B, T, g) == l0 && !memcmp(g, g0, np * sizeof(float)));

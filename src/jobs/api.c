@@ -36,7 +36,6 @@ dm_trainer *dm_trainer_create(const dm_config *cfg, char *err, size_t errlen) {
         return NULL;
     }
     t->cfg = *cfg;
-    dm_set_threads(cfg->threads);
     char e[1024] = "";
     if (!(t->m = dm_model_create(cfg, e, sizeof e)) ||
         !(t->opt = dm_optim_create(t->m, cfg, e, sizeof e)) ||

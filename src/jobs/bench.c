@@ -257,7 +257,7 @@ static int arm_init(bench_ctx *b, arm *a) {
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s: %s", b->data, err);
     if (dm_corpus_split(&b->corpus, c->eval_window, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
-    a->m = dm_model_create(c, err, sizeof err);
+    a->m = dm_model_create_threads(c, a->threads, err, sizeof err);
     if (!a->m) return dm_fail(b->st, DM_JOB_BAD_INPUT, "%s", err);
     if (dm_model_reserve(a->m, c->batch_size, c->seq_len, err, sizeof err))
         return dm_fail(b->st, DM_JOB_FAILED, "%s", err);
@@ -287,7 +287,6 @@ static void arm_free(arm *a) {
  * recorded). 0 ok; failed when the loss or the gradient norm is not finite, or an exchange
  * between ranks failed. */
 static int arm_step(bench_ctx *b, arm *a, int rep) {
-    dm_set_threads(a->threads);
     dm_comm_stats c0 = dm_comm_get_stats(b->a->comm);
     dm_step_out so;
     if (dm_stepper_run(&a->step, &b->corpus, a->cfg.seed, 0, rep < 0 ? 0 : rep + 1, &so))
@@ -471,8 +470,9 @@ static int report(bench_ctx *b) {
                                     reps, flags};
         nr++;
         dm_job_note(b->io, "# floor of %s: %.2f ms a step (each op at the slower of its FLOPs "
-                    "at %.1f GFLOP/s, the step's GEMMs alone, and the bytes it writes at %.1f "
-                    "GB/s, a streaming copy; docs/bf16.md): the step is %.2fx its floor\n",
+                    "at %.1f GFLOP/s, the step's GEMMs alone, and the bytes it reads and writes "
+                    "at %.1f GB/s, a streaming copy; docs/bf16.md): the step is %.2fx its "
+                    "floor\n",
                     A[0].label, f_ms, b->floor.peak_flops / 1e9, b->floor.bw / 1e9,
                     over_floor);
     } else

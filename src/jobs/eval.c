@@ -10,7 +10,6 @@
 #include "io/data.h"
 #include "io/files.h"
 #include "jobs/load.h"
-#include "jobs/step.h" /* dm_step_threads */
 #include "model/host.h"
 #include "model/model.h" /* the precision record */
 #include "ops/backend.h"
@@ -198,7 +197,7 @@ static dm_model *fp32_copy(dm_model *m) {
     c.precision = DM_PRECISION_FP32;
     c.ns_precision = DM_PRECISION_FP32;
     char err[DM_ERRLEN];
-    dm_model *f = dm_model_create(&c, err, sizeof err);
+    dm_model *f = dm_model_create_threads(&c, dm_model_policy(m)->threads, err, sizeof err);
     if (!f) return NULL;
     size_t bytes = dm_model_num_params(m) * sizeof(float);
     dm_backend *be = dm_model_backend(m);
@@ -256,7 +255,7 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
     sets[0] = "precision=fp32";
     for (int i = 0; i < a->n_sets; i++) sets[i + 1] = a->sets[i];
     dm_model *m = dm_load_model(a->ckpt, sets, a->n_sets + 1, "eval", DM_EVAL_KEYS, &cfg, &step,
-                                model, io, &st);
+                                model, a->comm, io, &st);
     free(sets);
     /* the corpus: the flags, else the run's own, else the bundled one */
     if (!m) {
@@ -319,7 +318,6 @@ dm_status dm_eval(const dm_eval_args *a, const dm_job_io *io) {
         dm_fail(&st, DM_JOB_INTERRUPTED, "interrupted before the evaluation");
     if (!st.code) {
         dm_comm_set_timeout(a->comm, (double)cfg.comm_timeout);
-        dm_step_threads(&cfg, a->comm);
         size_t scored;
         char what[256];
         double bpb = dm_eval_val(m, &c, cfg.eval_window, cfg.eval_windows, cfg.batch_size,

@@ -18,11 +18,11 @@
 int dm_busy_dormice(char *buf, size_t n);
 
 /* dm_step_threads, and with threads=0 outside an MPI launch, when other dormouse
- * processes are busy here: the cores shared fairly, cores / (busy + 1) (at least 1), set
- * and said in a note (on stdout; on stderr with to_stderr: sample's stdout is its text)
+ * processes are busy here: the cores shared fairly, cores / (busy + 1) (at least 1), said
+ * in a note (on stdout; on stderr with to_stderr: sample's stdout is its text)
  * ("threads=1 of 2 cores: another dormouse is busy here (...);
- * threads=N chooses"). Returns the threads in use; *shared (when not NULL) is 1 when a
- * share was taken. */
+ * threads=N chooses"). Returns the threads for the job's model (dm_model_create_threads
+ * sets them); *shared (when not NULL) is 1 when a share was taken. */
 int dm_fair_threads(const dm_config *c, const dm_comm *comm, const dm_job_io *io,
                     int to_stderr, int *shared);
 

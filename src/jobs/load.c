@@ -13,6 +13,7 @@
 #include "io/files.h"
 #include "jobs/fair.h"
 #include "jobs/step.h" /* the oversubscription note */
+#include "model/host.h"
 
 
 /* eval: the window and how it is cut, and how the forward runs */
@@ -155,7 +156,8 @@ static int text_not_ckpt(const char *path, const char *cmd, dm_status *st) {
 
 dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
                         const char *cmd, const char *const *usable, dm_config *cfg, long *step,
-                        char *model_path, const dm_job_io *io, dm_status *st) {
+                        char *model_path, const dm_comm *comm, const dm_job_io *io,
+                        dm_status *st) {
     char err[8192];
     if (text_not_ckpt(path, cmd, st)) return NULL;
     dm_ckpt_iter it = {.path = path};
@@ -178,11 +180,11 @@ dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
         }
         if (!bad && !m) {
             char over[256];
-            int shared, n = dm_fair_threads(cfg, NULL, io, !strcmp(cmd, "sample"), &shared);
+            int shared, n = dm_fair_threads(cfg, comm, io, !strcmp(cmd, "sample"), &shared);
             if (shared) cfg->threads = n; /* the job's later calls keep the share */
             if (dm_step_oversubscribed(cfg->threads, over, sizeof over)[0])
                 dm_job_warn(io, "%s", over);
-            m = dm_model_create(cfg, err, sizeof err);
+            m = dm_model_create_threads(cfg, n, err, sizeof err);
             if (!m) bad = dm_fail(st, DM_JOB_BAD_INPUT, "%s", err);
         }
         int rc = bad ? DM_CKPT_OK : dm_ckpt_into(c, m, NULL, err, sizeof err);

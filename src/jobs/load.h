@@ -46,13 +46,16 @@ void dm_ckpt_loaded(dm_ckpt_iter *it, const dm_job_io *io);
 /* The newest checkpoint of path that loads (a run directory's, a checkpoint directory, a
  * model file: dm_ckpt_next), its config, the sets applied ("key=value"; a key must be a
  * model key equal to the checkpoint's (dm_config_check_model) or one of `usable`; any
- * other is refused as doing nothing for `cmd`), validated; the threads set; the model
- * built and its parameters loaded. The config into cfg, the checkpoint's step into step
- * and its model file into model_path (each when not NULL; model_path holds 4096 bytes);
- * the checkpoints passed over as warnings through io. NULL with a bad-input status. */
+ * other is refused as doing nothing for `cmd`), validated; the model built on the job's
+ * share of the cores (dm_fair_threads: of the ranks of comm on this machine, NULL for one
+ * process) and its parameters loaded. The config into cfg, the checkpoint's step into
+ * step and its model file into model_path (each when not NULL; model_path holds 4096
+ * bytes); the checkpoints passed over as warnings through io. NULL with a bad-input
+ * status. */
 dm_model *dm_load_model(const char *path, const char *const *sets, int n_sets,
                         const char *cmd, const char *const *usable, dm_config *cfg, long *step,
-                        char *model_path, const dm_job_io *io, dm_status *st);
+                        char *model_path, const dm_comm *comm, const dm_job_io *io,
+                        dm_status *st);
 
 /* The run directory a model file belongs to (RUN/ckpt-NNNNNNNN/model.safetensors, with
  * RUN/config.json) into run; 0 found, 1 not (a loose model file). */

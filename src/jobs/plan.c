@@ -14,6 +14,7 @@
 #include "base/rng.h"
 #include "base/stats.h"
 #include "jobs/step.h"
+#include "model/host.h"
 #include "optim/gradsum.h"
 #include "optim/optim.h"
 
@@ -182,7 +183,7 @@ static int plan_config(plan_ctx *p) {
         return p->st->code;
     if (dm_config_validate(&p->cfg, err, sizeof err))
         return dm_fail(p->st, DM_JOB_BAD_INPUT, "invalid config: %s", err);
-    p->threads = dm_set_threads(p->cfg.threads);
+    p->threads = dm_step_threads(&p->cfg, NULL);
     return 0;
 }
 
@@ -238,7 +239,7 @@ static int figures(plan_ctx *p) {
         print_figures(p, &least, mode);
         return p->st->code;
     }
-    p->m = dm_model_create(c, err, sizeof err);
+    p->m = dm_model_create_threads(c, p->threads, err, sizeof err);
     if (!p->m) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);
     p->o = dm_optim_create(p->m, c, err, sizeof err);
     if (!p->o) return dm_fail(p->st, DM_JOB_FAILED, "%s", err);

@@ -194,7 +194,7 @@ dm_status dm_sample(const dm_sample_args *args, const dm_job_io *io) {
     }
     dm_config cfg;
     dm_model *m = dm_load_model(a->ckpt, a->sets, a->n_sets, "sample", DM_SAMPLE_KEYS, &cfg,
-                                NULL, NULL, io, &st);
+                                NULL, NULL, NULL, io, &st);
     if (!m) {
         free(prompt);
         return st;

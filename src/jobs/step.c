@@ -20,7 +20,7 @@ int dm_step_threads(const dm_config *c, const dm_comm *comm) {
         long all = sysconf(_SC_NPROCESSORS_ONLN);
         if (all > 0 && mine >= all) n = (int)all / local > 0 ? (int)all / local : 1;
     }
-    return dm_set_threads(n);
+    return n > 0 ? n : omp_get_num_procs();
 }
 
 const char *dm_step_oversubscribed(int threads, char *buf, size_t n) {

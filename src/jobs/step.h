@@ -41,9 +41,10 @@ typedef struct {
                                            with the gradient sum, the optimizer */
 } dm_step_out;
 
-/* The threads a job runs with: the config's; for threads = 0 all cores, or under mpirun
- * with several ranks on this machine and no core binding, the cores divided among them.
- * Sets them (dm_set_threads) and returns the number. */
+/* The threads a job asks its model for (its share of the machine): the config's; for
+ * threads = 0 all cores, or under mpirun with several ranks on this machine and no core
+ * binding, the cores divided among them. The model's backend sets them
+ * (dm_model_create_threads: the policy's pool). */
 int dm_step_threads(const dm_config *c, const dm_comm *comm);
 /* A note when `threads` (a config's, set) is more than the cores this process may run on
  * (buf, a line with its newline), else "". Returns buf. */

@@ -62,7 +62,7 @@ static int set_up(train_ctx *t) {
     }
     if (dm_eval_check(&t->corpus, c->eval_window, c->eval_windows, err, sizeof err))
         return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
-    t->m = dm_model_create(c, err, sizeof err);
+    t->m = dm_model_create_threads(c, t->nthreads, err, sizeof err);
     if (!t->m) return dm_fail(t->st, DM_JOB_BAD_INPUT, "%s", err);
     const dm_tokdata *td = t->corpus.tok; /* a model of tokens carries its tokenizer */
     if (td && dm_model_set_tokenizer(t->m, td->model, td->model_n, td->checksum))

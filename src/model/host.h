@@ -8,6 +8,11 @@
 #include "dormouse.h"
 
 struct dm_backend;
+/* dm_model_create for a job: threads > 0 is its share of the machine's cores (jobs/fair.h,
+ * jobs/step.h), which the backend's policy takes in place of the config's `threads`
+ * (the config the model keeps, and its checkpoints save, stays as asked). */
+dm_model *dm_model_create_threads(const dm_config *cfg, int threads, char *err,
+                                  size_t errlen);
 /* The model's backend (chosen at creation from the `backend` key). */
 struct dm_backend *dm_model_backend(const dm_model *m);
 /* The parameters and gradients as the backend's memory: handles to pass to ops and to the

@@ -138,6 +138,10 @@ static void init_params(dm_model *m, float *params, const int *kinds) {
 }
 
 dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
+    return dm_model_create_threads(cfg, 0, err, errlen);
+}
+
+dm_model *dm_model_create_threads(const dm_config *cfg, int threads, char *err, size_t errlen) {
     if (dm_config_validate(cfg, err, errlen)) return NULL;
     dm_model *m = calloc(1, sizeof *m);
     table_builder tb = {m, 0, NULL, 0};
@@ -174,7 +178,9 @@ dm_model *dm_model_create(const dm_config *cfg, char *err, size_t errlen) {
         if (err) snprintf(err, errlen, "backend %s: it decides no execution policy", m->be->name);
         goto fail;
     }
-    if (m->be->vt->policy(m->be, cfg, &m->ops, &core, &m->policy, err, errlen)) goto fail;
+    dm_config asked = *cfg; /* the job's share of the cores, for the policy's pool */
+    if (threads > 0) asked.threads = threads;
+    if (m->be->vt->policy(m->be, &asked, &m->ops, &core, &m->policy, err, errlen)) goto fail;
     m->ops.policy = &m->policy;
     if (cfg->kda_impl == DM_IMPL_CHUNKED && m->policy.delta != DM_IMPL_CHUNKED) {
         if (err)
@@ -424,6 +430,7 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
 }
 
 int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T) {
+    dm_backend_apply(m->be, &m->policy); /* its thread pool, if another model changed it */
     if (dm_model_reserve(m, B, T, NULL, 0)) return 1;
     size_t w = (size_t)dm_id_width(m->cfg.vocab);
     const uint8_t *ids = tokens;

@@ -229,8 +229,8 @@ static void print_roofline(dm_atlas *a, FILE *f, double steps, double step) {
         return;
     }
     fprintf(f, "floor: %.2f ms a step (each op at the slower of its FLOPs at %.1f GFLOP/s, "
-               "the step's GEMMs alone, and the bytes it writes at %.1f GB/s, a streaming "
-               "copy)", 1e3 * fl.floor_s, fl.peak_flops / 1e9, fl.bw / 1e9);
+               "the step's GEMMs alone, and the bytes it reads and writes at %.1f GB/s, a "
+               "streaming copy)", 1e3 * fl.floor_s, fl.peak_flops / 1e9, fl.bw / 1e9);
     if (step > 0) fprintf(f, ": the step is %.2fx its floor\n", step / fl.floor_s);
     else fprintf(f, "\n");
 }

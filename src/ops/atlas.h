@@ -39,8 +39,9 @@ typedef struct {
     const char *name, *dir, *impl; /* static strings; dir and impl may be NULL */
     long calls;
     double sec, flops;
-    double bytes;      /* the bytes its calls wrote (their outputs; an accumulated output
-                          read and written): a lower bound of the traffic */
+    double bytes;      /* the bytes its calls moved (their outputs written, an accumulated
+                          one read too; their inputs read once each): a lower bound of
+                          the traffic */
 } dm_atlas_op;
 
 /* The step time's drift over a run: the median ms a step of the first and of the last
@@ -109,7 +110,7 @@ int dm_atlas_floor(dm_atlas *a, dm_floor *f);
  * sec seconds and flops FLOPs (0: not counted). The ops layer times every op call here. */
 void dm_atlas_add(dm_atlas *a, const char *op, const char *dir, const char *impl, double sec,
                   double flops);
-/* The bytes a call of op (as dm_atlas_add names it) wrote: added to its entry. */
+/* The bytes a call of op (as dm_atlas_add names it) moved: added to its entry. */
 void dm_atlas_bytes(dm_atlas *a, const char *op, const char *dir, const char *impl,
                     double bytes);
 void dm_atlas_stage(dm_atlas *a, int stage, double sec);

@@ -97,6 +97,9 @@ typedef struct dm_backend_vt {
     size_t (*delta_work)(const struct dm_ops *ops, const dm_delta_dims *d, int nthreads,
                          int both, size_t *saved);
     const dm_backend_calls *calls; /* the op layer's other questions; NULL: none */
+    /* the policy p of a model made real again before its ops run, where another model of
+     * the process may have changed it (the cpu's thread pool); NULL: nothing to do */
+    void (*apply)(dm_backend *be, const struct dm_policy *p);
 } dm_backend_vt;
 
 struct dm_impl_list;
@@ -158,6 +161,11 @@ void *dm_backend_host_view(dm_backend *be, void *p);
  * dm_backend_unmap ends it: a copy is written back to p when `write`, then freed. */
 void *dm_backend_map(dm_backend *be, void *p, size_t bytes, int read);
 void dm_backend_unmap(dm_backend *be, void *p, void *host, size_t bytes, int write);
+/* Make policy p (a model's, decided by this backend) real again: before a model's ops
+ * run (dm_model_forward). */
+static inline void dm_backend_apply(dm_backend *be, const struct dm_policy *p) {
+    if (be && be->vt->apply) be->vt->apply(be, p);
+}
 /* The backend's own call window: its memory is accessible to the host between enter and
  * leave (nested calls count). The dispatch routine opens it around every op call. */
 static inline void dm_backend_enter(dm_backend *be) {

@@ -67,9 +67,19 @@ static const char *check(const void *args, int dir) {
     return !a->dO || !a->dq || !a->dk || !a->dv || !a->dg || !a->dbeta ? "a NULL buffer" : NULL;
 }
 
+/* q, k, v, g, beta (and h0); the backward dO (and dhT) too; the saved state not counted */
+static double reads(const void *args, int dir) {
+    const dm_delta_args *a = args;
+    const dm_delta_dims *d = a->d;
+    double nb = (double)d->B * d->T * d->H, nk = nb * d->dk, nv = nb * d->dv;
+    double ns = (double)d->B * d->H * d->dk * d->dv, ng = d->scalar_gate ? nb : nk;
+    double in = 2 * nk + nv + ng + nb + (a->h0 ? ns : 0);
+    return 4.0 * (dir == DM_FWD ? in : in + nv + (a->dhT ? ns : 0));
+}
+
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
-                                sizeof(dm_delta_args), outputs, flops, check};
+                                sizeof(dm_delta_args), outputs, flops, check, reads};
 
 void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
                      const float *v, const float *g, const float *beta, const float *h0,

@@ -169,14 +169,15 @@ static void count_skip(dm_ops *ops, int op, int dir, int impl, const char *why) 
     else ops->skip_lost++;
 }
 
-/* The bytes a call writes, for the atlas's floor: its outputs (f32; a double for
- * DM_OUT_F64), an accumulated one counted twice (read and written). What it reads besides
- * is not counted: a lower bound of its traffic. */
-static double written_bytes(const dm_op_def *def, void *args, int dir) {
-    if (!def->outputs) return 0;
+/* The bytes a call moves, for the atlas's floor: its outputs written (f32; a double for
+ * DM_OUT_F64), an accumulated one counted twice (read and written), and its inputs read
+ * once each (the op's reads). A lower bound of its traffic: a kernel that reads an input
+ * twice, or spills, moves more. */
+static double traffic_bytes(const dm_op_def *def, void *args, int dir) {
+    double b = def->reads ? def->reads(args, dir) : 0;
+    if (!def->outputs) return b;
     dm_out out[DM_OP_MAX_OUT];
     int n = def->outputs(args, dir, out);
-    double b = 0;
     for (int i = 0; i < n; i++)
         b += (double)out[i].n * (out[i].kind == DM_OUT_F64 ? 8.0
                                  : out[i].kind == DM_OUT_ACC ? 8.0 : 4.0);
@@ -196,7 +197,7 @@ static void run_timed(dm_ops *ops, int op, const dm_op_def *def, int impl, void 
     const char *impl_name = n_impl(ops, op) > 1 ? im->name : NULL;
     dm_atlas_add(ops->atlas, def->name, DIR[dir], impl_name, t,
                  def->flops ? def->flops(args, dir) : 0);
-    dm_atlas_bytes(ops->atlas, def->name, DIR[dir], impl_name, written_bytes(def, args, dir));
+    dm_atlas_bytes(ops->atlas, def->name, DIR[dir], impl_name, traffic_bytes(def, args, dir));
 }
 
 /* ---- verify mode ---- */

@@ -52,7 +52,8 @@ static const char *check(const void *args, int dir) {
 
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, &REF,
-                                 sizeof(dm_matmul_args), outputs, flops, check};
+                                 sizeof(dm_matmul_args), outputs, flops, check,
+                                 NULL /* bound by its FLOPs */};
 
 void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
                       int N, int K, int O) {

@@ -60,11 +60,22 @@ static const char *norm_check(const void *args, int dir) {
     return !a->dx || !a->dy || !a->x || !a->rstd_in ? "a NULL buffer" : NULL;
 }
 
+/* every norm's inputs: x (and z, the gate; xs, the SiLU's input), the weights; the
+ * backward's dy and the inverse norms too */
+static double norm_reads(const void *args, int dir) {
+    const dm_norm_args *a = args;
+    double n = (double)a->R * a->C, w = a->w ? a->C : 0;
+    if (dir == DM_FWD) return 4.0 * (n * (a->z ? 2 : 1) + w);
+    return 4.0 * (n * (2 + (a->z ? 1 : 0) + (a->xs ? 1 : 0)) + w + a->R);
+}
+
 static const dm_impl RMS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST};
 const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, &RMS_REF,
-                                  sizeof(dm_norm_args), rms_outputs, NULL, norm_check};
+                                  sizeof(dm_norm_args), rms_outputs, NULL, norm_check,
+                                  norm_reads};
 const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, &RMS_REF,
-                                    sizeof(dm_norm_args), rms_outputs, NULL, norm_check};
+                                    sizeof(dm_norm_args), rms_outputs, NULL, norm_check,
+                                    norm_reads};
 
 static void l2_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
@@ -91,7 +102,7 @@ static int l2_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl L2_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref, DM_MEM_HOST};
 const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF,
                                  sizeof(dm_norm_args),
-                                 l2_outputs, NULL, norm_check};
+                                 l2_outputs, NULL, norm_check, norm_reads};
 
 void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
                        const float *w, int N, int C, float eps, float *scratch) {

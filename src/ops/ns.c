@@ -56,9 +56,9 @@ static const char *ns_check(const void *args, int dir) {
 
 static const dm_impl NS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref, DM_MEM_HOST};
 const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF, sizeof(dm_ns_args), ns_outputs,
-                             ns_op_flops, ns_check};
+                             ns_op_flops, ns_check, NULL};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NULL, sizeof(dm_ns_args), ns_outputs,
-                                  ns_op_flops, ns_check};
+                                  ns_op_flops, ns_check, NULL};
 
 void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
               int stack) {
@@ -102,7 +102,7 @@ static const char *retract_check(const void *args, int dir) {
     return !a->out || !a->W || !a->c || (a->stiefel && !a->work) ? "a NULL buffer" : NULL;
 }
 const dm_op_def dm_def_retract = {"retract", 1u << DM_FWD, NULL, sizeof(dm_retract_args),
-                                  retract_outputs, NULL, retract_check};
+                                  retract_outputs, NULL, retract_check, NULL};
 
 void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, int cols) {
     dm_retract_args a = {W, W, R, n, rows, cols, 0, 0, NULL};

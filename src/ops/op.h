@@ -74,6 +74,10 @@ typedef struct {
      * that fails them is a bug of its caller, stopped before any implementation runs
      * (NULL hook: none) */
     const char *(*check)(const void *args, int dir);
+    /* the bytes a call reads: each of its inputs once (f32 floats, ids of their width),
+     * for the atlas's floor beside what it writes; NULL: not counted (the products, bound
+     * by their FLOPs, and Newton-Schulz) */
+    double (*reads)(const void *args, int dir);
 } dm_op_def;
 
 /* The one dispatch routine. */

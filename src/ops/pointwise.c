@@ -45,13 +45,27 @@ static const char *add_check(const void *args, int dir) {
     return a->n && (!a->y || !a->x) ? "a NULL buffer" : NULL;
 }
 
+/* inputs: x (the forward; silu's backward) or y (sigmoid's backward), and dy */
+static double unary_reads(const void *args, int dir) {
+    return 4.0 * (double)((const dm_unary_args *)args)->n * (dir == DM_FWD ? 1 : 2);
+}
+static double swiglu_reads(const void *args, int dir) {
+    return 4.0 * (double)((const dm_swiglu_args *)args)->n * (dir == DM_FWD ? 2 : 3);
+}
+static double add_reads(const void *args, int dir) { /* x (y is the output, counted there) */
+    (void)dir;
+    return 4.0 * (double)((const dm_add_args *)args)->n;
+}
+
 static const dm_impl SILU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, silu_ref, DM_MEM_HOST};
 static const dm_impl SIGMOID_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, sigmoid_ref,
                                     DM_MEM_HOST};
 const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, &SILU_REF,
-                               sizeof(dm_unary_args), unary_outputs, NULL, unary_check};
+                               sizeof(dm_unary_args), unary_outputs, NULL, unary_check,
+                               unary_reads};
 const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, &SIGMOID_REF,
-                                  sizeof(dm_unary_args), unary_outputs, NULL, unary_check};
+                                  sizeof(dm_unary_args), unary_outputs, NULL, unary_check,
+                                  unary_reads};
 
 /* in: x for the forward and for silu's backward, y for sigmoid's backward */
 static void unary(dm_ops *o, int op, int dir, float *out, const float *in, const float *dy,
@@ -103,7 +117,8 @@ static int swiglu_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl SWIGLU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref,
                                    DM_MEM_HOST};
 const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, &SWIGLU_REF,
-                                 sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check};
+                                 sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check,
+                                 swiglu_reads};
 
 void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
                       size_t n) {
@@ -157,9 +172,15 @@ static const char *gate_check(const void *args, int dir) {
                                                                           : NULL);
 }
 
+/* f (and dg), A_log and dt_bias */
+static double gate_reads(const void *args, int dir) {
+    const dm_gate_args *a = args;
+    return 4.0 * ((double)a->N * a->H * a->Cg * (dir == DM_FWD ? 1 : 2) + 2.0 * a->H);
+}
+
 static const dm_impl GATE_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref, DM_MEM_HOST};
 const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, &GATE_REF,
-                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check};
+                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check, gate_reads};
 
 void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
                     const float *dt_bias, int N, int H, int Cg, float lb) {
@@ -186,7 +207,7 @@ static int add_outputs(void *args, int dir, dm_out *o) {
     return 1;
 }
 const dm_op_def dm_def_add = {"add", 1u << DM_FWD, NULL, sizeof(dm_add_args), add_outputs,
-                              NULL, add_check};
+                              NULL, add_check, add_reads};
 
 void dm_op_add(dm_ops *o, float *y, const float *x, size_t n) {
     dm_add_args a = {.y = y, .x = x, .n = n};

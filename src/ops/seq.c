@@ -31,9 +31,19 @@ static const char *embed_check(const void *args, int dir) {
                          : (!a->dtable || !a->dout ? "a NULL buffer" : NULL);
 }
 
+/* the ids' width in bytes */
+static double idw(int w) { return w ? w : 1; }
+/* the ids and the rows they pick (forward) or the output's gradient (backward) */
+static double embed_reads(const void *args, int dir) {
+    const dm_embed_args *a = args;
+    (void)dir;
+    return (double)a->N * (idw(a->w) + 4.0 * a->C);
+}
+
 static const dm_impl EMBED_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref, DM_MEM_HOST};
 const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, &EMBED_REF,
-                                sizeof(dm_embed_args), embed_outputs, NULL, embed_check};
+                                sizeof(dm_embed_args), embed_outputs, NULL, embed_check,
+                                embed_reads};
 
 void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
                          int N, int C, int V) {
@@ -76,10 +86,16 @@ static const char *conv_check(const void *args, int dir) {
                          : (!a->dx || !a->dw || !a->dy ? "a NULL buffer" : NULL);
 }
 
+/* x and the taps (forward); dy, x and the taps (backward) */
+static double conv_reads(const void *args, int dir) {
+    const dm_conv_args *a = args;
+    return 4.0 * ((double)a->B * a->T * a->C * (dir == DM_FWD ? 1 : 2) + (double)a->C * a->W);
+}
+
 static const dm_impl CONV_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref, DM_MEM_HOST};
 const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF,
                                sizeof(dm_conv_args),
-                               conv_outputs, NULL, conv_check};
+                               conv_outputs, NULL, conv_check, conv_reads};
 
 void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
                     int W) {
@@ -125,10 +141,17 @@ static const char *xent_check(const void *args, int dir) {
     return dir == DM_BWD && !a->dlogits ? "a NULL buffer" : NULL;
 }
 
+/* the logits and the targets */
+static double xent_reads(const void *args, int dir) {
+    const dm_xent_args *a = args;
+    (void)dir;
+    return (double)a->N * (4.0 * a->V + idw(a->w));
+}
+
 static const dm_impl XENT_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref, DM_MEM_HOST};
 const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
                                sizeof(dm_xent_args),
-                               xent_outputs, NULL, xent_check};
+                               xent_outputs, NULL, xent_check, xent_reads};
 
 void dm_op_xent_fwd_ids(dm_ops *o, double *mean, float *losses, const float *logits,
                         const void *targets, int w, int N, int V) {
@@ -196,12 +219,20 @@ static const char *head_xent_check(const void *args, int dir) {
     return dir == DM_BWD && (!a->dx || !a->dW) ? "a NULL buffer" : NULL;
 }
 
+/* x, the targets, and W once per chunk of rows (the backward reads both once more) */
+static double head_xent_reads(const void *args, int dir) {
+    const dm_head_xent_args *a = args;
+    double chunks = a->R > 0 ? (double)((a->N + a->R - 1) / a->R) : 0;
+    double once = (double)a->N * (4.0 * a->D + idw(a->w)) + chunks * 4.0 * a->V * a->D;
+    return dir == DM_FWD ? once : 2.0 * once;
+}
+
 static const dm_impl HEAD_XENT_REF = {"reference", 1,    DM_PREC_FP32, NULL, NULL,
                                       head_xent_ref, DM_MEM_HOST};
 const dm_op_def dm_def_head_xent = {"head_xent",         1u << DM_FWD | 1u << DM_BWD,
                                     &HEAD_XENT_REF,      sizeof(dm_head_xent_args),
                                     head_xent_outputs,   head_xent_flops,
-                                    head_xent_check};
+                                    head_xent_check,     head_xent_reads};
 
 void dm_op_head_xent_fwd(dm_ops *o, double *mean, float *losses, const float *x, const float *W,
                          const void *targets, int w, float *work, int N, int D, int V, int R) {

@@ -57,11 +57,40 @@ static const char *sum_check(const void *args, int dir) {
     return a->n && (!a->out || !a->acc) ? "a NULL buffer" : NULL;
 }
 
+/* ---- the reads: every input once ---- */
+
+static double adamw_reads(const void *args, int dir) { /* p, g, m, v */
+    (void)dir;
+    return 16.0 * (double)((const dm_adamw_args *)args)->n;
+}
+static double mom_reads(const void *args, int dir) { /* mom, g */
+    (void)dir;
+    return 8.0 * (double)((const dm_mom_args *)args)->n;
+}
+static double apply_reads(const void *args, int dir) { /* w, x */
+    (void)dir;
+    return 8.0 * (double)((const dm_apply_args *)args)->n;
+}
+static double normuon_reads(const void *args, int dir) { /* x, v */
+    (void)dir;
+    const dm_normuon_args *a = args;
+    return 4.0 * (double)a->n * a->rows * ((double)a->cols + 1);
+}
+static double gnorm_reads(const void *args, int dir) { /* g */
+    (void)dir;
+    return 4.0 * (double)((const dm_gnorm_args *)args)->n;
+}
+static double sum_reads(const void *args, int dir) { /* acc (but for the first) and g */
+    (void)dir;
+    const dm_sum_args *a = args;
+    return 4.0 * (double)a->n * (a->g ? (a->first ? 1 : 2) : 1);
+}
+
 static const dm_impl ADAMW_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, adamw_ref,
                                   DM_MEM_HOST};
 const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 sizeof(dm_adamw_args),
-                                adamw_outputs, NULL, adamw_check};
+                                adamw_outputs, NULL, adamw_check, adamw_reads};
 
 void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
                  float wd, float b1, float b2, float eps, long t, const float *gscale,
@@ -89,7 +118,7 @@ static const dm_impl MOMENTUM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, m
                                      DM_MEM_HOST};
 const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
                                    sizeof(dm_mom_args),
-                                   mom_outputs, NULL, mom_check};
+                                   mom_outputs, NULL, mom_check, mom_reads};
 
 void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
                     const float *gscale) {
@@ -113,7 +142,8 @@ static int apply_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, apply_ref,
                                   DM_MEM_HOST};
 const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
-                                      sizeof(dm_apply_args), apply_outputs, NULL, apply_check};
+                                      sizeof(dm_apply_args), apply_outputs, NULL, apply_check,
+                                      apply_reads};
 
 void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
                        int cautious) {
@@ -151,7 +181,7 @@ static const dm_impl NORMUON_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, no
                                     DM_MEM_HOST};
 const dm_op_def dm_def_normuon = {"normuon", 1u << DM_FWD, &NORMUON_REF,
                                   sizeof(dm_normuon_args), normuon_outputs, NULL,
-                                  normuon_check};
+                                  normuon_check, normuon_reads};
 
 void dm_op_normuon(dm_ops *o, float *x, float *v, int n, int rows, int cols, float beta2,
                    float eps, float *work) {
@@ -179,7 +209,7 @@ static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_
                                  DM_MEM_HOST};
 const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
                                     sizeof(dm_gnorm_args),
-                                    norm_outputs, NULL, gnorm_check};
+                                    norm_outputs, NULL, gnorm_check, gnorm_reads};
 
 void dm_op_grad_norm(dm_ops *o, double *norm, float *gscale, const float *g, size_t n,
                      float clip) {
@@ -209,12 +239,12 @@ static const dm_impl GRAD_ADD_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, a
                                      DM_MEM_HOST};
 const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, &GRAD_ADD_REF,
                                    sizeof(dm_sum_args),
-                                   sum_outputs, NULL, sum_check};
+                                   sum_outputs, NULL, sum_check, sum_reads};
 static const dm_impl GRAD_MEAN_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref,
                                       DM_MEM_HOST};
 const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF,
                                     sizeof(dm_sum_args),
-                                    sum_outputs, NULL, sum_check};
+                                    sum_outputs, NULL, sum_check, sum_reads};
 
 void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first) {
     dm_sum_args a = {.out = acc, .acc = acc, .g = g, .n = n, .first = first};

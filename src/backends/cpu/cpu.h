@@ -15,6 +15,8 @@ dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen);
  * bound to the backend (policy.c); its backends' dm_backend_vt.policy */
 int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                   struct dm_policy *p, char *err, size_t errlen);
+/* its dm_backend_vt.apply: the pool of p again (policy.c) */
+void dm_cpu_apply(dm_backend *be, const struct dm_policy *p);
 /* Would the delta op run chunked for dims d under the settings of ops? (0 with the
  * reason.) (delta.c) */
 int dm_ops_delta_chunked(const dm_ops *ops, const dm_delta_dims *d, const char **why);

@@ -37,7 +37,7 @@ static void cpu_destroy(dm_backend *be) { free(be); }
 const dm_backend_vt dm_cpu_vt = {cpu_alloc,   cpu_release,     cpu_copy,      cpu_copy,
                                  cpu_copy,    cpu_zero,        NULL,          cpu_view,
                                  NULL,        NULL,            cpu_destroy,   dm_cpu_roofline,
-                                 dm_cpu_policy, dm_cpu_delta_work, &dm_cpu_calls};
+                                 dm_cpu_policy, dm_cpu_delta_work, &dm_cpu_calls, dm_cpu_apply};
 
 dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen) {
     (void)device;

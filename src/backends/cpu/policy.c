@@ -1,6 +1,7 @@
 /* policy.c — the cpu backend's execution policy (ops/policy.h), decided once when a model
- * is made: the thread pool the job set (dm_set_threads), whether its threads flush
- * denormals (as the thread setup left them: dm_denormals_flushed), the GEMM engine
+ * is made: the thread pool (the config's threads, which a job sets to its share of the
+ * machine; 0: all cores), set here with every thread flushing denormals
+ * (dm_set_threads; dm_denormals_flushed reads the mode back), the GEMM engine
  * (oneDNN unless gemm=openblas or oneDNN cannot run here), the delta core's path for the
  * model's shape, the norms' kernels and the precision record (precision.c). */
 #include <omp.h>
@@ -22,7 +23,10 @@ static const char *onednn_missing(void) {
 
 int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                   dm_policy *p, char *err, size_t errlen) {
-    *p = (dm_policy){.backend = be ? be->name : "cpu", .threads = omp_get_max_threads(),
+    /* a model's pool is set now; a plan of no model (be NULL) only counts it */
+    int threads = be ? dm_set_threads(c->threads)
+                     : c->threads > 0 ? c->threads : omp_get_num_procs();
+    *p = (dm_policy){.backend = be ? be->name : "cpu", .threads = threads,
                      .ftz = dm_denormals_flushed(), .chunk = c->chunk_size};
     p->gemm = DM_GEMM_OPENBLAS;
     if (c->gemm != DM_GEMM_OPENBLAS) {
@@ -34,4 +38,10 @@ int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delt
     if (c->kda_impl != DM_IMPL_REFERENCE) p->delta_why = why;
     p->norm = c->norm_impl == DM_IMPL_REFERENCE ? DM_IMPL_REFERENCE : DM_IMPL_CHUNKED;
     return dm_precision_decide(&p->prec, c, ops->bf16_why, err, errlen);
+}
+
+/* the pool of policy p again when another model's (or the caller) left another size */
+void dm_cpu_apply(dm_backend *be, const dm_policy *p) {
+    (void)be;
+    if (omp_get_max_threads() != p->threads) dm_set_threads(p->threads);
 }

@@ -115,7 +115,8 @@ static const dm_backend_vt FENCED = {fenced_alloc, fenced_release, fenced_to_hos
                                      fenced_copy,  fenced_zero,    NULL,        NULL,
                                      fenced_enter, fenced_leave,   fenced_destroy,
                                      dm_cpu_roofline, /* on host operands of its own */
-                                     dm_cpu_policy,   dm_cpu_delta_work, &dm_cpu_calls};
+                                     dm_cpu_policy,   dm_cpu_delta_work, &dm_cpu_calls,
+                                     dm_cpu_apply};
 
 dm_backend *dm_backend_fenced_create(int device, char *err, size_t errlen) {
     (void)device;
