@@ -23,8 +23,8 @@
 #   - a layer above the backends (model, optim, io, jobs, cli) -> kernels/, ref/ or
 #     backends/: it reaches them through the op layer;
 #   - a layer above the backends -> the op layer's internals: anything in ops but its
-#     interface, ops/ops.h, ops/atlas.h, ops/backend.h, ops/policy.h, ops/precision.h and
-#     ops/optim_ops.h.
+#     interface, ops/ops.h, ops/atlas.h, ops/backend.h, ops/buffer.h, ops/policy.h,
+#     ops/precision.h and ops/optim_ops.h.
 # Circles: a module is a .c file and the .h of the same name beside it; a header x_y.h
 # with no x_y.c beside it belongs to the module x beside it (optim_internal.h to optim).
 # Module A includes module B when a file of A includes a file of B; any circle of modules
@@ -37,7 +37,8 @@ declare -A rank=([base]=0 [kernels]=1 [ref]=1 [ops]=2 [backends]=3 [model]=4 [op
                  [io]=6 [jobs]=7 [cli]=8)
 # the op layer's interface to the layers above it
 declare -A ops_public=([src/ops/ops.h]=1 [src/ops/atlas.h]=1 [src/ops/backend.h]=1
-                       [src/ops/policy.h]=1 [src/ops/precision.h]=1 [src/ops/optim_ops.h]=1)
+                       [src/ops/buffer.h]=1 [src/ops/policy.h]=1 [src/ops/precision.h]=1
+                       [src/ops/optim_ops.h]=1)
 
 # the layer of a path under src/ ("" when it is not under a known layer folder)
 layer_of() {

@@ -137,6 +137,32 @@ static void within(dm_backend *be, float *p) {
     dm_backend_zero(be, p + 100, 0);
 }
 
+/* The ops take a backend's memory as handles (ops/buffer.h): a call that hands them host
+ * floats does not compile, and the same call with the explicit dm_bm() does. */
+TEST(backend_memory_handles_refuse_host_floats) {
+    static const char *const CALL[2] = {"dm_op_silu_fwd(&ops, y, x, 4)",
+                                        "dm_op_silu_fwd(&ops, dm_bm(y), dm_bm(x), 4)"};
+    for (int k = 0; k < 2; k++) {
+        char d[256], cmd[4096], out[8192], path[512];
+        t_tmpdir(d, sizeof d);
+        snprintf(cmd, sizeof cmd,
+                 "printf '#include \"ops/ops.h\"\\nvoid f(dm_ops *o);\\n"
+                 "void f(dm_ops *o) {\\n    dm_ops ops = *o;\\n    float x[4] = {0}, y[4];\\n"
+                 "    %s;\\n}\\n' > %s/call.c", CALL[k], d);
+        CHECK(t_run(cmd, NULL, 0) == 0);
+        snprintf(path, sizeof path, "%s/out", d);
+        snprintf(cmd, sizeof cmd, "'%s' -std=c11 -fsyntax-only -Werror=incompatible-pointer-types "
+                 "-I%s/include -I%s/src %s/call.c", DM_C_COMPILER, DM_SOURCE_DIR, DM_SOURCE_DIR,
+                 d);
+        int rc = t_run_out(cmd, path, out, sizeof out);
+        if (k == 0)
+            CHECKF(rc != 0 && strstr(out, "incompatible pointer type"),
+                   "host floats passed as backend memory: exit %d\n%s", rc, out);
+        else CHECKF(rc == 0, "the same call with dm_bm(): exit %d\n%s", rc, out);
+        t_rmtree(d);
+    }
+}
+
 /* fenced copies and zeroing stop (abort, as a device faults) when their range leaves the
  * allocation it starts in, or lies in host memory; the same calls in range run */
 TEST(backend_fenced_copies_check_ranges) {
@@ -171,7 +197,7 @@ TEST(backend_fenced_model_copies_by_name) {
     CHECKF(a && b, "%s", err);
     CHECK(!strcmp(dm_model_backend_name(a), "cpu") && !strcmp(dm_model_backend_name(b), "fenced"));
     CHECK(dm_model_params(a) != NULL && dm_model_params(b) == NULL && dm_model_grads(b) == NULL);
-    CHECK(dies_of(read_one, dm_model_param_mem(b)) == SIGSEGV);
+    CHECK(dies_of(read_one, (volatile float *)(void *)dm_model_param_mem(b)) == SIGSEGV);
     size_t np = dm_model_num_params(a);
     float *pa = t_alloc(np), *pb = t_alloc(np);
     dm_model_params_to_host(a, pa);

@@ -203,10 +203,11 @@ static void bf16_ops(dm_ops *ops) {
 typedef struct { float *out, *din, *dW, *db; } mm_out;
 static void mm_all(dm_ops *ops, const float *in, const float *W, const float *b, const float *dy,
                    int N, int K, int O, mm_out *r) {
-    dm_op_matmul_fwd(ops, r->out, in, W, b, N, K, O);
+    dm_op_matmul_fwd(ops, dm_bm(r->out), dm_bm(in), dm_bm(W), dm_bm(b), N, K, O);
     memset(r->dW, 0, (size_t)O * K * sizeof(float));
     memset(r->db, 0, (size_t)O * sizeof(float));
-    dm_op_matmul_bwd(ops, r->din, r->dW, r->db, dy, NULL, in, W, N, K, O, 0);
+    dm_op_matmul_bwd(ops, dm_bm(r->din), dm_bm(r->dW), dm_bm(r->db), dm_bm(dy), NULL, dm_bm(in),
+                     dm_bm(W), N, K, O, 0);
 }
 static mm_out mm_alloc(int N, int K, int O) {
     return (mm_out){t_alloc((size_t)N * O), t_alloc((size_t)N * K), t_alloc((size_t)O * K),

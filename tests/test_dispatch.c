@@ -312,9 +312,9 @@ TEST(atlas_roofline_times_every_gemm) {
         m->ops.verify = 0;
         float *x = t_alloc(96 * 64), *work = t_alloc(dm_op_ns_work(&m->ops, 4, 96, 64, v == 2));
         t_fill_normal(x, 96 * 64, 5, 1.0f);
-        dm_op_ns(&m->ops, x, 4, 16, 64, DM_NS_QUINTIC5, work, v == 2, 1);
-        dm_op_ns(&m->ops, x, 1, 96, 64, DM_NS_QUINTIC5, work, v == 2, 0);
-        dm_op_ns(&m->ops, x, 1, 96, 64, DM_NS_QUINTIC5, work, v == 2, 0);
+        dm_op_ns(&m->ops, dm_bm(x), 4, 16, 64, DM_NS_QUINTIC5, dm_bm(work), v == 2, 1);
+        dm_op_ns(&m->ops, dm_bm(x), 1, 96, 64, DM_NS_QUINTIC5, dm_bm(work), v == 2, 0);
+        dm_op_ns(&m->ops, dm_bm(x), 1, 96, 64, DM_NS_QUINTIC5, dm_bm(work), v == 2, 0);
         free(x);
         free(work);
         CHECK(a->n_gemm == sets + 2 && a->gemm[sets + 1].calls == 2);
@@ -408,13 +408,14 @@ static int bad_call(int which, const char *errpath) {
         dm_ops ops;
         dm_ops_init(&ops, &c);
         float x[16] = {0}, y[16], w[16] = {0};
-        if (which == 0) dm_op_matmul_fwd(&ops, y, x, w, NULL, -1, 4, 4);
-        if (which == 1) dm_op_silu_fwd(&ops, NULL, x, 16);
-        if (which == 2) dm_op_rmsnorm_fwd(&ops, y, NULL, NULL, x, w, 2, 8, 1e-6f, NULL);
+        if (which == 0) dm_op_matmul_fwd(&ops, dm_bm(y), dm_bm(x), dm_bm(w), NULL, -1, 4, 4);
+        if (which == 1) dm_op_silu_fwd(&ops, NULL, dm_bm(x), 16);
+        if (which == 2) dm_op_rmsnorm_fwd(&ops, dm_bm(y), NULL, NULL, dm_bm(x), dm_bm(w), 2, 8,
+                                          1e-6f, NULL);
         if (which == 3) { /* sane: runs */
-            dm_op_matmul_fwd(&ops, y, x, w, NULL, 4, 2, 2);
-            dm_op_silu_fwd(&ops, y, x, 0); /* empty: no buffer needed */
-            dm_op_silu_fwd(&ops, y, x, 16);
+            dm_op_matmul_fwd(&ops, dm_bm(y), dm_bm(x), dm_bm(w), NULL, 4, 2, 2);
+            dm_op_silu_fwd(&ops, dm_bm(y), dm_bm(x), 0); /* empty: no buffer needed */
+            dm_op_silu_fwd(&ops, dm_bm(y), dm_bm(x), 16);
         }
         dm_ops_free(&ops);
         _exit(0);

@@ -158,11 +158,12 @@ TEST(floor_counts_reads_and_writes) {
     if (!a) return;
     t_fill_normal(x, n, 1, 1.0f), t_fill_normal(dy, n, 2, 1.0f);
     ops.atlas = a;
-    dm_op_silu_fwd(&ops, y, x, n);
-    dm_op_silu_bwd(&ops, y, dy, x, n);
-    dm_op_adamw(&ops, x, m1, m2, dy, n, 1e-3f, 0.0f, 0.9f, 0.95f, 1e-8f, 1, NULL, 0);
+    dm_op_silu_fwd(&ops, dm_bm(y), dm_bm(x), n);
+    dm_op_silu_bwd(&ops, dm_bm(y), dm_bm(dy), dm_bm(x), n);
+    dm_op_adamw(&ops, dm_bm(x), dm_bm(m1), dm_bm(m2), dm_bm(dy), n, 1e-3f, 0.0f, 0.9f, 0.95f, 1e-8f,
+                1, NULL, 0);
     double norm;
-    dm_op_grad_norm(&ops, &norm, NULL, dy, n, 0.0f);
+    dm_op_grad_norm(&ops, &norm, NULL, dm_bm(dy), n, 0.0f);
     static const struct { const char *op, *dir; double bytes; } want[] = {
         {"silu", "fwd", 8.0 * n}, {"silu", "bwd", 12.0 * n}, {"adamw", "fwd", 28.0 * n},
         {"grad_norm", "fwd", 4.0 * n + 8}};

@@ -55,8 +55,10 @@ static result fused(dm_ops *ops, const float *x, const float *W, const void *ids
     result r = {0, t_alloc((size_t)N), t_alloc((size_t)N * D), t_alloc((size_t)V * D)};
     float *work = t_alloc((size_t)R * V);
     int w = dm_id_width(V);
-    dm_op_head_xent_fwd(ops, &r.loss, r.losses, x, W, ids, w, work, N, D, V, R);
-    dm_op_head_xent_bwd(ops, r.dx, r.dW, x, W, ids, w, work, N, D, V, R, 1.0f / (float)N);
+    dm_op_head_xent_fwd(ops, &r.loss, dm_bm(r.losses), dm_bm(x), dm_bm(W), ids, w, dm_bm(work), N,
+                        D, V, R);
+    dm_op_head_xent_bwd(ops, dm_bm(r.dx), dm_bm(r.dW), dm_bm(x), dm_bm(W), ids, w, dm_bm(work), N,
+                        D, V, R, 1.0f / (float)N);
     free(work);
     return r;
 }
@@ -67,10 +69,11 @@ static result unfused(dm_ops *ops, const float *x, const float *W, const void *i
     result r = {0, t_alloc((size_t)N), t_alloc((size_t)N * D), t_alloc((size_t)V * D)};
     float *logits = t_alloc((size_t)N * V);
     int w = dm_id_width(V);
-    dm_op_matmul_fwd(ops, logits, x, W, NULL, N, D, V);
-    dm_op_xent_fwd_ids(ops, &r.loss, r.losses, logits, ids, w, N, V);
-    dm_op_xent_bwd_ids(ops, logits, NULL, logits, ids, w, N, V, 1.0f / (float)N);
-    dm_op_matmul_bwd(ops, r.dx, r.dW, NULL, logits, NULL, x, W, N, D, V, 0);
+    dm_op_matmul_fwd(ops, dm_bm(logits), dm_bm(x), dm_bm(W), NULL, N, D, V);
+    dm_op_xent_fwd_ids(ops, &r.loss, dm_bm(r.losses), dm_bm(logits), ids, w, N, V);
+    dm_op_xent_bwd_ids(ops, dm_bm(logits), NULL, dm_bm(logits), ids, w, N, V, 1.0f / (float)N);
+    dm_op_matmul_bwd(ops, dm_bm(r.dx), dm_bm(r.dW), NULL, dm_bm(logits), NULL, dm_bm(x), dm_bm(W),
+                     N, D, V, 0);
     free(logits);
     return r;
 }

@@ -70,8 +70,8 @@ static dm_model *make(dm_config c, int mode, int bf16_ref) {
 /* What the plan does not keep (the workspace) and every backward scratch, as NaN; the
  * workspace then holds no unit's activations. */
 static size_t poison(dm_model *m) {
-    float *ws = m->arena + m->sizes.saved;
     size_t n = m->sizes.recompute + m->sizes.scratch;
+    float *ws = dm_backend_host_view(m->be, m->arena + m->sizes.saved); /* the cpu's */
     memset(ws, 0xff, n * sizeof(float)); /* NaN as f32 and as bf16 */
     dm_network_forget_ws(m);
     return m->sizes.recompute;
@@ -227,7 +227,7 @@ TEST(checkpointing_plan_rules) {
 }
 
 /* every tensor pointer of the layout: inside [lo, hi) of the arena (NULL ones skipped) */
-static int inside(const void *p, const float *lo, const float *hi) {
+static int inside(const void *p, const dm_bf *lo, const dm_bf *hi) {
     return !p || ((const char *)p >= (const char *)lo && (const char *)p < (const char *)hi);
 }
 
@@ -266,7 +266,7 @@ TEST(memory_report_matches_arena) {
                                                  "residual stream is %zu", mem.saved, resid);
                 else CHECK(mem.saved > resid);
                 /* each tensor in its region */
-                float *a0 = m->arena, *ws = a0 + m->sizes.saved, *sc = ws + m->sizes.recompute;
+                dm_bf *a0 = m->arena, *ws = a0 + m->sizes.saved, *sc = ws + m->sizes.recompute;
                 for (int u = 0; u <= 2 * L; u++) {
                     const char *base = u == 2 * L ? (const char *)&m->head
                                                   : (const char *)&m->act[u / 2];

@@ -201,18 +201,18 @@ TEST(optim_ops_are_their_kernels) {
         float *work = t_alloc(dm_op_ns_work(&ops, n, rows, cols, 0) + dm_op_retract_work(&ops, n, rows, cols));
         t_fill_normal(x, len, 11 + k, 0.02f);
         memcpy(y, x, len * sizeof(float));
-        dm_op_ns(&ops, x, n, rows, cols, DM_NS_POLAR5, work, 0, st);
+        dm_op_ns(&ops, dm_bm(x), n, rows, cols, DM_NS_POLAR5, dm_bm(work), 0, st);
         dm_ns_run(y, y, n, rows, cols, DM_NS_POLAR5, work, NULL, st);
         CHECKF(!memcmp(x, y, len * sizeof(float)), "ns [%d,%d,%d] differs from its kernel", n,
                rows, cols);
         CHECK(dm_ns_tiled(n, rows, cols, st) == (k == 0));
         dm_op_retract_init(&ops, s, NULL, x, n, rows, cols); /* radii of the orthogonalized x */
         for (int i = 0; i < n; i++) s[i] *= 1.5f;
-        dm_op_retract_sphere(&ops, x, s, n, rows, cols);
+        dm_op_retract_sphere(&ops, dm_bm(x), dm_bm(s), n, rows, cols);
         dm_retract_sphere(y, s, n, rows, cols);
         CHECK(!memcmp(x, y, len * sizeof(float)));
         for (int i = 0; i < n; i++) s[i] = 0.7f;
-        dm_op_retract_stiefel(&ops, x, s, n, rows, cols, work, st);
+        dm_op_retract_stiefel(&ops, dm_bm(x), dm_bm(s), n, rows, cols, dm_bm(work), st);
         dm_retract_stiefel_run(y, y, s, n, rows, cols, work, NULL, st, NULL);
         CHECK(!memcmp(x, y, len * sizeof(float)));
         free(x), free(y), free(s), free(work);
@@ -225,32 +225,34 @@ TEST(optim_ops_are_their_kernels) {
     for (size_t i = 0; i < n; i++) m2[i] = m2[i] * m2[i];
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
     const float half = 0.5f; /* the clipping factor: host memory is the cpu's */
-    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, &half, 0);
+    dm_op_adamw(&ops, dm_bm(p), dm_bm(m1), dm_bm(m2), dm_bm(g), n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f,
+                7, dm_bm(&half), 0);
     dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
-    dm_op_momentum(&ops, m1, u, g, n, 0.95f, &half);
+    dm_op_momentum(&ops, dm_bm(m1), dm_bm(u), dm_bm(g), n, 0.95f, dm_bm(&half));
     dm_momentum(q1, w, q1, g, n, 0.95f, 0.5f);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
-    dm_op_muon_update(&ops, p, u, n, 0.999f, 2e-2f, 0);
+    dm_op_muon_update(&ops, dm_bm(p), dm_bm(u), n, 0.999f, 2e-2f, 0);
     dm_muon_apply(q, q, w, n, 0.999f, 2e-2f, 0);
     CHECK(!memcmp(p, q, n * 4));
     double gn = NAN;
     float clip_f = NAN;
-    dm_op_grad_norm(&ops, &gn, &clip_f, g, n, 1.0f);
+    dm_op_grad_norm(&ops, &gn, dm_bm(&clip_f), dm_bm(g), n, 1.0f);
     CHECK(gn == dm_grad_norm2(g, n) && gn > 1.0 && clip_f == (float)(1.0 / gn));
-    dm_op_grad_norm(&ops, &gn, &clip_f, g, n, 0.0f); /* no clipping: the factor 1 */
+    dm_op_grad_norm(&ops, &gn, dm_bm(&clip_f), dm_bm(g), n, 0.0f); /* no clipping: the factor 1 */
     CHECK(gn == dm_grad_norm2(g, n) && clip_f == 1.0f);
-    dm_op_grad_add(&ops, m1, g, n, 0);
+    dm_op_grad_add(&ops, dm_bm(m1), dm_bm(g), n, 0);
     dm_grad_add(q1, q1, g, n, 0);
-    dm_op_grad_mean(&ops, u, m1, n, 3);
+    dm_op_grad_mean(&ops, dm_bm(u), dm_bm(m1), n, 3);
     dm_grad_mean(w, q1, n, 3);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
     /* the cautious forms (cautious_wd) are their kernels too */
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
-    dm_op_adamw(&ops, p, m1, m2, g, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, &half, 1);
+    dm_op_adamw(&ops, dm_bm(p), dm_bm(m1), dm_bm(m2), dm_bm(g), n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f,
+                8, dm_bm(&half), 1);
     dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
-    dm_op_muon_update(&ops, p, u, n, 0.99f, 2e-2f, 1);
+    dm_op_muon_update(&ops, dm_bm(p), dm_bm(u), n, 0.99f, 2e-2f, 1);
     dm_muon_apply(q, q, u, n, 0.99f, 2e-2f, 1);
     CHECK(!memcmp(p, q, n * 4));
     /* normuon: 3 slices of [70, 333] (over the kernel's parallel threshold), two steps */
@@ -262,7 +264,7 @@ TEST(optim_ops_are_their_kernels) {
         for (int st = 0; st < 2; st++) {
             t_fill_normal(x, nx, 9 + st, 0.05f);
             memcpy(y, x, nx * 4);
-            dm_op_normuon(&ops, x, v, ns, rows, cols, 0.95f, 1e-8f, wk);
+            dm_op_normuon(&ops, dm_bm(x), dm_bm(v), ns, rows, cols, 0.95f, 1e-8f, dm_bm(wk));
             dm_normuon(y, vv, ns, rows, cols, 0.95f, 1e-8f, (double *)wk);
             CHECK(!memcmp(x, y, nx * 4) && !memcmp(v, vv, nr * 4));
         }

@@ -6,6 +6,7 @@
 #define DM_MODEL_HOST_H
 
 #include "dormouse.h"
+#include "ops/buffer.h"
 
 struct dm_backend;
 /* dm_model_create for a job: threads > 0 is its share of the machine's cores (jobs/fair.h,
@@ -17,8 +18,8 @@ dm_model *dm_model_create_threads(const dm_config *cfg, int threads, char *err,
 struct dm_backend *dm_model_backend(const dm_model *m);
 /* The parameters and gradients as the backend's memory: handles to pass to ops and to the
  * backend's calls (offset by a tensor's offset), never to dereference outside them. */
-float *dm_model_param_mem(dm_model *m);
-float *dm_model_grad_mem(dm_model *m);
+dm_bf *dm_model_param_mem(dm_model *m);
+dm_bf *dm_model_grad_mem(dm_model *m);
 /* dm_model_forward without reading the loss: the batch's mean loss is left in the double of
  * the backend's memory that dm_model_loss_mem returns (its value until the next forward),
  * so a step waits for the backend only when its caller reads it. 0; 1 when the batch's

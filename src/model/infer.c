@@ -15,13 +15,13 @@ struct dm_infer {
     const dm_model *m;
     dm_backend *be; /* the model's: the state and scratch live there too */
     dm_ops ops;
-    float *buf;
+    dm_bf *buf;
     uint32_t *tok;  /* the token in: its dm_id_width(vocab) bytes */
     /* per layer */
-    float **cache; /* [n_layer] [3][W-1][HD] previous q~, k~, v~ */
-    float **S;     /* [n_layer] [H, dh, dh] */
+    dm_bf **cache; /* [n_layer] [3][W-1][HD] previous q~, k~, v~ */
+    dm_bf **S;     /* [n_layer] [H, dh, dh] */
     /* one-token scratch */
-    float *x, *xn, *y, *win, *cout, *qkv, *qc, *q, *k, *v, *rn, *f1, *f, *g, *beta, *o, *z1, *z, *op,
+    dm_bf *x, *xn, *y, *win, *cout, *qkv, *qc, *q, *k, *v, *rn, *f1, *f, *g, *beta, *o, *z1, *z, *op,
         *ha, *hb, *hh, *S2, *rstd, *ns, *logits;
 };
 
@@ -47,7 +47,7 @@ dm_infer *dm_infer_create(const dm_model *m) {
         dm_infer_free(s);
         return NULL;
     }
-    float *p = s->buf;
+    dm_bf *p = s->buf;
     for (size_t l = 0; l < L; l++) {
         s->cache[l] = p; p += 3 * (W - 1) * HD;
         s->S[l] = p; p += H * dh * dh;
@@ -85,8 +85,8 @@ void dm_infer_reset(dm_infer *s) {
 
 /* causal conv of one token: the conv kernel on the W-token window [cache, cur] (win),
  * whose last output is the current one (cout: [W, C]); then the cache shifts by one */
-static void conv_step(dm_ops *ops, float *y, float *cache, const float *cur, const float *w,
-                      float *win, float *cout, int C, int W) {
+static void conv_step(dm_ops *ops, dm_bf *y, dm_bf *cache, const dm_bf *cur, const dm_bf *w,
+                      dm_bf *win, dm_bf *cout, int C, int W) {
     dm_backend *be = ops->be;
     dm_backend_copy(be, win, cache, (size_t)(W - 1) * C * sizeof(float));
     dm_backend_copy(be, win + (size_t)(W - 1) * C, cur, (size_t)C * sizeof(float));
@@ -98,7 +98,7 @@ static void conv_step(dm_ops *ops, float *y, float *cache, const float *cur, con
 void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
     const dm_model *m = s->m;
     const dm_config *c = &m->cfg;
-    const float *P = m->params;
+    const dm_bf *P = m->params;
     int D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh, W = c->conv_size;
     int R = c->gate_rank, F = dm_config_mlp_hidden(c), kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
@@ -110,10 +110,10 @@ void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
     dm_op_embed_fwd_ids(ops, s->x, s->tok, w, P + m->embed, 1, D, c->vocab);
     for (int l = 0; l < c->n_layer; l++) {
         const dm_layer_off *o = &m->L[l];
-        float *rs = s->rstd;
+        dm_bf *rs = s->rstd;
         dm_op_rmsnorm_fwd(ops, s->xn, NULL, rs, s->x, P + o->norm1, 1, D, DM_NORM_EPS, s->ns);
         const size_t wq[3] = {o->w_q, o->w_k, o->w_v}, cw[3] = {o->conv_q, o->conv_k, o->conv_v};
-        float *act[3] = {s->q, s->k, s->v};
+        dm_bf *act[3] = {s->q, s->k, s->v};
         for (int i = 0; i < 3; i++) {
             dm_op_matmul_fwd(ops, s->qkv + i * HD, s->xn, P + wq[i], NULL, 1, D, HD);
             conv_step(ops, s->qc, s->cache[l] + (size_t)i * (W - 1) * HD, s->qkv + i * HD, P + cw[i],

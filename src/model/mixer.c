@@ -21,7 +21,7 @@ void dm_mixer_step(dm_model *m, int l, int step) {
     const dm_config *c = &m->cfg;
     const dm_layer_off *o = &m->L[l];
     dm_layer_act *a = &m->act[l];
-    const float *P = m->params;
+    const dm_bf *P = m->params;
     int B = m->B, T = m->T, N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim;
     int HD = H * dh, R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
@@ -104,8 +104,8 @@ void dm_mixer_bwd(dm_model *m, int l) {
     const dm_layer_off *o = &m->L[l];
     dm_layer_act *a = &m->act[l];
     dm_scratch *s = &m->s;
-    const float *P = m->params, *dy = s->dres;
-    float *G = m->grads;
+    const dm_bf *P = m->params, *dy = s->dres;
+    dm_bf *G = m->grads;
     int B = m->B, T = m->T, N = B * T, D = c->d_model, H = c->n_head, dh = c->head_dim, HD = H * dh;
     int R = c->gate_rank, W = c->conv_size, kda = c->mixer == DM_MIXER_KDA;
     int Cg = kda ? dh : 1;
@@ -137,7 +137,7 @@ void dm_mixer_bwd(dm_model *m, int l) {
     dm_op_sigmoid_bwd(ops, s->dbeta, s->dbeta, a->beta, (size_t)N * H);
     dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, NULL, a->xn1, P + o->w_b, N, D, H, 1);
     /* g = gate(f); df goes to dz (free since the output gate's backward) */
-    float *df = s->dz;
+    dm_bf *df = s->dz;
     dm_op_gate_bwd(ops, df, s->dmix_b, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
                    N, H, Cg, c->gate_lower_bound);
     if (kda) {

@@ -263,8 +263,8 @@ const dm_tensor *dm_model_find(const dm_model *m, const char *name) {
     return NULL;
 }
 dm_backend *dm_model_backend(const dm_model *m) { return m->be; }
-float *dm_model_param_mem(dm_model *m) { return m->params; }
-float *dm_model_grad_mem(dm_model *m) { return m->grads; }
+dm_bf *dm_model_param_mem(dm_model *m) { return m->params; }
+dm_bf *dm_model_grad_mem(dm_model *m) { return m->grads; }
 const double *dm_model_loss_mem(const dm_model *m) { return m->loss_mem; }
 const char *dm_model_backend_name(const dm_model *m) { return m->be->name; }
 float *dm_model_params(dm_model *m) { return dm_backend_host_view(m->be, m->params); }

@@ -37,7 +37,7 @@ struct dm_model {
     dm_backend *be;            /* where params, grads, the arena and the optimizer's state
                                   live (ops/backend.h); host code copies through it */
     double *loss_mem;          /* the last forward's mean loss, in the backend's memory */
-    float *params, *grads;     /* the backend's memory; the bf16 copy of the weights the
+    dm_bf *params, *grads;     /* the backend's memory; the bf16 copy of the weights the
                                   bf16 products read is the op layer's (made at each forward,
                                   once per step, when the precision record says bf16) */
     size_t embed, norm_f, lm_head; /* offsets; lm_head == embed when tied */
@@ -49,12 +49,12 @@ struct dm_model {
     int nthreads;
     int lay_B, lay_T;
     size_t arena_floats, io_cap;
-    float *arena;
+    dm_bf *arena;
     dm_arena_sizes sizes;      /* the regions of the current layout */
     uint8_t *inp, *tgt;        /* [N] input and target ids, dm_id_width(vocab) bytes each
                                   (the backend's memory) */
     dm_layer_act *act;         /* [n_layer] */
-    float *x_final;            /* [N,D] */
+    dm_bf *x_final;            /* [N,D] */
     dm_head_act head;
     dm_scratch s;
     int ws_holds[DM_UNIT_KINDS]; /* per unit kind, the unit whose activations its part of
@@ -62,9 +62,9 @@ struct dm_model {
     /* verify mode's room for the second implementations (the reference delta core's work,
      * the composed norms' scratch): made when verify turns on, kept; s.norm_scratch and
      * s.delta_work point into it while verify is on */
-    float *vroom;
+    dm_bf *vroom;
     size_t vroom_floats;
-    float *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
+    dm_bf *arena_norm_scratch, *arena_delta_work; /* the arena's own, while verify is off */
     size_t arena_delta_work_n;
 
     dm_ops ops;                /* the op layer: settings, counters, verify, atlas */

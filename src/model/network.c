@@ -16,7 +16,7 @@ static void mlp_step(dm_model *m, int l, int step) {
     const dm_config *c = &m->cfg;
     const dm_layer_off *o = &m->L[l];
     dm_layer_act *a = &m->act[l];
-    const float *P = m->params;
+    const dm_bf *P = m->params;
     int N = m->B * m->T, D = c->d_model, F = dm_config_mlp_hidden(c);
     dm_ops *ops = &m->ops;
     switch (step) {
@@ -32,7 +32,7 @@ static void mlp_step(dm_model *m, int l, int step) {
         dm_op_swiglu_fwd(ops, a->h, a->h_b, a->a, a->b, (size_t)N * F);
         break;
     case DM_S_MLP_OUT: { /* x_out = x_mid + W_down h: the next layer's input */
-        float *x_out = l + 1 < c->n_layer ? m->act[l + 1].x_in : m->x_final;
+        dm_bf *x_out = l + 1 < c->n_layer ? m->act[l + 1].x_in : m->x_final;
         dm_op_matmul_fwd(ops, x_out, a->h, P + o->w_down, NULL, N, F, D);
         dm_op_add(ops, x_out, a->x_mid, (size_t)N * D);
         break;
@@ -44,7 +44,7 @@ static void mlp_step(dm_model *m, int l, int step) {
 static void head_step(dm_model *m, int step) {
     const dm_config *c = &m->cfg;
     dm_head_act *h = &m->head;
-    const float *P = m->params;
+    const dm_bf *P = m->params;
     int N = m->B * m->T, D = c->d_model;
     dm_ops *ops = &m->ops;
     switch (step) {
@@ -128,8 +128,8 @@ void dm_network_recompute(dm_model *m, int u) {
 void dm_network_bwd(dm_model *m) {
     const dm_config *c = &m->cfg;
     int L = c->n_layer, N = m->B * m->T, D = c->d_model, F = dm_config_mlp_hidden(c);
-    const float *P = m->params;
-    float *G = m->grads;
+    const dm_bf *P = m->params;
+    dm_bf *G = m->grads;
     dm_scratch *s = &m->s;
     dm_head_act *h = &m->head;
     dm_ops *ops = &m->ops;

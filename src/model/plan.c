@@ -154,12 +154,12 @@ const char *dm_plan_tensor(int i, int *step, size_t *field, int *bf16) {
 /* ---- the layout ---- */
 
 typedef struct {
-    float *base; /* NULL: only count */
+    dm_bf *base; /* NULL: only count */
     size_t used; /* floats */
 } bump;
 
-static float *take(bump *b, size_t n) {
-    float *p = b->base && n ? b->base + b->used : NULL;
+static dm_bf *take(bump *b, size_t n) {
+    dm_bf *p = b->base && n ? b->base + b->used : NULL;
     b->used += (n + 15) & ~(size_t)15; /* 64-byte aligned slices */
     return p;
 }
@@ -203,7 +203,7 @@ static char *unit_struct(dm_arena_ptrs *out, int u, int L) {
 }
 
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, int B, int T,
-                      float *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
+                      dm_bf *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
     int L = c->n_layer, bf16 = p->bf16, kda = c->mixer == DM_MIXER_KDA;
     size_t N = (size_t)B * T, D = c->d_model, H = c->n_head, HD = H * c->head_dim;
     size_t R = c->gate_rank, F = dm_config_mlp_hidden(c), G = kda ? HD : H;
@@ -219,10 +219,10 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
 
     /* the residual stream: every unit's input */
     for (int l = 0; l < L; l++) {
-        float *xi = take(&b, N * D), *xm = take(&b, N * D);
+        dm_bf *xi = take(&b, N * D), *xm = take(&b, N * D);
         if (out) out->act[l].x_in = xi, out->act[l].x_mid = xm;
     }
-    float *xf = take(&b, N * D);
+    dm_bf *xf = take(&b, N * D);
     if (out) out->x_final = xf;
 
     /* kept tensors, unit by unit; the others at the same workspace offsets for all units
@@ -244,7 +244,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
         for (int i = 0; i < NTENSORS; i++) {
             const tensor_def *t = &TENSORS[i];
             if (dm_step_defs[t->step].unit != k || !p->keep[t->step]) continue;
-            float *q = take(&b, tensor_floats(t, c, N, saved, bf16));
+            dm_bf *q = take(&b, tensor_floats(t, c, N, saved, bf16));
             if (st) *(void **)(st + t->field) = q;
         }
     }
@@ -256,7 +256,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
     if (ws_size[DM_UNIT_MLP] + ws_size[DM_UNIT_HEAD] <= ws) lo[DM_UNIT_HEAD] = ws_size[DM_UNIT_MLP];
     for (int i = 0; i < NTENSORS; i++)
         if (!p->keep[TENSORS[i].step]) ws_off[i] += lo[dm_step_defs[TENSORS[i].step].unit];
-    float *wbase = take(&b, ws);
+    dm_bf *wbase = take(&b, ws);
     for (int u = 0; wbase && u <= 2 * L; u++) {
         int k = dm_unit_kind(u, L);
         char *st = unit_struct(out, u, L);

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "dormouse.h"
+#include "ops/buffer.h"
 
 struct dm_ops;
 
@@ -105,25 +106,25 @@ const char *dm_plan_tensor(int i, int *step, size_t *field, int *bf16);
 /* Saved activations of one layer (pointers into the arena). N = B*T rows; D = d_model;
  * HD = n_head*head_dim; F = MLP hidden; R = gate_rank; Cg = head_dim (KDA) or 1 (GDN). */
 typedef struct {
-    float *x_in;            /* [N,D]  residual entering the mixer (kept)     */
-    float *xn1, *rstd1;     /* [N,D], [N]  RMSNorm before the mixer         */
-    float *qt, *kt, *vt;    /* [N,HD] projections (conv inputs)             */
-    float *qc, *kc, *vc;    /* [N,HD] conv outputs (before SiLU)            */
-    float *qh, *kh, *v;     /* [N,HD] L2-normalized q, k; silu(vc)          */
-    float *rq, *rk;         /* [N*H]  inverse norms of q, k                 */
-    float *f1;              /* [N,R]  KDA gate low-rank hidden              */
-    float *f;               /* [N,H*Cg] gate pre-activation                 */
-    float *g;               /* [N,H*Cg] log decay                           */
-    float *bpre, *beta;     /* [N,H]  W_b x, sigmoid of it                  */
-    float *o;               /* [N,HD] delta-rule core output                */
-    float *saved;           /* chunked core's forward state for its backward (or NULL) */
-    float *z1;              /* [N,R]  KDA output-gate low-rank hidden        */
-    float *z;               /* [N,HD] output gate pre-activation            */
-    float *rstd_o;          /* [N*H]                                        */
-    float *op;              /* [N,HD] gated-normed output (W_o input)       */
-    float *x_mid;           /* [N,D]  residual entering the MLP (kept)       */
-    float *xn2, *rstd2;     /* [N,D], [N]                                   */
-    float *a, *b, *h;       /* [N,F]  gate, up, silu(gate)*up               */
+    dm_bf *x_in;            /* [N,D]  residual entering the mixer (kept)     */
+    dm_bf *xn1, *rstd1;     /* [N,D], [N]  RMSNorm before the mixer         */
+    dm_bf *qt, *kt, *vt;    /* [N,HD] projections (conv inputs)             */
+    dm_bf *qc, *kc, *vc;    /* [N,HD] conv outputs (before SiLU)            */
+    dm_bf *qh, *kh, *v;     /* [N,HD] L2-normalized q, k; silu(vc)          */
+    dm_bf *rq, *rk;         /* [N*H]  inverse norms of q, k                 */
+    dm_bf *f1;              /* [N,R]  KDA gate low-rank hidden              */
+    dm_bf *f;               /* [N,H*Cg] gate pre-activation                 */
+    dm_bf *g;               /* [N,H*Cg] log decay                           */
+    dm_bf *bpre, *beta;     /* [N,H]  W_b x, sigmoid of it                  */
+    dm_bf *o;               /* [N,HD] delta-rule core output                */
+    dm_bf *saved;           /* chunked core's forward state for its backward (or NULL) */
+    dm_bf *z1;              /* [N,R]  KDA output-gate low-rank hidden        */
+    dm_bf *z;               /* [N,HD] output gate pre-activation            */
+    dm_bf *rstd_o;          /* [N*H]                                        */
+    dm_bf *op;              /* [N,HD] gated-normed output (W_o input)       */
+    dm_bf *x_mid;           /* [N,D]  residual entering the MLP (kept)       */
+    dm_bf *xn2, *rstd2;     /* [N,D], [N]                                   */
+    dm_bf *a, *b, *h;       /* [N,F]  gate, up, silu(gate)*up               */
     /* bf16 copies of the inputs of several products (bf16 precision only, else NULL):
      * rounded once in the forward, read again by the weight gradients */
     uint16_t *xn1_b, *f1_b, *z1_b, *op_b, *xn2_b, *h_b;
@@ -131,8 +132,8 @@ typedef struct {
 
 /* The head's activations. */
 typedef struct {
-    float *xnf, *rstdf;     /* [N,D], [N] final RMSNorm */
-    float *logits;          /* [N,V]; the backward turns them into their gradient. Token
+    dm_bf *xnf, *rstdf;     /* [N,D], [N] final RMSNorm */
+    dm_bf *logits;          /* [N,V]; the backward turns them into their gradient. Token
                                vocabularies (above 256): [R,V], the fused head's chunk
                                (dm_plan_head_rows), the only logits held */
     uint16_t *xnf_b;        /* bf16 copy of xnf, or NULL */
@@ -141,17 +142,17 @@ typedef struct {
 /* Backward scratch, shared by all layers. The MLP's gradients (da, db, dh) and the
  * mixer's (dq ... dr, delta_work) are never live at once and share their memory. */
 typedef struct {
-    float *dres;                /* [N,D] gradient of the residual stream */
-    float *dxn;                 /* [N,D] */
-    float *dq, *dk, *dv, *dg;   /* [N,HD] (dg: [N,H*Cg]) */
-    float *dbeta;               /* [N,H] */
-    float *do_, *dz, *dop;      /* [N,HD] */
-    float *dr;                  /* [N,R] (KDA) */
-    float *da, *db, *dh;        /* [N,F] */
-    float *delta_work;          /* the op layer's scratch (dm_ops_set_scratch): the delta
+    dm_bf *dres;                /* [N,D] gradient of the residual stream */
+    dm_bf *dxn;                 /* [N,D] */
+    dm_bf *dq, *dk, *dv, *dg;   /* [N,HD] (dg: [N,H*Cg]) */
+    dm_bf *dbeta;               /* [N,H] */
+    dm_bf *do_, *dz, *dop;      /* [N,HD] */
+    dm_bf *dr;                  /* [N,R] (KDA) */
+    dm_bf *da, *db, *dh;        /* [N,F] */
+    dm_bf *delta_work;          /* the op layer's scratch (dm_ops_set_scratch): the delta
                                    core's, of the path the settings pick */
     size_t delta_work_n;        /* its floats */
-    float *norm_scratch;        /* [2*N*max(D,HD)] the composed norms' intermediates, when
+    dm_bf *norm_scratch;        /* [2*N*max(D,HD)] the composed norms' intermediates, when
                                    norm_impl=reference (else NULL: the fused norms need none) */
     /* bf16 copies of output gradients, made by their producers for the matmul backward
      * that reads them next (bf16 products only, else NULL): the logits' (xent's; then
@@ -178,7 +179,7 @@ int dm_plan_ws_overlap(const dm_arena_sizes *sz, int a, int b);
 /* The arena's pointers: where dm_plan_layout puts every region. */
 typedef struct {
     dm_layer_act *act;      /* [n_layer] */
-    float *x_final;         /* [N,D] the residual leaving the last layer (kept) */
+    dm_bf *x_final;         /* [N,D] the residual leaving the last layer (kept) */
     dm_head_act head;
     dm_scratch s;
 } dm_arena_ptrs;
@@ -188,7 +189,7 @@ typedef struct {
  * sizes it for its threads (dm_ops_delta_work, dm_ops_threads). Returns the floats
  * needed, by region in sz. */
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const struct dm_ops *ops, int B,
-                      int T, float *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
+                      int T, dm_bf *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
 /* The rows R of the fused head's chunk (ops/seq.h head_xent) for N rows: token
  * vocabularies (vocab above 256) hold their logits R x V at a time, R at most 256 and
  * R x V at most 2^21 floats (8 MiB), never 0 (a vocabulary above 2^21: one row); 0 for

@@ -13,9 +13,10 @@
  * The backend allocates and frees the model's memory (parameters, gradients, the
  * activation arena, the optimizer's state, scratch), copies between host memory and its
  * own, zeroes, and synchronizes. Code outside the backend reaches that memory only through
- * these calls: a pointer into it is a handle to pass to ops, to offset, and to copy from or
- * to, never to dereference — except through a host view (dm_backend_host_view), which a
- * backend may refuse (fenced does; cpu gives the memory itself).
+ * these calls: a pointer into it is a handle (ops/buffer.h: dm_bf) to pass to ops, to
+ * offset, and to copy from or to, never to dereference — except through a host view
+ * (dm_backend_host_view), which a backend may refuse (fenced does; cpu gives the memory
+ * itself).
  *
  * A backend is a folder, src/backends/<name>/: its memory, its implementations of the ops
  * (its table, dm_backend.impls), its kernels and its private state; the registry

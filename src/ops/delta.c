@@ -81,20 +81,23 @@ static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, D
 const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
                                 sizeof(dm_delta_args), outputs, flops, check, reads};
 
-void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
-                     const float *v, const float *g, const float *beta, const float *h0,
-                     float *out, float *hT, float *saved) {
-    dm_delta_args a = {.d = d, .q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = out,
-                       .hT = hT, .saved = saved};
+void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm_bf *k,
+                     const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,
+                     dm_bf *out, dm_bf *hT, dm_bf *saved) {
+    dm_delta_args a = {.d = d, .q = DM_RAW(q), .k = DM_RAW(k), .v = DM_RAW(v), .g = DM_RAW(g),
+                       .beta = DM_RAW(beta), .h0 = DM_RAW(h0), .o = DM_RAW(out), .hT = DM_RAW(hT),
+                       .saved = DM_RAW(saved)};
     dm_op_run(o, DM_OP_DELTA, DM_FWD, &a);
 }
 
-void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
-                     const float *v, const float *g, const float *beta, const float *h0,
-                     const float *saved, const float *dO, const float *dhT, float *dq,
-                     float *dk, float *dv, float *dg, float *dbeta, float *dh0) {
-    dm_delta_args a = {.d = d, .q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0,
-                       .saved_in = saved, .dO = dO, .dhT = dhT, .dq = dq, .dk = dk, .dv = dv,
-                       .dg = dg, .dbeta = dbeta, .dh0 = dh0};
+void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm_bf *k,
+                     const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,
+                     const dm_bf *saved, const dm_bf *dO, const dm_bf *dhT, dm_bf *dq,
+                     dm_bf *dk, dm_bf *dv, dm_bf *dg, dm_bf *dbeta, dm_bf *dh0) {
+    dm_delta_args a = {.d = d, .q = DM_RAW(q), .k = DM_RAW(k), .v = DM_RAW(v), .g = DM_RAW(g),
+                       .beta = DM_RAW(beta), .h0 = DM_RAW(h0), .saved_in = DM_RAW(saved),
+                       .dO = DM_RAW(dO), .dhT = DM_RAW(dhT), .dq = DM_RAW(dq), .dk = DM_RAW(dk),
+                       .dv = DM_RAW(dv), .dg = DM_RAW(dg), .dbeta = DM_RAW(dbeta),
+                       .dh0 = DM_RAW(dh0)};
     dm_op_run(o, DM_OP_DELTA, DM_BWD, &a);
 }

@@ -78,21 +78,21 @@ size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
     *saved = 0;
     return vt && vt->delta_work ? vt->delta_work(ops, d, nthreads, both, saved) : 0;
 }
-void dm_ops_set_scratch(dm_ops *ops, float *p, size_t n) {
-    ops->scratch = p;
+void dm_ops_set_scratch(dm_ops *ops, dm_bf *p, size_t n) {
+    ops->scratch = p ? DM_RAW(p) : NULL;
     ops->scratch_n = p ? n : 0;
 }
 int dm_ops_threads(const dm_ops *ops) {
     int n = ops->policy ? ops->policy->threads : ops->threads;
     return n > 0 ? n : 1;
 }
-void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
+void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const dm_bf *x, size_t n) {
     const dm_backend_calls *c = calls_of(ops);
-    if (c && c->bf16_register) c->bf16_register(ops, xb, x, n);
+    if (c && c->bf16_register) c->bf16_register(ops, xb, DM_RAW(x), n);
 }
-void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const dm_bf *x, size_t n) {
     const dm_backend_calls *c = calls_of(ops);
-    if (c && c->round_bf16) c->round_bf16(ops, xb, x, n);
+    if (c && c->round_bf16) c->round_bf16(ops, xb, DM_RAW(x), n);
 }
 void dm_ops_forget_bf16(dm_ops *ops) {
     const dm_backend_calls *c = calls_of(ops);
@@ -102,9 +102,9 @@ int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n) {
     const dm_backend_calls *c = calls_of(ops);
     return c && c->reserve_bf16_weights ? c->reserve_bf16_weights(ops, n) : 0;
 }
-void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n) {
+void dm_ops_set_weights(dm_ops *ops, const dm_bf *w, size_t n) {
     const dm_backend_calls *c = calls_of(ops);
-    if (c && c->set_weights) c->set_weights(ops, w, n);
+    if (c && c->set_weights) c->set_weights(ops, DM_RAW(w), n);
 }
 const char *dm_ops_ns_bf16_context(dm_ops *ops) {
     const dm_backend_calls *c = calls_of(ops);

@@ -104,52 +104,57 @@ const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF,
                                  sizeof(dm_norm_args),
                                  l2_outputs, NULL, norm_check, norm_reads};
 
-void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
-                       const float *w, int N, int C, float eps, float *scratch) {
+void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
+                       const dm_bf *w, int N, int C, float eps, dm_bf *scratch) {
     if (!dm_ops_bf16_active(o)) yb = NULL;
-    dm_norm_args a = {.y = y, .yb = yb, .rstd = rstd, .x = x, .w = w, .eps = eps, .R = N, .C = C,
-                   .scratch = scratch};
+    dm_norm_args a = {.y = DM_RAW(y), .yb = yb, .rstd = DM_RAW(rstd), .x = DM_RAW(x),
+                      .w = DM_RAW(w), .eps = eps, .R = N, .C = C, .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_RMSNORM, DM_FWD, &a);
     if (yb) dm_op_bf16_register(o, yb, y, (size_t)N * C);
 }
 
-void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
-                       const float *x, const float *w, const float *rstd, int N, int C,
-                       float *scratch) {
+void dm_op_rmsnorm_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
+                       const dm_bf *x, const dm_bf *w, const dm_bf *rstd, int N, int C,
+                       dm_bf *scratch) {
     if (!dm_ops_bf16_active(o)) dxb = NULL;
-    dm_norm_args a = {.x = x, .w = w, .dx = dx, .yb = dxb, .dw = dw, .dy = dy, .rstd_in = rstd,
-                   .R = N, .C = C, .scratch = scratch};
+    dm_norm_args a = {.x = DM_RAW(x), .w = DM_RAW(w), .dx = DM_RAW(dx), .yb = dxb, .dw = DM_RAW(dw),
+                      .dy = DM_RAW(dy), .rstd_in = DM_RAW(rstd), .R = N, .C = C,
+                      .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_RMSNORM, DM_BWD, &a);
 }
 
-void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
-                         const float *z, const float *w, int R, int D, float eps, int act,
-                         float *scratch) {
+void dm_op_gatednorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
+                         const dm_bf *z, const dm_bf *w, int R, int D, float eps, int act,
+                         dm_bf *scratch) {
     if (!dm_ops_bf16_active(o)) yb = NULL;
-    dm_norm_args a = {.y = y, .yb = yb, .rstd = rstd, .x = x, .z = z, .w = w, .eps = eps,
-                   .act = act, .R = R, .C = D, .scratch = scratch};
+    dm_norm_args a = {.y = DM_RAW(y), .yb = yb, .rstd = DM_RAW(rstd), .x = DM_RAW(x),
+                      .z = DM_RAW(z), .w = DM_RAW(w), .eps = eps, .act = act, .R = R, .C = D,
+                      .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_GATEDNORM, DM_FWD, &a);
     if (yb) dm_op_bf16_register(o, yb, y, (size_t)R * D);
 }
 
-void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *dw,
-                         const float *dy, const float *x, const float *z, const float *w,
-                         const float *rstd, int R, int D, int act, float *scratch) {
+void dm_op_gatednorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dz, uint16_t *dzb, dm_bf *dw,
+                         const dm_bf *dy, const dm_bf *x, const dm_bf *z, const dm_bf *w,
+                         const dm_bf *rstd, int R, int D, int act, dm_bf *scratch) {
     if (!dm_ops_bf16_active(o)) dzb = NULL;
-    dm_norm_args a = {.x = x, .z = z, .w = w, .act = act, .dx = dx, .dz = dz, .yb = dzb, .dw = dw,
-                   .dy = dy, .rstd_in = rstd, .R = R, .C = D, .scratch = scratch};
+    dm_norm_args a = {.x = DM_RAW(x), .z = DM_RAW(z), .w = DM_RAW(w), .act = act, .dx = DM_RAW(dx),
+                      .dz = DM_RAW(dz), .yb = dzb, .dw = DM_RAW(dw), .dy = DM_RAW(dy),
+                      .rstd_in = DM_RAW(rstd), .R = R, .C = D, .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_GATEDNORM, DM_BWD, &a);
 }
 
 /* the backward reads the forward's output y (passed as x) and its inverse norms rn */
-void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps,
+void dm_op_l2norm_fwd(dm_ops *o, dm_bf *y, dm_bf *rn, const dm_bf *x, int R, int D, float eps,
                       int silu) {
-    dm_norm_args a = {.y = y, .rstd = rn, .x = x, .eps = eps, .act = silu, .R = R, .C = D};
+    dm_norm_args a = {.y = DM_RAW(y), .rstd = DM_RAW(rn), .x = DM_RAW(x), .eps = eps, .act = silu,
+                      .R = R, .C = D};
     dm_op_run(o, DM_OP_L2NORM, DM_FWD, &a);
 }
 
-void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
-                      const float *xs, int R, int D) {
-    dm_norm_args a = {.x = y, .dx = dx, .dy = dy, .rstd_in = rn, .xs = xs, .R = R, .C = D};
+void dm_op_l2norm_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *y, const dm_bf *rn,
+                      const dm_bf *xs, int R, int D) {
+    dm_norm_args a = {.x = DM_RAW(y), .dx = DM_RAW(dx), .dy = DM_RAW(dy), .rstd_in = DM_RAW(rn),
+                      .xs = DM_RAW(xs), .R = R, .C = D};
     dm_op_run(o, DM_OP_L2NORM, DM_BWD, &a);
 }

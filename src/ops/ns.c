@@ -60,10 +60,10 @@ const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF, sizeof(dm_ns_args), ns
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NULL, sizeof(dm_ns_args), ns_outputs,
                                   ns_op_flops, ns_check, NULL};
 
-void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
+void dm_op_ns(dm_ops *o, dm_bf *x, int n, int rows, int cols, int s, dm_bf *work, int bf16,
               int stack) {
-    dm_ns_args a = {.out = x, .G = x, .n = n, .rows = rows, .cols = cols, .s = s, .stack = stack,
-                 .t = -1, .work = work};
+    dm_ns_args a = {.out = DM_RAW(x), .G = DM_RAW(x), .n = n, .rows = rows, .cols = cols, .s = s,
+                    .stack = stack, .t = -1, .work = DM_RAW(work)};
     if (bf16 && !dm_ops_ns_bf16_context(o)) {
         dm_op_run(o, DM_OP_NS_BF16, DM_FWD, &a);
         return;
@@ -78,14 +78,17 @@ void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work
      * floats, where step 0 forms X0 first) at odd t: the last in x when the step count is
      * odd. */
     size_t len = (size_t)(n > 0 ? n : 0) * rows * cols;
-    float *buf[2] = {x, work};
+    float *buf[2] = {DM_RAW(x), DM_RAW(work)};
     int steps = dm_ns_sched_steps(s);
     for (a.t = 0; a.t < steps; a.t++) {
-        a.G = a.t == 0 ? x : buf[(a.t - 1) & 1];
+        a.G = a.t == 0 ? buf[0] : buf[(a.t - 1) & 1];
         a.out = buf[a.t & 1];
         dm_op_run(o, DM_OP_NS, DM_FWD, &a);
     }
-    if (!(steps & 1) && len) memcpy(x, work, len * sizeof(float));
+    if (!(steps & 1) && len) { /* within the backend's memory */
+        if (o->be) dm_backend_copy(o->be, x, work, len * sizeof(float));
+        else memcpy(x, work, len * sizeof(float));
+    }
 }
 
 static int retract_outputs(void *args, int dir, dm_out *o) {
@@ -104,14 +107,14 @@ static const char *retract_check(const void *args, int dir) {
 const dm_op_def dm_def_retract = {"retract", 1u << DM_FWD, NULL, sizeof(dm_retract_args),
                                   retract_outputs, NULL, retract_check, NULL};
 
-void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, int cols) {
-    dm_retract_args a = {W, W, R, n, rows, cols, 0, 0, NULL};
+void dm_op_retract_sphere(dm_ops *o, dm_bf *W, const dm_bf *R, int n, int rows, int cols) {
+    dm_retract_args a = {DM_RAW(W), DM_RAW(W), DM_RAW(R), n, rows, cols, 0, 0, NULL};
     dm_op_run(o, DM_OP_RETRACT, DM_FWD, &a);
 }
 
-void dm_op_retract_stiefel(dm_ops *o, float *W, const float *S, int n, int rows, int cols,
-                           float *work, int stack) {
-    dm_retract_args a = {W, W, S, n, rows, cols, 1, stack, work};
+void dm_op_retract_stiefel(dm_ops *o, dm_bf *W, const dm_bf *S, int n, int rows, int cols,
+                           dm_bf *work, int stack) {
+    dm_retract_args a = {DM_RAW(W), DM_RAW(W), DM_RAW(S), n, rows, cols, 1, stack, DM_RAW(work)};
     dm_op_run(o, DM_OP_RETRACT, DM_FWD, &a);
 }
 

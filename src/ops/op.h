@@ -15,6 +15,11 @@
 #include "ops/backend.h"
 #include "ops/ops.h"
 
+/* The floats behind a handle (ops/buffer.h): the entry points fill the argument structs,
+ * whose pointers the implementations read, with them. */
+#define DM_RAW(p) _Generic((p), const dm_bf *: (const float *)(const void *)(p), \
+                                dm_bf *: (float *)(void *)(p))
+
 /* One implementation of an op. */
 typedef struct {
     const char *name;  /* "chunked", "openblas", "reference", ... */

@@ -44,6 +44,7 @@
 #include "dormouse.h"
 #include "kernels/common.h"
 #include "ops/atlas.h"
+#include "ops/buffer.h"
 #include "ops/oplist.h"
 
 enum { DM_FWD = 0, DM_BWD = 1, DM_BWD_W = 2, DM_NDIR = 3 };
@@ -133,7 +134,7 @@ int dm_ops_reserve_bf16_weights(dm_ops *ops, size_t n);
 /* The model's weights (n floats) for the bf16 products: rounded into the reserved copy
  * now, and used by every bf16 matmul whose weight lies in w. Call after each change of the
  * weights (the model does at each forward); nothing when no copy is reserved. */
-void dm_ops_set_weights(dm_ops *ops, const float *w, size_t n);
+void dm_ops_set_weights(dm_ops *ops, const dm_bf *w, size_t n);
 /* (These and the bf16 copies below are the backend's: forwarded to its
  * dm_backend_calls, ops/backend.h; a backend without them does nothing.) */
 
@@ -145,10 +146,10 @@ int dm_ops_bf16_active(const dm_ops *ops);
  * xb until dm_ops_forget_bf16: for an activation read by several products (the normed
  * input of the mixer feeds seven). The caller keeps x unchanged while it is registered.
  * Does nothing when bf16 is not active. */
-void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const dm_bf *x, size_t n);
 /* The same for a copy already made (xb = bf16(x), dm_bf16_from_f32's bits) by the op that
  * produced x: the RMSNorms, the gated norm and SwiGLU take a `yb` and call this. */
-void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
+void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const dm_bf *x, size_t n);
 void dm_ops_forget_bf16(dm_ops *ops);
 
 /* The delta op's scratch for dims d on nthreads threads, as the backend of ops (the host's
@@ -159,28 +160,28 @@ void dm_ops_forget_bf16(dm_ops *ops);
 size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                          size_t *saved);
 /* The scratch the ops may use from now on: n floats of the backend's memory at p. */
-void dm_ops_set_scratch(dm_ops *ops, float *p, size_t n);
+void dm_ops_set_scratch(dm_ops *ops, dm_bf *p, size_t n);
 /* The threads the ops run on: the policy's (ops/policy.h), else ops->threads. */
 int dm_ops_threads(const dm_ops *ops);
 
 /* ---- the ops ---- */
 
 /* out[N,O] = in[N,K] W[O,K]^T (+ bias)        (matmul fwd) */
-void dm_op_matmul_fwd(dm_ops *o, float *out, const float *in, const float *W, const float *bias,
+void dm_op_matmul_fwd(dm_ops *o, dm_bf *out, const dm_bf *in, const dm_bf *W, const dm_bf *bias,
                       int N, int K, int O);
 /* din[N,K] = dout W (+= when din_acc; skipped when din == NULL)      (matmul bwd)
  * dW[O,K] += dout^T in; dbias[O] += column sums of dout (when non-NULL)  (matmul bwd_w)
  * doutb: bf16(dout), made by the op that produced dout (its `..b` argument), for the two
  * bf16 products; NULL: rounded here when bf16 is active (and read by the products only) */
-void dm_op_matmul_bwd(dm_ops *o, float *din, float *dW, float *dbias, const float *dout,
-                      const uint16_t *doutb, const float *in, const float *W, int N, int K,
+void dm_op_matmul_bwd(dm_ops *o, dm_bf *din, dm_bf *dW, dm_bf *dbias, const dm_bf *dout,
+                      const uint16_t *doutb, const dm_bf *in, const dm_bf *W, int N, int K,
                       int O, int din_acc);
 
 /* out[N,C] = table[ids]; dtable[V,C] += (ids of width w: 1, 2 or 4 bytes, dm_id_width, of
  * a table of V rows) */
-void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
+void dm_op_embed_fwd_ids(dm_ops *o, dm_bf *out, const void *ids, int w, const dm_bf *table,
                          int N, int C, int V);
-void dm_op_embed_bwd_ids(dm_ops *o, float *dtable, const float *dout, const void *ids, int w,
+void dm_op_embed_bwd_ids(dm_ops *o, dm_bf *dtable, const dm_bf *dout, const void *ids, int w,
                          int N, int C, int V);
 
 /* norm scratch: 2 * rows * cols floats (the composed reference's intermediates).
@@ -190,71 +191,71 @@ void dm_op_embed_bwd_ids(dm_ops *o, float *dtable, const float *dout, const void
  * SwiGLU's dab and dbb, the conv's dxb, the gate's dfb, xent's db): bf16 of the gradient
  * written beside it, for the matmul backward that reads it next (dm_op_matmul_bwd's
  * doutb); not registered. */
-void dm_op_rmsnorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
-                       const float *w, int N, int C, float eps, float *scratch);
-void dm_op_rmsnorm_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
-                       const float *x, const float *w, const float *rstd, int N, int C,
-                       float *scratch);
-void dm_op_gatednorm_fwd(dm_ops *o, float *y, uint16_t *yb, float *rstd, const float *x,
-                         const float *z, const float *w, int R, int D, float eps, int act,
-                         float *scratch);
-void dm_op_gatednorm_bwd(dm_ops *o, float *dx, float *dz, uint16_t *dzb, float *dw,
-                         const float *dy, const float *x, const float *z, const float *w,
-                         const float *rstd, int R, int D, int act, float *scratch);
+void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
+                       const dm_bf *w, int N, int C, float eps, dm_bf *scratch);
+void dm_op_rmsnorm_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
+                       const dm_bf *x, const dm_bf *w, const dm_bf *rstd, int N, int C,
+                       dm_bf *scratch);
+void dm_op_gatednorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
+                         const dm_bf *z, const dm_bf *w, int R, int D, float eps, int act,
+                         dm_bf *scratch);
+void dm_op_gatednorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dz, uint16_t *dzb, dm_bf *dw,
+                         const dm_bf *dy, const dm_bf *x, const dm_bf *z, const dm_bf *w,
+                         const dm_bf *rstd, int R, int D, int act, dm_bf *scratch);
 /* silu: y = l2norm(silu(x)) in one pass (q and k); xs: the SiLU's input, then dx is the
  * gradient at it (dx = silu'(xs) * the norm's); NULL: the norm's alone */
-void dm_op_l2norm_fwd(dm_ops *o, float *y, float *rn, const float *x, int R, int D, float eps,
+void dm_op_l2norm_fwd(dm_ops *o, dm_bf *y, dm_bf *rn, const dm_bf *x, int R, int D, float eps,
                       int silu);
-void dm_op_l2norm_bwd(dm_ops *o, float *dx, const float *dy, const float *y, const float *rn,
-                      const float *xs, int R, int D);
+void dm_op_l2norm_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *y, const dm_bf *rn,
+                      const dm_bf *xs, int R, int D);
 
-void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
+void dm_op_conv_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, const dm_bf *w, int B, int T, int C,
                     int W);
-void dm_op_conv_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
-                    const float *x, const float *w, int B, int T, int C, int W);
+void dm_op_conv_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
+                    const dm_bf *x, const dm_bf *w, int B, int T, int C, int W);
 
-void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n);
-void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n);
-void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n);
-void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n);
-void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
+void dm_op_silu_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
+void dm_op_silu_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *x, size_t n);
+void dm_op_sigmoid_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
+void dm_op_sigmoid_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *y, size_t n);
+void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, uint16_t *hb, const dm_bf *a, const dm_bf *b,
                       size_t n);
-void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, uint16_t *dab, uint16_t *dbb,
-                      const float *dh, const float *a, const float *b, size_t n);
-void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
-                    const float *dt_bias, int N, int H, int Cg, float lb);
-void dm_op_gate_bwd(dm_ops *o, float *df, uint16_t *dfb, float *dA_log, float *ddt_bias,
-                    const float *dg, const float *f, const float *A_log, const float *dt_bias,
+void dm_op_swiglu_bwd(dm_ops *o, dm_bf *da, dm_bf *db, uint16_t *dab, uint16_t *dbb,
+                      const dm_bf *dh, const dm_bf *a, const dm_bf *b, size_t n);
+void dm_op_gate_fwd(dm_ops *o, dm_bf *g, const dm_bf *f, const dm_bf *A_log,
+                    const dm_bf *dt_bias, int N, int H, int Cg, float lb);
+void dm_op_gate_bwd(dm_ops *o, dm_bf *df, uint16_t *dfb, dm_bf *dA_log, dm_bf *ddt_bias,
+                    const dm_bf *dg, const dm_bf *f, const dm_bf *A_log, const dm_bf *dt_bias,
                     int N, int H, int Cg, float lb);
 /* y += x (the residual add: its backward is the identity, nothing to run) */
-void dm_op_add(dm_ops *o, float *y, const float *x, size_t n);
+void dm_op_add(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
 
 /* *mean = the mean loss over N rows of logits[N,V] (one double of the backend's memory,
  * left there: read it with the backend's copies), losses per row too when non-NULL;
  * targets of width w (1, 2 or 4 bytes: dm_id_width). Backward: dlogits = scale times the
  * gradient of the summed losses. */
-void dm_op_xent_fwd_ids(dm_ops *o, double *mean, float *losses, const float *logits,
+void dm_op_xent_fwd_ids(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *logits,
                         const void *targets, int w, int N, int V);
-void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+void dm_op_xent_bwd_ids(dm_ops *o, dm_bf *dlogits, uint16_t *db, const dm_bf *logits,
                         const void *targets, int w, int N, int V, float scale);
 /* the head's product and the cross-entropy fused over rows in chunks of R (ops/seq.h):
  * logits of x[N,D] by W[V,D] in work[R,V] only, the mean loss into *mean as for xent;
  * backward dx[N,D] =, dW[V,D] += */
-void dm_op_head_xent_fwd(dm_ops *o, double *mean, float *losses, const float *x, const float *W,
-                         const void *targets, int w, float *work, int N, int D, int V, int R);
-void dm_op_head_xent_bwd(dm_ops *o, float *dx, float *dW, const float *x, const float *W,
-                         const void *targets, int w, float *work, int N, int D, int V, int R,
+void dm_op_head_xent_fwd(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *x, const dm_bf *W,
+                         const void *targets, int w, dm_bf *work, int N, int D, int V, int R);
+void dm_op_head_xent_bwd(dm_ops *o, dm_bf *dx, dm_bf *dW, const dm_bf *x, const dm_bf *W,
+                         const void *targets, int w, dm_bf *work, int N, int D, int V, int R,
                          float scale);
 
 /* The delta-rule core. `saved` is the chunked forward's buffer for the backward
  * (the `saved` floats of dm_ops_delta_work) or NULL; the scratch is the op layer's
  * (dm_ops_set_scratch: dm_ops_delta_work floats for dm_ops_threads threads). */
-void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
-                     const float *v, const float *g, const float *beta, const float *h0,
-                     float *out, float *hT, float *saved);
-void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const float *q, const float *k,
-                     const float *v, const float *g, const float *beta, const float *h0,
-                     const float *saved, const float *dO, const float *dhT, float *dq,
-                     float *dk, float *dv, float *dg, float *dbeta, float *dh0);
+void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm_bf *k,
+                     const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,
+                     dm_bf *out, dm_bf *hT, dm_bf *saved);
+void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm_bf *k,
+                     const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,
+                     const dm_bf *saved, const dm_bf *dO, const dm_bf *dhT, dm_bf *dq,
+                     dm_bf *dk, dm_bf *dv, dm_bf *dg, dm_bf *dbeta, dm_bf *dh0);
 
 #endif

@@ -35,42 +35,42 @@
 /* p, m1, m2 [n] updated in place from g [n] scaled by *gscale (one float of the backend's
  * memory, dm_op_grad_norm's; NULL: 1) (backends/cpu/kernels/optim.h: dm_adamw; with
  * cautious = 1 the decay only where the update and p agree in sign) */
-void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, const float *gscale,
+void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n, float lr,
+                 float wd, float b1, float b2, float eps, long t, const dm_bf *gscale,
                  int cautious);
 /* mom [n] in place; u [n] written when non-NULL (dm_momentum); gscale as for adamw */
-void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
-                    const float *gscale);
+void dm_op_momentum(dm_ops *o, dm_bf *mom, dm_bf *u, const dm_bf *g, size_t n, float beta,
+                    const dm_bf *gscale);
 /* w [n] <- w decay - step x (dm_muon_apply); cautious = 1: w decayed only where x w >= 0 */
-void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
+void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, float decay, float step,
                        int cautious);
 /* NorMuon: the n stacked slices x[n, rows, cols] (an orthogonalized update, rows the output
  * neurons) divided row by row by sqrt of their second moments v[n, rows] (updated in place:
  * v <- beta2 v + (1 - beta2) mean_c x^2), each slice rescaled to its Frobenius norm before
  * (backends/cpu/kernels/normuon.h: dm_normuon). work: 2 rows floats of scratch. */
-void dm_op_normuon(dm_ops *o, float *x, float *v, int n, int rows, int cols, float beta2,
-                   float eps, float *work);
+void dm_op_normuon(dm_ops *o, dm_bf *x, dm_bf *v, int n, int rows, int cols, float beta2,
+                   float eps, dm_bf *work);
 /* *norm = ||g[n]||_2 (dm_grad_norm2), and when gscale != NULL *gscale = the clipping
  * factor for threshold clip (ops/update.h: dm_clip_scale): one double and one float of
  * the backend's memory, left there for the updates (no wait for the host) */
-void dm_op_grad_norm(dm_ops *o, double *norm, float *gscale, const float *g, size_t n,
+void dm_op_grad_norm(dm_ops *o, double *norm, dm_bf *gscale, const dm_bf *g, size_t n,
                      float clip);
 /* acc [n] = g (first) or acc + g;  out [n] = acc / A  (dm_grad_add, dm_grad_mean) */
-void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first);
-void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A);
+void dm_op_grad_add(dm_ops *o, dm_bf *acc, const dm_bf *g, size_t n, int first);
+void dm_op_grad_mean(dm_ops *o, dm_bf *out, const dm_bf *acc, size_t n, int A);
 
 /* Newton–Schulz of the contiguous stack x[n, rows, cols] in place (backends/cpu/kernels/ns.h:
  * dm_ns_run), schedule s (DM_NS_*); stack = 1: the stack path for any n. bf16: the op
  * ns_bf16 (oneDNN's bf16 products; the caller asked dm_ops_ns_bf16_context first), else ns.
  * work: dm_op_ns_work(n, rows, cols, bf16) floats. */
-void dm_op_ns(dm_ops *o, float *x, int n, int rows, int cols, int s, float *work, int bf16,
+void dm_op_ns(dm_ops *o, dm_bf *x, int n, int rows, int cols, int s, dm_bf *work, int bf16,
               int stack);
 /* The retractions of a contiguous stack W[n, rows, cols] in place (backends/cpu/kernels/retract.h):
  * sphere with radii R[n]; stiefel with scales S[n] (stack as dm_op_ns; work:
  * dm_op_retract_work floats). */
-void dm_op_retract_sphere(dm_ops *o, float *W, const float *R, int n, int rows, int cols);
-void dm_op_retract_stiefel(dm_ops *o, float *W, const float *S, int n, int rows, int cols,
-                           float *work, int stack);
+void dm_op_retract_sphere(dm_ops *o, dm_bf *W, const dm_bf *R, int n, int rows, int cols);
+void dm_op_retract_stiefel(dm_ops *o, dm_bf *W, const dm_bf *S, int n, int rows, int cols,
+                           dm_bf *work, int stack);
 
 /* What the optimizer needs to know of these ops to plan them: NS's iterations and FLOPs
  * (the schedule's, ref/ns_sched.h), and, as o's backend answers (its dm_backend_calls;

@@ -68,23 +68,23 @@ const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, &SIGMO
                                   unary_reads};
 
 /* in: x for the forward and for silu's backward, y for sigmoid's backward */
-static void unary(dm_ops *o, int op, int dir, float *out, const float *in, const float *dy,
+static void unary(dm_ops *o, int op, int dir, dm_bf *out, const dm_bf *in, const dm_bf *dy,
                   size_t n) {
-    dm_unary_args a = {.x = in, .dy = dy, .n = n};
-    if (dir == DM_FWD) a.y = out;
-    else a.dx = out;
+    dm_unary_args a = {.x = DM_RAW(in), .dy = dy ? DM_RAW(dy) : NULL, .n = n};
+    if (dir == DM_FWD) a.y = DM_RAW(out);
+    else a.dx = DM_RAW(out);
     dm_op_run(o, op, dir, &a);
 }
-void dm_op_silu_fwd(dm_ops *o, float *y, const float *x, size_t n) {
+void dm_op_silu_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n) {
     unary(o, DM_OP_SILU, DM_FWD, y, x, NULL, n);
 }
-void dm_op_silu_bwd(dm_ops *o, float *dx, const float *dy, const float *x, size_t n) {
+void dm_op_silu_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *x, size_t n) {
     unary(o, DM_OP_SILU, DM_BWD, dx, x, dy, n);
 }
-void dm_op_sigmoid_fwd(dm_ops *o, float *y, const float *x, size_t n) {
+void dm_op_sigmoid_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n) {
     unary(o, DM_OP_SIGMOID, DM_FWD, y, x, NULL, n);
 }
-void dm_op_sigmoid_bwd(dm_ops *o, float *dx, const float *dy, const float *y, size_t n) {
+void dm_op_sigmoid_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *y, size_t n) {
     unary(o, DM_OP_SIGMOID, DM_BWD, dx, y, dy, n);
 }
 
@@ -120,18 +120,18 @@ const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, &SWIGLU_
                                  sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check,
                                  swiglu_reads};
 
-void dm_op_swiglu_fwd(dm_ops *o, float *h, uint16_t *hb, const float *a, const float *b,
+void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, uint16_t *hb, const dm_bf *a, const dm_bf *b,
                       size_t n) {
     if (!dm_ops_bf16_active(o)) hb = NULL;
-    dm_swiglu_args s = {.h = h, .hb = hb, .a = a, .b = b, .n = n};
+    dm_swiglu_args s = {.h = DM_RAW(h), .hb = hb, .a = DM_RAW(a), .b = DM_RAW(b), .n = n};
     dm_op_run(o, DM_OP_SWIGLU, DM_FWD, &s);
     if (hb) dm_op_bf16_register(o, hb, h, n);
 }
-void dm_op_swiglu_bwd(dm_ops *o, float *da, float *db, uint16_t *dab, uint16_t *dbb,
-                      const float *dh, const float *a, const float *b, size_t n) {
+void dm_op_swiglu_bwd(dm_ops *o, dm_bf *da, dm_bf *db, uint16_t *dab, uint16_t *dbb,
+                      const dm_bf *dh, const dm_bf *a, const dm_bf *b, size_t n) {
     if (!dm_ops_bf16_active(o)) dab = dbb = NULL;
-    dm_swiglu_args s = {.a = a, .b = b, .da = da, .db = db, .dab = dab, .dbb = dbb, .dh = dh,
-                        .n = n};
+    dm_swiglu_args s = {.a = DM_RAW(a), .b = DM_RAW(b), .da = DM_RAW(da), .db = DM_RAW(db),
+                        .dab = dab, .dbb = dbb, .dh = DM_RAW(dh), .n = n};
     dm_op_run(o, DM_OP_SWIGLU, DM_BWD, &s);
 }
 
@@ -182,19 +182,20 @@ static const dm_impl GATE_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_
 const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, &GATE_REF,
                                sizeof(dm_gate_args), gate_outputs, NULL, gate_check, gate_reads};
 
-void dm_op_gate_fwd(dm_ops *o, float *g, const float *f, const float *A_log,
-                    const float *dt_bias, int N, int H, int Cg, float lb) {
-    dm_gate_args a = {.g = g, .f = f, .A_log = A_log, .dt_bias = dt_bias, .N = N, .H = H,
-                      .Cg = Cg, .lb = lb};
+void dm_op_gate_fwd(dm_ops *o, dm_bf *g, const dm_bf *f, const dm_bf *A_log,
+                    const dm_bf *dt_bias, int N, int H, int Cg, float lb) {
+    dm_gate_args a = {.g = DM_RAW(g), .f = DM_RAW(f), .A_log = DM_RAW(A_log),
+                      .dt_bias = DM_RAW(dt_bias), .N = N, .H = H, .Cg = Cg, .lb = lb};
     dm_op_run(o, DM_OP_GATE, DM_FWD, &a);
 }
-void dm_op_gate_bwd(dm_ops *o, float *df, uint16_t *dfb, float *dA_log, float *ddt_bias,
-                    const float *dg, const float *f, const float *A_log, const float *dt_bias,
+void dm_op_gate_bwd(dm_ops *o, dm_bf *df, uint16_t *dfb, dm_bf *dA_log, dm_bf *ddt_bias,
+                    const dm_bf *dg, const dm_bf *f, const dm_bf *A_log, const dm_bf *dt_bias,
                     int N, int H, int Cg, float lb) {
     if (!dm_ops_bf16_active(o)) dfb = NULL;
-    dm_gate_args a = {.f = f, .A_log = A_log, .dt_bias = dt_bias, .df = df, .dfb = dfb,
-                      .dA_log = dA_log, .ddt_bias = ddt_bias, .dg = dg, .N = N, .H = H,
-                      .Cg = Cg, .lb = lb};
+    dm_gate_args a = {.f = DM_RAW(f), .A_log = DM_RAW(A_log), .dt_bias = DM_RAW(dt_bias),
+                      .df = DM_RAW(df), .dfb = dfb, .dA_log = DM_RAW(dA_log),
+                      .ddt_bias = DM_RAW(ddt_bias), .dg = DM_RAW(dg), .N = N, .H = H, .Cg = Cg,
+                      .lb = lb};
     dm_op_run(o, DM_OP_GATE, DM_BWD, &a);
 }
 
@@ -209,7 +210,7 @@ static int add_outputs(void *args, int dir, dm_out *o) {
 const dm_op_def dm_def_add = {"add", 1u << DM_FWD, NULL, sizeof(dm_add_args), add_outputs,
                               NULL, add_check, add_reads};
 
-void dm_op_add(dm_ops *o, float *y, const float *x, size_t n) {
-    dm_add_args a = {.y = y, .x = x, .n = n};
+void dm_op_add(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n) {
+    dm_add_args a = {.y = DM_RAW(y), .x = DM_RAW(x), .n = n};
     dm_op_run(o, DM_OP_ADD, DM_FWD, &a);
 }

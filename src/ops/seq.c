@@ -45,15 +45,16 @@ const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, &EMBED_REF
                                 sizeof(dm_embed_args), embed_outputs, NULL, embed_check,
                                 embed_reads};
 
-void dm_op_embed_fwd_ids(dm_ops *o, float *out, const void *ids, int w, const float *table,
+void dm_op_embed_fwd_ids(dm_ops *o, dm_bf *out, const void *ids, int w, const dm_bf *table,
                          int N, int C, int V) {
-    dm_embed_args a = {.out = out, .tok = ids, .table = table, .N = N, .C = C, .w = w, .V = V};
+    dm_embed_args a = {.out = DM_RAW(out), .tok = ids, .table = DM_RAW(table), .N = N, .C = C,
+                       .w = w, .V = V};
     dm_op_run(o, DM_OP_EMBED, DM_FWD, &a);
 }
-void dm_op_embed_bwd_ids(dm_ops *o, float *dtable, const float *dout, const void *ids, int w,
+void dm_op_embed_bwd_ids(dm_ops *o, dm_bf *dtable, const dm_bf *dout, const void *ids, int w,
                          int N, int C, int V) {
-    dm_embed_args a = {.tok = ids, .dtable = dtable, .dout = dout, .N = N, .C = C, .w = w,
-                       .V = V};
+    dm_embed_args a = {.tok = ids, .dtable = DM_RAW(dtable), .dout = DM_RAW(dout), .N = N, .C = C,
+                       .w = w, .V = V};
     dm_op_run(o, DM_OP_EMBED, DM_BWD, &a);
 }
 
@@ -97,16 +98,17 @@ const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF,
                                sizeof(dm_conv_args),
                                conv_outputs, NULL, conv_check, conv_reads};
 
-void dm_op_conv_fwd(dm_ops *o, float *y, const float *x, const float *w, int B, int T, int C,
+void dm_op_conv_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, const dm_bf *w, int B, int T, int C,
                     int W) {
-    dm_conv_args a = {.y = y, .x = x, .w = w, .B = B, .T = T, .C = C, .W = W};
+    dm_conv_args a = {.y = DM_RAW(y), .x = DM_RAW(x), .w = DM_RAW(w), .B = B, .T = T, .C = C,
+                      .W = W};
     dm_op_run(o, DM_OP_CONV, DM_FWD, &a);
 }
-void dm_op_conv_bwd(dm_ops *o, float *dx, uint16_t *dxb, float *dw, const float *dy,
-                    const float *x, const float *w, int B, int T, int C, int W) {
+void dm_op_conv_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
+                    const dm_bf *x, const dm_bf *w, int B, int T, int C, int W) {
     if (!dm_ops_bf16_active(o)) dxb = NULL;
-    dm_conv_args a = {.x = x, .w = w, .dx = dx, .dxb = dxb, .dw = dw, .dy = dy, .B = B, .T = T,
-                   .C = C, .W = W};
+    dm_conv_args a = {.x = DM_RAW(x), .w = DM_RAW(w), .dx = DM_RAW(dx), .dxb = dxb,
+                      .dw = DM_RAW(dw), .dy = DM_RAW(dy), .B = B, .T = T, .C = C, .W = W};
     dm_op_run(o, DM_OP_CONV, DM_BWD, &a);
 }
 
@@ -153,17 +155,17 @@ const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
                                sizeof(dm_xent_args),
                                xent_outputs, NULL, xent_check, xent_reads};
 
-void dm_op_xent_fwd_ids(dm_ops *o, double *mean, float *losses, const float *logits,
+void dm_op_xent_fwd_ids(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *logits,
                         const void *targets, int w, int N, int V) {
-    dm_xent_args a = {.losses = losses, .mean = mean, .logits = logits, .targets = targets,
-                      .w = w, .N = N, .V = V};
+    dm_xent_args a = {.losses = DM_RAW(losses), .mean = mean, .logits = DM_RAW(logits),
+                      .targets = targets, .w = w, .N = N, .V = V};
     dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
 }
-void dm_op_xent_bwd_ids(dm_ops *o, float *dlogits, uint16_t *db, const float *logits,
+void dm_op_xent_bwd_ids(dm_ops *o, dm_bf *dlogits, uint16_t *db, const dm_bf *logits,
                         const void *targets, int w, int N, int V, float scale) {
     if (!dm_ops_bf16_active(o)) db = NULL;
-    dm_xent_args a = {.logits = logits, .targets = targets, .w = w, .dlogits = dlogits, .db = db,
-                      .N = N, .V = V, .scale = scale};
+    dm_xent_args a = {.logits = DM_RAW(logits), .targets = targets, .w = w,
+                      .dlogits = DM_RAW(dlogits), .db = db, .N = N, .V = V, .scale = scale};
     dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
 }
 
@@ -234,16 +236,18 @@ const dm_op_def dm_def_head_xent = {"head_xent",         1u << DM_FWD | 1u << DM
                                     head_xent_outputs,   head_xent_flops,
                                     head_xent_check,     head_xent_reads};
 
-void dm_op_head_xent_fwd(dm_ops *o, double *mean, float *losses, const float *x, const float *W,
-                         const void *targets, int w, float *work, int N, int D, int V, int R) {
-    dm_head_xent_args a = {.losses = losses, .mean = mean, .x = x, .W = W, .targets = targets,
-                           .w = w, .work = work, .N = N, .D = D, .V = V, .R = R};
+void dm_op_head_xent_fwd(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *x, const dm_bf *W,
+                         const void *targets, int w, dm_bf *work, int N, int D, int V, int R) {
+    dm_head_xent_args a = {.losses = DM_RAW(losses), .mean = mean, .x = DM_RAW(x), .W = DM_RAW(W),
+                           .targets = targets, .w = w, .work = DM_RAW(work), .N = N, .D = D, .V = V,
+                           .R = R};
     dm_op_run(o, DM_OP_HEAD_XENT, DM_FWD, &a);
 }
-void dm_op_head_xent_bwd(dm_ops *o, float *dx, float *dW, const float *x, const float *W,
-                         const void *targets, int w, float *work, int N, int D, int V, int R,
+void dm_op_head_xent_bwd(dm_ops *o, dm_bf *dx, dm_bf *dW, const dm_bf *x, const dm_bf *W,
+                         const void *targets, int w, dm_bf *work, int N, int D, int V, int R,
                          float scale) {
-    dm_head_xent_args a = {.x = x, .W = W, .targets = targets, .w = w, .dx = dx, .dW = dW,
-                           .work = work, .N = N, .D = D, .V = V, .R = R, .scale = scale};
+    dm_head_xent_args a = {.x = DM_RAW(x), .W = DM_RAW(W), .targets = targets, .w = w,
+                           .dx = DM_RAW(dx), .dW = DM_RAW(dW), .work = DM_RAW(work), .N = N, .D = D,
+                           .V = V, .R = R, .scale = scale};
     dm_op_run(o, DM_OP_HEAD_XENT, DM_BWD, &a);
 }

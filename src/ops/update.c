@@ -92,10 +92,12 @@ const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 sizeof(dm_adamw_args),
                                 adamw_outputs, NULL, adamw_check, adamw_reads};
 
-void dm_op_adamw(dm_ops *o, float *p, float *m1, float *m2, const float *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, const float *gscale,
+void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n, float lr,
+                 float wd, float b1, float b2, float eps, long t, const dm_bf *gscale,
                  int cautious) {
-    dm_adamw_args a = {p, m1, m2, p, g, m1, m2, n, lr, wd, b1, b2, eps, gscale, t, cautious};
+    float *P = DM_RAW(p), *M1 = DM_RAW(m1), *M2 = DM_RAW(m2);
+    dm_adamw_args a = {P, M1, M2, P, DM_RAW(g), M1, M2, n, lr, wd, b1, b2, eps, DM_RAW(gscale), t,
+                       cautious};
     dm_op_run(o, DM_OP_ADAMW, DM_FWD, &a);
 }
 
@@ -120,9 +122,9 @@ const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
                                    sizeof(dm_mom_args),
                                    mom_outputs, NULL, mom_check, mom_reads};
 
-void dm_op_momentum(dm_ops *o, float *mom, float *u, const float *g, size_t n, float beta,
-                    const float *gscale) {
-    dm_mom_args a = {mom, u, mom, g, n, beta, gscale};
+void dm_op_momentum(dm_ops *o, dm_bf *mom, dm_bf *u, const dm_bf *g, size_t n, float beta,
+                    const dm_bf *gscale) {
+    dm_mom_args a = {DM_RAW(mom), DM_RAW(u), DM_RAW(mom), DM_RAW(g), n, beta, DM_RAW(gscale)};
     dm_op_run(o, DM_OP_MOMENTUM, DM_FWD, &a);
 }
 
@@ -145,9 +147,9 @@ const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
                                       sizeof(dm_apply_args), apply_outputs, NULL, apply_check,
                                       apply_reads};
 
-void dm_op_muon_update(dm_ops *o, float *w, const float *x, size_t n, float decay, float step,
+void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, float decay, float step,
                        int cautious) {
-    dm_apply_args a = {w, w, x, n, decay, step, cautious};
+    dm_apply_args a = {DM_RAW(w), DM_RAW(w), DM_RAW(x), n, decay, step, cautious};
     dm_op_run(o, DM_OP_MUON_UPDATE, DM_FWD, &a);
 }
 
@@ -183,9 +185,10 @@ const dm_op_def dm_def_normuon = {"normuon", 1u << DM_FWD, &NORMUON_REF,
                                   sizeof(dm_normuon_args), normuon_outputs, NULL,
                                   normuon_check, normuon_reads};
 
-void dm_op_normuon(dm_ops *o, float *x, float *v, int n, int rows, int cols, float beta2,
-                   float eps, float *work) {
-    dm_normuon_args a = {x, v, x, v, work, n, rows, cols, beta2, eps};
+void dm_op_normuon(dm_ops *o, dm_bf *x, dm_bf *v, int n, int rows, int cols, float beta2,
+                   float eps, dm_bf *work) {
+    dm_normuon_args a = {DM_RAW(x), DM_RAW(v), DM_RAW(x), DM_RAW(v), DM_RAW(work), n, rows, cols,
+                         beta2, eps};
     dm_op_run(o, DM_OP_NORMUON, DM_FWD, &a);
 }
 
@@ -211,9 +214,9 @@ const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
                                     sizeof(dm_gnorm_args),
                                     norm_outputs, NULL, gnorm_check, gnorm_reads};
 
-void dm_op_grad_norm(dm_ops *o, double *norm, float *gscale, const float *g, size_t n,
+void dm_op_grad_norm(dm_ops *o, double *norm, dm_bf *gscale, const dm_bf *g, size_t n,
                      float clip) {
-    dm_gnorm_args a = {norm, gscale, g, n, clip};
+    dm_gnorm_args a = {norm, DM_RAW(gscale), DM_RAW(g), n, clip};
     dm_op_run(o, DM_OP_GRAD_NORM, DM_FWD, &a);
 }
 
@@ -246,12 +249,13 @@ const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF,
                                     sizeof(dm_sum_args),
                                     sum_outputs, NULL, sum_check, sum_reads};
 
-void dm_op_grad_add(dm_ops *o, float *acc, const float *g, size_t n, int first) {
-    dm_sum_args a = {.out = acc, .acc = acc, .g = g, .n = n, .first = first};
+void dm_op_grad_add(dm_ops *o, dm_bf *acc, const dm_bf *g, size_t n, int first) {
+    dm_sum_args a = {.out = DM_RAW(acc), .acc = DM_RAW(acc), .g = DM_RAW(g), .n = n,
+                     .first = first};
     dm_op_run(o, DM_OP_GRAD_ADD, DM_FWD, &a);
 }
 
-void dm_op_grad_mean(dm_ops *o, float *out, const float *acc, size_t n, int A) {
-    dm_sum_args a = {.out = out, .acc = acc, .n = n, .A = A};
+void dm_op_grad_mean(dm_ops *o, dm_bf *out, const dm_bf *acc, size_t n, int A) {
+    dm_sum_args a = {.out = DM_RAW(out), .acc = DM_RAW(acc), .n = n, .A = A};
     dm_op_run(o, DM_OP_GRAD_MEAN, DM_FWD, &a);
 }

@@ -26,7 +26,7 @@ typedef struct {
  * through the backend's copies. */
 typedef struct {
     const char *name;
-    float *data;
+    dm_bf *data;
     size_t n;     /* floats */
     int optional; /* 1: a checkpoint without it loads, leaving it at zero (state a
                      config key turns on: a run resumed with the key newly set) */

@@ -15,8 +15,8 @@ struct dm_gradsum {
     int A, N, rank;
     size_t n;          /* parameters */
     size_t *off;       /* [N+1] shards */
-    float *acc;        /* this rank's shard of the sum (one process: the whole buffer) */
-    float *recv;       /* [N, shard] the pieces received (N > 1) */
+    dm_bf *acc;        /* this rank's shard of the sum (one process: the whole buffer) */
+    dm_bf *recv;       /* [N, shard] the pieces received (N > 1) */
 };
 
 size_t dm_gradsum_bytes(const dm_gradsum *g) {
@@ -80,7 +80,7 @@ void dm_gradsum_free(dm_gradsum *g) {
 
 /* The exchanges between ranks read and write host memory: the backend's buffers mapped
  * (views on the CPU, copies where the backend refuses one). 0 ok; 1 failed. */
-static int exchange(dm_gradsum *g, float *grads, float *recv, size_t len) {
+static int exchange(dm_gradsum *g, dm_bf *grads, dm_bf *recv, size_t len) {
     size_t gb = g->n * sizeof(float), rb = (len ? len : 1) * (size_t)g->N * sizeof(float);
     float *hg = dm_backend_map(g->be, grads, gb, 1), *hr = dm_backend_map(g->be, recv, rb, 0);
     int rc = !hg || !hr || dm_comm_alltoall_shards(g->comm, hg, hr, g->off);
@@ -88,7 +88,7 @@ static int exchange(dm_gradsum *g, float *grads, float *recv, size_t len) {
     dm_backend_unmap(g->be, recv, hr, rb, !rc);
     return rc;
 }
-static int gather(dm_gradsum *g, float *grads) {
+static int gather(dm_gradsum *g, dm_bf *grads) {
     size_t gb = g->n * sizeof(float);
     float *hg = dm_backend_map(g->be, grads, gb, 1);
     int rc = !hg || dm_comm_allgather(g->comm, hg, g->off, sizeof(float));
@@ -97,7 +97,7 @@ static int gather(dm_gradsum *g, float *grads) {
 }
 
 int dm_gradsum_add(dm_gradsum *g, int j) {
-    float *grads = dm_model_grad_mem(g->m);
+    dm_bf *grads = dm_model_grad_mem(g->m);
     dm_ops *ops = dm_optim_ops(g->m);
     if (g->N == 1) { /* acc = g_0, then acc + g_j: the one addition of the order */
         if (g->A > 1) dm_op_grad_add(ops, g->acc, grads, g->n, j == 0);
@@ -111,7 +111,7 @@ int dm_gradsum_add(dm_gradsum *g, int j) {
 }
 
 int dm_gradsum_finish(dm_gradsum *g) {
-    float *grads = dm_model_grad_mem(g->m);
+    dm_bf *grads = dm_model_grad_mem(g->m);
     dm_ops *ops = dm_optim_ops(g->m);
     if (g->N == 1) {
         if (g->A > 1) dm_op_grad_mean(ops, grads, g->acc, g->n, g->A);

@@ -343,7 +343,7 @@ static int next_batch(dm_muon *o, int *a, char *done, int scales) {
 }
 
 /* Newton-Schulz of a lone unit's update x (its GEMMs tiled over the threads) */
-static void orthogonalize_alone(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
+static void orthogonalize_alone(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *x) {
     dm_op_ns(ops, x, 1, u->rows, u->cols, o->cfg->ns, o->ns_work, o->ns_bf16, 0);
 }
 
@@ -360,7 +360,7 @@ static void orthogonalize_stacked(dm_muon *o, dm_ops *ops, char *done) {
 
 /* NorMuon on unit u's orthogonalized update x (muon_norm=neuron), its moments at voff;
  * the NS scratch, free again, holds the kernel's row sums */
-static void normalize(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *x) {
+static void normalize(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *x) {
     if (c_norm(o))
         dm_op_normuon(ops, x, o->nv + u->voff, 1, u->rows, u->cols, o->cfg->normuon_beta2,
                       DM_NORMUON_EPS, o->ns_work);
@@ -368,7 +368,7 @@ static void normalize(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *x) 
 
 /* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update
  * (cautious_wd: the decay where O and W agree in sign) */
-static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W, const float *x,
+static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *W, const dm_bf *x,
                      float f) {
     const dm_group *g = &o->groups[u->tensor];
     float lr = g->lr * f;
@@ -379,9 +379,9 @@ static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W, c
 
 /* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
  * any unit */
-static void retract_one(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W) {
-    const float *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
-    const float *S = o->scale + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
+static void retract_one(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *W) {
+    const dm_bf *R = o->radius + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
+    const dm_bf *S = o->scale + o->slice_off[u->tensor] + (u->slice < 0 ? 0 : u->slice);
     if (o->cfg->retract == DM_RETRACT_SPHERE)
         dm_op_retract_sphere(ops, W + u->off, R, 1, u->rows, u->cols);
     else dm_op_retract_stiefel(ops, W + u->off, S, 1, u->rows, u->cols, o->ns_work, 0);
@@ -390,12 +390,12 @@ static void retract_one(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, float *W
 /* Stiefel retraction of this rank's stacked units, batched by shape: each batch's weights
  * staged in upd (free once the updates are applied) as one contiguous stack, retracted
  * there, and copied back */
-static void retract_stacked(dm_muon *o, dm_ops *ops, float *W, char *done) {
+static void retract_stacked(dm_muon *o, dm_ops *ops, dm_bf *W, char *done) {
     int a = 0, k;
     memset(done, 0, (size_t)o->n_units);
     while ((k = next_batch(o, &a, done, 1))) {
         const dm_muon_unit *u = &o->units[a];
-        float *stage = o->upd + u->uoff;
+        dm_bf *stage = o->upd + u->uoff;
         for (int pass = 0; pass < 2; pass++) {
             for (int b = a, i = 0; i < k; b++) {
                 const dm_muon_unit *v = &o->units[b];
@@ -413,7 +413,7 @@ static void retract_stacked(dm_muon *o, dm_ops *ops, float *W, char *done) {
 }
 
 /* Every rank's updated units to every rank (N > 1): packed rank by rank, in unit order */
-static int gather_units(dm_muon *o, float *W) {
+static int gather_units(dm_muon *o, dm_bf *W) {
     size_t *at = o->pack_cur;
     for (int r = 0; r < o->nranks; r++) at[r] = o->pack_off[r];
     size_t vr = c_norm(o); /* each unit's moments after its weights */
@@ -445,10 +445,10 @@ static int gather_units(dm_muon *o, float *W) {
     return 0;
 }
 
-int dm_muon_step(dm_muon *o, dm_model *m, float f, const float *gscale, long step) {
+int dm_muon_step(dm_muon *o, dm_model *m, float f, const dm_bf *gscale, long step) {
     const dm_config *c = o->cfg;
-    float *W = dm_model_param_mem(m);
-    const float *G = dm_model_grad_mem(m);
+    dm_bf *W = dm_model_param_mem(m);
+    const dm_bf *G = dm_model_grad_mem(m);
     float beta = c->muon_momentum;
     dm_ops *ops = dm_optim_ops(m);
     int retract = c->retract != DM_RETRACT_OFF && step % c->retract_every == 0;
@@ -473,7 +473,7 @@ int dm_muon_step(dm_muon *o, dm_model *m, float f, const float *gscale, long ste
     }
     if (retract && c->retract == DM_RETRACT_STIEFEL) retract_stacked(o, ops, W, done);
     /* the lone units, each in the one slot */
-    float *x = o->upd + o->upd_alone;
+    dm_bf *x = o->upd + o->upd_alone;
     for (int a = 0; a < o->n_units; a++) {
         const dm_muon_unit *u = &o->units[a];
         if (u->owner != o->rank || u->stacked) continue;

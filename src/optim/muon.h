@@ -35,28 +35,28 @@ struct dm_muon {
     int n_tensors;
     const dm_group *groups; /* the optimizer's, [n_tensors] */
     size_t n;          /* parameters */
-    float *mom;        /* momentum, parameter layout (every rank updates all of it) */
-    float *upd;        /* the updates being orthogonalized: this rank's stacked units (at
+    dm_bf *mom;        /* momentum, parameter layout (every rank updates all of it) */
+    dm_bf *upd;        /* the updates being orthogonalized: this rank's stacked units (at
                           their uoff, each batch of one shape contiguous), then one slot for
                           its lone units, one at a time */
     size_t upd_alone;  /* where that slot starts in upd */
     size_t upd_n;      /* floats in upd */
-    float *ns_work;    /* NS / Stiefel scratch */
+    dm_bf *ns_work;    /* NS / Stiefel scratch */
     size_t ns_work_n;  /* floats in ns_work */
     int n_units;
     dm_muon_unit *units; /* in tensor order, slices in order */
-    float *consts;     /* [n_units] a batch's Stiefel scales (backend memory) */
+    dm_bf *consts;     /* [n_units] a batch's Stiefel scales (backend memory) */
     dm_comm *comm;     /* the ranks sharing the work (NULL: one process) */
     int rank, nranks;
     size_t *pack_off;  /* [nranks+1] each rank's units in pack (floats) */
     size_t *pack_cur;  /* [nranks] cursors while packing */
-    float *pack;       /* the updated units, rank by rank, for the all-gather */
+    dm_bf *pack;       /* the updated units, rank by rank, for the all-gather */
     int ns_bf16;       /* 1: NS in bf16 (ns_precision; the op ns_bf16), 0: fp32 */
     int *slice_off;    /* [n_tensors] first slice of each Muon tensor in radius/scale */
     int n_slices;
-    float *radius;     /* [n_slices] retraction radius ||W0||_F per slice (backend memory) */
-    float *scale;      /* [n_slices] Stiefel scale per slice (backend memory) */
-    float *nv;         /* muon_norm=neuron: NorMuon's second moments, one per row of every
+    dm_bf *radius;     /* [n_slices] retraction radius ||W0||_F per slice (backend memory) */
+    dm_bf *scale;      /* [n_slices] Stiefel scale per slice (backend memory) */
+    dm_bf *nv;         /* muon_norm=neuron: NorMuon's second moments, one per row of every
                           unit, in unit order (backend memory; the owner updates a unit's
                           and the all-gather carries them to every rank); else NULL */
     size_t nv_n;       /* floats in nv */
@@ -79,7 +79,7 @@ int dm_muon_shard(dm_muon *o, dm_comm *comm, char *err, size_t errlen);
  * on its cadence: momentum on every rank, Newton-Schulz, update and retraction of this
  * rank's units, then the units all-gathered; the gradient scaled by *gscale (the clipping
  * factor, one float of the backend's memory). 0 ok; 1 when the all-gather failed. */
-int dm_muon_step(dm_muon *o, dm_model *m, float f, const float *gscale, long step);
+int dm_muon_step(dm_muon *o, dm_model *m, float f, const dm_bf *gscale, long step);
 int dm_muon_state(const dm_muon *o, dm_optim_buf *out, int max);
 /* Bytes of Muon's scratch (upd, ns_work) and of its all-gather buffer (pack). */
 void dm_muon_memory(const dm_muon *o, size_t *scratch, size_t *gather);

@@ -125,12 +125,12 @@ void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps) {
 
 int dm_optim_step_queued(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
-    const float *gscale = o->gscale; /* clipping on the backend: no wait for the host */
+    const dm_bf *gscale = o->gscale; /* clipping on the backend: no wait for the host */
     dm_op_grad_norm(dm_optim_ops(m), o->norm, o->gscale, dm_model_grad_mem(m),
                     dm_model_num_params(m), c->grad_clip);
     float f = dm_lr_factor(c, step);
-    float *P = dm_model_param_mem(m);
-    const float *G = dm_model_grad_mem(m);
+    dm_bf *P = dm_model_param_mem(m);
+    const dm_bf *G = dm_model_grad_mem(m);
     /* AdamW: every rank updates every AdamW tensor (replicated state: a small share of
      * the parameters, elementwise; docs/scaling.md) */
     for (int i = 0; i < o->n_tensors; i++) {

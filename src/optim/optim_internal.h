@@ -16,9 +16,9 @@ struct dm_optim {
     int n_tensors;
     dm_group *groups;
     size_t n;          /* parameters */
-    float *m1, *m2;    /* AdamW moments, parameter layout (unused entries stay 0) */
+    dm_bf *m1, *m2;    /* AdamW moments, parameter layout (unused entries stay 0) */
     double *norm;      /* the last step's gradient norm and its clipping factor: the */
-    float *gscale;     /* backend's memory (one double, one float), read when asked */
+    dm_bf *gscale;     /* backend's memory (one double, one float), read when asked */
     dm_muon *muon;     /* Muon's state (muon.h); NULL when no tensor is Muon's */
     dm_atlas *atlas;   /* the all-gather's timing, or NULL */
 };

@@ -70,7 +70,7 @@ static float *guard(dm_ops *dp, const dm_delta_dims *d, int nt, int bwd, char *e
     float *work = malloc((n ? n : 1) * sizeof(float));
     if (!work) fail(err, errlen, "%s: out of memory (%zu bytes of scratch)", fn, n * sizeof(float));
     dp->threads = nt; /* this op layer's owner: no policy */
-    dm_ops_set_scratch(dp, work, n ? n : 1);
+    dm_ops_set_scratch(dp, dm_bm(work), n ? n : 1);
     return work;
 }
 
@@ -86,7 +86,9 @@ int dm_delta_forward(const dm_delta_dims *d, const float *q, const float *k, con
     dm_ops dp;
     float *work = guard(&dp, d, nt, 0, err, errlen, fn);
     if (!work) return 1;
-    dm_op_delta_fwd(&dp, d, q, k, v, g, beta, h0, o, hT, NULL);
+    /* the caller's host memory: the cpu backend's own */
+    dm_op_delta_fwd(&dp, d, dm_bm(q), dm_bm(k), dm_bm(v), dm_bm(g), dm_bm(beta), dm_bm(h0),
+                    dm_bm(o), dm_bm(hT), NULL);
     free(work);
     dm_ops_free(&dp);
     return 0;
@@ -106,7 +108,9 @@ int dm_delta_backward(const dm_delta_dims *d, const float *q, const float *k, co
     dm_ops dp;
     float *work = guard(&dp, d, nt, 1, err, errlen, fn);
     if (!work) return 1;
-    dm_op_delta_bwd(&dp, d, q, k, v, g, beta, h0, NULL, dO, dhT, dq, dk, dv, dg, dbeta, dh0);
+    dm_op_delta_bwd(&dp, d, dm_bm(q), dm_bm(k), dm_bm(v), dm_bm(g), dm_bm(beta), dm_bm(h0), NULL,
+                    dm_bm(dO), dm_bm(dhT), dm_bm(dq), dm_bm(dk), dm_bm(dv), dm_bm(dg),
+                    dm_bm(dbeta), dm_bm(dh0));
     free(work);
     dm_ops_free(&dp);
     return 0;
