@@ -262,16 +262,25 @@ void dm_atlas_print(dm_atlas *a, FILE *f) {
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    fprintf(f, "  %-28s %10s %10s %8s %9s\n", "op", "calls/step", "ms/step", "share", "GFLOP/s");
+    /* each op against its own floor (their sum is the step's floor, printed after the roofline) */
+    dm_floor fl;
+    int floored = a->steps > 0 && a->n_ops && dm_atlas_floor(a, &fl) == 0;
+    fprintf(f, "  %-28s %10s %10s %8s %9s %9s %8s\n", "op", "calls/step", "ms/step", "share",
+            "GFLOP/s", "floor ms", "x floor");
     for (int k = 0; k < a->n_ops; k++) {
         const dm_atlas_op *o = &a->op[order[k]];
         ops += o->sec;
-        char gf[32] = "-", name[96];
+        char gf[32] = "-", name[96], fm[32] = "-", fx[32] = "-";
         if (o->flops > 0 && o->sec > 0) snprintf(gf, sizeof gf, "%.1f", o->flops / o->sec / 1e9);
+        double of = floored ? dm_floor_seconds(&o->flops, &o->bytes, 1, fl.peak_flops, fl.bw) : 0;
+        if (of > 0) {
+            snprintf(fm, sizeof fm, "%.3f", 1e3 * of / steps);
+            snprintf(fx, sizeof fx, "%.2f", o->sec / of);
+        }
         snprintf(name, sizeof name, "%s%s%s%s%s%s", o->name, o->dir ? "." : "", o->dir ? o->dir : "",
                  o->impl ? " (" : "", o->impl ? o->impl : "", o->impl ? ")" : "");
-        fprintf(f, "  %-28s %10.1f %10.3f %7.1f%% %9s\n", name, o->calls / steps,
-                1e3 * o->sec / steps, step > 0 ? 100 * o->sec / steps / step : 0, gf);
+        fprintf(f, "  %-28s %10.1f %10.3f %7.1f%% %9s %9s %8s\n", name, o->calls / steps,
+                1e3 * o->sec / steps, step > 0 ? 100 * o->sec / steps / step : 0, gf, fm, fx);
     }
     fprintf(f, "  %-28s %10s %10.3f %7.1f%%\n", "(ops total)", "", 1e3 * ops / steps,
             step > 0 ? 100 * ops / steps / step : 0);
