@@ -330,8 +330,12 @@ dm_status dm_plot_ab(const char *dir, const char *out_arg, int x, const dm_job_i
     if (!out_arg) snprintf(out, sizeof out, "%s/plot.png", dir);
     fig_frame(&f, x);
     dm_ab_seeds_text(s, seeds, sizeof seeds);
-    snprintf(f.title, sizeof f.title, "A/B %.120s: control + %d variant%s, seeds %.60s, %d steps", dir,
-             s->n_arms - 1, s->n_arms == 2 ? "" : "s", seeds, s->steps);
+    char span[64]; /* a time-budget sweep's cells fix their own steps */
+    if (s->arms[0].cfg.time_budget > 0)
+        snprintf(span, sizeof span, "a time budget of %ld s", s->arms[0].cfg.time_budget);
+    else snprintf(span, sizeof span, "%d steps", s->steps);
+    snprintf(f.title, sizeof f.title, "A/B %.100s: control + %d variant%s, seeds %.40s, %.40s", dir,
+             s->n_arms - 1, s->n_arms == 2 ? "" : "s", seeds, span);
     int drawn = 0;
     for (int a = 0; a < s->n_arms; a++)
         for (int k = 0; k < s->n_seeds; k++) {
