@@ -344,30 +344,31 @@ static int verify_room(dm_model *m) {
     return 0;
 }
 
-/* The op layer and policy a memory plan of no model sizes with: the host backend's
- * decisions for config c (what a cpu model of c decides) on nthreads threads. */
-static void host_policy(const dm_config *c, int nthreads, dm_ops *ops, dm_policy *pol) {
+/* The plan of config c with no model, for B x T on nthreads threads, as a cpu model of c
+ * would make it: the host backend's policy decides its precision and sizes the delta
+ * core's scratch. Into p and sz (may be NULL); returns the arena's floats. */
+static size_t host_layout(const dm_config *c, int B, int T, int nthreads, dm_plan *p,
+                          dm_arena_sizes *sz) {
     char err[256];
-    dm_ops_init(ops, c);
+    dm_ops ops;
+    dm_ops_init(&ops, c);
     dm_delta_dims core = dm_core_dims(c, 1, 1);
     const dm_backend_reg *host = dm_backend_reg_of(DM_BACKEND_AUTO);
-    *pol = (dm_policy){0};
+    dm_policy pol = {0};
     if (host && host->vt && host->vt->policy)
-        host->vt->policy(NULL, c, ops, &core, pol, err, sizeof err); /* a refusal: the
-                                                                         record stands */
-    pol->threads = nthreads < 1 ? 1 : nthreads;
-    ops->policy = pol;
+        host->vt->policy(NULL, c, &ops, &core, &pol, err, sizeof err); /* a refusal: the
+                                                                           record stands */
+    pol.threads = nthreads < 1 ? 1 : nthreads;
+    ops.policy = &pol;
+    dm_plan_make(p, c, pol.prec.matmul_bf16);
+    size_t n = dm_plan_layout(c, p, &ops, B, T, NULL, NULL, sz);
+    dm_ops_free(&ops);
+    return n;
 }
 
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads) {
     dm_plan p;
-    dm_ops ops;
-    dm_policy pol;
-    host_policy(cfg, nthreads, &ops, &pol);
-    dm_plan_make(&p, cfg, pol.prec.matmul_bf16);
-    size_t n = dm_plan_layout(cfg, &p, &ops, B, T, NULL, NULL, NULL);
-    dm_ops_free(&ops);
-    return n * sizeof(float);
+    return host_layout(cfg, B, T, nthreads, &p, NULL) * sizeof(float);
 }
 
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
@@ -496,12 +497,7 @@ int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *me
     } else {
         dm_plan p;
         dm_arena_sizes sz;
-        dm_ops ops;
-        dm_policy pol;
-        host_policy(c, nthreads, &ops, &pol);
-        dm_plan_make(&p, c, pol.prec.matmul_bf16);
-        dm_plan_layout(c, &p, &ops, B, T, NULL, NULL, &sz);
-        dm_ops_free(&ops);
+        host_layout(c, B, T, nthreads, &p, &sz);
         memory_of(&p, m->n_params, &sz, B, T, mem);
     }
     free(tb.kinds);
