@@ -245,3 +245,138 @@ TEST(head_xent_model_same_bits_on_threads) {
     printf("  vocab 1000 model loss %.9g: the same bits on 1, 2 and 3 threads\n", l0);
     free(g0), free(ids);
 }
+
+/* ---- the fused head in bf16 ---- */
+
+/* an op layer whose products run in bf16 (precision=bf16 set on it); pretend: as on a CPU
+ * without bf16, where the reference bf16 path runs (the rounded operands through the f32
+ * GEMM), else the machine's (its hardware kernel, or NULL in bf16_why when it lacks one) */
+static void bf16_ops(dm_ops *ops, int pretend) {
+    dm_config c;
+    dm_config_default(&c);
+    dm_ops_init(ops, &c);
+    ops->precision = DM_PRECISION_BF16;
+    if (pretend) ops->bf16_why = "pretend: the reference bf16 path";
+}
+
+/* calls of head_xent's implementation `name` in direction dir */
+static long ran_by(const dm_ops *ops, int dir, const char *name) {
+    for (int i = 0; dm_op_impl_name(DM_OP_HEAD_XENT, i); i++)
+        if (strcmp(dm_op_impl_name(DM_OP_HEAD_XENT, i), name) == 0)
+            return ops->ran[DM_OP_HEAD_XENT][dir][i];
+    return -1;
+}
+
+/* The fused head in bf16, on the reference bf16 path (so on any CPU): against the unfused
+ * head in bf16 (the head's matmul on bf16 operands, xent, its dlogits rounded for both
+ * backward products) within 1e-6 relative, as in fp32, the call run by head_xent's
+ * reference-bf16; and against the fused head in fp32: the rounding shows (dx and dW differ
+ * by more than 1e-4 relative) and stays small (dx, dW within 3e-2; the loss within 1e-3). */
+TEST(head_xent_bf16_matches_unfused_bf16) {
+    static const struct { int V, N, R; } cs[] = {{300, 37, 16}, {1000, 70, 32}, {65537, 21, 8}};
+    dm_config c = fp32_config();
+    int D = 48;
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        int V = cs[k].V, N = cs[k].N, R = cs[k].R;
+        float *x = t_alloc((size_t)N * D), *W = t_alloc((size_t)V * D);
+        t_fill_normal(x, (size_t)N * D, 31 + k, 1.0f);
+        t_fill_normal(W, (size_t)V * D, 37 + k, 0.3f);
+        void *ids = draw_ids(N, V, 41 + k);
+        dm_ops h, f;
+        bf16_ops(&h, 1);
+        dm_ops_init(&f, &c);
+        result u = unfused(&h, x, W, ids, N, D, V);
+        result b = fused(&h, x, W, ids, N, D, V, R);
+        result r = fused(&f, x, W, ids, N, D, V, R);
+        long fw = ran_by(&h, DM_FWD, "reference-bf16"), bw = ran_by(&h, DM_BWD, "reference-bf16");
+        CHECKF(fw == 1 && bw == 1, "V %d: reference-bf16 ran %ld/%ld of the calls", V, fw, bw);
+        double el = fabs(b.loss - u.loss) / fabs(u.loss), ell = rel(b.losses, u.losses, N);
+        double edx = rel(b.dx, u.dx, (size_t)N * D), edw = rel(b.dW, u.dW, (size_t)V * D);
+        double fl = fabs(b.loss - r.loss) / fabs(r.loss);
+        double fdx = rel(b.dx, r.dx, (size_t)N * D), fdw = rel(b.dW, r.dW, (size_t)V * D);
+        printf("  V %d N %d R %d: fused vs unfused bf16: loss %.1e losses %.1e dx %.1e dW %.1e;"
+               " vs fp32: loss %.1e dx %.1e dW %.1e\n", V, N, R, el, ell, edx, edw, fl, fdx, fdw);
+        CHECKF(el <= 1e-6 && ell <= 1e-6 && edx <= 1e-6 && edw <= 1e-6,
+               "V %d: fused vs unfused bf16: loss %.3e losses %.3e dx %.3e dW %.3e", V, el, ell,
+               edx, edw);
+        CHECKF(fdx > 1e-4 && fdw > 1e-4, "V %d: bf16 dx %.3e dW %.3e from fp32: not rounded?",
+               V, fdx, fdw);
+        CHECKF(fl <= 1e-3 && fdx <= 3e-2 && fdw <= 3e-2,
+               "V %d: bf16 vs fp32: loss %.3e dx %.3e dW %.3e", V, fl, fdx, fdw);
+        result_free(&u), result_free(&b), result_free(&r);
+        dm_ops_free(&h), dm_ops_free(&f);
+        free(x), free(W), free(ids);
+    }
+}
+
+/* On a CPU with bf16: the fused head on oneDNN's bf16 matmul against the reference bf16
+ * path (verify mode: the same rounded operands, only the order of the f32 sums differs),
+ * within the verify bound. Skipped, with the reason, elsewhere. */
+TEST(head_xent_bf16_hardware_matches_reference) {
+    dm_ops h;
+    bf16_ops(&h, 0);
+    if (h.bf16_why) {
+        t_skip("%s", h.bf16_why);
+        dm_ops_free(&h);
+        return;
+    }
+    int V = 4096, N = 100, D = 64, R = 32;
+    float *x = t_alloc((size_t)N * D), *W = t_alloc((size_t)V * D);
+    t_fill_normal(x, (size_t)N * D, 3, 1.0f);
+    t_fill_normal(W, (size_t)V * D, 4, 0.3f);
+    void *ids = draw_ids(N, V, 5);
+    h.verify = 1;
+    result b = fused(&h, x, W, ids, N, D, V, R);
+    char what[64];
+    double vmax = dm_ops_verify_take(&h, what, sizeof what);
+    long fw = ran_by(&h, DM_FWD, "onednn-bf16"), bw = ran_by(&h, DM_BWD, "onednn-bf16");
+    printf("  V %d N %d R %d: oneDNN bf16 vs reference bf16 %.2g (%s)\n", V, N, R, vmax, what);
+    CHECKF(fw == 1 && bw == 1, "onednn-bf16 ran %ld/%ld of the calls", fw, bw);
+    CHECKF(vmax >= 0 && vmax <= DM_VERIFY_BOUND, "verify %.3e (%s)", vmax, what);
+    result_free(&b);
+    dm_ops_free(&h);
+    free(x), free(W), free(ids);
+}
+
+/* A model of tokens (vocab 1000) whose products run in bf16 (the reference bf16 path, as
+ * on a CPU without bf16): the fused head runs in bf16 (head_xent by reference-bf16 once each
+ * way), the loss is within 1e-3 relative of the same model's in fp32 and differs from it
+ * (the rounding is there), and the head's gradient within cosine 0.999. */
+TEST(head_xent_bf16_model_close_to_fp32) {
+    dm_config c;
+    dm_config_default(&c);
+    c.d_model = 32, c.n_layer = 1, c.n_head = 2, c.head_dim = 16, c.gate_rank = 8;
+    c.vocab = 1000, c.tie_embeddings = 0, c.precision = DM_PRECISION_FP32;
+    int B = 2, T = 45;
+    void *ids = draw_ids(B * (T + 1), c.vocab, 8);
+    char err[256];
+    dm_model *f = dm_model_create(&c, err, sizeof err), *h = dm_model_create(&c, err, sizeof err);
+    CHECKF(f && h, "%s", err);
+    if (!f || !h) return;
+    h->ops.precision = DM_PRECISION_BF16;
+    h->ops.bf16_why = "pretend: the reference bf16 path";
+    size_t np = dm_model_num_params(f);
+    memcpy(dm_model_params(h), dm_model_params(f), np * sizeof(float));
+    float lf = dm_model_forward(f, ids, B, T, NULL), lh = dm_model_forward(h, ids, B, T, NULL);
+    dm_model_zero_grad(f), dm_model_zero_grad(h);
+    dm_model_backward(f), dm_model_backward(h);
+    long fw = ran_by(&h->ops, DM_FWD, "reference-bf16"), bw = ran_by(&h->ops, DM_BWD,
+                                                                      "reference-bf16");
+    const dm_tensor *t = NULL;
+    for (int i = 0; i < dm_model_num_tensors(f); i++)
+        if (strcmp(dm_model_tensor(f, i)->name, "lm_head") == 0) t = dm_model_tensor(f, i);
+    CHECK(t != NULL);
+    double ab = 0, aa = 0, bb = 0;
+    for (size_t j = 0; t && j < t->numel; j++) {
+        double x = dm_model_grads(f)[t->offset + j], y = dm_model_grads(h)[t->offset + j];
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    double cs = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
+    printf("  loss fp32 %.7f bf16 %.7f (rel %.1e); lm_head gradient cosine %.6f\n", lf, lh,
+           fabs(lh - lf) / lf, cs);
+    CHECKF(fw == 1 && bw == 1, "reference-bf16 ran %ld/%ld of head_xent", fw, bw);
+    CHECKF(lh != lf && fabs(lh - lf) <= 1e-3 * lf, "loss fp32 %.7f bf16 %.7f", lf, lh);
+    CHECKF(cs >= 0.999, "lm_head gradient cosine %.6f", cs);
+    dm_model_free(f), dm_model_free(h);
+    free(ids);
+}

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "ops/backend.h"
+#include "ops/matmul.h"
 #include "ops/op.h"
 #include "ops/policy.h"
 
@@ -37,6 +38,13 @@ int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n);
 int dm_cpu_dout_bf16(dm_ops *o, const uint16_t *doutb, const float *dout, size_t nd,
                      int shared);
 void dm_cpu_dout_forget(dm_ops *o, int mark);
+/* One product of a matmul call (args of ops/matmul.h, direction dir) in bf16, for ops made
+ * of products (the fused head, seq.c): on oneDNN's bf16 matmul (hw) or the reference bf16
+ * path (the rounded operands through the f32 GEMM); supports: NULL when it takes the call,
+ * else why (matmul.c). */
+const char *dm_cpu_matmul_bf16_supports(dm_ops *ops, const dm_matmul_args *a, int dir,
+                                        int hw);
+void dm_cpu_matmul_bf16_run(dm_ops *ops, dm_matmul_args *a, int dir, int hw);
 void dm_cpu_set_weights(dm_ops *ops, const float *w, size_t n);
 const char *dm_cpu_ns_bf16_context(dm_ops *ops);
 /* what the optimizer asks to plan Newton-Schulz and the retraction on the cpu (ns.c;

@@ -90,8 +90,9 @@ void dm_cpu_forget_bf16(dm_ops *ops) {
  * when x lies in them, else rounded now into *scratch (advanced past them) */
 static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
                                uint16_t **scratch) {
-    for (int i = c->n_copies - 1; i >= 0; i--)
-        if (c->copies[i].x == x && c->copies[i].n == n) return c->copies[i].xb;
+    for (int i = c->n_copies - 1; i >= 0; i--) /* a copy of x, or of rows around it */
+        if (x >= c->copies[i].x && x + n <= c->copies[i].x + c->copies[i].n)
+            return c->copies[i].xb + (x - c->copies[i].x);
     if (c->wts && x >= c->wts && x + n <= c->wts + c->n_wts) return c->wts_bf16 + (x - c->wts);
     uint16_t *p = *scratch;
     dm_bf16_from_f32(p, x, n);
@@ -177,6 +178,15 @@ static void ref_bf16_run(dm_ops *ops, void *args, int dir) {
         dm_matmul_bwd_weight(NULL, a->dW, NULL, dout, in, a->N, a->K, a->O);
         if (a->dbias && a->N > 0 && a->O > 0) dm_matmul_bias_grad(a->dbias, a->dout, a->N, a->O);
     }
+}
+
+const char *dm_cpu_matmul_bf16_supports(dm_ops *ops, const dm_matmul_args *a, int dir,
+                                        int hw) {
+    return hw ? bf16_supports(ops, a, dir) : ref_bf16_supports(ops, a, dir);
+}
+void dm_cpu_matmul_bf16_run(dm_ops *ops, dm_matmul_args *a, int dir, int hw) {
+    if (hw) bf16_run(ops, a, dir);
+    else ref_bf16_run(ops, a, dir);
 }
 
 /* ---- OpenBLAS ---- */
