@@ -651,3 +651,66 @@ TEST(bf16_determinism_threads) {
     printf("  bf16 loss %.9g: the same bits at 1, 2, 3 and 8 threads\n", l0);
     free(g0);
 }
+
+/* The bf16 copies a model makes (the producers' copies of activations and gradients, the
+ * copies rounded once, the model's bf16 weights refreshed after each step) hold exactly
+ * bf16 of their tensors when the products read them: a model whose products read the
+ * copies (the reference bf16 path standing in for the CPU's kernel: DM_CPU_BF16_REFERENCE,
+ * with DM_CPU_NO_BF16 so that it stands in on any CPU) against the same model whose
+ * products round every operand themselves (the reference bf16 path as the oracle, no
+ * copies made), 3 steps of Muon each: every loss and the weights after them the same bits.
+ * The byte KDA model without and with balanced checkpointing (copies made again by the
+ * recompute), a GDN model, and a model of tokens (vocabulary 300: the fused head). */
+TEST(bf16_copies_read_as_made) {
+    setenv("DM_CPU_NO_BF16", "1", 1);
+    setenv("DM_CPU_BF16_REFERENCE", "1", 1);
+    for (int k = 0; k < 4; k++) {
+        const char *what = k == 0 ? "kda" : k == 1 ? "kda, balanced checkpointing"
+                         : k == 2 ? "gdn" : "kda, vocabulary 300";
+        dm_config c = small_cfg(), f = small_cfg();
+        if (k == 1) c.checkpointing = f.checkpointing = DM_CKPT_BALANCED;
+        if (k == 2) c.mixer = f.mixer = DM_MIXER_GDN;
+        if (k == 3) c.vocab = f.vocab = 300, c.tie_embeddings = f.tie_embeddings = 0;
+        f.precision = DM_PRECISION_FP32;
+        char err[256];
+        dm_model *a = dm_model_create(&c, err, sizeof err), *b = dm_model_create(&f, err, sizeof err);
+        CHECKF(a && b, "%s: %s", what, err);
+        if (!a || !b) break;
+        b->ops.precision = DM_PRECISION_BF16; /* the oracle: no copies, every operand rounded */
+        const dm_policy *p = a->ops.policy;
+        CHECKF(p && p->prec.matmul_bf16 && p->prec.matmul_via, "%s: the policy's matmuls are "
+               "not bf16 on the stand-in", what);
+        memcpy(dm_model_params(b), dm_model_params(a), dm_model_num_params(a) * sizeof(float));
+        dm_optim *oa = dm_optim_create(a, &c, err, sizeof err), *ob = dm_optim_create(b, &c, err, sizeof err);
+        CHECKF(oa && ob, "%s: %s", what, err);
+        int B = 2, T = 40, same = 1;
+        uint8_t txt[2 * 41];
+        uint16_t ids[2 * 41];
+        float la = 0, lb = 0;
+        for (int s = 0; s < 3 && oa && ob; s++) {
+            text_tokens(txt, sizeof txt, (size_t)s * 11);
+            for (size_t i = 0; i < sizeof txt; i++) ids[i] = (uint16_t)(txt[i] + (i % 3) * 20);
+            const void *tok = k == 3 ? (const void *)ids : (const void *)txt;
+            la = loss_grads(a, tok, B, T);
+            lb = loss_grads(b, tok, B, T);
+            same &= memcmp(&la, &lb, sizeof la) == 0;
+            dm_optim_step(oa, a, s);
+            dm_optim_step(ob, b, s);
+        }
+        size_t np = dm_model_num_params(a);
+        int wsame = memcmp(dm_model_params(a), dm_model_params(b), np * sizeof(float)) == 0;
+        char table[8192];
+        dm_model_dispatch_table(a, table, sizeof table);
+        const char *line = strstr(table, "matmul.fwd");
+        printf("  %s: loss %.9g vs %.9g after 3 steps; weights %s; %.*s\n", what, la, lb,
+               wsame ? "the same bits" : "differ", line ? (int)strcspn(line, "\n") : 0,
+               line ? line : "");
+        CHECKF(same && wsame, "%s: copies read %.9g, operands rounded %.9g; weights %s", what,
+               la, lb, wsame ? "same" : "differ");
+        CHECKF(line && strstr(line, "reference-bf16"), "%s: the products did not run bf16", what);
+        dm_optim_free(oa), dm_optim_free(ob);
+        dm_model_free(a), dm_model_free(b);
+    }
+    unsetenv("DM_CPU_BF16_REFERENCE");
+    unsetenv("DM_CPU_NO_BF16");
+}

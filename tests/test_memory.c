@@ -168,6 +168,25 @@ TEST(checkpointing_bitwise_bf16_hardware) {
     modes_agree(c, "gdn, bf16", 0, 0);
 }
 
+/* the same with the arena's bf16 copies read by the reference bf16 path standing in for
+ * the kernel (DM_CPU_BF16_REFERENCE, with DM_CPU_NO_BF16: on any CPU) */
+TEST(checkpointing_bitwise_bf16_stand_in) {
+    setenv("DM_CPU_NO_BF16", "1", 1);
+    setenv("DM_CPU_BF16_REFERENCE", "1", 1);
+    dm_config c = small(DM_MIXER_KDA);
+    c.precision = DM_PRECISION_BF16;
+    char err[DM_ERRLEN];
+    dm_model *probe = dm_model_create(&c, err, sizeof err);
+    CHECKF(probe && probe->ops.policy->prec.matmul_via, "%s", probe ? "no stand-in" : err);
+    dm_model_free(probe);
+    modes_agree(c, "kda, bf16 stand-in", 0, 0);
+    modes_agree(c, "kda, bf16 stand-in, unkept NaN", 0, 1);
+    c.mixer = DM_MIXER_GDN;
+    modes_agree(c, "gdn, bf16 stand-in", 0, 0);
+    unsetenv("DM_CPU_BF16_REFERENCE");
+    unsetenv("DM_CPU_NO_BF16");
+}
+
 /* The plan and the backward agree: everything the plan does not keep, and all scratch, is
  * NaN when the backward starts; each unit recomputes what it needs, and the gradients are
  * finite and equal to none's. */

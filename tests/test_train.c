@@ -15,6 +15,7 @@
 #include "dormouse.h"
 #include "jobs/eval.h"
 #include "model/infer.h"
+#include "model/model.h"
 #include "optim/optim.h"
 #include "base/rng.h"
 #include "jobs/budget.h"
@@ -159,6 +160,24 @@ TEST(train_resume_exact_bf16) {
     free(cj);
     CHECK(train_ok(&last));
     t_rmtree(d);
+}
+
+/* bf16 products with their copies resume as exactly on any CPU: the reference bf16 path
+ * standing in for the kernel (DM_CPU_BF16_REFERENCE, with DM_CPU_NO_BF16), Newton-Schulz
+ * in fp32 (the stand-in is the matmuls') */
+TEST(train_resume_exact_bf16_stand_in) {
+    setenv("DM_CPU_NO_BF16", "1", 1);
+    setenv("DM_CPU_BF16_REFERENCE", "1", 1);
+    dm_config c = tiny_run();
+    c.precision = DM_PRECISION_BF16;
+    char err[256];
+    dm_model *probe = dm_model_create(&c, err, sizeof err);
+    CHECKF(probe && probe->ops.policy->prec.matmul_bf16 && probe->ops.policy->prec.matmul_via,
+           "%s", probe ? "the matmuls are not bf16 on the stand-in" : err);
+    dm_model_free(probe);
+    resume_exact(c);
+    unsetenv("DM_CPU_BF16_REFERENCE");
+    unsetenv("DM_CPU_NO_BF16");
 }
 
 /* NorMuon's moments and the cautious decay resume exactly: the moments are state in the

@@ -142,12 +142,14 @@ void dm_ops_free(dm_ops *ops) {
 /* An implementation left out entirely (not a decline): one of another backend's memory
  * kind; by the precision setting every bf16 one under fp32, and under auto the bf16
  * reference (auto means the hardware kernel; the reference runs as the oracle in verify
- * mode and where precision=bf16 asks for it). */
+ * mode, where precision=bf16 asks for it, and where the policy puts it in the hardware
+ * kernel's place: its matmul_via). */
 static int left_out(const dm_ops *ops, const dm_impl *im) {
     if (im->mem != (ops->be ? ops->be->mem : DM_MEM_HOST)) return 1; /* another backend's */
     if (im->precision != DM_PREC_BF16) return 0;
-    return ops->precision == DM_PRECISION_FP32 ||
-           (ops->precision == DM_PRECISION_AUTO && im->reference);
+    if (ops->precision == DM_PRECISION_FP32) return 1;
+    return ops->precision == DM_PRECISION_AUTO && im->reference &&
+           !(ops->policy && ops->policy->prec.matmul_bf16 && ops->policy->prec.matmul_via);
 }
 
 static const char *why_not(dm_ops *ops, const dm_impl *im, const void *args, int dir) {

@@ -9,8 +9,10 @@
 
 void dm_precision_describe(const dm_precision *p, char *buf, size_t n) {
     const char *why = p->matmul_why ? p->matmul_why : p->ns_why;
-    snprintf(buf, n, "matmuls %s, Newton-Schulz %s%s%s%s", p->matmul_bf16 ? "bf16" : "fp32",
-             p->ns_bf16 ? "bf16" : "fp32", why ? " (" : "", why ? why : "", why ? ")" : "");
+    const char *via = p->matmul_bf16 ? p->matmul_via : NULL;
+    snprintf(buf, n, "matmuls %s%s%s%s, Newton-Schulz %s%s%s%s", p->matmul_bf16 ? "bf16" : "fp32",
+             via ? " (on " : "", via ? via : "", via ? ")" : "", p->ns_bf16 ? "bf16" : "fp32",
+             why ? " (" : "", why ? why : "", why ? ")" : "");
 }
 
 /* ---- the policy ---- */
@@ -43,17 +45,18 @@ static void jstr(char *out, size_t n, const char *s) {
 }
 
 void dm_policy_json(const dm_policy *p, char *buf, size_t n) {
-    char gw[200], dw[200], mw[200], nw[200];
+    char gw[200], dw[200], mw[200], nw[200], mv[200];
     jstr(gw, sizeof gw, p->gemm_why);
     jstr(dw, sizeof dw, p->delta_why);
     jstr(mw, sizeof mw, p->prec.matmul_why);
     jstr(nw, sizeof nw, p->prec.ns_why);
+    jstr(mv, sizeof mv, p->prec.matmul_bf16 ? p->prec.matmul_via : NULL);
     snprintf(buf, n,
              "{\"backend\": \"%s\", \"threads\": %d, \"ftz\": %s, \"gemm\": \"%s\", "
              "\"gemm_why\": \"%s\", \"delta\": \"%s\", \"delta_why\": \"%s\", \"chunk\": %d, "
              "\"norms\": \"%s\", \"matmul_precision\": \"%s\", \"matmul_why\": \"%s\", "
-             "\"ns_precision\": \"%s\", \"ns_why\": \"%s\"}\n",
+             "\"matmul_via\": \"%s\", \"ns_precision\": \"%s\", \"ns_why\": \"%s\"}\n",
              p->backend, p->threads, p->ftz ? "true" : "false", gemm_name(p->gemm), gw,
              impl_name(p->delta, "chunked"), dw, p->chunk, impl_name(p->norm, "fused"),
-             p->prec.matmul_bf16 ? "bf16" : "fp32", mw, p->prec.ns_bf16 ? "bf16" : "fp32", nw);
+             p->prec.matmul_bf16 ? "bf16" : "fp32", mw, mv, p->prec.ns_bf16 ? "bf16" : "fp32", nw);
 }

@@ -21,6 +21,8 @@ typedef struct dm_precision {
                                (NULL when they do not, or when precision=fp32) */
     const char *ns_why;     /* why Newton-Schulz stays fp32 although ns_precision allows
                                bf16 (NULL when it does not, or when ns_precision=fp32) */
+    const char *matmul_via; /* bf16 matmuls on a stand-in for the CPU's bf16 kernels (the
+                               cpu's reference bf16 path), named; NULL: on the kernels */
 } dm_precision;
 
 /* The rule of the matrix products: bf16 unless precision=fp32 or the CPU lacks bf16

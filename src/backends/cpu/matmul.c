@@ -6,6 +6,7 @@
  * Also the cpu's bf16 copies of operands (dm_cpu_bf16_register, dm_cpu_round_bf16), and
  * the backward's dout rounded once for its two products (dm_cpu_dout_bf16). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/onednn.h"
@@ -13,7 +14,7 @@
 #include "backends/cpu/ctx.h"
 #include "ops/matmul.h"
 #include "ops/op.h"
-#include "ops/precision.h"
+#include "ops/policy.h"
 
 /* The GEMM a direction runs: C[M,Nc] = op(A) op(B) (+ C when beta) */
 typedef struct { int ta, tb, M, Nc, K, lda, ldb, ldc; float beta; } mm_gemm;
@@ -86,14 +87,22 @@ void dm_cpu_forget_bf16(dm_ops *ops) {
     if (ops->bctx) ((dm_cpu_ctx *)ops->bctx)->n_copies = 0;
 }
 
-/* n bf16 values of x: a copy rounded once (dm_op_round_bf16), the model's bf16 weights
- * when x lies in them, else rounded now into *scratch (advanced past them) */
-static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
-                               uint16_t **scratch) {
-    for (int i = c->n_copies - 1; i >= 0; i--) /* a copy of x, or of rows around it */
+/* the bf16 copy of x[n] the ops hold: one registered (dm_op_round_bf16, a producer's), of
+ * x or of rows around it; the model's bf16 weights when x lies in them; else NULL */
+static const uint16_t *copy_of(const dm_cpu_ctx *c, const float *x, size_t n) {
+    for (int i = c->n_copies - 1; i >= 0; i--)
         if (x >= c->copies[i].x && x + n <= c->copies[i].x + c->copies[i].n)
             return c->copies[i].xb + (x - c->copies[i].x);
     if (c->wts && x >= c->wts && x + n <= c->wts + c->n_wts) return c->wts_bf16 + (x - c->wts);
+    return NULL;
+}
+
+/* n bf16 values of x: its copy (copy_of), else rounded now into *scratch (advanced past
+ * them) */
+static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
+                               uint16_t **scratch) {
+    const uint16_t *xb = copy_of(c, x, n);
+    if (xb) return xb;
     uint16_t *p = *scratch;
     dm_bf16_from_f32(p, x, n);
     *scratch += (n + 31) & ~(size_t)31;
@@ -151,10 +160,20 @@ static void bf16_run(dm_ops *ops, void *args, int dir) {
 }
 
 /* the reference bf16 path: the operands rounded to bf16 values (kept in f32), then the f32
- * products of OpenBLAS (each product of two bf16 values is exact in f32) */
-static const float *rounded(const float *x, size_t n, float **scratch) {
+ * products of OpenBLAS (each product of two bf16 values is exact in f32). Where it stands
+ * in for the kernel (the policy's matmul_via: DM_CPU_BF16_REFERENCE), an operand with a
+ * copy (copy_of) is read from it, as the kernel reads it, so a copy that is not bf16 of its
+ * tensor changes the result; as the kernel's oracle it rounds every operand itself. */
+static const float *rounded(const dm_cpu_ctx *c, const float *x, size_t n, int copies,
+                            float **scratch) {
     float *p = *scratch;
-    dm_bf16_round(p, x, n);
+    const uint16_t *xb = copies ? copy_of(c, x, n) : NULL;
+    if (xb)
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)xb[i] << 16;
+            memcpy(p + i, &u, sizeof u);
+        }
+    else dm_bf16_round(p, x, n);
     *scratch += (n + 15) & ~(size_t)15;
     return p;
 }
@@ -165,16 +184,21 @@ static const char *ref_bf16_supports(dm_ops *ops, const void *args, int dir) {
 
 static void ref_bf16_run(dm_ops *ops, void *args, int dir) {
     dm_matmul_args *a = args;
-    float *s = dm_cpu_ctx_of(ops)->bbuf;
+    const dm_cpu_ctx *c = dm_cpu_ctx_of(ops);
+    int copies = ops->policy && ops->policy->prec.matmul_via; /* standing in */
+    float *s = c->bbuf;
     size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
     if (dir == DM_FWD) {
-        const float *in = rounded(a->in, N * K, &s), *W = rounded(a->W, O * K, &s);
+        const float *in = rounded(c, a->in, N * K, copies, &s);
+        const float *W = rounded(c, a->W, O * K, copies, &s);
         dm_matmul_fwd(NULL, a->out, in, W, a->bias, a->N, a->K, a->O);
     } else if (dir == DM_BWD) {
-        const float *dout = rounded(a->dout, N * O, &s), *W = rounded(a->W, O * K, &s);
+        const float *dout = rounded(c, a->dout, N * O, copies, &s);
+        const float *W = rounded(c, a->W, O * K, copies, &s);
         dm_matmul_bwd_data(NULL, a->din, dout, W, a->N, a->K, a->O, a->din_acc);
     } else {
-        const float *dout = rounded(a->dout, N * O, &s), *in = rounded(a->in, N * K, &s);
+        const float *dout = rounded(c, a->dout, N * O, copies, &s);
+        const float *in = rounded(c, a->in, N * K, copies, &s);
         dm_matmul_bwd_weight(NULL, a->dW, NULL, dout, in, a->N, a->K, a->O);
         if (a->dbias && a->N > 0 && a->O > 0) dm_matmul_bias_grad(a->dbias, a->dout, a->N, a->O);
     }

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/onednn.h"
 #include "ops/policy.h"
 
@@ -37,7 +38,14 @@ int dm_cpu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delt
     p->delta = dm_ops_delta_chunked(ops, d, &why) ? DM_IMPL_CHUNKED : DM_IMPL_REFERENCE;
     if (c->kda_impl != DM_IMPL_REFERENCE) p->delta_why = why;
     p->norm = c->norm_impl == DM_IMPL_REFERENCE ? DM_IMPL_REFERENCE : DM_IMPL_CHUNKED;
-    return dm_precision_decide(&p->prec, c, ops->bf16_why, err, errlen);
+    /* where the CPU lacks bf16, DM_CPU_BF16_REFERENCE puts the reference bf16 path in its
+     * place: the products bf16 allows run there (the hardware kernel still declines) */
+    const char *hw_why = ops->bf16_why;
+    int stand_in = hw_why && dm_cpu_bf16_reference();
+    int rc = dm_precision_decide(&p->prec, c, stand_in ? NULL : hw_why, err, errlen);
+    if (stand_in && p->prec.matmul_bf16)
+        p->prec.matmul_via = "the reference bf16 path: DM_CPU_BF16_REFERENCE is set";
+    return rc;
 }
 
 /* the pool of policy p again when another model's (or the caller) left another size */

@@ -1,16 +1,20 @@
 /* cpu.c — what the CPU offers, found at run time (never assumed from the build machine):
  * cpuid for the instructions, xgetbv for the registers the OS saves. The environment
  * variable DM_CPU_NO_BF16=1 pretends the CPU lacks hardware bf16 (for tests of the
- * paths a CPU without it takes). */
+ * paths a CPU without it takes); DM_CPU_BF16_REFERENCE=1 lets a CPU without it run the
+ * bf16 products on the reference bf16 path (for tests of the bf16 paths on any CPU). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/kernels/kernels.h"
 
-static int pretend_no_bf16(void) {
-    const char *e = getenv("DM_CPU_NO_BF16");
+static int env_set(const char *name) {
+    const char *e = getenv(name);
     return e && *e && strcmp(e, "0") != 0;
 }
+static int pretend_no_bf16(void) { return env_set("DM_CPU_NO_BF16"); }
+
+int dm_cpu_bf16_reference(void) { return env_set("DM_CPU_BF16_REFERENCE"); }
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

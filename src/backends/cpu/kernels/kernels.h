@@ -126,6 +126,10 @@ void dm_bf16_round(float *dst, const float *src, size_t n);
  * NULL when the CPU (and the OS) give hardware bf16 products (avx512_bf16 or amx_bf16);
  * else what is missing, e.g. "cpu lacks avx512_bf16 and amx_bf16". */
 const char *dm_cpu_bf16_missing(void);
+/* 1 when DM_CPU_BF16_REFERENCE is set: where the CPU lacks bf16, the products bf16 allows
+ * run on the reference bf16 path (the rounded operands through the f32 GEMM) instead of in
+ * fp32 — the bf16 paths of a model (its copies, its weights' copy) tested on any CPU. */
+int dm_cpu_bf16_reference(void);
 
 /* ---- matmul over a GEMM backend (matmul.c) ----  be: NULL = dm_gemm (OpenBLAS)
  * out[N,O] = in[N,K] W[O,K]^T (+ bias[O] when bias != NULL)    ([out, in] weight layout) */
