@@ -410,8 +410,8 @@ static int bad_call(int which, const char *errpath) {
         float x[16] = {0}, y[16], w[16] = {0};
         if (which == 0) dm_op_matmul_fwd(&ops, dm_bm(y), dm_bm(x), dm_bm(w), NULL, -1, 4, 4);
         if (which == 1) dm_op_silu_fwd(&ops, NULL, dm_bm(x), 16);
-        if (which == 2) dm_op_rmsnorm_fwd(&ops, dm_bm(y), NULL, NULL, dm_bm(x), dm_bm(w), 2, 8,
-                                          1e-6f, NULL);
+        if (which == 2) dm_op_rmsnorm_fwd(&ops, dm_bm(y), NULL, dm_bm(x), dm_bm(w), 2, 8, 1e-6f,
+                                          NULL);
         if (which == 3) { /* sane: runs */
             dm_op_matmul_fwd(&ops, dm_bm(y), dm_bm(x), dm_bm(w), NULL, 4, 2, 2);
             dm_op_silu_fwd(&ops, dm_bm(y), dm_bm(x), 0); /* empty: no buffer needed */

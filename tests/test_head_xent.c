@@ -71,9 +71,9 @@ static result unfused(dm_ops *ops, const float *x, const float *W, const void *i
     int w = dm_id_width(V);
     dm_op_matmul_fwd(ops, dm_bm(logits), dm_bm(x), dm_bm(W), NULL, N, D, V);
     dm_op_xent_fwd_ids(ops, &r.loss, dm_bm(r.losses), dm_bm(logits), ids, w, N, V);
-    dm_op_xent_bwd_ids(ops, dm_bm(logits), NULL, dm_bm(logits), ids, w, N, V, 1.0f / (float)N);
-    dm_op_matmul_bwd(ops, dm_bm(r.dx), dm_bm(r.dW), NULL, dm_bm(logits), NULL, dm_bm(x), dm_bm(W),
-                     N, D, V, 0);
+    dm_op_xent_bwd_ids(ops, dm_bm(logits), dm_bm(logits), ids, w, N, V, 1.0f / (float)N);
+    dm_op_matmul_bwd(ops, dm_bm(r.dx), dm_bm(r.dW), NULL, dm_bm(logits), dm_bm(x), dm_bm(W), N, D,
+                     V, 0);
     free(logits);
     return r;
 }

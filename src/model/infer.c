@@ -111,7 +111,7 @@ void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
     for (int l = 0; l < c->n_layer; l++) {
         const dm_layer_off *o = &m->L[l];
         dm_bf *rs = s->rstd;
-        dm_op_rmsnorm_fwd(ops, s->xn, NULL, rs, s->x, P + o->norm1, 1, D, DM_NORM_EPS, s->ns);
+        dm_op_rmsnorm_fwd(ops, s->xn, rs, s->x, P + o->norm1, 1, D, DM_NORM_EPS, s->ns);
         const size_t wq[3] = {o->w_q, o->w_k, o->w_v}, cw[3] = {o->conv_q, o->conv_k, o->conv_v};
         dm_bf *act[3] = {s->q, s->k, s->v};
         for (int i = 0; i < 3; i++) {
@@ -139,18 +139,18 @@ void dm_infer_step(dm_infer *s, uint32_t id, float *logits) {
         } else {
             dm_op_matmul_fwd(ops, s->z, s->xn, P + o->w_z, NULL, 1, D, HD);
         }
-        dm_op_gatednorm_fwd(ops, s->op, NULL, rs, s->o, s->z, P + o->o_norm, H, dh, DM_NORM_EPS,
+        dm_op_gatednorm_fwd(ops, s->op, rs, s->o, s->z, P + o->o_norm, H, dh, DM_NORM_EPS,
                             kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, s->ns);
         dm_op_matmul_fwd(ops, s->y, s->op, P + o->w_o, NULL, 1, HD, D);
         dm_op_add(ops, s->x, s->y, D);
-        dm_op_rmsnorm_fwd(ops, s->xn, NULL, rs, s->x, P + o->norm2, 1, D, DM_NORM_EPS, s->ns);
+        dm_op_rmsnorm_fwd(ops, s->xn, rs, s->x, P + o->norm2, 1, D, DM_NORM_EPS, s->ns);
         dm_op_matmul_fwd(ops, s->ha, s->xn, P + o->w_gate, NULL, 1, D, F);
         dm_op_matmul_fwd(ops, s->hb, s->xn, P + o->w_up, NULL, 1, D, F);
-        dm_op_swiglu_fwd(ops, s->hh, NULL, s->ha, s->hb, F);
+        dm_op_swiglu_fwd(ops, s->hh, s->ha, s->hb, F);
         dm_op_matmul_fwd(ops, s->y, s->hh, P + o->w_down, NULL, 1, F, D);
         dm_op_add(ops, s->x, s->y, D);
     }
-    dm_op_rmsnorm_fwd(ops, s->xn, NULL, s->rstd, s->x, P + m->norm_f, 1, D, DM_NORM_EPS, s->ns);
+    dm_op_rmsnorm_fwd(ops, s->xn, s->rstd, s->x, P + m->norm_f, 1, D, DM_NORM_EPS, s->ns);
     dm_op_matmul_fwd(ops, s->logits, s->xn, P + m->lm_head, NULL, 1, D, c->vocab);
     dm_backend_to_host(s->be, logits, s->logits, (size_t)c->vocab * sizeof(float));
 }

@@ -30,8 +30,8 @@ void dm_mixer_step(dm_model *m, int l, int step) {
 
     switch (step) {
     case DM_S_NORM1:
-        dm_op_rmsnorm_fwd(ops, a->xn1, a->xn1_b, a->rstd1, a->x_in, P + o->norm1, N, D,
-                          DM_NORM_EPS, m->s.norm_scratch);
+        dm_op_rmsnorm_fwd(ops, a->xn1, a->rstd1, a->x_in, P + o->norm1, N, D, DM_NORM_EPS,
+                          m->s.norm_scratch);
         break;
     /* q, k, v: projection, causal conv, SiLU (q, k then L2-normalized per head) */
     case DM_S_QKV:
@@ -52,9 +52,6 @@ void dm_mixer_step(dm_model *m, int l, int step) {
     /* gate and beta */
     case DM_S_F1:
         if (kda) dm_op_matmul_fwd(ops, a->f1, a->xn1, P + o->w_f1, NULL, N, D, R);
-        break;
-    case DM_S_ROUND_F1:
-        if (a->f1_b) dm_op_round_bf16(ops, a->f1_b, a->f1, (size_t)N * R);
         break;
     case DM_S_F:
         if (kda) dm_op_matmul_fwd(ops, a->f, a->f1, P + o->w_f2, NULL, N, R, HD);
@@ -80,16 +77,13 @@ void dm_mixer_step(dm_model *m, int l, int step) {
     case DM_S_Z1:
         if (kda) dm_op_matmul_fwd(ops, a->z1, a->xn1, P + o->w_g1, NULL, N, D, R);
         break;
-    case DM_S_ROUND_Z1:
-        if (a->z1_b) dm_op_round_bf16(ops, a->z1_b, a->z1, (size_t)N * R);
-        break;
     case DM_S_Z:
         if (kda) dm_op_matmul_fwd(ops, a->z, a->z1, P + o->w_g2, P + o->b_g2, N, R, HD);
         else dm_op_matmul_fwd(ops, a->z, a->xn1, P + o->w_z, NULL, N, D, HD);
         break;
     case DM_S_ONORM:
-        dm_op_gatednorm_fwd(ops, a->op, a->op_b, a->rstd_o, a->o, a->z, P + o->o_norm, N * H,
-                            dh, DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
+        dm_op_gatednorm_fwd(ops, a->op, a->rstd_o, a->o, a->z, P + o->o_norm, N * H, dh,
+                            DM_NORM_EPS, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
                             m->s.norm_scratch);
         break;
     case DM_S_MIX_OUT: /* x_mid = x_in + W_o o' */
@@ -112,20 +106,20 @@ void dm_mixer_bwd(dm_model *m, int l) {
     size_t nhd = (size_t)N * HD;
     dm_ops *ops = &m->ops;
 
-    /* y = W_o o';  o' = gatednorm(o, z) */
-    /* the bf16 copies of dres, dz, df and the convs' dx come from their producers (dres_b: the
-     * MLP's norm; NULL: none) */
-    dm_op_matmul_bwd(ops, s->dop, G + o->w_o, NULL, dy, s->dres_b, a->op, P + o->w_o, N, HD, D,
-                     0);
-    dm_op_gatednorm_bwd(ops, s->do_, s->dz, s->dmix_b, G + o->o_norm, s->dop, a->o, a->z,
-                        P + o->o_norm, a->rstd_o, N * H, dh,
-                        kda ? DM_GATE_SIGMOID : DM_GATE_SWISH, s->norm_scratch);
+    /* y = W_o o';  o' = gatednorm(o, z). The gradients the products read next have side
+     * room (plan.h): dres, and dz, which carries them all in turn (dz, df, each conv's
+     * dx); the backend may keep one copy of each for both its products. */
+    dm_op_matmul_bwd(ops, s->dop, G + o->w_o, NULL, dy, a->op, P + o->w_o, N, HD, D, 0);
+    dm_op_gatednorm_bwd(ops, s->do_, s->dz, G + o->o_norm, s->dop, a->o, a->z, P + o->o_norm,
+                        a->rstd_o, N * H, dh, kda ? DM_GATE_SIGMOID : DM_GATE_SWISH,
+                        s->norm_scratch);
     /* dxn starts here (overwritten), every other branch accumulates into it */
     if (kda) {
-        dm_op_matmul_bwd(ops, s->dr, G + o->w_g2, G + o->b_g2, s->dz, s->dmix_b, a->z1, P + o->w_g2, N, R, HD, 0);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_g1, NULL, s->dr, NULL, a->xn1, P + o->w_g1, N, D, R, 0);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_g2, G + o->b_g2, s->dz, a->z1, P + o->w_g2, N, R,
+                         HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_g1, NULL, s->dr, a->xn1, P + o->w_g1, N, D, R, 0);
     } else {
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_z, NULL, s->dz, s->dmix_b, a->xn1, P + o->w_z, N, D, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_z, NULL, s->dz, a->xn1, P + o->w_z, N, D, HD, 0);
     }
 
     /* the delta-rule core */
@@ -135,33 +129,33 @@ void dm_mixer_bwd(dm_model *m, int l) {
 
     /* beta = sigmoid(W_b x) */
     dm_op_sigmoid_bwd(ops, s->dbeta, s->dbeta, a->beta, (size_t)N * H);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, NULL, a->xn1, P + o->w_b, N, D, H, 1);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_b, NULL, s->dbeta, a->xn1, P + o->w_b, N, D, H, 1);
     /* g = gate(f); df goes to dz (free since the output gate's backward) */
     dm_bf *df = s->dz;
-    dm_op_gate_bwd(ops, df, s->dmix_b, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log, P + o->dt_bias,
-                   N, H, Cg, c->gate_lower_bound);
+    dm_op_gate_bwd(ops, df, G + o->a_log, G + o->dt_bias, s->dg, a->f, P + o->a_log,
+                   P + o->dt_bias, N, H, Cg, c->gate_lower_bound);
     if (kda) {
-        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, s->dmix_b, a->f1, P + o->w_f2, N, R, HD, 0);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_f1, NULL, s->dr, NULL, a->xn1, P + o->w_f1, N, D, R, 1);
+        dm_op_matmul_bwd(ops, s->dr, G + o->w_f2, NULL, df, a->f1, P + o->w_f2, N, R, HD, 0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_f1, NULL, s->dr, a->xn1, P + o->w_f1, N, D, R, 1);
     } else {
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, s->dmix_b, a->xn1, P + o->w_a, N, D, H, 1);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_a, NULL, df, a->xn1, P + o->w_a, N, D, H, 1);
     }
 
-    /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection.
-     * do_ (free since the core's backward) carries each conv-output gradient. */
+    /* q, k: L2 norm, SiLU, conv, projection; v: SiLU, conv, projection. do_ (free since
+     * the core's backward) carries the conv-output gradients of q and k, dz (free since
+     * the gate's products) each conv's dx */
     dm_op_l2norm_bwd(ops, s->do_, s->dq, a->qh, a->rq, a->qc, N * H, dh); /* and the SiLU */
-    dm_op_conv_bwd(ops, s->dq, s->dmix_b, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_q, NULL, s->dq, s->dmix_b, a->xn1, P + o->w_q, N, D, HD, 1);
+    dm_op_conv_bwd(ops, s->dz, G + o->conv_q, s->do_, a->qt, P + o->conv_q, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_q, NULL, s->dz, a->xn1, P + o->w_q, N, D, HD, 1);
     dm_op_l2norm_bwd(ops, s->do_, s->dk, a->kh, a->rk, a->kc, N * H, dh);
-    dm_op_conv_bwd(ops, s->dk, s->dmix_b, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_k, NULL, s->dk, s->dmix_b, a->xn1, P + o->w_k, N, D, HD, 1);
+    dm_op_conv_bwd(ops, s->dz, G + o->conv_k, s->do_, a->kt, P + o->conv_k, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_k, NULL, s->dz, a->xn1, P + o->w_k, N, D, HD, 1);
     dm_op_silu_bwd(ops, s->dv, s->dv, a->vc, nhd);
-    dm_op_conv_bwd(ops, s->do_, s->dmix_b, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
-    dm_op_matmul_bwd(ops, s->dxn, G + o->w_v, NULL, s->do_, s->dmix_b, a->xn1, P + o->w_v, N, D, HD, 1);
+    dm_op_conv_bwd(ops, s->dz, G + o->conv_v, s->dv, a->vt, P + o->conv_v, B, T, HD, W);
+    dm_op_matmul_bwd(ops, s->dxn, G + o->w_v, NULL, s->dz, a->xn1, P + o->w_v, N, D, HD, 1);
 
-    /* xn1 = RMSNorm(x_in): its gradient joins the residual stream's */
-    /* its copy is for the layer below's W_down (none below layer 0: the embedding reads
-     * dres in f32) */
-    dm_op_rmsnorm_bwd(ops, s->dres, l ? s->dres_b : NULL, G + o->norm1, s->dxn, a->x_in,
-                      P + o->norm1, a->rstd1, N, D, s->norm_scratch);
+    /* xn1 = RMSNorm(x_in): its gradient joins the residual stream's (its copy for the
+     * layer below's W_down) */
+    dm_op_rmsnorm_bwd(ops, s->dres, G + o->norm1, s->dxn, a->x_in, P + o->norm1, a->rstd1, N, D,
+                      s->norm_scratch);
 }

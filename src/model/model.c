@@ -189,7 +189,7 @@ dm_model *dm_model_create_threads(const dm_config *cfg, int threads, char *err, 
                      m->policy.delta_why ? m->policy.delta_why : "the backend has none");
         goto fail;
     }
-    dm_plan_make(&m->plan, cfg, m->policy.prec.matmul_bf16);
+    dm_plan_make(&m->plan, cfg, (int)dm_ops_side_bytes(&m->ops));
     if (m->policy.prec.matmul_bf16) {
         if (dm_ops_reserve_bf16_weights(&m->ops, m->n_params)) {
             if (err)
@@ -346,9 +346,11 @@ static int verify_room(dm_model *m) {
 
 /* The plan of config c with no model, for B x T on nthreads threads, as a cpu model of c
  * would make it: the host backend's policy decides its precision and sizes the delta
- * core's scratch. Into p and sz (may be NULL); returns the arena's floats. */
+ * core's scratch and the side room. Into p and sz (may be NULL), and whether the model
+ * would keep a bf16 copy of its weights into *bf16 (may be NULL); returns the arena's
+ * floats. */
 static size_t host_layout(const dm_config *c, int B, int T, int nthreads, dm_plan *p,
-                          dm_arena_sizes *sz) {
+                          dm_arena_sizes *sz, int *bf16) {
     char err[256];
     dm_ops ops;
     dm_ops_init(&ops, c);
@@ -360,7 +362,8 @@ static size_t host_layout(const dm_config *c, int B, int T, int nthreads, dm_pla
                                                                            record stands */
     pol.threads = nthreads < 1 ? 1 : nthreads;
     ops.policy = &pol;
-    dm_plan_make(p, c, pol.prec.matmul_bf16);
+    dm_plan_make(p, c, (int)dm_ops_side_bytes(&ops));
+    if (bf16) *bf16 = pol.prec.matmul_bf16;
     size_t n = dm_plan_layout(c, p, &ops, B, T, NULL, NULL, sz);
     dm_ops_free(&ops);
     return n;
@@ -368,7 +371,7 @@ static size_t host_layout(const dm_config *c, int B, int T, int nthreads, dm_pla
 
 size_t dm_model_arena_bytes(const dm_config *cfg, int B, int T, int nthreads) {
     dm_plan p;
-    return host_layout(cfg, B, T, nthreads, &p, NULL) * sizeof(float);
+    return host_layout(cfg, B, T, nthreads, &p, NULL, NULL) * sizeof(float);
 }
 
 int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
@@ -468,11 +471,11 @@ void dm_model_backward(dm_model *m) {
 /* ---- memory ---- */
 
 /* the figures of a layout into mem */
-static void memory_of(const dm_plan *p, size_t n_params, const dm_arena_sizes *sz, int B,
+static void memory_of(int bf16_weights, size_t n_params, const dm_arena_sizes *sz, int B,
                       int T, dm_memory *mem) {
     memset(mem, 0, sizeof *mem);
     mem->params = n_params * sizeof(float);
-    mem->params_bf16 = p->bf16 ? n_params * 2 : 0;
+    mem->params_bf16 = bf16_weights ? n_params * 2 : 0;
     mem->grads = n_params * sizeof(float);
     mem->saved = sz->saved * sizeof(float);
     mem->recompute = sz->recompute * sizeof(float);
@@ -497,8 +500,9 @@ int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *me
     } else {
         dm_plan p;
         dm_arena_sizes sz;
-        host_layout(c, B, T, nthreads, &p, &sz);
-        memory_of(&p, m->n_params, &sz, B, T, mem);
+        int bf16 = 0;
+        host_layout(c, B, T, nthreads, &p, &sz, &bf16);
+        memory_of(bf16, m->n_params, &sz, B, T, mem);
     }
     free(tb.kinds);
     dm_model_free(m);
@@ -507,7 +511,7 @@ int dm_memory_plan(const dm_config *c, int B, int T, int nthreads, dm_memory *me
 
 int dm_model_memory(const dm_model *m, dm_memory *mem) {
     if (!m->arena) return 1;
-    memory_of(&m->plan, m->n_params, &m->sizes, m->lay_B, m->lay_T, mem);
+    memory_of(m->policy.prec.matmul_bf16, m->n_params, &m->sizes, m->lay_B, m->lay_T, mem);
     if (m->vroom_floats * sizeof(float) > mem->verify) mem->verify = m->vroom_floats * sizeof(float);
     return 0;
 }

@@ -21,15 +21,15 @@ static void mlp_step(dm_model *m, int l, int step) {
     dm_ops *ops = &m->ops;
     switch (step) {
     case DM_S_NORM2:
-        dm_op_rmsnorm_fwd(ops, a->xn2, a->xn2_b, a->rstd2, a->x_mid, P + o->norm2, N, D,
-                          DM_NORM_EPS, m->s.norm_scratch);
+        dm_op_rmsnorm_fwd(ops, a->xn2, a->rstd2, a->x_mid, P + o->norm2, N, D, DM_NORM_EPS,
+                          m->s.norm_scratch);
         break;
     case DM_S_UP:
         dm_op_matmul_fwd(ops, a->a, a->xn2, P + o->w_gate, NULL, N, D, F);
         dm_op_matmul_fwd(ops, a->b, a->xn2, P + o->w_up, NULL, N, D, F);
         break;
     case DM_S_SWIGLU:
-        dm_op_swiglu_fwd(ops, a->h, a->h_b, a->a, a->b, (size_t)N * F);
+        dm_op_swiglu_fwd(ops, a->h, a->a, a->b, (size_t)N * F);
         break;
     case DM_S_MLP_OUT: { /* x_out = x_mid + W_down h: the next layer's input */
         dm_bf *x_out = l + 1 < c->n_layer ? m->act[l + 1].x_in : m->x_final;
@@ -49,14 +49,19 @@ static void head_step(dm_model *m, int step) {
     dm_ops *ops = &m->ops;
     switch (step) {
     case DM_S_NORMF:
-        dm_op_rmsnorm_fwd(ops, h->xnf, h->xnf_b, h->rstdf, m->x_final, P + m->norm_f, N, D,
-                          DM_NORM_EPS, m->s.norm_scratch);
+        dm_op_rmsnorm_fwd(ops, h->xnf, h->rstdf, m->x_final, P + m->norm_f, N, D, DM_NORM_EPS,
+                          m->s.norm_scratch);
         break;
     case DM_S_LOGITS: /* the fused head makes its logits in the loss's call */
         if (!dm_plan_head_rows(c, (size_t)N))
             dm_op_matmul_fwd(ops, h->logits, h->xnf, P + m->lm_head, NULL, N, D, c->vocab);
         break;
     }
+}
+
+/* unit u's side room (plan.h) for its forward steps (bwd 0) or its backward (1) */
+static void rooms(dm_model *m, int u, int bwd) {
+    dm_plan_give_rooms(&m->cfg, m->act, &m->head, &m->s, u, bwd, (size_t)m->B * m->T, &m->ops);
 }
 
 static void unit_step(dm_model *m, int u, int step) {
@@ -87,6 +92,7 @@ void dm_network_fwd(dm_model *m) {
                         m->params + m->embed, N, D, V);
     for (int u = 0; u <= 2 * L; u++) {
         int k = dm_unit_kind(u, L);
+        rooms(m, u, 0);
         for (int s = dm_unit_first[k]; s < dm_unit_first[k + 1]; s++) unit_step(m, u, s);
         ws_written(m, u, k); /* the workspace holds what u did not keep */
     }
@@ -117,9 +123,7 @@ void dm_network_logits(dm_model *m, float *logits) {
 void dm_network_recompute(dm_model *m, int u) {
     int k = dm_unit_kind(u, m->cfg.n_layer);
     if (m->ws_holds[k] == u || !dm_plan_recomputes(&m->plan, k)) return;
-    /* every bf16 copy this unit's products read is rounded again below; a copy registered
-     * by another unit may lie where this one's tensors now go */
-    dm_ops_forget_bf16(&m->ops);
+    rooms(m, u, 0); /* its tensors' copies are made again as its steps rerun */
     for (int s = dm_unit_first[k]; s < dm_unit_first[k + 1]; s++)
         if (m->plan.rerun[s]) unit_step(m, u, s);
     ws_written(m, u, k);
@@ -137,37 +141,37 @@ void dm_network_bwd(dm_model *m) {
     /* head: dlogits in place of the logits, then lm_head and the final norm (the fused
      * head: both, chunk by chunk, its logits made again) */
     dm_network_recompute(m, 2 * L);
+    rooms(m, 2 * L, 1);
     int V = c->vocab, w = dm_id_width(V), R = dm_plan_head_rows(c, (size_t)N);
     if (R) {
         dm_op_head_xent_bwd(ops, s->dxn, G + m->lm_head, h->xnf, P + m->lm_head, m->tgt, w,
                             h->logits, N, D, V, R, 1.0f / (float)N);
     } else {
-        dm_op_xent_bwd_ids(ops, h->logits, s->dlogits_b, h->logits, m->tgt, w, N, V,
-                           1.0f / (float)N);
-        dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, s->dlogits_b, h->xnf,
-                         P + m->lm_head, N, D, V, 0);
+        dm_op_xent_bwd_ids(ops, h->logits, h->logits, m->tgt, w, N, V, 1.0f / (float)N);
+        dm_op_matmul_bwd(ops, s->dxn, G + m->lm_head, NULL, h->logits, h->xnf, P + m->lm_head,
+                         N, D, V, 0);
     }
     dm_backend_zero(m->be, s->dres, (size_t)N * D * sizeof(float));
-    dm_op_rmsnorm_bwd(ops, s->dres, L ? s->dres_b : NULL, G + m->norm_f, s->dxn, m->x_final,
-                      P + m->norm_f, h->rstdf, N, D, s->norm_scratch);
+    dm_op_rmsnorm_bwd(ops, s->dres, G + m->norm_f, s->dxn, m->x_final, P + m->norm_f, h->rstdf,
+                      N, D, s->norm_scratch);
 
     for (int l = L - 1; l >= 0; l--) {
         const dm_layer_off *o = &m->L[l];
         dm_layer_act *a = &m->act[l];
         /* MLP: x_out = x_mid + W_down h (dres flows through the residual unchanged) */
         dm_network_recompute(m, 2 * l + 1);
-        /* the bf16 copies of dres, da, db come from their producers (NULL: none) */
-        dm_op_matmul_bwd(ops, s->dh, G + o->w_down, NULL, s->dres, s->dres_b, a->h,
-                         P + o->w_down, N, F, D, 0);
-        dm_op_swiglu_bwd(ops, s->da, s->db, s->da_b, s->db_b, s->dh, a->a, a->b, (size_t)N * F);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_gate, NULL, s->da, s->da_b, a->xn2,
-                         P + o->w_gate, N, D, F, 0);
-        dm_op_matmul_bwd(ops, s->dxn, G + o->w_up, NULL, s->db, s->db_b, a->xn2, P + o->w_up, N,
-                         D, F, 1);
-        dm_op_rmsnorm_bwd(ops, s->dres, s->dres_b, G + o->norm2, s->dxn, a->x_mid, P + o->norm2,
-                          a->rstd2, N, D, s->norm_scratch);
+        rooms(m, 2 * l + 1, 1);
+        dm_op_matmul_bwd(ops, s->dh, G + o->w_down, NULL, s->dres, a->h, P + o->w_down, N, F, D,
+                         0);
+        dm_op_swiglu_bwd(ops, s->da, s->db, s->dh, a->a, a->b, (size_t)N * F);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_gate, NULL, s->da, a->xn2, P + o->w_gate, N, D, F,
+                         0);
+        dm_op_matmul_bwd(ops, s->dxn, G + o->w_up, NULL, s->db, a->xn2, P + o->w_up, N, D, F, 1);
+        dm_op_rmsnorm_bwd(ops, s->dres, G + o->norm2, s->dxn, a->x_mid, P + o->norm2, a->rstd2,
+                          N, D, s->norm_scratch);
         /* mixer: x_mid = x_in + Mixer(RMSNorm(x_in)) */
         dm_network_recompute(m, 2 * l);
+        rooms(m, 2 * l, 1);
         dm_mixer_bwd(m, l);
     }
     dm_op_embed_bwd_ids(ops, G + m->embed, s->dres, m->inp, w, N, D, V);

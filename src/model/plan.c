@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ops.h"
@@ -15,14 +16,12 @@ const dm_step_def dm_step_defs[DM_NSTEPS] = {
     [DM_S_CONV] = {"conv", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_ACT] = {"act", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_F1] = {"f1", DM_UNIT_MIXER, DM_SC_LOWRANK},
-    [DM_S_ROUND_F1] = {"round_f1", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_F] = {"f", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_GATE] = {"gate", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_BPROJ] = {"bproj", DM_UNIT_MIXER, DM_SC_COMPUTE},
     [DM_S_BETA] = {"beta", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_CORE] = {"core", DM_UNIT_MIXER, DM_SC_COMPUTE},
     [DM_S_Z1] = {"z1", DM_UNIT_MIXER, DM_SC_LOWRANK},
-    [DM_S_ROUND_Z1] = {"round_z1", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_Z] = {"z", DM_UNIT_MIXER, DM_SC_LOWRANK},
     [DM_S_ONORM] = {"onorm", DM_UNIT_MIXER, DM_SC_MEMORY},
     [DM_S_MIX_OUT] = {"mix_out", DM_UNIT_MIXER, DM_SC_OUT},
@@ -48,11 +47,12 @@ enum {
     SZ_SAVED, /* the chunked core's saved state (per layer, not per row; 0 off that path) */
 };
 
-/* Every tensor a step writes. bf16: a bf16 copy (exists when the products run on
- * hardware bf16). field: its pointer in dm_layer_act (mixer, mlp) or dm_head_act (head). */
+/* Every tensor a step writes. side: the side room of the tensor before it (ops.h; exists
+ * when the backend keeps some). field: its pointer in dm_layer_act (mixer, mlp) or
+ * dm_head_act (head). */
 typedef struct {
     const char *name;
-    int step, size, bf16;
+    int step, size, side;
     size_t field;
 } tensor_def;
 
@@ -61,7 +61,7 @@ typedef struct {
 static const tensor_def TENSORS[] = {
     {"xn1", DM_S_NORM1, SZ_D, 0, L_(xn1)},
     {"rstd1", DM_S_NORM1, SZ_1, 0, L_(rstd1)},
-    {"xn1_b", DM_S_NORM1, SZ_D, 1, L_(xn1_b)},
+    {"xn1_side", DM_S_NORM1, SZ_D, 1, L_(xn1_side)},
     {"qt", DM_S_QKV, SZ_HD, 0, L_(qt)},
     {"kt", DM_S_QKV, SZ_HD, 0, L_(kt)},
     {"vt", DM_S_QKV, SZ_HD, 0, L_(vt)},
@@ -74,7 +74,7 @@ static const tensor_def TENSORS[] = {
     {"rq", DM_S_ACT, SZ_H, 0, L_(rq)},
     {"rk", DM_S_ACT, SZ_H, 0, L_(rk)},
     {"f1", DM_S_F1, SZ_R_KDA, 0, L_(f1)},
-    {"f1_b", DM_S_ROUND_F1, SZ_R_KDA, 1, L_(f1_b)},
+    {"f1_side", DM_S_F1, SZ_R_KDA, 1, L_(f1_side)},
     {"f", DM_S_F, SZ_G, 0, L_(f)},
     {"g", DM_S_GATE, SZ_G, 0, L_(g)},
     {"bpre", DM_S_BPROJ, SZ_H, 0, L_(bpre)},
@@ -82,31 +82,31 @@ static const tensor_def TENSORS[] = {
     {"o", DM_S_CORE, SZ_HD, 0, L_(o)},
     {"saved", DM_S_CORE, SZ_SAVED, 0, L_(saved)},
     {"z1", DM_S_Z1, SZ_R_KDA, 0, L_(z1)},
-    {"z1_b", DM_S_ROUND_Z1, SZ_R_KDA, 1, L_(z1_b)},
+    {"z1_side", DM_S_Z1, SZ_R_KDA, 1, L_(z1_side)},
     {"z", DM_S_Z, SZ_HD, 0, L_(z)},
     {"op", DM_S_ONORM, SZ_HD, 0, L_(op)},
     {"rstd_o", DM_S_ONORM, SZ_H, 0, L_(rstd_o)},
-    {"op_b", DM_S_ONORM, SZ_HD, 1, L_(op_b)},
+    {"op_side", DM_S_ONORM, SZ_HD, 1, L_(op_side)},
     {"xn2", DM_S_NORM2, SZ_D, 0, L_(xn2)},
     {"rstd2", DM_S_NORM2, SZ_1, 0, L_(rstd2)},
-    {"xn2_b", DM_S_NORM2, SZ_D, 1, L_(xn2_b)},
+    {"xn2_side", DM_S_NORM2, SZ_D, 1, L_(xn2_side)},
     {"a", DM_S_UP, SZ_F, 0, L_(a)},
     {"b", DM_S_UP, SZ_F, 0, L_(b)},
     {"h", DM_S_SWIGLU, SZ_F, 0, L_(h)},
-    {"h_b", DM_S_SWIGLU, SZ_F, 1, L_(h_b)},
+    {"h_side", DM_S_SWIGLU, SZ_F, 1, L_(h_side)},
     {"xnf", DM_S_NORMF, SZ_D, 0, H_(xnf)},
     {"rstdf", DM_S_NORMF, SZ_1, 0, H_(rstdf)},
-    {"xnf_b", DM_S_NORMF, SZ_D, 1, H_(xnf_b)},
+    {"xnf_side", DM_S_NORMF, SZ_D, 1, H_(xnf_side)},
     {"logits", DM_S_LOGITS, SZ_V, 0, H_(logits)},
 };
 #undef L_
 #undef H_
 #define NTENSORS ((int)(sizeof TENSORS / sizeof TENSORS[0]))
 
-void dm_plan_make(dm_plan *p, const dm_config *c, int bf16) {
+void dm_plan_make(dm_plan *p, const dm_config *c, int side) {
     memset(p, 0, sizeof *p);
     p->mode = c->checkpointing;
-    p->bf16 = bf16 != 0;
+    p->side = side > 0 ? side : 0;
     for (int s = 0; s < DM_NSTEPS; s++) {
         int cls = dm_step_defs[s].cls;
         /* GDN's gate and output gate read the normed input itself (W_a x, W_z x) */
@@ -143,11 +143,11 @@ const char *dm_step_outputs(int step, char *buf, size_t n) {
     return buf;
 }
 
-const char *dm_plan_tensor(int i, int *step, size_t *field, int *bf16) {
+const char *dm_plan_tensor(int i, int *step, size_t *field, int *side) {
     if (i < 0 || i >= NTENSORS) return NULL;
     if (step) *step = TENSORS[i].step;
     if (field) *field = TENSORS[i].field;
-    if (bf16) *bf16 = TENSORS[i].bf16;
+    if (side) *side = TENSORS[i].side;
     return TENSORS[i].name;
 }
 
@@ -170,12 +170,18 @@ dm_delta_dims dm_core_dims(const dm_config *c, int B, int T) {
     return d;
 }
 
-/* floats of tensor t for N rows (bf16 copies: half, rounded up); 0 when it does not exist */
+/* floats of the side room of n floats at `side` bytes per float (rounded up) */
+static size_t side_floats(size_t n, int side) {
+    return (n * (size_t)side + sizeof(float) - 1) / sizeof(float);
+}
+
+/* floats of tensor t for N rows (a side room: side_floats of its tensor's); 0 when it
+ * does not exist */
 static size_t tensor_floats(const tensor_def *t, const dm_config *c, size_t N, size_t saved,
-                            int bf16) {
+                            int side) {
     size_t H = c->n_head, HD = H * c->head_dim, per = 0;
     int kda = c->mixer == DM_MIXER_KDA;
-    if (t->bf16 && !bf16) return 0;
+    if (t->side && !side) return 0;
     switch (t->size) {
     case SZ_D: per = c->d_model; break;
     case SZ_1: per = 1; break;
@@ -193,7 +199,7 @@ static size_t tensor_floats(const tensor_def *t, const dm_config *c, size_t N, s
     case SZ_SAVED: return saved;
     }
     size_t n = N * per;
-    return t->bf16 ? (n + 1) / 2 : n;
+    return t->side ? side_floats(n, side) : n;
 }
 
 /* the struct that holds unit u's pointers (NULL when counting) */
@@ -204,7 +210,7 @@ static char *unit_struct(dm_arena_ptrs *out, int u, int L) {
 
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, int B, int T,
                       dm_bf *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
-    int L = c->n_layer, bf16 = p->bf16, kda = c->mixer == DM_MIXER_KDA;
+    int L = c->n_layer, side = p->side, kda = c->mixer == DM_MIXER_KDA;
     size_t N = (size_t)B * T, D = c->d_model, H = c->n_head, HD = H * c->head_dim;
     size_t R = c->gate_rank, F = dm_config_mlp_hidden(c), G = kda ? HD : H;
     if (!base) out = NULL;
@@ -234,7 +240,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
             const tensor_def *t = &TENSORS[i];
             if (dm_step_defs[t->step].unit != k || p->keep[t->step]) continue;
             ws_off[i] = w.used;
-            take(&w, tensor_floats(t, c, N, saved, bf16));
+            take(&w, tensor_floats(t, c, N, saved, side));
         }
         ws_size[k] = w.used;
     }
@@ -244,7 +250,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
         for (int i = 0; i < NTENSORS; i++) {
             const tensor_def *t = &TENSORS[i];
             if (dm_step_defs[t->step].unit != k || !p->keep[t->step]) continue;
-            dm_bf *q = take(&b, tensor_floats(t, c, N, saved, bf16));
+            dm_bf *q = take(&b, tensor_floats(t, c, N, saved, side));
             if (st) *(void **)(st + t->field) = q;
         }
     }
@@ -264,7 +270,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
             const tensor_def *t = &TENSORS[i];
             if (dm_step_defs[t->step].unit != k || p->keep[t->step]) continue;
             *(void **)(st + t->field) =
-                tensor_floats(t, c, N, saved, bf16) ? wbase + ws_off[i] : NULL;
+                tensor_floats(t, c, N, saved, side) ? wbase + ws_off[i] : NULL;
         }
     }
 
@@ -275,15 +281,15 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
     s.dres = take(&b, N * D);
     s.dxn = take(&b, N * D);
     if (c->norm_impl == DM_IMPL_REFERENCE) s.norm_scratch = take(&b, 2 * N * (D > HD ? D : HD));
-    /* the logits' gradient's copy (none for the fused head, fp32), then dres's */
+    /* the logits' gradient's room (none for the fused head), then dres's */
     size_t V = dm_plan_head_rows(c, N) ? 0 : (size_t)c->vocab;
-    s.dlogits_b = s.dres_b = (uint16_t *)take(&b, bf16 ? (N * (D > V ? D : V) + 1) / 2 : 0);
+    s.side_res = take(&b, side_floats(N * (D > V ? D : V), side));
     size_t arms = b.used;
     s.da = take(&b, N * F);
     s.db = take(&b, N * F);
     s.dh = take(&b, N * F);
-    s.da_b = (uint16_t *)take(&b, bf16 ? (N * F + 1) / 2 : 0);
-    s.db_b = (uint16_t *)take(&b, bf16 ? (N * F + 1) / 2 : 0);
+    s.side_da = take(&b, side_floats(N * F, side));
+    s.side_db = take(&b, side_floats(N * F, side));
     size_t mlp_end = b.used;
     b.used = arms;
     s.dq = take(&b, N * HD);
@@ -295,7 +301,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
     s.dz = take(&b, N * HD);
     s.dop = take(&b, N * HD);
     s.dr = take(&b, kda ? N * R : 0);
-    s.dmix_b = (uint16_t *)take(&b, bf16 ? (N * HD + 1) / 2 : 0);
+    s.side_mix = take(&b, side_floats(N * HD, side));
     s.delta_work = take(&b, work);
     s.delta_work_n = work;
     if (b.used < mlp_end) b.used = mlp_end;
@@ -309,6 +315,45 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
         sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, ops, B, T, NULL, NULL) : 0;
     }
     return b.used;
+}
+
+/* the tensor whose side room t is: the one named as t without its "_side" */
+static const tensor_def *side_of(const tensor_def *t) {
+    size_t n = strlen(t->name) - strlen("_side");
+    for (int i = 0; i < NTENSORS; i++)
+        if (strlen(TENSORS[i].name) == n && !strncmp(TENSORS[i].name, t->name, n))
+            return &TENSORS[i];
+    abort(); /* the table names every room after its tensor */
+}
+
+void dm_plan_give_rooms(const dm_config *c, const dm_layer_act *act, const dm_head_act *head,
+                        const dm_scratch *s, int u, int bwd, size_t N, dm_ops *ops) {
+    int L = c->n_layer, k = dm_unit_kind(u, L), kda = c->mixer == DM_MIXER_KDA;
+    size_t D = c->d_model, HD = (size_t)c->n_head * c->head_dim, F = dm_config_mlp_hidden(c);
+    dm_ops_side_clear(ops);
+    if (!dm_ops_side_bytes(ops)) return;
+    /* the activations': each side room is its tensor's ("xn1_side": xn1's) */
+    const char *st = k == DM_UNIT_HEAD ? (const char *)head : (const char *)&act[u / 2];
+    for (int i = 0; i < NTENSORS; i++) {
+        const tensor_def *t = &TENSORS[i];
+        if (!t->side || dm_step_defs[t->step].unit != k) continue;
+        const tensor_def *x = side_of(t);
+        dm_ops_side_room(ops, *(dm_bf *const *)(st + x->field), tensor_floats(x, c, N, 0, 0),
+                         *(dm_bf *const *)(st + t->field));
+    }
+    /* the output gradients' the backward's products read; dres's where a product reads
+     * it next (none into layer 0: the embedding reads it in f32) */
+    if (k == DM_UNIT_MLP) {
+        dm_ops_side_room(ops, s->da, N * F, s->side_da);
+        dm_ops_side_room(ops, s->db, N * F, s->side_db);
+    } else if (k == DM_UNIT_MIXER) {
+        dm_ops_side_room(ops, s->dz, N * HD, s->side_mix); /* dz, then each conv's dx */
+        dm_ops_side_room(ops, s->dz, N * (kda ? HD : (size_t)c->n_head), s->side_mix); /* df */
+    }
+    /* the logits' gradient (in the logits: their room in the backward only) */
+    if (k == DM_UNIT_HEAD && bwd && !dm_plan_head_rows(c, N))
+        dm_ops_side_room(ops, head->logits, N * (size_t)c->vocab, s->side_res);
+    if (u > 0) dm_ops_side_room(ops, s->dres, N * D, s->side_res);
 }
 
 int dm_plan_head_rows(const dm_config *c, size_t N) {

@@ -43,8 +43,8 @@ enum { DM_UNIT_MIXER, DM_UNIT_MLP, DM_UNIT_HEAD, DM_UNIT_KINDS };
 /* The steps of each kind of unit, in forward order (a kind's steps are contiguous). */
 enum {
     /* mixer */
-    DM_S_NORM1, DM_S_QKV, DM_S_CONV, DM_S_ACT, DM_S_F1, DM_S_ROUND_F1, DM_S_F, DM_S_GATE,
-    DM_S_BPROJ, DM_S_BETA, DM_S_CORE, DM_S_Z1, DM_S_ROUND_Z1, DM_S_Z, DM_S_ONORM, DM_S_MIX_OUT,
+    DM_S_NORM1, DM_S_QKV, DM_S_CONV, DM_S_ACT, DM_S_F1, DM_S_F, DM_S_GATE, DM_S_BPROJ,
+    DM_S_BETA, DM_S_CORE, DM_S_Z1, DM_S_Z, DM_S_ONORM, DM_S_MIX_OUT,
     /* mlp */
     DM_S_NORM2, DM_S_UP, DM_S_SWIGLU, DM_S_MLP_OUT,
     /* head */
@@ -60,7 +60,7 @@ enum {
                       floats a row from 2 D r flops) and their expansions (W_f2 f1, W_g2
                       z1: 2r flops per float); together 4 r (D + HD) flops a row, 20% of
                       a d2 mixer's products, for 2 r + 2 HD floats a row kept otherwise */
-    DM_SC_MEMORY,  /* elementwise, norms, conv, gates, bf16 copies */
+    DM_SC_MEMORY,  /* elementwise, norms, conv, gates */
     DM_SC_OUT,     /* writes the next unit's input (the residual stream): never rerun */
 };
 
@@ -78,18 +78,18 @@ typedef struct {
     int cls[DM_NSTEPS];               /* each step's class for this config */
     unsigned char keep[DM_NSTEPS];    /* its outputs are kept from the forward to the backward */
     unsigned char rerun[DM_NSTEPS];   /* it runs again before its unit's backward */
-    int bf16;                         /* the products run on bf16: the arena keeps bf16
-                                         copies of their inputs (the precision record's
-                                         matmul_bf16, ops/precision.h) */
+    int side;                         /* bytes per float of the backend's side room
+                                         beside the tensors products read (ops.h:
+                                         dm_ops_side_bytes; 0: none) */
 } dm_plan;
 
 /* The delta core's dimensions for a batch of B sequences of T tokens of model c: value dim
  * = key dim = head_dim, the GDN flag from the mixer, the query scale 1/sqrt(head_dim). */
 dm_delta_dims dm_core_dims(const dm_config *c, int B, int T);
 
-/* The plan of c (its checkpointing key and mixer) with bf16 copies of the products'
- * inputs when bf16 (the policy's matmul precision: ops/policy.h). */
-void dm_plan_make(dm_plan *p, const dm_config *c, int bf16);
+/* The plan of c (its checkpointing key and mixer) with side room of `side` bytes per float
+ * beside the tensors products read (the op layer's dm_ops_side_bytes). */
+void dm_plan_make(dm_plan *p, const dm_config *c, int side);
 /* Units of a model with L layers: 2L + 1. Unit u's kind: */
 static inline int dm_unit_kind(int u, int n_layer) {
     return u == 2 * n_layer ? DM_UNIT_HEAD : u % 2 ? DM_UNIT_MLP : DM_UNIT_MIXER;
@@ -99,9 +99,9 @@ int dm_plan_recomputes(const dm_plan *p, int kind);
 /* A step's outputs: their names, comma-separated ("xn1,rstd1"), for messages and tests. */
 const char *dm_step_outputs(int step, char *buf, size_t n);
 /* Tensor i of the table: its name (NULL past the end), the step that writes it, its
- * pointer's offset in dm_layer_act (mixer, mlp) or dm_head_act (head), whether it is a
- * bf16 copy. Any out-pointer may be NULL. */
-const char *dm_plan_tensor(int i, int *step, size_t *field, int *bf16);
+ * pointer's offset in dm_layer_act (mixer, mlp) or dm_head_act (head), whether it is the
+ * side room of the tensor before it. Any out-pointer may be NULL. */
+const char *dm_plan_tensor(int i, int *step, size_t *field, int *side);
 
 /* Saved activations of one layer (pointers into the arena). N = B*T rows; D = d_model;
  * HD = n_head*head_dim; F = MLP hidden; R = gate_rank; Cg = head_dim (KDA) or 1 (GDN). */
@@ -125,9 +125,8 @@ typedef struct {
     dm_bf *x_mid;           /* [N,D]  residual entering the MLP (kept)       */
     dm_bf *xn2, *rstd2;     /* [N,D], [N]                                   */
     dm_bf *a, *b, *h;       /* [N,F]  gate, up, silu(gate)*up               */
-    /* bf16 copies of the inputs of several products (bf16 precision only, else NULL):
-     * rounded once in the forward, read again by the weight gradients */
-    uint16_t *xn1_b, *f1_b, *z1_b, *op_b, *xn2_b, *h_b;
+    /* the side room (ops.h) of the tensors several products read (NULL: none) */
+    dm_bf *xn1_side, *f1_side, *z1_side, *op_side, *xn2_side, *h_side;
 } dm_layer_act;
 
 /* The head's activations. */
@@ -136,7 +135,7 @@ typedef struct {
     dm_bf *logits;          /* [N,V]; the backward turns them into their gradient. Token
                                vocabularies (above 256): [R,V], the fused head's chunk
                                (dm_plan_head_rows), the only logits held */
-    uint16_t *xnf_b;        /* bf16 copy of xnf, or NULL */
+    dm_bf *xnf_side;        /* xnf's side room, or NULL */
 } dm_head_act;
 
 /* Backward scratch, shared by all layers. The MLP's gradients (da, db, dh) and the
@@ -154,15 +153,13 @@ typedef struct {
     size_t delta_work_n;        /* its floats */
     dm_bf *norm_scratch;        /* [2*N*max(D,HD)] the composed norms' intermediates, when
                                    norm_impl=reference (else NULL: the fused norms need none) */
-    /* bf16 copies of output gradients, made by their producers for the matmul backward
-     * that reads them next (bf16 products only, else NULL): the logits' (xent's; then
-     * the same memory holds) dres's (the RMSNorms' backward; beside dres), da's and db's
-     * (SwiGLU's; in the MLP's part) and dmix_b, the mixer's gradient of the moment (dz,
-     * df, then each conv's dx; in its part) */
-    uint16_t *dlogits_b;        /* [N,V] */
-    uint16_t *dres_b;           /* [N,D], at dlogits_b */
-    uint16_t *da_b, *db_b;      /* [N,F] */
-    uint16_t *dmix_b;           /* [N,HD] (df: [N,H*Cg], at most as large) */
+    /* the side room (ops.h) of the output gradients the backward's products read (NULL:
+     * none): the logits' gradient's, then dres's in the same room; da's and db's (in the
+     * MLP's part); and the mixer's gradient of the moment (in dz: dz, df, then each conv's
+     * dx; in its part) */
+    dm_bf *side_res;            /* [N,max(V,D)] */
+    dm_bf *side_da, *side_db;   /* [N,F] */
+    dm_bf *side_mix;            /* [N,HD] (df: [N,H*Cg], at most as large) */
 } dm_scratch;
 
 /* Where the arena's floats go (each region a multiple of 16 floats). */
@@ -190,6 +187,13 @@ typedef struct {
  * needed, by region in sz. */
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const struct dm_ops *ops, int B,
                       int T, dm_bf *base, dm_arena_ptrs *out, dm_arena_sizes *sz);
+/* Give the op layer the side room of unit u of a layout for N rows (ops.h: the rooms of
+ * its activations, act[u / 2] or the head's, and of the gradients in s its backward's
+ * products read; bwd: for its backward, where the head's logits turn into their
+ * gradient), dropping those of the unit before: units share the workspace, so only the
+ * unit that runs has rooms. */
+void dm_plan_give_rooms(const dm_config *c, const dm_layer_act *act, const dm_head_act *head,
+                        const dm_scratch *s, int u, int bwd, size_t N, struct dm_ops *ops);
 /* The rows R of the fused head's chunk (ops/seq.h head_xent) for N rows: token
  * vocabularies (vocab above 256) hold their logits R x V at a time, R at most 256 and
  * R x V at most 2^21 floats (8 MiB), never 0 (a vocabulary above 2^21: one row); 0 for

@@ -50,17 +50,22 @@ typedef struct {
     /* NULL when the backend runs hardware bf16 products; else why not (the op layer's
      * bf16_why, which the policy's precision record starts from) */
     const char *(*bf16_missing)(void);
+    /* the side room (ops.h): the bytes the backend keeps beside each float of a tensor
+     * products read; a room given, all rooms dropped; and around every op call, each
+     * output p[n] before the call (after 0: what the backend kept of it no longer holds)
+     * and after it (1: fill its room) */
+    size_t (*side_bytes)(const struct dm_ops *ops);
+    void (*side_room)(struct dm_ops *ops, const float *x, size_t n, float *room);
+    void (*side_clear)(struct dm_ops *ops);
+    void (*side_written)(struct dm_ops *ops, const float *p, size_t n, int after);
     /* bf16 copies of operands the products read (the cpu's: a registry of copies in its
      * private state, and the bf16 copy of the weights) */
-    void (*bf16_register)(struct dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
-    void (*round_bf16)(struct dm_ops *ops, uint16_t *xb, const float *x, size_t n);
     void (*forget_bf16)(struct dm_ops *ops);
     int (*reserve_bf16_weights)(struct dm_ops *ops, size_t n);
-    /* a matmul backward's dout[n] for its two products (shared: both run): its bf16 copy
-     * kept (doutb, its producer's) or made; returns a mark dout_forget comes back to */
-    int (*dout_bf16)(struct dm_ops *ops, const uint16_t *doutb, const float *dout, size_t n,
-                     int shared);
-    void (*dout_forget)(struct dm_ops *ops, int mark);
+    /* a matmul backward's dout[n] for its two products (shared: both run): a bf16 copy
+     * made once for both unless one is held; 1 when made, for dout_forget */
+    int (*dout_bf16)(struct dm_ops *ops, const float *dout, size_t n, int shared);
+    void (*dout_forget)(struct dm_ops *ops, int made);
     void (*set_weights)(struct dm_ops *ops, const float *w, size_t n);
     /* NULL when the op ns_bf16 can run (its library's context made now); else why not */
     const char *(*ns_bf16_context)(struct dm_ops *ops);

@@ -86,13 +86,17 @@ int dm_ops_threads(const dm_ops *ops) {
     int n = ops->policy ? ops->policy->threads : ops->threads;
     return n > 0 ? n : 1;
 }
-void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const dm_bf *x, size_t n) {
+size_t dm_ops_side_bytes(const dm_ops *ops) {
     const dm_backend_calls *c = calls_of(ops);
-    if (c && c->bf16_register) c->bf16_register(ops, xb, DM_RAW(x), n);
+    return c && c->side_bytes ? c->side_bytes(ops) : 0;
 }
-void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const dm_bf *x, size_t n) {
+void dm_ops_side_room(dm_ops *ops, const dm_bf *x, size_t n, dm_bf *room) {
     const dm_backend_calls *c = calls_of(ops);
-    if (c && c->round_bf16) c->round_bf16(ops, xb, DM_RAW(x), n);
+    if (c && c->side_room && x && room) c->side_room(ops, DM_RAW(x), n, DM_RAW(room));
+}
+void dm_ops_side_clear(dm_ops *ops) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (c && c->side_clear) c->side_clear(ops);
 }
 void dm_ops_forget_bf16(dm_ops *ops) {
     const dm_backend_calls *c = calls_of(ops);
@@ -353,6 +357,19 @@ static void run_verified(dm_ops *ops, int op, const dm_op_def *def, int chosen, 
     ops->verify_calls++;
 }
 
+/* Each float output of a call told to the backend's side room (ops.h), before the call
+ * (after 0) and after it (1): an output's kept copy no longer holds once the call may have
+ * changed it, and its room is filled once the call is done. */
+static void side_written(dm_ops *ops, const dm_op_def *def, void *args, int dir, int after) {
+    const dm_backend_calls *c = calls_of(ops);
+    if (!c || !c->side_written) return;
+    dm_out out[DM_OP_MAX_OUT];
+    int n = def->outputs(args, dir, out);
+    for (int i = 0; i < n; i++)
+        if ((out[i].kind == DM_OUT_SET || out[i].kind == DM_OUT_ACC) && *out[i].slot)
+            c->side_written(ops, *out[i].slot, out[i].n, after);
+}
+
 void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     const dm_op_def *def = DEFS[op];
     const char *bad = def->check ? def->check(args, dir) : NULL;
@@ -381,8 +398,10 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     ops->calls[op][dir]++;
     ops->ran[op][dir][chosen]++;
     int other = ops->verify ? second(ops, op, chosen, args, dir) : -1;
+    side_written(ops, def, args, dir, 0);
     if (other >= 0) run_verified(ops, op, def, chosen, other, args, dir);
     else run_timed(ops, op, def, chosen, args, dir);
+    side_written(ops, def, args, dir, 1);
     dm_backend_leave(ops->be);
 }
 

@@ -62,20 +62,18 @@ void dm_op_matmul_fwd(dm_ops *o, dm_bf *out, const dm_bf *in, const dm_bf *W, co
     dm_op_run(o, DM_OP_MATMUL, DM_FWD, &a);
 }
 
-
 void dm_op_matmul_bwd(dm_ops *o, dm_bf *din, dm_bf *dW, dm_bf *dbias, const dm_bf *dout,
-                      const uint16_t *doutb, const dm_bf *in, const dm_bf *W, int N, int K,
-                      int O, int din_acc) {
+                      const dm_bf *in, const dm_bf *W, int N, int K, int O, int din_acc) {
     dm_matmul_args a = {.in = DM_RAW(in), .W = DM_RAW(W), .din = DM_RAW(din), .dout = DM_RAW(dout),
                         .din_acc = din_acc, .dW = DM_RAW(dW), .dbias = DM_RAW(dbias), .N = N,
                         .K = K, .O = O};
-    /* both products read dout: the backend may keep a bf16 copy of it for them (its
-     * producer's, or rounded once here), forgotten after them */
+    /* both products read dout: the backend may keep one copy of it for both (its side
+     * room's, or made here and forgotten after them) */
     const dm_backend_vt *vt = o->be ? o->be->vt : dm_backend_regs[0].vt;
     const dm_backend_calls *c = vt ? vt->calls : NULL;
     size_t nd = (size_t)(N > 0 ? N : 0) * (size_t)(O > 0 ? O : 0);
-    int mark = c && c->dout_bf16 ? c->dout_bf16(o, doutb, DM_RAW(dout), nd, din != NULL) : 0;
+    int made = c && c->dout_bf16 ? c->dout_bf16(o, DM_RAW(dout), nd, din != NULL) : 0;
     if (din) dm_op_run(o, DM_OP_MATMUL, DM_BWD, &a);
     dm_op_run(o, DM_OP_MATMUL, DM_BWD_W, &a);
-    if (c && c->dout_forget) c->dout_forget(o, mark);
+    if (c && c->dout_forget) c->dout_forget(o, made);
 }

@@ -21,9 +21,6 @@ static void norm_ref(dm_ops *ops, void *args, int dir) {
         dm_rmsnorm_ref_fwd(a->y, a->rstd, a->x, a->w, a->R, a->C, a->eps, a->scratch);
     else
         dm_rmsnorm_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->rstd_in, a->R, a->C, a->scratch);
-    if (a->yb) /* the copy of y, of dz (gated backward) or of dx (rmsnorm backward) */
-        dm_bf16_ref_from_f32(a->yb, dir == DM_FWD ? a->y : a->z ? a->dz : a->dx,
-                         (size_t)a->R * a->C);
 }
 
 /* every norm's forward: y and the per-row inverse norms */
@@ -38,16 +35,11 @@ static int fwd_outputs(dm_norm_args *a, dm_out *o, const char *inv) {
 static int rms_outputs(void *args, int dir, dm_out *o) {
     dm_norm_args *a = args;
     size_t n = (size_t)a->R * a->C;
-    if (dir == DM_FWD) { /* the bf16 copy: the second run of verify mode writes none */
-        int k = fwd_outputs(a, o, "rstd");
-        if (a->yb) o[k++] = (dm_out){"y bf16", (void **)&a->yb, n, DM_OUT_PRIVATE};
-        return k;
-    }
+    if (dir == DM_FWD) return fwd_outputs(a, o, "rstd");
     int k = 0;
     o[k++] = (dm_out){"dx", (void **)&a->dx, n, a->z ? DM_OUT_SET : DM_OUT_ACC};
     if (a->z) o[k++] = (dm_out){"dz", (void **)&a->dz, n, DM_OUT_SET};
     o[k++] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C, DM_OUT_ACC};
-    if (a->yb) o[k++] = (dm_out){a->z ? "dz bf16" : "dx bf16", (void **)&a->yb, n, DM_OUT_PRIVATE};
     return k;
 }
 
@@ -104,42 +96,34 @@ const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF,
                                  sizeof(dm_norm_args),
                                  l2_outputs, NULL, norm_check, norm_reads};
 
-void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
-                       const dm_bf *w, int N, int C, float eps, dm_bf *scratch) {
-    if (!dm_ops_bf16_active(o)) yb = NULL;
-    dm_norm_args a = {.y = DM_RAW(y), .yb = yb, .rstd = DM_RAW(rstd), .x = DM_RAW(x),
-                      .w = DM_RAW(w), .eps = eps, .R = N, .C = C, .scratch = DM_RAW(scratch)};
+void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, dm_bf *rstd, const dm_bf *x, const dm_bf *w, int N,
+                       int C, float eps, dm_bf *scratch) {
+    dm_norm_args a = {.y = DM_RAW(y), .rstd = DM_RAW(rstd), .x = DM_RAW(x), .w = DM_RAW(w),
+                      .eps = eps, .R = N, .C = C, .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_RMSNORM, DM_FWD, &a);
-    if (yb) dm_op_bf16_register(o, yb, y, (size_t)N * C);
 }
 
-void dm_op_rmsnorm_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
-                       const dm_bf *x, const dm_bf *w, const dm_bf *rstd, int N, int C,
-                       dm_bf *scratch) {
-    if (!dm_ops_bf16_active(o)) dxb = NULL;
-    dm_norm_args a = {.x = DM_RAW(x), .w = DM_RAW(w), .dx = DM_RAW(dx), .yb = dxb, .dw = DM_RAW(dw),
+void dm_op_rmsnorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dw, const dm_bf *dy, const dm_bf *x,
+                       const dm_bf *w, const dm_bf *rstd, int N, int C, dm_bf *scratch) {
+    dm_norm_args a = {.x = DM_RAW(x), .w = DM_RAW(w), .dx = DM_RAW(dx), .dw = DM_RAW(dw),
                       .dy = DM_RAW(dy), .rstd_in = DM_RAW(rstd), .R = N, .C = C,
                       .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_RMSNORM, DM_BWD, &a);
 }
 
-void dm_op_gatednorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
-                         const dm_bf *z, const dm_bf *w, int R, int D, float eps, int act,
-                         dm_bf *scratch) {
-    if (!dm_ops_bf16_active(o)) yb = NULL;
-    dm_norm_args a = {.y = DM_RAW(y), .yb = yb, .rstd = DM_RAW(rstd), .x = DM_RAW(x),
-                      .z = DM_RAW(z), .w = DM_RAW(w), .eps = eps, .act = act, .R = R, .C = D,
+void dm_op_gatednorm_fwd(dm_ops *o, dm_bf *y, dm_bf *rstd, const dm_bf *x, const dm_bf *z,
+                         const dm_bf *w, int R, int D, float eps, int act, dm_bf *scratch) {
+    dm_norm_args a = {.y = DM_RAW(y), .rstd = DM_RAW(rstd), .x = DM_RAW(x), .z = DM_RAW(z),
+                      .w = DM_RAW(w), .eps = eps, .act = act, .R = R, .C = D,
                       .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_GATEDNORM, DM_FWD, &a);
-    if (yb) dm_op_bf16_register(o, yb, y, (size_t)R * D);
 }
 
-void dm_op_gatednorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dz, uint16_t *dzb, dm_bf *dw,
-                         const dm_bf *dy, const dm_bf *x, const dm_bf *z, const dm_bf *w,
-                         const dm_bf *rstd, int R, int D, int act, dm_bf *scratch) {
-    if (!dm_ops_bf16_active(o)) dzb = NULL;
+void dm_op_gatednorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dz, dm_bf *dw, const dm_bf *dy,
+                         const dm_bf *x, const dm_bf *z, const dm_bf *w, const dm_bf *rstd,
+                         int R, int D, int act, dm_bf *scratch) {
     dm_norm_args a = {.x = DM_RAW(x), .z = DM_RAW(z), .w = DM_RAW(w), .act = act, .dx = DM_RAW(dx),
-                      .dz = DM_RAW(dz), .yb = dzb, .dw = DM_RAW(dw), .dy = DM_RAW(dy),
+                      .dz = DM_RAW(dz), .dw = DM_RAW(dw), .dy = DM_RAW(dy),
                       .rstd_in = DM_RAW(rstd), .R = R, .C = D, .scratch = DM_RAW(scratch)};
     dm_op_run(o, DM_OP_GATEDNORM, DM_BWD, &a);
 }

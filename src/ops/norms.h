@@ -3,14 +3,9 @@
 #ifndef DM_OPS_NORMS_H
 #define DM_OPS_NORMS_H
 
-#include <stdint.h>
-
-/* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats;
- * yb: [R,C] bf16(y) too, forward of the RMSNorms only (NULL: none); in their backward
- * bf16 of the gradient the next products read: dx (rmsnorm) or dz (the gated norm) */
+/* x, y: [R,C]; w: [C]; rstd: [R]; z: [R,C] (gated only); scratch: 2*R*C floats */
 typedef struct {
     float *y, *rstd;
-    uint16_t *yb;
     const float *x, *z, *w;
     float eps;
     int act;                    /* gated: DM_GATE_*; l2norm: 1 = SiLU before the norm */

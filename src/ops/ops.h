@@ -142,14 +142,20 @@ void dm_ops_set_weights(dm_ops *ops, const dm_bf *w, size_t n);
  * no policy: precision bf16 or auto, and the CPU has bf16): then it pays to round an
  * operand once for all its products. */
 int dm_ops_bf16_active(const dm_ops *ops);
-/* Round x[n] into xb and let every bf16 product that reads x (exactly x, n elements) use
- * xb until dm_ops_forget_bf16: for an activation read by several products (the normed
- * input of the mixer feeds seven). The caller keeps x unchanged while it is registered.
- * Does nothing when bf16 is not active. */
-void dm_op_round_bf16(dm_ops *ops, uint16_t *xb, const dm_bf *x, size_t n);
-/* The same for a copy already made (xb = bf16(x), dm_bf16_from_f32's bits) by the op that
- * produced x: the RMSNorms, the gated norm and SwiGLU take a `yb` and call this. */
-void dm_op_bf16_register(dm_ops *ops, const uint16_t *xb, const dm_bf *x, size_t n);
+
+/* The side room: what a backend keeps beside a tensor that matrix products read (the
+ * cpu's under bf16 products: bf16 of it, so that every product reading it takes the
+ * copy instead of rounding it again; none elsewhere). The model names those tensors — the
+ * activations several products read, and the gradients the backward's two products read
+ * — and after each layout of its arena gives each room of dm_ops_side_bytes bytes per
+ * float of backend memory (tensors never live at once may share a room). The backend
+ * fills a tensor's room when an op has written the tensor (a producer may do it in its
+ * own pass), and forgets it as soon as any op writes the tensor again: no op takes a
+ * copy argument, and no copy outlives its tensor's values. dm_ops_side_clear drops every
+ * room (before a new layout); dm_ops_forget_bf16 every copy made so far. */
+size_t dm_ops_side_bytes(const dm_ops *ops);
+void dm_ops_side_room(dm_ops *ops, const dm_bf *x, size_t n, dm_bf *room);
+void dm_ops_side_clear(dm_ops *ops);
 void dm_ops_forget_bf16(dm_ops *ops);
 
 /* The delta op's scratch for dims d on nthreads threads, as the backend of ops (the host's
@@ -171,11 +177,10 @@ void dm_op_matmul_fwd(dm_ops *o, dm_bf *out, const dm_bf *in, const dm_bf *W, co
                       int N, int K, int O);
 /* din[N,K] = dout W (+= when din_acc; skipped when din == NULL)      (matmul bwd)
  * dW[O,K] += dout^T in; dbias[O] += column sums of dout (when non-NULL)  (matmul bwd_w)
- * doutb: bf16(dout), made by the op that produced dout (its `..b` argument), for the two
- * bf16 products; NULL: rounded here when bf16 is active (and read by the products only) */
+ * (both products read dout: the backend may keep one copy of it for both, its side
+ * room's or made here) */
 void dm_op_matmul_bwd(dm_ops *o, dm_bf *din, dm_bf *dW, dm_bf *dbias, const dm_bf *dout,
-                      const uint16_t *doutb, const dm_bf *in, const dm_bf *W, int N, int K,
-                      int O, int din_acc);
+                      const dm_bf *in, const dm_bf *W, int N, int K, int O, int din_acc);
 
 /* out[N,C] = table[ids]; dtable[V,C] += (ids of width w: 1, 2 or 4 bytes, dm_id_width, of
  * a table of V rows) */
@@ -184,24 +189,16 @@ void dm_op_embed_fwd_ids(dm_ops *o, dm_bf *out, const void *ids, int w, const dm
 void dm_op_embed_bwd_ids(dm_ops *o, dm_bf *dtable, const dm_bf *dout, const void *ids, int w,
                          int N, int C, int V);
 
-/* norm scratch: 2 * rows * cols floats (the composed reference's intermediates).
- * yb (forwards of the RMSNorms and SwiGLU): also write bf16(y) there in the same pass and
- * register it for the products (dm_op_bf16_register); NULL, or bf16 not active: none.
- * The backward's output gradients likewise (rmsnorm's dxb, the gated norm's dzb,
- * SwiGLU's dab and dbb, the conv's dxb, the gate's dfb, xent's db): bf16 of the gradient
- * written beside it, for the matmul backward that reads it next (dm_op_matmul_bwd's
- * doutb); not registered. */
-void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
-                       const dm_bf *w, int N, int C, float eps, dm_bf *scratch);
-void dm_op_rmsnorm_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
-                       const dm_bf *x, const dm_bf *w, const dm_bf *rstd, int N, int C,
-                       dm_bf *scratch);
-void dm_op_gatednorm_fwd(dm_ops *o, dm_bf *y, uint16_t *yb, dm_bf *rstd, const dm_bf *x,
-                         const dm_bf *z, const dm_bf *w, int R, int D, float eps, int act,
-                         dm_bf *scratch);
-void dm_op_gatednorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dz, uint16_t *dzb, dm_bf *dw,
-                         const dm_bf *dy, const dm_bf *x, const dm_bf *z, const dm_bf *w,
-                         const dm_bf *rstd, int R, int D, int act, dm_bf *scratch);
+/* norm scratch: 2 * rows * cols floats (the composed reference's intermediates) */
+void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, dm_bf *rstd, const dm_bf *x, const dm_bf *w, int N,
+                       int C, float eps, dm_bf *scratch);
+void dm_op_rmsnorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dw, const dm_bf *dy, const dm_bf *x,
+                       const dm_bf *w, const dm_bf *rstd, int N, int C, dm_bf *scratch);
+void dm_op_gatednorm_fwd(dm_ops *o, dm_bf *y, dm_bf *rstd, const dm_bf *x, const dm_bf *z,
+                         const dm_bf *w, int R, int D, float eps, int act, dm_bf *scratch);
+void dm_op_gatednorm_bwd(dm_ops *o, dm_bf *dx, dm_bf *dz, dm_bf *dw, const dm_bf *dy,
+                         const dm_bf *x, const dm_bf *z, const dm_bf *w, const dm_bf *rstd,
+                         int R, int D, int act, dm_bf *scratch);
 /* silu: y = l2norm(silu(x)) in one pass (q and k); xs: the SiLU's input, then dx is the
  * gradient at it (dx = silu'(xs) * the norm's); NULL: the norm's alone */
 void dm_op_l2norm_fwd(dm_ops *o, dm_bf *y, dm_bf *rn, const dm_bf *x, int R, int D, float eps,
@@ -211,22 +208,21 @@ void dm_op_l2norm_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *y, con
 
 void dm_op_conv_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, const dm_bf *w, int B, int T, int C,
                     int W);
-void dm_op_conv_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
-                    const dm_bf *x, const dm_bf *w, int B, int T, int C, int W);
+void dm_op_conv_bwd(dm_ops *o, dm_bf *dx, dm_bf *dw, const dm_bf *dy, const dm_bf *x,
+                    const dm_bf *w, int B, int T, int C, int W);
 
 void dm_op_silu_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
 void dm_op_silu_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *x, size_t n);
 void dm_op_sigmoid_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
 void dm_op_sigmoid_bwd(dm_ops *o, dm_bf *dx, const dm_bf *dy, const dm_bf *y, size_t n);
-void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, uint16_t *hb, const dm_bf *a, const dm_bf *b,
-                      size_t n);
-void dm_op_swiglu_bwd(dm_ops *o, dm_bf *da, dm_bf *db, uint16_t *dab, uint16_t *dbb,
-                      const dm_bf *dh, const dm_bf *a, const dm_bf *b, size_t n);
+void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, const dm_bf *a, const dm_bf *b, size_t n);
+void dm_op_swiglu_bwd(dm_ops *o, dm_bf *da, dm_bf *db, const dm_bf *dh, const dm_bf *a,
+                      const dm_bf *b, size_t n);
 void dm_op_gate_fwd(dm_ops *o, dm_bf *g, const dm_bf *f, const dm_bf *A_log,
                     const dm_bf *dt_bias, int N, int H, int Cg, float lb);
-void dm_op_gate_bwd(dm_ops *o, dm_bf *df, uint16_t *dfb, dm_bf *dA_log, dm_bf *ddt_bias,
-                    const dm_bf *dg, const dm_bf *f, const dm_bf *A_log, const dm_bf *dt_bias,
-                    int N, int H, int Cg, float lb);
+void dm_op_gate_bwd(dm_ops *o, dm_bf *df, dm_bf *dA_log, dm_bf *ddt_bias, const dm_bf *dg,
+                    const dm_bf *f, const dm_bf *A_log, const dm_bf *dt_bias, int N, int H,
+                    int Cg, float lb);
 /* y += x (the residual add: its backward is the identity, nothing to run) */
 void dm_op_add(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
 
@@ -236,8 +232,8 @@ void dm_op_add(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n);
  * gradient of the summed losses. */
 void dm_op_xent_fwd_ids(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *logits,
                         const void *targets, int w, int N, int V);
-void dm_op_xent_bwd_ids(dm_ops *o, dm_bf *dlogits, uint16_t *db, const dm_bf *logits,
-                        const void *targets, int w, int N, int V, float scale);
+void dm_op_xent_bwd_ids(dm_ops *o, dm_bf *dlogits, const dm_bf *logits, const void *targets,
+                        int w, int N, int V, float scale);
 /* the head's product and the cross-entropy fused over rows in chunks of R (ops/seq.h):
  * logits of x[N,D] by W[V,D] in work[R,V] only, the mean loss into *mean as for xent;
  * backward dx[N,D] =, dW[V,D] += */

@@ -95,24 +95,16 @@ static void swiglu_ref(dm_ops *ops, void *args, int dir) {
     dm_swiglu_args *s = args;
     if (dir == DM_FWD) dm_swiglu_ref_fwd(s->h, s->a, s->b, s->n);
     else dm_swiglu_ref_bwd(s->da, s->db, s->dh, s->a, s->b, s->n);
-    if (dir == DM_FWD && s->hb) dm_bf16_ref_from_f32(s->hb, s->h, s->n);
-    if (dir == DM_BWD && s->dab) dm_bf16_ref_from_f32(s->dab, s->da, s->n);
-    if (dir == DM_BWD && s->dbb) dm_bf16_ref_from_f32(s->dbb, s->db, s->n);
 }
 static int swiglu_outputs(void *args, int dir, dm_out *o) {
     dm_swiglu_args *s = args;
     if (dir == DM_FWD) {
         o[0] = (dm_out){"h", (void **)&s->h, s->n, DM_OUT_SET};
-        if (!s->hb) return 1; /* the bf16 copy: the second run of verify mode writes none */
-        o[1] = (dm_out){"h bf16", (void **)&s->hb, s->n, DM_OUT_PRIVATE};
-        return 2;
+        return 1;
     }
     o[0] = (dm_out){"da", (void **)&s->da, s->n, DM_OUT_SET};
     o[1] = (dm_out){"db", (void **)&s->db, s->n, DM_OUT_SET};
-    int k = 2; /* the bf16 copies: the second run of verify mode writes none */
-    if (s->dab) o[k++] = (dm_out){"da bf16", (void **)&s->dab, s->n, DM_OUT_PRIVATE};
-    if (s->dbb) o[k++] = (dm_out){"db bf16", (void **)&s->dbb, s->n, DM_OUT_PRIVATE};
-    return k;
+    return 2;
 }
 static const dm_impl SWIGLU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, swiglu_ref,
                                    DM_MEM_HOST};
@@ -120,18 +112,14 @@ const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, &SWIGLU_
                                  sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check,
                                  swiglu_reads};
 
-void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, uint16_t *hb, const dm_bf *a, const dm_bf *b,
-                      size_t n) {
-    if (!dm_ops_bf16_active(o)) hb = NULL;
-    dm_swiglu_args s = {.h = DM_RAW(h), .hb = hb, .a = DM_RAW(a), .b = DM_RAW(b), .n = n};
+void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, const dm_bf *a, const dm_bf *b, size_t n) {
+    dm_swiglu_args s = {.h = DM_RAW(h), .a = DM_RAW(a), .b = DM_RAW(b), .n = n};
     dm_op_run(o, DM_OP_SWIGLU, DM_FWD, &s);
-    if (hb) dm_op_bf16_register(o, hb, h, n);
 }
-void dm_op_swiglu_bwd(dm_ops *o, dm_bf *da, dm_bf *db, uint16_t *dab, uint16_t *dbb,
-                      const dm_bf *dh, const dm_bf *a, const dm_bf *b, size_t n) {
-    if (!dm_ops_bf16_active(o)) dab = dbb = NULL;
+void dm_op_swiglu_bwd(dm_ops *o, dm_bf *da, dm_bf *db, const dm_bf *dh, const dm_bf *a,
+                      const dm_bf *b, size_t n) {
     dm_swiglu_args s = {.a = DM_RAW(a), .b = DM_RAW(b), .da = DM_RAW(da), .db = DM_RAW(db),
-                        .dab = dab, .dbb = dbb, .dh = DM_RAW(dh), .n = n};
+                        .dh = DM_RAW(dh), .n = n};
     dm_op_run(o, DM_OP_SWIGLU, DM_BWD, &s);
 }
 
@@ -145,8 +133,6 @@ static void gate_ref(dm_ops *ops, void *args, int dir) {
     else
         dm_gate_ref_bwd(a->df, a->dA_log, a->ddt_bias, a->dg, a->f, a->A_log, a->dt_bias, a->N,
                         a->H, a->Cg, a->lb);
-    if (dir == DM_BWD && a->dfb)
-        dm_bf16_ref_from_f32(a->dfb, a->df, (size_t)a->N * a->H * a->Cg);
 }
 static int gate_outputs(void *args, int dir, dm_out *o) {
     dm_gate_args *a = args;
@@ -158,9 +144,7 @@ static int gate_outputs(void *args, int dir, dm_out *o) {
     o[0] = (dm_out){"df", (void **)&a->df, n, DM_OUT_SET};
     o[1] = (dm_out){"dA_log", (void **)&a->dA_log, (size_t)a->H, DM_OUT_ACC};
     o[2] = (dm_out){"ddt_bias", (void **)&a->ddt_bias, (size_t)a->H * a->Cg, DM_OUT_ACC};
-    if (!a->dfb) return 3; /* the bf16 copy: the second run of verify mode writes none */
-    o[3] = (dm_out){"df bf16", (void **)&a->dfb, n, DM_OUT_PRIVATE};
-    return 4;
+    return 3;
 }
 static const char *gate_check(const void *args, int dir) {
     const dm_gate_args *a = args;
@@ -188,12 +172,11 @@ void dm_op_gate_fwd(dm_ops *o, dm_bf *g, const dm_bf *f, const dm_bf *A_log,
                       .dt_bias = DM_RAW(dt_bias), .N = N, .H = H, .Cg = Cg, .lb = lb};
     dm_op_run(o, DM_OP_GATE, DM_FWD, &a);
 }
-void dm_op_gate_bwd(dm_ops *o, dm_bf *df, uint16_t *dfb, dm_bf *dA_log, dm_bf *ddt_bias,
-                    const dm_bf *dg, const dm_bf *f, const dm_bf *A_log, const dm_bf *dt_bias,
-                    int N, int H, int Cg, float lb) {
-    if (!dm_ops_bf16_active(o)) dfb = NULL;
+void dm_op_gate_bwd(dm_ops *o, dm_bf *df, dm_bf *dA_log, dm_bf *ddt_bias, const dm_bf *dg,
+                    const dm_bf *f, const dm_bf *A_log, const dm_bf *dt_bias, int N, int H,
+                    int Cg, float lb) {
     dm_gate_args a = {.f = DM_RAW(f), .A_log = DM_RAW(A_log), .dt_bias = DM_RAW(dt_bias),
-                      .df = DM_RAW(df), .dfb = dfb, .dA_log = DM_RAW(dA_log),
+                      .df = DM_RAW(df), .dA_log = DM_RAW(dA_log),
                       .ddt_bias = DM_RAW(ddt_bias), .dg = DM_RAW(dg), .N = N, .H = H, .Cg = Cg,
                       .lb = lb};
     dm_op_run(o, DM_OP_GATE, DM_BWD, &a);

@@ -4,7 +4,6 @@
 #define DM_OPS_POINTWISE_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 /* silu, sigmoid: y[n] = f(x); backward dx = dy * f'(.) from x (silu) or from y (sigmoid) */
 typedef struct {
@@ -18,10 +17,8 @@ typedef struct {
 /* swiglu: h[n] = silu(a) b;  backward da, db from dh */
 typedef struct {
     float *h;
-    uint16_t *hb; /* bf16(h) too (NULL: none) */
     const float *a, *b;
     float *da, *db;
-    uint16_t *dab, *dbb; /* bwd: bf16(da), bf16(db) too (NULL: none) */
     const float *dh;
     size_t n;
 } dm_swiglu_args;
@@ -31,7 +28,6 @@ typedef struct {
     float *g;
     const float *f, *A_log, *dt_bias;
     float *df, *dA_log, *ddt_bias;
-    uint16_t *dfb; /* bwd: bf16(df) too (NULL: none) */
     const float *dg;
     int N, H, Cg;
     float lb;

@@ -63,7 +63,6 @@ static void conv_ref(dm_ops *ops, void *args, int dir) {
     dm_conv_args *a = args;
     if (dir == DM_FWD) dm_conv_ref_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
     else dm_conv_ref_bwd(a->dx, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
-    if (dir == DM_BWD && a->dxb) dm_bf16_ref_from_f32(a->dxb, a->dx, (size_t)a->B * a->T * a->C);
 }
 static int conv_outputs(void *args, int dir, dm_out *o) {
     dm_conv_args *a = args;
@@ -74,9 +73,7 @@ static int conv_outputs(void *args, int dir, dm_out *o) {
     }
     o[0] = (dm_out){"dx", (void **)&a->dx, n, DM_OUT_SET};
     o[1] = (dm_out){"dw", (void **)&a->dw, (size_t)a->C * a->W, DM_OUT_ACC};
-    if (!a->dxb) return 2; /* the bf16 copy: the second run of verify mode writes none */
-    o[2] = (dm_out){"dx bf16", (void **)&a->dxb, n, DM_OUT_PRIVATE};
-    return 3;
+    return 2;
 }
 static const char *conv_check(const void *args, int dir) {
     const dm_conv_args *a = args;
@@ -104,10 +101,9 @@ void dm_op_conv_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, const dm_bf *w, int B, 
                       .W = W};
     dm_op_run(o, DM_OP_CONV, DM_FWD, &a);
 }
-void dm_op_conv_bwd(dm_ops *o, dm_bf *dx, uint16_t *dxb, dm_bf *dw, const dm_bf *dy,
-                    const dm_bf *x, const dm_bf *w, int B, int T, int C, int W) {
-    if (!dm_ops_bf16_active(o)) dxb = NULL;
-    dm_conv_args a = {.x = DM_RAW(x), .w = DM_RAW(w), .dx = DM_RAW(dx), .dxb = dxb,
+void dm_op_conv_bwd(dm_ops *o, dm_bf *dx, dm_bf *dw, const dm_bf *dy, const dm_bf *x,
+                    const dm_bf *w, int B, int T, int C, int W) {
+    dm_conv_args a = {.x = DM_RAW(x), .w = DM_RAW(w), .dx = DM_RAW(dx),
                       .dw = DM_RAW(dw), .dy = DM_RAW(dy), .B = B, .T = T, .C = C, .W = W};
     dm_op_run(o, DM_OP_CONV, DM_BWD, &a);
 }
@@ -118,15 +114,12 @@ static void xent_ref(dm_ops *ops, void *args, int dir) {
     if (dir == DM_FWD)
         *a->mean = dm_xent_ref_fwd_ids(a->losses, a->logits, a->targets, a->w, a->N, a->V);
     else dm_xent_ref_bwd_ids(a->dlogits, a->logits, a->targets, a->w, a->N, a->V, a->scale);
-    if (dir == DM_BWD && a->db) dm_bf16_ref_from_f32(a->db, a->dlogits, (size_t)a->N * a->V);
 }
 static int xent_outputs(void *args, int dir, dm_out *o) {
     dm_xent_args *a = args;
     if (dir == DM_BWD) {
         o[0] = (dm_out){"dlogits", (void **)&a->dlogits, (size_t)a->N * a->V, DM_OUT_SET};
-        if (!a->db) return 1; /* the bf16 copy: the second run of verify mode writes none */
-        o[1] = (dm_out){"dlogits bf16", (void **)&a->db, (size_t)a->N * a->V, DM_OUT_PRIVATE};
-        return 2;
+        return 1;
     }
     int n = 0;
     o[n++] = (dm_out){"loss", (void **)&a->mean, 1, DM_OUT_F64};
@@ -161,11 +154,10 @@ void dm_op_xent_fwd_ids(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *log
                       .targets = targets, .w = w, .N = N, .V = V};
     dm_op_run(o, DM_OP_XENT, DM_FWD, &a);
 }
-void dm_op_xent_bwd_ids(dm_ops *o, dm_bf *dlogits, uint16_t *db, const dm_bf *logits,
-                        const void *targets, int w, int N, int V, float scale) {
-    if (!dm_ops_bf16_active(o)) db = NULL;
+void dm_op_xent_bwd_ids(dm_ops *o, dm_bf *dlogits, const dm_bf *logits, const void *targets,
+                        int w, int N, int V, float scale) {
     dm_xent_args a = {.logits = DM_RAW(logits), .targets = targets, .w = w,
-                      .dlogits = DM_RAW(dlogits), .db = db, .N = N, .V = V, .scale = scale};
+                      .dlogits = DM_RAW(dlogits), .N = N, .V = V, .scale = scale};
     dm_op_run(o, DM_OP_XENT, DM_BWD, &a);
 }
 

@@ -22,7 +22,6 @@ typedef struct {
     float *y;
     const float *x, *w;
     float *dx, *dw;
-    uint16_t *dxb; /* bwd: bf16(dx) too (NULL: none) */
     const float *dy;
     int B, T, C, W;
 } dm_conv_args;
@@ -36,7 +35,6 @@ typedef struct {
     const void *targets; /* ids of w bytes each (0: 1, the bytes) */
     int w;
     float *dlogits;
-    uint16_t *db; /* bwd: bf16(dlogits) too (NULL: none) */
     int N, V;
     float scale;
 } dm_xent_args;
@@ -45,7 +43,7 @@ typedef struct {
  * each chunk's logits[R,V] = x[rows,D] W[V,D]^T are made in work[R,V], the only logits
  * ever held. Forward: the mean loss (and per-row losses[N] when non-NULL); backward (the
  * chunk's logits made again): dx[N,D] = dlogits W, dW[V,D] += dlogits^T x, with dlogits
- * xent's gradient times scale. fp32 only. */
+ * xent's gradient times scale. */
 typedef struct {
     float *losses;
     double *mean;

@@ -2,7 +2,6 @@
  * textbook formulas in double with libm's exp / log1p, one element at a time. Each element
  * is read before it is written, so the backward may run in place (dx == dy). */
 #include <math.h>
-#include <string.h>
 
 #include "ref/ref.h"
 
@@ -87,14 +86,5 @@ void dm_gate_ref_bwd(float *df, float *dA_log, float *ddt_bias, const float *dg,
             ddt_bias[(size_t)h * Cg + c] = (float)(ddt_bias[(size_t)h * Cg + c] + sdt);
         }
         dA_log[h] = (float)(dA_log[h] + sA);
-    }
-}
-
-void dm_bf16_ref_from_f32(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &src[i], sizeof u);
-        if ((u & 0x7fffffffu) > 0x7f800000u) dst[i] = (uint16_t)((u >> 16) | 0x40u); /* NaN */
-        else dst[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
     }
 }

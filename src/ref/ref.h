@@ -12,10 +12,6 @@
 #include "dormouse.h"
 #include "kernels/common.h"
 
-/* ---- bf16 (act_ref.c): the upper half of an f32 rounded to nearest even, NaN kept a
- * quiet NaN: the bits of every bf16 copy (the references write theirs with this) ---- */
-void dm_bf16_ref_from_f32(uint16_t *dst, const float *src, size_t n);
-
 /* ---- reference: token-serial recurrence (delta_ref.c) ---- */
 
 /* o = forward(q,k,v,g,beta,h0); hT written when non-NULL; h0 NULL = zero state. */

@@ -29,15 +29,16 @@ size_t dm_cpu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
 /* its calls (mem.c), for the registry */
 extern const dm_backend_vt dm_cpu_vt;
 /* what its op layers ask besides the ops (backend.h: dm_backend_calls; table.c): the bf16
- * copies (matmul.c, ctx.c) and bf16 Newton-Schulz's oneDNN context (ns.c) */
+ * copies and the side room (copies.c) and bf16 Newton-Schulz's oneDNN context (ns.c) */
 extern const dm_backend_calls dm_cpu_calls;
-void dm_cpu_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n);
-void dm_cpu_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n);
+size_t dm_cpu_side_bytes(const dm_ops *ops);
+void dm_cpu_side_room(dm_ops *ops, const float *x, size_t n, float *room);
+void dm_cpu_side_clear(dm_ops *ops);
+void dm_cpu_side_written(dm_ops *ops, const float *p, size_t n, int after);
 void dm_cpu_forget_bf16(dm_ops *ops);
 int dm_cpu_reserve_bf16_weights(dm_ops *ops, size_t n);
-int dm_cpu_dout_bf16(dm_ops *o, const uint16_t *doutb, const float *dout, size_t nd,
-                     int shared);
-void dm_cpu_dout_forget(dm_ops *o, int mark);
+int dm_cpu_dout_bf16(dm_ops *o, const float *dout, size_t nd, int shared);
+void dm_cpu_dout_forget(dm_ops *o, int made);
 /* One product of a matmul call (args of ops/matmul.h, direction dir) in bf16, for ops made
  * of products (the fused head, seq.c): on oneDNN's bf16 matmul (hw) or the reference bf16
  * path (the rounded operands through the f32 GEMM); supports: NULL when it takes the call,

@@ -3,8 +3,8 @@
  * reference (the rounded operands through the f32 GEMM); in fp32 oneDNN's matmul and
  * OpenBLAS (dm_gemm), before the op's double-precision reference. The `gemm` setting:
  * openblas, onednn (OpenBLAS where oneDNN declines), or auto (the measured rule below).
- * Also the cpu's bf16 copies of operands (dm_cpu_bf16_register, dm_cpu_round_bf16), and
- * the backward's dout rounded once for its two products (dm_cpu_dout_bf16). */
+ * The bf16 kernels read the operands' bf16 copies where the op layer holds them
+ * (copies.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,48 +60,11 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
 
 /* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
 
-void dm_cpu_bf16_register(dm_ops *ops, const uint16_t *xb, const float *x, size_t n) {
-    if (!dm_ops_bf16_active(ops)) return;
-    dm_cpu_ctx *cx = dm_cpu_ctx_of(ops);
-    if (cx->n_copies == cx->cap_copies) {
-        int cap = cx->cap_copies ? 2 * cx->cap_copies : 32;
-        struct dm_bf16_copy *c = realloc(cx->copies, (size_t)cap * sizeof *c);
-        if (!c) return; /* not registered: the products round x themselves */
-        cx->copies = c;
-        cx->cap_copies = cap;
-    }
-    cx->copies[cx->n_copies++] = (struct dm_bf16_copy){x, xb, n};
-}
-
-void dm_cpu_round_bf16(dm_ops *ops, uint16_t *xb, const float *x, size_t n) {
-    if (!dm_ops_bf16_active(ops)) return;
-    double t0 = ops->atlas ? dm_now() : 0;
-    dm_backend_enter(ops->be);
-    dm_bf16_from_f32(xb, x, n);
-    dm_backend_leave(ops->be);
-    if (ops->atlas) dm_atlas_add(ops->atlas, "round_bf16", NULL, NULL, dm_now() - t0, 0);
-    dm_cpu_bf16_register(ops, xb, x, n);
-}
-
-void dm_cpu_forget_bf16(dm_ops *ops) {
-    if (ops->bctx) ((dm_cpu_ctx *)ops->bctx)->n_copies = 0;
-}
-
-/* the bf16 copy of x[n] the ops hold: one registered (dm_op_round_bf16, a producer's), of
- * x or of rows around it; the model's bf16 weights when x lies in them; else NULL */
-static const uint16_t *copy_of(const dm_cpu_ctx *c, const float *x, size_t n) {
-    for (int i = c->n_copies - 1; i >= 0; i--)
-        if (x >= c->copies[i].x && x + n <= c->copies[i].x + c->copies[i].n)
-            return c->copies[i].xb + (x - c->copies[i].x);
-    if (c->wts && x >= c->wts && x + n <= c->wts + c->n_wts) return c->wts_bf16 + (x - c->wts);
-    return NULL;
-}
-
-/* n bf16 values of x: its copy (copy_of), else rounded now into *scratch (advanced past
+/* n bf16 values of x: its copy (dm_cpu_copy_of), else rounded now into *scratch (advanced past
  * them) */
 static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
                                uint16_t **scratch) {
-    const uint16_t *xb = copy_of(c, x, n);
+    const uint16_t *xb = dm_cpu_copy_of(c, x, n);
     if (xb) return xb;
     uint16_t *p = *scratch;
     dm_bf16_from_f32(p, x, n);
@@ -162,12 +125,13 @@ static void bf16_run(dm_ops *ops, void *args, int dir) {
 /* the reference bf16 path: the operands rounded to bf16 values (kept in f32), then the f32
  * products of OpenBLAS (each product of two bf16 values is exact in f32). Where it stands
  * in for the kernel (the policy's matmul_via: DM_CPU_BF16_REFERENCE), an operand with a
- * copy (copy_of) is read from it, as the kernel reads it, so a copy that is not bf16 of its
- * tensor changes the result; as the kernel's oracle it rounds every operand itself. */
+ * copy (dm_cpu_copy_of) is read from it, as the kernel reads it, so a copy that is not
+ * bf16 of its tensor changes the result; as the kernel's oracle it rounds every operand
+ * itself. */
 static const float *rounded(const dm_cpu_ctx *c, const float *x, size_t n, int copies,
                             float **scratch) {
     float *p = *scratch;
-    const uint16_t *xb = copies ? copy_of(c, x, n) : NULL;
+    const uint16_t *xb = copies ? dm_cpu_copy_of(c, x, n) : NULL;
     if (xb)
         for (size_t i = 0; i < n; i++) {
             uint32_t u = (uint32_t)xb[i] << 16;
@@ -257,22 +221,3 @@ static const dm_impl IMPL[] = {
     {"openblas", 0, DM_PREC_FP32, NULL, NULL, openblas_noted, DM_MEM_HOST},
 };
 const dm_impl_list dm_cpu_matmul = DM_IMPL_LIST(IMPL);
-
-/* the bf16 dout a matmul's two backward products read: its producer's copy, or rounded
- * once here for both (shared: the data gradient runs too); returns the registry's mark to
- * come back to once they ran (dm_cpu_dout_forget: dout's copy is forgotten) */
-int dm_cpu_dout_bf16(dm_ops *o, const uint16_t *doutb, const float *dout, size_t nd,
-                     int shared) {
-    dm_cpu_ctx *c = dm_cpu_ctx_of(o);
-    int had = c->n_copies;
-    if (doutb) dm_cpu_bf16_register(o, doutb, dout, nd);
-    int once = !doutb && shared && dm_ops_bf16_active(o) && nd > 0;
-    if (once && nd > c->dcap) {
-        uint16_t *p = realloc(c->dbuf, nd * sizeof *p);
-        if (p) c->dbuf = p, c->dcap = nd;
-        else once = 0;
-    }
-    if (once) dm_cpu_round_bf16(o, c->dbuf, dout, nd);
-    return had;
-}
-void dm_cpu_dout_forget(dm_ops *o, int mark) { dm_cpu_ctx_of(o)->n_copies = mark; }

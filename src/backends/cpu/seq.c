@@ -3,6 +3,7 @@
  * (fp32 on OpenBLAS; bf16 on oneDNN's bf16 matmul or the reference bf16 path). */
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/ctx.h"
 #include "ops/op.h"
 #include "ops/seq.h"
 
@@ -15,21 +16,32 @@ static void embed_cpu(dm_ops *ops, void *args, int dir) {
 static const dm_impl EMBED[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, embed_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_embed = DM_IMPL_LIST(EMBED);
 
+/* the conv's and the cross-entropy's backward write the bf16 copy of their gradient in
+ * the same pass where it has room (copies.c) */
 static void conv_cpu(dm_ops *ops, void *args, int dir) {
-    (void)ops;
     dm_conv_args *a = args;
-    if (dir == DM_FWD) dm_conv_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
-    else dm_conv_bwd_yb(a->dx, a->dxb, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
+    if (dir == DM_FWD) {
+        dm_conv_fwd(a->y, a->x, a->w, a->B, a->T, a->C, a->W);
+        return;
+    }
+    size_t n = (size_t)a->B * a->T * a->C;
+    uint16_t *dxb = dm_cpu_room_of(ops, a->dx, n);
+    dm_conv_bwd_yb(a->dx, dxb, a->dw, a->dy, a->x, a->w, a->B, a->T, a->C, a->W);
+    if (dxb) dm_cpu_copy_made(ops, a->dx, dxb, n);
 }
 static const dm_impl CONV[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, conv_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_conv = DM_IMPL_LIST(CONV);
 
 static void xent_cpu(dm_ops *ops, void *args, int dir) {
-    (void)ops;
     dm_xent_args *a = args;
-    if (dir == DM_FWD)
+    if (dir == DM_FWD) {
         *a->mean = dm_xent_fwd_ids(a->losses, a->logits, a->targets, a->w, a->N, a->V);
-    else dm_xent_bwd_yb_ids(a->dlogits, a->db, a->logits, a->targets, a->w, a->N, a->V, a->scale);
+        return;
+    }
+    size_t n = (size_t)a->N * a->V;
+    uint16_t *db = dm_cpu_room_of(ops, a->dlogits, n);
+    dm_xent_bwd_yb_ids(a->dlogits, db, a->logits, a->targets, a->w, a->N, a->V, a->scale);
+    if (db) dm_cpu_copy_made(ops, a->dlogits, db, n);
 }
 static const dm_impl XENT[] = {{"cpu", 0, DM_PREC_FP32, NULL, NULL, xent_cpu, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_xent = DM_IMPL_LIST(XENT);
@@ -89,10 +101,10 @@ static void head_xent_bf16(dm_ops *ops, void *args, int dir, int hw) {
             continue;
         }
         dm_xent_bwd_yb_ids(a->work, NULL, a->work, t, a->w, n, a->V, a->scale);
-        int mark = dm_cpu_dout_bf16(ops, NULL, a->work, (size_t)n * a->V, 1);
+        int made = dm_cpu_dout_bf16(ops, a->work, (size_t)n * a->V, 1);
         dm_cpu_matmul_bf16_run(ops, &m, DM_BWD, hw);
         dm_cpu_matmul_bf16_run(ops, &m, DM_BWD_W, hw);
-        dm_cpu_dout_forget(ops, mark);
+        dm_cpu_dout_forget(ops, made);
     }
     if (dir == DM_FWD) *a->mean = a->N ? sum / a->N : 0;
 }

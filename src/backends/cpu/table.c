@@ -16,8 +16,10 @@ const dm_impl_list *const dm_cpu_impls[DM_OP_COUNT] = {DM_OP_LIST(DM_CPU_ROW)};
 
 const dm_backend_calls dm_cpu_calls = {
     .bf16_missing = dm_cpu_bf16_missing,
-    .bf16_register = dm_cpu_bf16_register,
-    .round_bf16 = dm_cpu_round_bf16,
+    .side_bytes = dm_cpu_side_bytes,
+    .side_room = dm_cpu_side_room,
+    .side_clear = dm_cpu_side_clear,
+    .side_written = dm_cpu_side_written,
     .forget_bf16 = dm_cpu_forget_bf16,
     .reserve_bf16_weights = dm_cpu_reserve_bf16_weights,
     .dout_bf16 = dm_cpu_dout_bf16,

@@ -61,11 +61,6 @@ static void embed_cu(dm_ops *ops, void *args, int dir) {
               "embed bwd");
 }
 
-static const char *norm_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_norm_args *)args)->yb ? "a bf16 copy of the output (fp32 only on cuda)"
-                                             : NULL;
-}
 static void norm_cu(dm_ops *ops, void *args, int dir) {
     dm_norm_args *a = args;
     if (a->z && dir == DM_FWD)
@@ -97,10 +92,6 @@ static void l2_cu(dm_ops *ops, void *args, int dir) {
     else CHECK(dm_cuda_l2norm_bwd(a->dx, a->dy, a->x, a->rstd_in, a->R, a->C, S(ops)), "l2norm bwd");
 }
 
-static const char *conv_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_conv_args *)args)->dxb ? "a bf16 copy of dx (fp32 only on cuda)" : NULL;
-}
 static void conv_cu(dm_ops *ops, void *args, int dir) {
     dm_conv_args *a = args;
     if (dir == DM_FWD)
@@ -121,11 +112,6 @@ static void sigmoid_cu(dm_ops *ops, void *args, int dir) {
     else CHECK(dm_cuda_sigmoid_bwd(a->dx, a->dy, a->x, a->n, S(ops)), "sigmoid bwd");
 }
 
-static const char *swiglu_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    const dm_swiglu_args *a = args;
-    return a->hb || a->dab || a->dbb ? "bf16 copies (fp32 only on cuda)" : NULL;
-}
 static void swiglu_cu(dm_ops *ops, void *args, int dir) {
     dm_swiglu_args *a = args;
     if (dir == DM_FWD) CHECK(dm_cuda_swiglu_fwd(a->h, a->a, a->b, a->n, S(ops)), "swiglu fwd");
@@ -133,10 +119,6 @@ static void swiglu_cu(dm_ops *ops, void *args, int dir) {
         CHECK(dm_cuda_swiglu_bwd(a->da, a->db, a->dh, a->a, a->b, a->n, S(ops)), "swiglu bwd");
 }
 
-static const char *gate_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_gate_args *)args)->dfb ? "a bf16 copy of df (fp32 only on cuda)" : NULL;
-}
 static void gate_cu(dm_ops *ops, void *args, int dir) {
     dm_gate_args *a = args;
     if (dir == DM_FWD)
@@ -155,10 +137,6 @@ static void add_cu(dm_ops *ops, void *args, int dir) {
     CHECK(dm_cuda_add_inplace(a->y, a->x, a->n, S(ops)), "add");
 }
 
-static const char *xent_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_xent_args *)args)->db ? "a bf16 copy of dlogits (fp32 only on cuda)" : NULL;
-}
 /* the per-row losses of a forward: the caller's, else the backend's own (grown to N) */
 static float *losses_of(dm_ops *ops, float *losses, int N) {
     dm_cuda_state *st = ST(ops);
@@ -385,15 +363,15 @@ static void normuon_cu(dm_ops *ops, void *args, int dir) {
 
 LIST1(MATMUL, "cublaslt", NULL, matmul_cu)
 LIST1(EMBED, "cuda", NULL, embed_cu)
-LIST1(RMSNORM, "cuda", norm_supports, norm_cu)
-LIST1(GATEDNORM, "cuda", norm_supports, norm_cu)
-LIST1(CONV, "cuda", conv_supports, conv_cu)
+LIST1(RMSNORM, "cuda", NULL, norm_cu)
+LIST1(GATEDNORM, "cuda", NULL, norm_cu)
+LIST1(CONV, "cuda", NULL, conv_cu)
 LIST1(SILU, "cuda", NULL, silu_cu)
 LIST1(L2NORM, "cuda", NULL, l2_cu)
-LIST1(GATE, "cuda", gate_supports, gate_cu)
+LIST1(GATE, "cuda", NULL, gate_cu)
 LIST1(SIGMOID, "cuda", NULL, sigmoid_cu)
-LIST1(SWIGLU, "cuda", swiglu_supports, swiglu_cu)
-LIST1(XENT, "cuda", xent_supports, xent_cu)
+LIST1(SWIGLU, "cuda", NULL, swiglu_cu)
+LIST1(XENT, "cuda", NULL, xent_cu)
 LIST1(HEAD_XENT, "cuda", NULL, head_xent_cu)
 LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
