@@ -244,11 +244,101 @@ TEST(cuda_backend_normuon_cautious_matches_cpu) {
     dm_model_free(m);
 }
 
+/* precision=bf16 on the emulated GPU against the cpu's bf16 path (the reference bf16 path
+ * standing in for its kernel: DM_CPU_BF16_REFERENCE, with DM_CPU_NO_BF16 so on any CPU),
+ * from the same weights: the byte model (KDA, GDN) and a model of tokens (vocabulary 300,
+ * the fused head in bf16), one forward and backward, then three steps of AdamW (the
+ * weights' bf16 copy made again each step). Both round the same operands to bf16 and sum
+ * in f32 in another order: the loss and the gradients agree within DM_VERIFY_BOUND, the
+ * gradients under a tenth of what bf16 moves them from fp32 (printed: the gap between the
+ * cpu's bf16 and fp32); after each step the losses within STEPS_BOUND (Adam's division by
+ * the root of tiny second moments magnifies the last bits of the first). */
+#define STEPS_BOUND 1e-4
+TEST(cuda_backend_bf16_matches_cpu) {
+    setenv("DM_CPU_NO_BF16", "1", 1);
+    setenv("DM_CPU_BF16_REFERENCE", "1", 1);
+    char err[512];
+    const int B = 2, T = 24, V = 300;
+    for (int k = 0; k < 3; k++) {
+        const char *what = k == 0 ? "kda" : k == 1 ? "gdn" : "kda, vocabulary 300";
+        dm_config cc = tiny(DM_BACKEND_CPU, k == 1 ? DM_MIXER_GDN : DM_MIXER_KDA), cf = cc;
+        cc.precision = DM_PRECISION_BF16;
+        cc.optimizer = cf.optimizer = DM_OPT_ADAMW;
+        if (k == 2) cc.vocab = cf.vocab = V;
+        dm_config cg = cc;
+        cg.backend = DM_BACKEND_CUDA;
+        dm_model *a = dm_model_create(&cc, err, sizeof err), *f = dm_model_create(&cf, err, sizeof err);
+        CHECKF(a && f, "%s", err);
+        dm_model *b = dm_model_create(&cg, err, sizeof err);
+        CHECKF(b, "%s", err);
+        if (!a || !b || !f) return;
+        CHECKF(dm_model_policy(b)->prec.matmul_bf16, "%s: the cuda policy is not bf16", what);
+        size_t np = dm_model_num_params(a);
+        float *pa = t_alloc(np), *pb = t_alloc(np), *pf = t_alloc(np);
+        dm_model_params_to_host(a, pa);
+        dm_model_params_from_host(b, pa);
+        dm_model_params_from_host(f, pa);
+        uint16_t ids[2 * 25];
+        uint8_t tok[2 * 25];
+        tokens(tok, sizeof tok, 0);
+        for (int i = 0; i < 2 * 25; i++) ids[i] = (uint16_t)((i * 97 + 13) % V);
+        const void *in = k == 2 ? (const void *)ids : (const void *)tok;
+        float la = dm_model_forward(a, in, B, T, NULL), lb = dm_model_forward(b, in, B, T, NULL);
+        float lf = dm_model_forward(f, in, B, T, NULL);
+        dm_model_zero_grad(a), dm_model_zero_grad(b), dm_model_zero_grad(f);
+        dm_model_backward(a), dm_model_backward(b), dm_model_backward(f);
+        dm_model_grads_to_host(a, pa);
+        dm_model_grads_to_host(b, pb);
+        dm_model_grads_to_host(f, pf);
+        double all = rel_rms(pb, pa, np), gap = rel_rms(pf, pa, np);
+        double lrel = fabs((double)lb - la) / fabs((double)la);
+        printf("  %s: loss cpu %.9g cuda %.9g (rel %.2g); gradients rel RMS %.2g; the cpu's "
+               "bf16 from fp32: loss %.2g, gradients %.2g\n", what, la, lb, lrel, all,
+               fabs((double)lf - la) / fabs((double)la), gap);
+        CHECKF(isfinite(lb) && lrel <= DM_VERIFY_BOUND, "%s: loss %.9g vs %.9g", what, lb, la);
+        CHECKF(all <= DM_VERIFY_BOUND && all < gap / 10, "%s: gradients %.3g (bf16 from fp32 "
+               "%.3g)", what, all, gap);
+        char rep[4096];
+        dm_model_dispatch_table(b, rep, sizeof rep);
+        const char *mm = strstr(rep, "matmul.fwd"), *nl = mm ? strchr(mm, '\n') : NULL;
+        const char *bf = mm ? strstr(mm, "cublaslt-bf16") : NULL;
+        CHECKF(bf && (!nl || bf < nl), "%s: the products did not run bf16:\n%s", what, rep);
+        if (k == 2) {
+            const char *h = strstr(rep, "head_xent.bwd"), *hb = h ? strstr(h, "cublaslt-bf16") : 0;
+            CHECKF(hb && hb < strchr(h, '\n'), "the fused head did not run bf16:\n%s", rep);
+        }
+        /* three steps of AdamW each: the losses track */
+        dm_optim *oa = dm_optim_create(a, &cc, err, sizeof err);
+        dm_optim *ob = dm_optim_create(b, &cg, err, sizeof err);
+        CHECKF(oa && ob, "%s", err);
+        double worst = 0;
+        for (int s = 0; s < 3 && oa && ob; s++) {
+            dm_optim_step(oa, a, s);
+            dm_optim_step(ob, b, s);
+            if (k == 2) for (int i = 0; i < 2 * 25; i++) ids[i] = (uint16_t)((ids[i] + 7) % V);
+            else tokens(tok, sizeof tok, s + 1);
+            la = dm_model_forward(a, in, B, T, NULL), lb = dm_model_forward(b, in, B, T, NULL);
+            dm_model_zero_grad(a), dm_model_zero_grad(b);
+            dm_model_backward(a), dm_model_backward(b);
+            double r = fabs((double)lb - la) / fabs((double)la);
+            if (r > worst) worst = r;
+        }
+        printf("  %s: 3 steps of AdamW, losses within %.2g\n", what, worst);
+        CHECKF(worst <= STEPS_BOUND, "%s: after a step, loss rel %.3g", what, worst);
+        dm_optim_free(oa), dm_optim_free(ob);
+        free(pa), free(pb), free(pf);
+        dm_model_free(a), dm_model_free(b), dm_model_free(f);
+    }
+    unsetenv("DM_CPU_BF16_REFERENCE");
+    unsetenv("DM_CPU_NO_BF16");
+}
+
 /* What would reach an op the backend declines is refused when the model is made, with the
- * reason (one line), never mid-run: bf16, verify mode, several micro-batches, Stiefel. */
+ * reason (one line), never mid-run: bf16 Newton-Schulz, verify mode, several micro-batches,
+ * Stiefel. */
 TEST(cuda_backend_refuses_what_it_cannot_run) {
     static const struct { const char *key, *value, *says; } no[] = {
-        {"precision", "bf16", "fp32 only"},
+        {"ns_precision", "bf16", "no bf16 Newton-Schulz"},
         {"verify_fused", "2", "verify_fused"},
         {"grad_accum", "2", "grad_accum"},
         {"retract", "stiefel", "Stiefel"},

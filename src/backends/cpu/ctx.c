@@ -24,8 +24,7 @@ void dm_cpu_ctx_free(void *ctx) {
     free(c->bbuf);
     free(c->dbuf);
     free(c->wts_bf16);
-    free(c->copies);
-    free(c->rooms);
+    dm_copies_free(&c->copies);
     free(c);
 }
 

@@ -7,7 +7,7 @@
  *   - the model's weights and their bf16 copy (dm_ops_set_weights): a bf16 matmul whose
  *     weight lies in them reads the copy; any other operand is rounded per call;
  *   - the registry of bf16 copies of activations and gradients, and the rooms the model
- *     gave for them (the op layer's side room): copies.c. */
+ *     gave for them (the op layer's side room; ops/copies.h): copies.c. */
 #ifndef DM_OPS_CPU_CTX_H
 #define DM_OPS_CPU_CTX_H
 
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ops/backend.h"
+#include "ops/copies.h"
 #include "ops/ops.h"
 
 typedef struct dm_cpu_ctx {
@@ -24,13 +25,9 @@ typedef struct dm_cpu_ctx {
     size_t bcap;
     uint16_t *dbuf;
     size_t dcap;
-    const float *wts;
     uint16_t *wts_bf16; /* owned: room for wts_cap values (dm_ops_reserve_bf16_weights) */
-    size_t n_wts, wts_cap;
-    struct dm_bf16_copy { const float *x; const uint16_t *xb; size_t n; } *copies;
-    int n_copies, cap_copies;
-    struct dm_side_room { const float *x; size_t n; uint16_t *room; } *rooms;
-    int n_rooms, cap_rooms;
+    size_t wts_cap;
+    dm_copies copies;   /* the registry of bf16 copies, the rooms, the weights' copy */
 } dm_cpu_ctx;
 
 /* The op layer's CPU state, made on first use (aborts with a message when even that
@@ -38,12 +35,9 @@ typedef struct dm_cpu_ctx {
 dm_cpu_ctx *dm_cpu_ctx_of(dm_ops *ops);
 void dm_cpu_ctx_free(void *ctx);
 
-/* The bf16 copy of x[n] the op layer holds (copies.c): a registered one (of x, or of rows
- * around it), or the model's bf16 weights when x lies in them; NULL: none. */
-const uint16_t *dm_cpu_copy_of(const dm_cpu_ctx *c, const float *x, size_t n);
 /* The room for a bf16 copy of y[n] when the products run bf16 and the model gave y room
  * (NULL: none): a fused producer writes bf16(y) there in its own pass, then registers it
- * with dm_cpu_copy_made. */
+ * with dm_cpu_copy_made (copies.c; ops/copies.h). */
 uint16_t *dm_cpu_room_of(dm_ops *ops, const float *y, size_t n);
 void dm_cpu_copy_made(dm_ops *ops, const float *x, const uint16_t *xb, size_t n);
 

@@ -60,11 +60,11 @@ static void onednn_run(dm_ops *ops, void *args, int dir) {
 
 /* ---- bf16 products: operands rounded to bf16, f32 accumulation and outputs ---- */
 
-/* n bf16 values of x: its copy (dm_cpu_copy_of), else rounded now into *scratch (advanced past
+/* n bf16 values of x: its copy (dm_copies_of), else rounded now into *scratch (advanced past
  * them) */
 static const uint16_t *as_bf16(const dm_cpu_ctx *c, const float *x, size_t n,
                                uint16_t **scratch) {
-    const uint16_t *xb = dm_cpu_copy_of(c, x, n);
+    const uint16_t *xb = dm_copies_of(&c->copies, x, n);
     if (xb) return xb;
     uint16_t *p = *scratch;
     dm_bf16_from_f32(p, x, n);
@@ -125,13 +125,13 @@ static void bf16_run(dm_ops *ops, void *args, int dir) {
 /* the reference bf16 path: the operands rounded to bf16 values (kept in f32), then the f32
  * products of OpenBLAS (each product of two bf16 values is exact in f32). Where it stands
  * in for the kernel (the policy's matmul_via: DM_CPU_BF16_REFERENCE), an operand with a
- * copy (dm_cpu_copy_of) is read from it, as the kernel reads it, so a copy that is not
+ * copy (dm_copies_of) is read from it, as the kernel reads it, so a copy that is not
  * bf16 of its tensor changes the result; as the kernel's oracle it rounds every operand
  * itself. */
 static const float *rounded(const dm_cpu_ctx *c, const float *x, size_t n, int copies,
                             float **scratch) {
     float *p = *scratch;
-    const uint16_t *xb = copies ? dm_cpu_copy_of(c, x, n) : NULL;
+    const uint16_t *xb = copies ? dm_copies_of(&c->copies, x, n) : NULL;
     if (xb)
         for (size_t i = 0; i < n; i++) {
             uint32_t u = (uint32_t)xb[i] << 16;

@@ -1,5 +1,6 @@
 /* mem.c — the cuda backend's memory, policy and state (cuda.h): device memory through the
- * CUDA runtime (runtime.c), every copy and zeroing on the backend's one stream. Host
+ * CUDA runtime (runtime.c), every copy and zeroing on the backend's one stream; the bf16
+ * copies of its bf16 products' operands (the side room, ops/copies.h). Host
  * synchronisation: a copy to the host waits for it (its bytes are the caller's on return);
  * a copy from the host waits too (the caller may free its buffer on return); release
  * waits (cudaFree does). None of these run inside a step except the loss and the gradient
@@ -61,6 +62,10 @@ static void cu_destroy(dm_backend *be) {
         dm_cuda_free(st->dbl);
         dm_cuda_free(st->slice_sq);
         dm_cuda_free(st->losses);
+        dm_cuda_free(st->wts_b);
+        dm_cuda_free(st->dbuf);
+        for (int i = 0; i < 3; i++) dm_cuda_free(st->opnd[i]);
+        dm_copies_free(&st->copies);
         dm_cuda_blas_free(st->blas);
         dm_cuda_stream_destroy(st->s);
         free(st);
@@ -68,15 +73,17 @@ static void cu_destroy(dm_backend *be) {
     free(be);
 }
 
-/* the execution policy: fp32 products on cuBLASLt (true f32, no TF32), the delta core
- * chunked unless kda_impl=reference, the fused norms */
+/* the execution policy: the products on cuBLASLt, in true f32 (no TF32), or on bf16
+ * operands with f32 accumulation when precision=bf16 asks (auto keeps fp32 here: the bf16
+ * path has run on the CUDA emulator only); the delta core chunked unless
+ * kda_impl=reference; the fused norms */
 static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                      dm_policy *p, char *err, size_t errlen) {
     (void)ops, (void)d;
-    if (c->precision == DM_PRECISION_BF16 || c->ns_precision == DM_PRECISION_BF16) {
-        if (err)
-            snprintf(err, errlen, "precision=bf16: the cuda backend runs fp32 only so far "
-                                  "(its bf16 products are not wired); use precision=fp32");
+    static const char *no_ns = "the cuda backend has no bf16 Newton-Schulz yet";
+    if (c->ns_precision == DM_PRECISION_BF16) {
+        if (err) snprintf(err, errlen, "ns_precision=bf16: %s; use ns_precision=auto or fp32",
+                          no_ns);
         return 1;
     }
     /* what would reach an op the backend declines, refused here rather than mid-run */
@@ -91,11 +98,15 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
         if (err) snprintf(err, errlen, "%s; use backend=cpu", no);
         return 1;
     }
-    static const char *no_bf16 = "the cuda backend runs fp32 only so far";
+    int bf16 = c->precision == DM_PRECISION_BF16;
     *p = (dm_policy){.backend = be->name, .threads = 1, .gemm = DM_GEMM_OPENBLAS,
-                     .gemm_why = "on the GPU: cuBLASLt, true f32",
-                     .chunk = 32, .norm = DM_IMPL_CHUNKED,
-                     .prec = {.why = no_bf16}};
+                     .gemm_why = bf16 ? "on the GPU: cuBLASLt" : "on the GPU: cuBLASLt, true f32",
+                     .chunk = 32, .norm = DM_IMPL_CHUNKED};
+    p->prec.matmul_bf16 = bf16;
+    if (c->precision == DM_PRECISION_AUTO)
+        p->prec.matmul_why = "auto keeps fp32 on the cuda backend (its bf16 products have run "
+                             "on the CUDA emulator only)";
+    if (c->optimizer == DM_OPT_MUON && c->ns_precision != DM_PRECISION_FP32) p->prec.ns_why = no_ns;
     p->delta = c->kda_impl == DM_IMPL_REFERENCE ? DM_IMPL_REFERENCE : DM_IMPL_CHUNKED;
     return 0;
 }
@@ -112,7 +123,69 @@ static size_t cu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthre
     return ops->kda_impl != DM_IMPL_REFERENCE && dm_cuda_delta_chunk_fits(d) ? chunked : serial;
 }
 
-static const char *cu_bf16_missing(void) { return "the cuda backend runs fp32 only so far"; }
+static const char *cu_bf16_missing(void) {
+    return "the cuda backend's bf16 products run where the policy asks (precision=bf16)";
+}
+
+/* ---- bf16 products: the copies in the side room (ops/copies.h), on the device ---- */
+
+int dm_cuda_bf16_on(const struct dm_ops *ops) {
+    return ops->policy && ops->policy->prec.matmul_bf16;
+}
+
+int dm_cuda_room(dm_cuda_state *st, uint16_t **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return 0;
+    int rc = dm_cuda_sync(st->s);
+    if (!rc) rc = dm_cuda_free(*buf);
+    *buf = NULL, *cap = 0;
+    if (!rc) rc = dm_cuda_malloc((void **)buf, n * sizeof(uint16_t));
+    if (!rc) *cap = n;
+    return rc;
+}
+
+static void cu_round(struct dm_ops *ops, uint16_t *dst, const float *src, size_t n) {
+    dm_cuda_check(dm_cuda_bf16_from_f32(dst, src, n, dm_cuda_state_of(ops)->s),
+                  "rounding to bf16");
+}
+static size_t cu_side_bytes(const struct dm_ops *ops) {
+    return dm_cuda_bf16_on(ops) ? sizeof(uint16_t) : 0;
+}
+static void cu_side_room(struct dm_ops *ops, const float *x, size_t n, float *room) {
+    dm_copies_give_room(&dm_cuda_state_of(ops)->copies, x, n, (uint16_t *)room);
+}
+static void cu_side_clear(struct dm_ops *ops) {
+    dm_copies_clear_rooms(&dm_cuda_state_of(ops)->copies);
+}
+/* no kernel of the backend writes a copy in its own pass: every room is filled after its
+ * op, by the rounding kernel */
+static void cu_side_written(struct dm_ops *ops, const float *p, size_t n, int after) {
+    dm_copies *c = &dm_cuda_state_of(ops)->copies;
+    if (c->n_copy || c->n_room) dm_copies_written(c, ops, cu_round, p, n, after);
+}
+static void cu_forget(struct dm_ops *ops) { dm_copies_forget(&dm_cuda_state_of(ops)->copies); }
+static int cu_dout_bf16(struct dm_ops *ops, const float *dout, size_t n, int shared) {
+    dm_cuda_state *st = dm_cuda_state_of(ops);
+    if (!shared || !n || !dm_cuda_bf16_on(ops) || dm_copies_of(&st->copies, dout, n)) return 0;
+    if (dm_cuda_room(st, &st->dbuf, &st->dcap, n)) return 0; /* each product rounds dout */
+    cu_round(ops, st->dbuf, dout, n);
+    dm_copies_made(&st->copies, dout, st->dbuf, n);
+    return 1;
+}
+static void cu_dout_forget(struct dm_ops *ops, int made) {
+    dm_cuda_state *st = dm_cuda_state_of(ops);
+    if (made) dm_copies_drop_at(&st->copies, st->dbuf);
+}
+static int cu_reserve_weights(struct dm_ops *ops, size_t n) {
+    dm_cuda_state *st = dm_cuda_state_of(ops);
+    st->copies.wts = NULL, st->copies.wts_b = NULL, st->copies.n_wts = 0;
+    return dm_cuda_room(st, &st->wts_b, &st->wts_cap, n) != 0;
+}
+static void cu_set_weights(struct dm_ops *ops, const float *w, size_t n) {
+    dm_cuda_state *st = dm_cuda_state_of(ops);
+    if (!st->wts_b || n > st->wts_cap) return;
+    cu_round(ops, st->wts_b, w, n);
+    st->copies.wts = w, st->copies.wts_b = st->wts_b, st->copies.n_wts = n;
+}
 static const char *cu_ns_bf16(struct dm_ops *ops) {
     (void)ops;
     return "the cuda backend has no bf16 Newton-Schulz yet";
@@ -139,6 +212,15 @@ static void cu_retract_init(float *R, float *s, const float *W0, int n, int rows
 
 static const dm_backend_calls CALLS = {
     .bf16_missing = cu_bf16_missing,
+    .side_bytes = cu_side_bytes,
+    .side_room = cu_side_room,
+    .side_clear = cu_side_clear,
+    .side_written = cu_side_written,
+    .forget_bf16 = cu_forget,
+    .reserve_bf16_weights = cu_reserve_weights,
+    .dout_bf16 = cu_dout_bf16,
+    .dout_forget = cu_dout_forget,
+    .set_weights = cu_set_weights,
     .ns_bf16_context = cu_ns_bf16,
     .ns_work = cu_ns_work,
     .retract_work = cu_retract_work,

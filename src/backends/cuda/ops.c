@@ -1,8 +1,9 @@
 /* ops.c — the cuda backend's implementations of the ops (ops/oplist.h) over the CUDA
  * kernels (src/kernels/cuda, their cuda.h), on device memory (DM_MEM_CUDA), every kernel
- * on the backend's stream, fp32 only. A call a kernel does not take (a bf16 copy asked
- * for, one Newton-Schulz step at a time, the Stiefel retraction, the gradient mean of
- * several micro-batches) is declined by supports() with the reason, which the dispatch
+ * on the backend's stream; in fp32, and the products (matmul, the fused head) also on bf16
+ * operands where the policy asks (their copies: mem.c). A call a kernel does not take (one
+ * Newton-Schulz step at a time, bf16 Newton-Schulz, the Stiefel retraction, the gradient
+ * mean of several micro-batches) is declined by supports() with the reason, which the dispatch
  * counts; with nothing else of the backend's memory kind, it stops the process rather than
  * run on the host. Nothing here waits for the stream: the cross-entropy's mean loss, the
  * gradient norm and the clipping factor stay in device memory, where the updates read
@@ -35,20 +36,46 @@ static void same(dm_ops *ops, float *dst, const float *src, size_t n) {
 
 /* ---- the model's ops ---- */
 
-static void matmul_cu(dm_ops *ops, void *args, int dir) {
-    dm_matmul_args *a = args;
+/* bf16 of x[n] for a product: its copy (the side room's, the weights'), else rounded now
+ * into operand scratch `slot` (0, 1: a product's two operands; 2: the fused head's W) */
+static const uint16_t *operand(dm_ops *ops, const float *x, size_t n, int slot) {
+    dm_cuda_state *st = ST(ops);
+    const uint16_t *xb = dm_copies_of(&st->copies, x, n);
+    if (xb || !n) return xb;
+    CHECK(dm_cuda_room(st, &st->opnd[slot], &st->opnd_cap[slot], n), "bf16 operand scratch");
+    CHECK(dm_cuda_bf16_from_f32(st->opnd[slot], x, n, S(ops)), "rounding an operand");
+    return st->opnd[slot];
+}
+
+/* the dense layer on cuBLASLt: fp32 (bf16 0), or bf16 operands accumulated in f32 */
+static void matmul_run(dm_ops *ops, dm_matmul_args *a, int dir, int bf16) {
     dm_cuda_blas *b = ST(ops)->blas;
-    if (dir == DM_FWD)
-        CHECK(dm_cuda_matmul_fwd(b, 0, a->out, a->in, a->W, a->bias, a->N, a->K, a->O, S(ops)),
+    size_t N = (size_t)a->N, K = (size_t)a->K, O = (size_t)a->O;
+    if (dir == DM_FWD) {
+        const void *in = bf16 ? (const void *)operand(ops, a->in, N * K, 0) : a->in;
+        const void *W = bf16 ? (const void *)operand(ops, a->W, O * K, 1) : a->W;
+        CHECK(dm_cuda_matmul_fwd(b, bf16, a->out, in, W, a->bias, a->N, a->K, a->O, S(ops)),
               "matmul fwd");
-    else if (dir == DM_BWD)
-        CHECK(dm_cuda_matmul_bwd_data(b, 0, a->din, a->dout, a->W, a->N, a->K, a->O,
-                                      a->din_acc, S(ops)),
+    } else if (dir == DM_BWD) {
+        const void *dout = bf16 ? (const void *)operand(ops, a->dout, N * O, 0) : a->dout;
+        const void *W = bf16 ? (const void *)operand(ops, a->W, O * K, 1) : a->W;
+        CHECK(dm_cuda_matmul_bwd_data(b, bf16, a->din, dout, W, a->N, a->K, a->O, a->din_acc,
+                                      S(ops)),
               "matmul bwd");
-    else
-        CHECK(dm_cuda_matmul_bwd_weight(b, 0, a->dW, a->dbias, a->dout, a->dout, a->in, a->N,
-                                        a->K, a->O, S(ops)),
+    } else {
+        const void *dout = bf16 ? (const void *)operand(ops, a->dout, N * O, 0) : a->dout;
+        const void *in = bf16 ? (const void *)operand(ops, a->in, N * K, 1) : a->in;
+        CHECK(dm_cuda_matmul_bwd_weight(b, bf16, a->dW, a->dbias, dout, a->dout, in, a->N, a->K,
+                                        a->O, S(ops)),
               "matmul bwd_w");
+    }
+}
+static void matmul_cu(dm_ops *ops, void *args, int dir) { matmul_run(ops, args, dir, 0); }
+static void matmul_bf16_cu(dm_ops *ops, void *args, int dir) { matmul_run(ops, args, dir, 1); }
+/* the bf16 products: where the model's policy asks for them (precision=bf16) */
+static const char *bf16_supports(dm_ops *ops, const void *args, int dir) {
+    (void)args, (void)dir;
+    return dm_cuda_bf16_on(ops) ? NULL : "the policy's matmuls are fp32 (precision=bf16 asks)";
 }
 
 static void embed_cu(dm_ops *ops, void *args, int dir) {
@@ -166,17 +193,19 @@ static void xent_cu(dm_ops *ops, void *args, int dir) {
 /* the head and the cross-entropy over rows in chunks of R, each chunk's logits made in
  * work[R,V] by cuBLASLt (and made again in the backward): forward, the chunk's losses,
  * then the mean of all N; backward, dlogits in place of the logits, then dx = dlogits W
- * and dW += dlogits^T x */
-static void head_xent_cu(dm_ops *ops, void *args, int dir) {
-    dm_head_xent_args *a = args;
+ * and dW += dlogits^T x. bf16: each product on bf16 operands (x's rows from the final
+ * norm's copy, W from the weights' copy, the chunk's dlogits rounded once for both) */
+static void head_xent_run(dm_ops *ops, dm_head_xent_args *a, int dir, int bf16) {
     dm_cuda_blas *b = ST(ops)->blas;
     float *losses = dir == DM_FWD ? losses_of(ops, a->losses, a->N) : NULL;
-    size_t wid = (size_t)(a->w ? a->w : 1);
+    size_t wid = (size_t)(a->w ? a->w : 1), D = (size_t)a->D, V = (size_t)a->V;
+    const void *W = bf16 ? (const void *)operand(ops, a->W, V * D, 2) : a->W;
     for (int r0 = 0; r0 < a->N; r0 += a->R) {
         int n = a->N - r0 < a->R ? a->N - r0 : a->R;
-        const float *x = a->x + (size_t)r0 * a->D;
+        const float *xf = a->x + (size_t)r0 * D;
         const void *t = (const char *)a->targets + (size_t)r0 * wid;
-        CHECK(dm_cuda_matmul_fwd(b, 0, a->work, x, a->W, NULL, n, a->D, a->V, S(ops)),
+        const void *x = bf16 ? (const void *)operand(ops, xf, (size_t)n * D, 0) : xf;
+        CHECK(dm_cuda_matmul_fwd(b, bf16, a->work, x, W, NULL, n, a->D, a->V, S(ops)),
               "head_xent logits");
         if (dir == DM_FWD) {
             CHECK(dm_cuda_xent_fwd(losses + r0, NULL, a->work, t, a->w, n, a->V, S(ops)),
@@ -185,14 +214,19 @@ static void head_xent_cu(dm_ops *ops, void *args, int dir) {
         }
         CHECK(dm_cuda_xent_bwd(a->work, a->work, t, a->w, n, a->V, a->scale, S(ops)),
               "head_xent bwd");
-        CHECK(dm_cuda_matmul_bwd_data(b, 0, a->dx + (size_t)r0 * a->D, a->work, a->W, n, a->D,
-                                      a->V, 0, S(ops)),
+        const void *dl = bf16 ? (const void *)operand(ops, a->work, (size_t)n * V, 1) : a->work;
+        CHECK(dm_cuda_matmul_bwd_data(b, bf16, a->dx + (size_t)r0 * D, dl, W, n, a->D, a->V, 0,
+                                      S(ops)),
               "head_xent dx");
-        CHECK(dm_cuda_matmul_bwd_weight(b, 0, a->dW, NULL, a->work, a->work, x, n, a->D, a->V,
+        CHECK(dm_cuda_matmul_bwd_weight(b, bf16, a->dW, NULL, dl, a->work, x, n, a->D, a->V,
                                         S(ops)),
               "head_xent dW");
     }
     if (dir == DM_FWD) CHECK(dm_cuda_mean(a->mean, losses, a->N, S(ops)), "head_xent mean");
+}
+static void head_xent_cu(dm_ops *ops, void *args, int dir) { head_xent_run(ops, args, dir, 0); }
+static void head_xent_bf16_cu(dm_ops *ops, void *args, int dir) {
+    head_xent_run(ops, args, dir, 1);
 }
 
 static const char *delta_supports(dm_ops *ops, const void *args, int dir) {
@@ -361,7 +395,6 @@ static void normuon_cu(dm_ops *ops, void *args, int dir) {
     static const dm_impl var##_I[] = {IMPL(name, sup, run)};                               \
     static const dm_impl_list var = DM_IMPL_LIST(var##_I);
 
-LIST1(MATMUL, "cublaslt", NULL, matmul_cu)
 LIST1(EMBED, "cuda", NULL, embed_cu)
 LIST1(RMSNORM, "cuda", NULL, norm_cu)
 LIST1(GATEDNORM, "cuda", NULL, norm_cu)
@@ -372,7 +405,6 @@ LIST1(GATE, "cuda", NULL, gate_cu)
 LIST1(SIGMOID, "cuda", NULL, sigmoid_cu)
 LIST1(SWIGLU, "cuda", NULL, swiglu_cu)
 LIST1(XENT, "cuda", NULL, xent_cu)
-LIST1(HEAD_XENT, "cuda", NULL, head_xent_cu)
 LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
 LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)
@@ -384,6 +416,18 @@ LIST1(NS_BF16, "cublaslt-bf16", ns_bf16_supports, ns_bf16_cu)
 LIST1(MUON_UPDATE, "cuda", NULL, muon_update_cu)
 LIST1(NORMUON, "cuda", normuon_supports, normuon_cu)
 LIST1(RETRACT, "cuda", retract_supports, retract_cu)
+
+/* the products: on bf16 operands where the policy asks for them, else fp32 */
+static const dm_impl MATMUL_I[] = {
+    {"cublaslt-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, matmul_bf16_cu, DM_MEM_CUDA},
+    IMPL("cublaslt", NULL, matmul_cu),
+};
+static const dm_impl_list MATMUL = DM_IMPL_LIST(MATMUL_I);
+static const dm_impl HEAD_XENT_I[] = {
+    {"cublaslt-bf16", 0, DM_PREC_BF16, NULL, bf16_supports, head_xent_bf16_cu, DM_MEM_CUDA},
+    IMPL("cuda", NULL, head_xent_cu),
+};
+static const dm_impl_list HEAD_XENT = DM_IMPL_LIST(HEAD_XENT_I);
 
 /* the delta core: chunked, then the serial forward and backward (the oracle) */
 static const dm_impl DELTA_I[] = {

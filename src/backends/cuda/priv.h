@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda.h"
 #include "ops/backend.h"
+#include "ops/copies.h"
 #include "ops/ops.h"
 
 typedef struct {
@@ -17,11 +18,23 @@ typedef struct {
     int slice_cap;
     float *losses;     /* cross-entropy's per-row losses when the caller wants none */
     size_t losses_cap;
+    /* bf16 products (precision=bf16): the copies in the side room and the weights' copy
+     * (ops/copies.h), the weights' copy's memory, a matmul backward's dout rounded once,
+     * and operands rounded for a product (all device memory, grown on demand) */
+    dm_copies copies;
+    uint16_t *wts_b, *dbuf, *opnd[3];
+    size_t wts_cap, dcap, opnd_cap[3];
 } dm_cuda_state;
 
 /* a kernel's or the runtime's error code rc: a lost device context, as on a GPU: one line
  * naming what failed, then the process stops */
 void dm_cuda_check(int rc, const char *what);
+
+/* n bf16 values of device memory in *buf (of *cap), grown when short (the stream waited
+ * for first: queued work may read the old buffer); 0 ok, else the runtime's error */
+int dm_cuda_room(dm_cuda_state *st, uint16_t **buf, size_t *cap, size_t n);
+/* 1 when the model's policy runs the matmuls on bf16 operands */
+int dm_cuda_bf16_on(const struct dm_ops *ops);
 
 /* the state of the backend the op layer is bound to */
 static inline dm_cuda_state *dm_cuda_state_of(const struct dm_ops *ops) {
