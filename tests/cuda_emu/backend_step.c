@@ -55,6 +55,26 @@ static double worst_tensor(const dm_model *m, const float *a, const float *r, co
     return worst;
 }
 
+/* the models of configs c[0..2] made with c[0]'s weights in all three (NULLs when one
+ * cannot be made: the failure checked) */
+static void three_models(const dm_config *c, dm_model *m[3]) {
+    char err[512];
+    for (int i = 0; i < 3; i++) {
+        m[i] = dm_model_create(&c[i], err, sizeof err);
+        CHECKF(m[i], "%s", err);
+    }
+    if (!m[0] || !m[1] || !m[2]) {
+        for (int i = 0; i < 3; i++) dm_model_free(m[i]), m[i] = NULL;
+        return;
+    }
+    size_t np = dm_model_num_params(m[0]);
+    float *p = t_alloc(np);
+    dm_model_params_to_host(m[0], p);
+    dm_model_params_from_host(m[1], p);
+    dm_model_params_from_host(m[2], p);
+    free(p);
+}
+
 static void tokens(uint8_t *tok, size_t n, int step) {
     for (size_t i = 0; i < n; i++) tok[i] = (uint8_t)(i * 37 + 11 * step + 5);
 }
@@ -65,23 +85,18 @@ static void tokens(uint8_t *tok, size_t n, int step) {
  * chunked and reference cores differ more on a tensor, within that; the calls ran on the
  * cuda backend's implementations (cuBLASLt products, the chunked delta core both ways). */
 TEST(cuda_backend_step_matches_cpu) {
-    char err[512];
     const int B = 2, T = 24;
     for (int mixer = 0; mixer < 2; mixer++) {
         dm_config cc = tiny(DM_BACKEND_CPU, mixer ? DM_MIXER_GDN : DM_MIXER_KDA);
-        dm_config cg = tiny(DM_BACKEND_CUDA, cc.mixer), cr = cc;
-        cr.kda_impl = DM_IMPL_REFERENCE;
-        dm_model *a = dm_model_create(&cc, err, sizeof err), *r = dm_model_create(&cr, err, sizeof err);
-        CHECKF(a && r, "%s", err);
-        dm_model *b = dm_model_create(&cg, err, sizeof err);
-        CHECKF(b, "%s", err);
-        if (!a || !b || !r) return;
+        dm_config cs[3] = {cc, tiny(DM_BACKEND_CUDA, cc.mixer), cc};
+        cs[2].kda_impl = DM_IMPL_REFERENCE;
+        dm_model *m[3];
+        three_models(cs, m);
+        dm_model *a = m[0], *b = m[1], *r = m[2];
+        if (!a) return;
         CHECK(!strcmp(dm_model_backend_name(b), "cuda") && dm_model_params(b) == NULL);
         size_t np = dm_model_num_params(a);
         float *pa = t_alloc(np), *pb = t_alloc(np), *pr = t_alloc(np);
-        dm_model_params_to_host(a, pa);
-        dm_model_params_from_host(b, pa);
-        dm_model_params_from_host(r, pa);
         uint8_t tok[2 * 25];
         tokens(tok, sizeof tok, 0);
         float la = dm_model_forward(a, tok, B, T, NULL), lb = dm_model_forward(b, tok, B, T, NULL);
@@ -265,19 +280,15 @@ TEST(cuda_backend_bf16_matches_cpu) {
         cc.precision = DM_PRECISION_BF16;
         cc.optimizer = cf.optimizer = DM_OPT_ADAMW;
         if (k == 2) cc.vocab = cf.vocab = V;
-        dm_config cg = cc;
-        cg.backend = DM_BACKEND_CUDA;
-        dm_model *a = dm_model_create(&cc, err, sizeof err), *f = dm_model_create(&cf, err, sizeof err);
-        CHECKF(a && f, "%s", err);
-        dm_model *b = dm_model_create(&cg, err, sizeof err);
-        CHECKF(b, "%s", err);
-        if (!a || !b || !f) return;
+        dm_config cs[3] = {cc, cc, cf}, cg = cc;
+        cs[1].backend = cg.backend = DM_BACKEND_CUDA;
+        dm_model *m[3];
+        three_models(cs, m);
+        dm_model *a = m[0], *b = m[1], *f = m[2];
+        if (!a) return;
         CHECKF(dm_model_policy(b)->prec.matmul_bf16, "%s: the cuda policy is not bf16", what);
         size_t np = dm_model_num_params(a);
         float *pa = t_alloc(np), *pb = t_alloc(np), *pf = t_alloc(np);
-        dm_model_params_to_host(a, pa);
-        dm_model_params_from_host(b, pa);
-        dm_model_params_from_host(f, pa);
         uint16_t ids[2 * 25];
         uint8_t tok[2 * 25];
         tokens(tok, sizeof tok, 0);
