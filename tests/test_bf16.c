@@ -14,6 +14,8 @@
 #include "backends/cpu/kernels/onednn.h"
 #include "model/model.h"
 #include "backends/cpu/ctx.h" /* the bf16 copy of the weights */
+#include "ops/matmul.h"
+#include "ops/op.h"
 #include "ops/ops.h"
 #include "io/data.h"
 #include "optim/optim.h"
@@ -729,4 +731,50 @@ TEST(bf16_copies_read_as_made) {
     }
     unsetenv("DM_CPU_BF16_REFERENCE");
     unsetenv("DM_CPU_NO_BF16");
+}
+
+/* The precision a call asks travels in its arguments (dm_op_def.asked), not in the op
+ * layer: on one op layer whose setting is fp32, a matmul call asking bf16 runs a bf16
+ * implementation (the reference bf16 path) and gives the bits of the bf16 entry point on
+ * a bf16 op layer; on that bf16 layer a call asking fp32 runs fp32 and gives the bits of
+ * the fp32 layer's; and what runs is counted under the implementation of its precision. */
+TEST(precision_asked_by_the_call) {
+    int N = 37, K = 48, O = 20;
+    float *in = t_alloc((size_t)N * K), *W = t_alloc((size_t)O * K);
+    float *y[4];
+    for (int i = 0; i < 4; i++) y[i] = t_alloc((size_t)N * O);
+    t_fill_normal(in, (size_t)N * K, 5, 1.0f);
+    t_fill_normal(W, (size_t)O * K, 6, 0.2f);
+    dm_config c;
+    dm_config_default(&c);
+    c.gemm = DM_GEMM_OPENBLAS;
+    dm_ops f, h;
+    c.precision = DM_PRECISION_FP32;
+    dm_ops_init(&f, &c);
+    bf16_ops(&h);
+    h.gemm = DM_GEMM_OPENBLAS;
+    h.bf16_why = f.bf16_why = "pretend: the reference bf16 path";
+    dm_op_matmul_fwd(&f, dm_bm(y[0]), dm_bm(in), dm_bm(W), NULL, N, K, O); /* fp32 */
+    dm_op_matmul_fwd(&h, dm_bm(y[1]), dm_bm(in), dm_bm(W), NULL, N, K, O); /* bf16 */
+    dm_matmul_args a = {.out = y[2], .in = in, .W = W, .N = N, .K = K, .O = O,
+                        .prec = DM_PRECISION_BF16};
+    dm_op_run(&f, DM_OP_MATMUL, DM_FWD, &a); /* bf16 asked on the fp32 layer */
+    a.out = y[3], a.prec = DM_PRECISION_FP32;
+    dm_op_run(&h, DM_OP_MATMUL, DM_FWD, &a); /* fp32 asked on the bf16 layer */
+    size_t n = (size_t)N * O;
+    CHECK(memcmp(y[2], y[1], n * sizeof(float)) == 0);
+    CHECK(memcmp(y[3], y[0], n * sizeof(float)) == 0);
+    CHECK(memcmp(y[0], y[1], n * sizeof(float)) != 0); /* bf16 and fp32 differ here */
+    /* counted: each layer ran one call of each precision (implementations 1: the bf16
+     * reference path, 3: openblas; cpu/matmul.c's table) */
+    CHECK(!strcmp(dm_op_impl_name(DM_OP_MATMUL, 1), "reference-bf16") &&
+          !strcmp(dm_op_impl_name(DM_OP_MATMUL, 3), "openblas"));
+    CHECKF(f.ran[DM_OP_MATMUL][DM_FWD][1] == 1 && f.ran[DM_OP_MATMUL][DM_FWD][3] == 1 &&
+               h.ran[DM_OP_MATMUL][DM_FWD][1] == 1 && h.ran[DM_OP_MATMUL][DM_FWD][3] == 1,
+           "fp32 layer %ld/%ld, bf16 layer %ld/%ld", f.ran[DM_OP_MATMUL][DM_FWD][1],
+           f.ran[DM_OP_MATMUL][DM_FWD][3], h.ran[DM_OP_MATMUL][DM_FWD][1],
+           h.ran[DM_OP_MATMUL][DM_FWD][3]);
+    dm_ops_free(&f), dm_ops_free(&h);
+    free(in), free(W);
+    for (int i = 0; i < 4; i++) free(y[i]);
 }

@@ -79,7 +79,7 @@ static double reads(const void *args, int dir) {
 
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
-                                sizeof(dm_delta_args), outputs, flops, check, reads};
+                                sizeof(dm_delta_args), outputs, flops, check, reads, NULL};
 
 void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm_bf *k,
                      const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,

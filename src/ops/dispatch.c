@@ -144,15 +144,15 @@ void dm_ops_free(dm_ops *ops) {
 /* ---- choosing ---- */
 
 /* An implementation left out entirely (not a decline): one of another backend's memory
- * kind; by the precision setting every bf16 one under fp32, and under auto the bf16
- * reference (auto means the hardware kernel; the reference runs as the oracle in verify
- * mode, where precision=bf16 asks for it, and where the policy puts it in the hardware
- * kernel's place: its matmul_via). */
-static int left_out(const dm_ops *ops, const dm_impl *im) {
+ * kind; by the precision the call asks (dm_op_def.asked) every bf16 one under fp32, and
+ * under auto the bf16 reference (auto means the hardware kernel; the reference runs as the
+ * oracle in verify mode, where a call asks bf16, and where the policy puts it in the
+ * hardware kernel's place: its matmul_via). */
+static int left_out(const dm_ops *ops, const dm_impl *im, int asked) {
     if (im->mem != (ops->be ? ops->be->mem : DM_MEM_HOST)) return 1; /* another backend's */
     if (im->precision != DM_PREC_BF16) return 0;
-    if (ops->precision == DM_PRECISION_FP32) return 1;
-    return ops->precision == DM_PRECISION_AUTO && im->reference &&
+    if (asked == DM_PRECISION_FP32) return 1;
+    return asked == DM_PRECISION_AUTO && im->reference &&
            !(ops->policy && ops->policy->prec.matmul_bf16 && ops->policy->prec.matmul_via);
 }
 
@@ -380,10 +380,11 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     }
     dm_backend_enter(ops->be); /* the backend's memory is the kernels' during the call */
     int chosen = -1, n = n_impl(ops, op);
+    int asked = def->asked ? def->asked(args) : DM_PRECISION_FP32;
     const char *why = "it has none";
     for (int i = 0; i < n && chosen < 0; i++) {
         const dm_impl *im = impl_at(ops, op, i);
-        if (left_out(ops, im)) continue;
+        if (left_out(ops, im, asked)) continue;
         why = why_not(ops, im, args, dir);
         if (!why) chosen = i;
         else count_skip(ops, op, dir, i, why);

@@ -50,15 +50,17 @@ static const char *check(const void *args, int dir) {
     return a->O && a->K && (!a->dW || (a->N && (!a->dout || !a->in))) ? "a NULL buffer" : NULL;
 }
 
+static int asked(const void *args) { return ((const dm_matmul_args *)args)->prec; }
+
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_matmul = {"matmul", 1u << DM_FWD | 1u << DM_BWD | 1u << DM_BWD_W, &REF,
                                  sizeof(dm_matmul_args), outputs, flops, check,
-                                 NULL /* bound by its FLOPs */};
+                                 NULL /* bound by its FLOPs */, asked};
 
 void dm_op_matmul_fwd(dm_ops *o, dm_bf *out, const dm_bf *in, const dm_bf *W, const dm_bf *bias,
                       int N, int K, int O) {
     dm_matmul_args a = {.out = DM_RAW(out), .in = DM_RAW(in), .W = DM_RAW(W), .bias = DM_RAW(bias),
-                        .N = N, .K = K, .O = O};
+                        .N = N, .K = K, .O = O, .prec = o->precision};
     dm_op_run(o, DM_OP_MATMUL, DM_FWD, &a);
 }
 
@@ -66,7 +68,7 @@ void dm_op_matmul_bwd(dm_ops *o, dm_bf *din, dm_bf *dW, dm_bf *dbias, const dm_b
                       const dm_bf *in, const dm_bf *W, int N, int K, int O, int din_acc) {
     dm_matmul_args a = {.in = DM_RAW(in), .W = DM_RAW(W), .din = DM_RAW(din), .dout = DM_RAW(dout),
                         .din_acc = din_acc, .dW = DM_RAW(dW), .dbias = DM_RAW(dbias), .N = N,
-                        .K = K, .O = O};
+                        .K = K, .O = O, .prec = o->precision};
     /* both products read dout: the backend may keep one copy of it for both (its side
      * room's, or made here and forgotten after them) */
     const dm_backend_vt *vt = o->be ? o->be->vt : dm_backend_regs[0].vt;

@@ -12,6 +12,7 @@ typedef struct {
     int din_acc;
     float *dW, *dbias;       /* bwd_w: [O,K], [O] */
     int N, K, O;
+    int prec;                /* the precision asked for the products: DM_PRECISION_* */
 } dm_matmul_args;
 
 #endif

@@ -64,10 +64,10 @@ static double norm_reads(const void *args, int dir) {
 static const dm_impl RMS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_ref, DM_MEM_HOST};
 const dm_op_def dm_def_rmsnorm = {"rmsnorm", 1u << DM_FWD | 1u << DM_BWD, &RMS_REF,
                                   sizeof(dm_norm_args), rms_outputs, NULL, norm_check,
-                                  norm_reads};
+                                  norm_reads, NULL};
 const dm_op_def dm_def_gatednorm = {"gatednorm", 1u << DM_FWD | 1u << DM_BWD, &RMS_REF,
                                     sizeof(dm_norm_args), rms_outputs, NULL, norm_check,
-                                    norm_reads};
+                                    norm_reads, NULL};
 
 static void l2_ref(dm_ops *ops, void *args, int dir) {
     (void)ops;
@@ -94,7 +94,7 @@ static int l2_outputs(void *args, int dir, dm_out *o) {
 static const dm_impl L2_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, l2_ref, DM_MEM_HOST};
 const dm_op_def dm_def_l2norm = {"l2norm", 1u << DM_FWD | 1u << DM_BWD, &L2_REF,
                                  sizeof(dm_norm_args),
-                                 l2_outputs, NULL, norm_check, norm_reads};
+                                 l2_outputs, NULL, norm_check, norm_reads, NULL};
 
 void dm_op_rmsnorm_fwd(dm_ops *o, dm_bf *y, dm_bf *rstd, const dm_bf *x, const dm_bf *w, int N,
                        int C, float eps, dm_bf *scratch) {

@@ -54,17 +54,20 @@ static const char *ns_check(const void *args, int dir) {
                                                                        : NULL;
 }
 
+static int ns_asked(const void *args) { return ((const dm_ns_args *)args)->prec; }
+
 static const dm_impl NS_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ns_ref, DM_MEM_HOST};
 const dm_op_def dm_def_ns = {"ns", 1u << DM_FWD, &NS_REF, sizeof(dm_ns_args), ns_outputs,
-                             ns_op_flops, ns_check, NULL};
+                             ns_op_flops, ns_check, NULL, ns_asked};
 const dm_op_def dm_def_ns_bf16 = {"ns_bf16", 1u << DM_FWD, NULL, sizeof(dm_ns_args), ns_outputs,
-                                  ns_op_flops, ns_check, NULL};
+                                  ns_op_flops, ns_check, NULL, ns_asked};
 
 void dm_op_ns(dm_ops *o, dm_bf *x, int n, int rows, int cols, int s, dm_bf *work, int bf16,
               int stack) {
     dm_ns_args a = {.out = DM_RAW(x), .G = DM_RAW(x), .n = n, .rows = rows, .cols = cols, .s = s,
-                    .stack = stack, .t = -1, .work = DM_RAW(work)};
+                    .stack = stack, .t = -1, .work = DM_RAW(work), .prec = DM_PRECISION_FP32};
     if (bf16 && !dm_ops_ns_bf16_context(o)) {
+        a.prec = DM_PRECISION_BF16;
         dm_op_run(o, DM_OP_NS_BF16, DM_FWD, &a);
         return;
     }
@@ -105,7 +108,7 @@ static const char *retract_check(const void *args, int dir) {
     return !a->out || !a->W || !a->c || (a->stiefel && !a->work) ? "a NULL buffer" : NULL;
 }
 const dm_op_def dm_def_retract = {"retract", 1u << DM_FWD, NULL, sizeof(dm_retract_args),
-                                  retract_outputs, NULL, retract_check, NULL};
+                                  retract_outputs, NULL, retract_check, NULL, NULL};
 
 void dm_op_retract_sphere(dm_ops *o, dm_bf *W, const dm_bf *R, int n, int rows, int cols) {
     dm_retract_args a = {DM_RAW(W), DM_RAW(W), DM_RAW(R), n, rows, cols, 0, 0, NULL};

@@ -24,8 +24,8 @@
 typedef struct {
     const char *name;  /* "chunked", "openblas", "reference", ... */
     int reference;     /* 1: the op's reference (the oracle) among those of its precision */
-    int precision;     /* DM_PREC_*: bf16 implementations are asked only when the setting
-                          allows bf16, and come first */
+    int precision;     /* DM_PREC_*: bf16 implementations are asked only when the call
+                          asks for bf16 or auto (dm_op_def.asked), and come first */
     /* Does the setting pick it for this call? NULL when it does, else the reason naming
      * the setting (static string). NULL hook: always. */
     const char *(*selected)(const dm_ops *ops, const void *args, int dir);
@@ -83,6 +83,11 @@ typedef struct {
      * for the atlas's floor beside what it writes; NULL: not counted (the products, bound
      * by their FLOPs, and Newton-Schulz) */
     double (*reads)(const void *args, int dir);
+    /* the precision a call asks for its products (DM_PRECISION_*: fp32 runs fp32
+     * implementations only; bf16 its bf16 ones first, the bf16 reference among them; auto
+     * the hardware bf16 ones where they take the call, else fp32), kept in its arguments;
+     * NULL: fp32 (an op without bf16 implementations) */
+    int (*asked)(const void *args);
 } dm_op_def;
 
 /* The one dispatch routine. */

@@ -62,10 +62,10 @@ static const dm_impl SIGMOID_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, si
                                     DM_MEM_HOST};
 const dm_op_def dm_def_silu = {"silu", 1u << DM_FWD | 1u << DM_BWD, &SILU_REF,
                                sizeof(dm_unary_args), unary_outputs, NULL, unary_check,
-                               unary_reads};
+                               unary_reads, NULL};
 const dm_op_def dm_def_sigmoid = {"sigmoid", 1u << DM_FWD | 1u << DM_BWD, &SIGMOID_REF,
                                   sizeof(dm_unary_args), unary_outputs, NULL, unary_check,
-                                  unary_reads};
+                                  unary_reads, NULL};
 
 /* in: x for the forward and for silu's backward, y for sigmoid's backward */
 static void unary(dm_ops *o, int op, int dir, dm_bf *out, const dm_bf *in, const dm_bf *dy,
@@ -110,7 +110,7 @@ static const dm_impl SWIGLU_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, swi
                                    DM_MEM_HOST};
 const dm_op_def dm_def_swiglu = {"swiglu", 1u << DM_FWD | 1u << DM_BWD, &SWIGLU_REF,
                                  sizeof(dm_swiglu_args), swiglu_outputs, NULL, swiglu_check,
-                                 swiglu_reads};
+                                 swiglu_reads, NULL};
 
 void dm_op_swiglu_fwd(dm_ops *o, dm_bf *h, const dm_bf *a, const dm_bf *b, size_t n) {
     dm_swiglu_args s = {.h = DM_RAW(h), .a = DM_RAW(a), .b = DM_RAW(b), .n = n};
@@ -164,7 +164,7 @@ static double gate_reads(const void *args, int dir) {
 
 static const dm_impl GATE_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref, DM_MEM_HOST};
 const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, &GATE_REF,
-                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check, gate_reads};
+                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check, gate_reads, NULL};
 
 void dm_op_gate_fwd(dm_ops *o, dm_bf *g, const dm_bf *f, const dm_bf *A_log,
                     const dm_bf *dt_bias, int N, int H, int Cg, float lb) {
@@ -191,7 +191,7 @@ static int add_outputs(void *args, int dir, dm_out *o) {
     return 1;
 }
 const dm_op_def dm_def_add = {"add", 1u << DM_FWD, NULL, sizeof(dm_add_args), add_outputs,
-                              NULL, add_check, add_reads};
+                              NULL, add_check, add_reads, NULL};
 
 void dm_op_add(dm_ops *o, dm_bf *y, const dm_bf *x, size_t n) {
     dm_add_args a = {.y = DM_RAW(y), .x = DM_RAW(x), .n = n};

@@ -43,7 +43,7 @@ static double embed_reads(const void *args, int dir) {
 static const dm_impl EMBED_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, embed_ref, DM_MEM_HOST};
 const dm_op_def dm_def_embed = {"embed", 1u << DM_FWD | 1u << DM_BWD, &EMBED_REF,
                                 sizeof(dm_embed_args), embed_outputs, NULL, embed_check,
-                                embed_reads};
+                                embed_reads, NULL};
 
 void dm_op_embed_fwd_ids(dm_ops *o, dm_bf *out, const void *ids, int w, const dm_bf *table,
                          int N, int C, int V) {
@@ -93,7 +93,7 @@ static double conv_reads(const void *args, int dir) {
 static const dm_impl CONV_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, conv_ref, DM_MEM_HOST};
 const dm_op_def dm_def_conv = {"conv", 1u << DM_FWD | 1u << DM_BWD, &CONV_REF,
                                sizeof(dm_conv_args),
-                               conv_outputs, NULL, conv_check, conv_reads};
+                               conv_outputs, NULL, conv_check, conv_reads, NULL};
 
 void dm_op_conv_fwd(dm_ops *o, dm_bf *y, const dm_bf *x, const dm_bf *w, int B, int T, int C,
                     int W) {
@@ -146,7 +146,7 @@ static double xent_reads(const void *args, int dir) {
 static const dm_impl XENT_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, xent_ref, DM_MEM_HOST};
 const dm_op_def dm_def_xent = {"xent", 1u << DM_FWD | 1u << DM_BWD, &XENT_REF,
                                sizeof(dm_xent_args),
-                               xent_outputs, NULL, xent_check, xent_reads};
+                               xent_outputs, NULL, xent_check, xent_reads, NULL};
 
 void dm_op_xent_fwd_ids(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *logits,
                         const void *targets, int w, int N, int V) {
@@ -221,18 +221,21 @@ static double head_xent_reads(const void *args, int dir) {
     return dir == DM_FWD ? once : 2.0 * once;
 }
 
+static int head_xent_asked(const void *args) { return ((const dm_head_xent_args *)args)->prec; }
+
 static const dm_impl HEAD_XENT_REF = {"reference", 1,    DM_PREC_FP32, NULL, NULL,
                                       head_xent_ref, DM_MEM_HOST};
 const dm_op_def dm_def_head_xent = {"head_xent",         1u << DM_FWD | 1u << DM_BWD,
                                     &HEAD_XENT_REF,      sizeof(dm_head_xent_args),
                                     head_xent_outputs,   head_xent_flops,
-                                    head_xent_check,     head_xent_reads};
+                                    head_xent_check,     head_xent_reads,
+                                    head_xent_asked};
 
 void dm_op_head_xent_fwd(dm_ops *o, double *mean, dm_bf *losses, const dm_bf *x, const dm_bf *W,
                          const void *targets, int w, dm_bf *work, int N, int D, int V, int R) {
     dm_head_xent_args a = {.losses = DM_RAW(losses), .mean = mean, .x = DM_RAW(x), .W = DM_RAW(W),
                            .targets = targets, .w = w, .work = DM_RAW(work), .N = N, .D = D, .V = V,
-                           .R = R};
+                           .R = R, .prec = o->precision};
     dm_op_run(o, DM_OP_HEAD_XENT, DM_FWD, &a);
 }
 void dm_op_head_xent_bwd(dm_ops *o, dm_bf *dx, dm_bf *dW, const dm_bf *x, const dm_bf *W,
@@ -240,6 +243,6 @@ void dm_op_head_xent_bwd(dm_ops *o, dm_bf *dx, dm_bf *dW, const dm_bf *x, const 
                          float scale) {
     dm_head_xent_args a = {.x = DM_RAW(x), .W = DM_RAW(W), .targets = targets, .w = w,
                            .dx = DM_RAW(dx), .dW = DM_RAW(dW), .work = DM_RAW(work), .N = N, .D = D,
-                           .V = V, .R = R, .scale = scale};
+                           .V = V, .R = R, .scale = scale, .prec = o->precision};
     dm_op_run(o, DM_OP_HEAD_XENT, DM_BWD, &a);
 }

@@ -54,6 +54,7 @@ typedef struct {
     float *work; /* [R,V] */
     int N, D, V, R;
     float scale;
+    int prec;    /* the precision asked for the products: DM_PRECISION_* */
 } dm_head_xent_args;
 
 #endif

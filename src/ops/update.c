@@ -90,7 +90,7 @@ static const dm_impl ADAMW_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, adam
                                   DM_MEM_HOST};
 const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 sizeof(dm_adamw_args),
-                                adamw_outputs, NULL, adamw_check, adamw_reads};
+                                adamw_outputs, NULL, adamw_check, adamw_reads, NULL};
 
 void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n, float lr,
                  float wd, float b1, float b2, float eps, long t, const dm_bf *gscale,
@@ -120,7 +120,7 @@ static const dm_impl MOMENTUM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, m
                                      DM_MEM_HOST};
 const dm_op_def dm_def_momentum = {"momentum", 1u << DM_FWD, &MOMENTUM_REF,
                                    sizeof(dm_mom_args),
-                                   mom_outputs, NULL, mom_check, mom_reads};
+                                   mom_outputs, NULL, mom_check, mom_reads, NULL};
 
 void dm_op_momentum(dm_ops *o, dm_bf *mom, dm_bf *u, const dm_bf *g, size_t n, float beta,
                     const dm_bf *gscale) {
@@ -145,7 +145,7 @@ static const dm_impl APPLY_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, appl
                                   DM_MEM_HOST};
 const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
                                       sizeof(dm_apply_args), apply_outputs, NULL, apply_check,
-                                      apply_reads};
+                                      apply_reads, NULL};
 
 void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, float decay, float step,
                        int cautious) {
@@ -183,7 +183,7 @@ static const dm_impl NORMUON_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, no
                                     DM_MEM_HOST};
 const dm_op_def dm_def_normuon = {"normuon", 1u << DM_FWD, &NORMUON_REF,
                                   sizeof(dm_normuon_args), normuon_outputs, NULL,
-                                  normuon_check, normuon_reads};
+                                  normuon_check, normuon_reads, NULL};
 
 void dm_op_normuon(dm_ops *o, dm_bf *x, dm_bf *v, int n, int rows, int cols, float beta2,
                    float eps, dm_bf *work) {
@@ -212,7 +212,7 @@ static const dm_impl NORM_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, norm_
                                  DM_MEM_HOST};
 const dm_op_def dm_def_grad_norm = {"grad_norm", 1u << DM_FWD, &NORM_REF,
                                     sizeof(dm_gnorm_args),
-                                    norm_outputs, NULL, gnorm_check, gnorm_reads};
+                                    norm_outputs, NULL, gnorm_check, gnorm_reads, NULL};
 
 void dm_op_grad_norm(dm_ops *o, double *norm, dm_bf *gscale, const dm_bf *g, size_t n,
                      float clip) {
@@ -242,12 +242,12 @@ static const dm_impl GRAD_ADD_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, a
                                      DM_MEM_HOST};
 const dm_op_def dm_def_grad_add = {"grad_add", 1u << DM_FWD, &GRAD_ADD_REF,
                                    sizeof(dm_sum_args),
-                                   sum_outputs, NULL, sum_check, sum_reads};
+                                   sum_outputs, NULL, sum_check, sum_reads, NULL};
 static const dm_impl GRAD_MEAN_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, mean_ref,
                                       DM_MEM_HOST};
 const dm_op_def dm_def_grad_mean = {"grad_mean", 1u << DM_FWD, &GRAD_MEAN_REF,
                                     sizeof(dm_sum_args),
-                                    sum_outputs, NULL, sum_check, sum_reads};
+                                    sum_outputs, NULL, sum_check, sum_reads, NULL};
 
 void dm_op_grad_add(dm_ops *o, dm_bf *acc, const dm_bf *g, size_t n, int first) {
     dm_sum_args a = {.out = DM_RAW(acc), .acc = DM_RAW(acc), .g = DM_RAW(g), .n = n,

@@ -76,7 +76,7 @@ static dm_matmul_args chunk_product(const dm_head_xent_args *a, int r0, int n) {
     size_t at = (size_t)r0 * a->D;
     return (dm_matmul_args){.out = a->work, .in = a->x + at, .W = a->W,
                             .din = a->dx ? a->dx + at : NULL, .dout = a->work, .dW = a->dW,
-                            .N = n, .K = a->D, .O = a->V};
+                            .N = n, .K = a->D, .O = a->V, .prec = a->prec};
 }
 static const char *head_bf16_supports(dm_ops *ops, const void *args, int dir, int hw) {
     const dm_head_xent_args *a = args;

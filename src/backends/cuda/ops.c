@@ -412,7 +412,6 @@ LIST1(GRAD_NORM, "cuda", NULL, grad_norm_cu)
 LIST1(ADAMW, "cuda", NULL, adamw_cu)
 LIST1(MOMENTUM, "cuda", NULL, momentum_cu)
 LIST1(NS, "cublaslt", ns_supports, ns_cu)
-LIST1(NS_BF16, "cublaslt-bf16", ns_bf16_supports, ns_bf16_cu)
 LIST1(MUON_UPDATE, "cuda", NULL, muon_update_cu)
 LIST1(NORMUON, "cuda", normuon_supports, normuon_cu)
 LIST1(RETRACT, "cuda", retract_supports, retract_cu)
@@ -428,6 +427,9 @@ static const dm_impl HEAD_XENT_I[] = {
     IMPL("cuda", NULL, head_xent_cu),
 };
 static const dm_impl_list HEAD_XENT = DM_IMPL_LIST(HEAD_XENT_I);
+static const dm_impl NS_BF16_I[] = {
+    {"cublaslt-bf16", 0, DM_PREC_BF16, NULL, ns_bf16_supports, ns_bf16_cu, DM_MEM_CUDA}};
+static const dm_impl_list NS_BF16 = DM_IMPL_LIST(NS_BF16_I);
 
 /* the delta core: chunked, then the serial forward and backward (the oracle) */
 static const dm_impl DELTA_I[] = {
