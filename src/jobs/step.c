@@ -63,12 +63,16 @@ int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c,
     s->gs = dm_gradsum_create(m, s->A, comm, err, errlen);
     if (!s->gs) return 1;
     if (dm_optim_set_comm(o, comm, err, errlen)) return 1;
-    s->batch = malloc((size_t)s->A * s->B * (s->T + 1) * (size_t)dm_id_width(c->vocab));
+    size_t bytes = (size_t)s->A * s->B * (s->T + 1) * (size_t)dm_id_width(c->vocab);
+    dm_backend *be = dm_model_backend(m);
+    s->batch = malloc(bytes);
+    s->next = malloc(bytes);
     s->losses = malloc(sizeof(float) * (size_t)s->A);
     s->loss_off = malloc(sizeof(size_t) * (size_t)(s->N + 1));
-    s->dloss = dm_backend_alloc(dm_model_backend(m), sizeof(double) * (size_t)s->local);
-    s->hloss = malloc(sizeof(double) * (size_t)s->local);
-    if (!s->batch || !s->losses || !s->loss_off || !s->dloss || !s->hloss) {
+    s->dloss = dm_backend_alloc(be, sizeof(double) * (size_t)(s->local + 1));
+    s->hloss = malloc(sizeof(double) * (size_t)(s->local + 1));
+    if (!s->batch || !s->next || !s->losses || !s->loss_off || !s->dloss || !s->hloss ||
+        dm_backend_marks(be, 2 * s->local + 3)) {
         snprintf(err, errlen, "out of memory: a step of %d x %d sequences of %d bytes", s->A,
                  s->B, s->T + 1);
         return 1;
@@ -80,6 +84,7 @@ int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c,
 void dm_stepper_free(dm_stepper *s) {
     dm_gradsum_free(s->gs);
     free(s->batch);
+    free(s->next);
     free(s->losses);
     free(s->loss_off);
     if (s->m) dm_backend_release(dm_model_backend(s->m), s->dloss);
@@ -87,61 +92,97 @@ void dm_stepper_free(dm_stepper *s) {
     *s = (dm_stepper){0};
 }
 
-int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
-                   long opt_step, dm_step_out *out) {
-    double t0 = dm_now();
-    dm_corpus_batch(corpus, seed, batch_step, s->A * s->B, s->T, s->batch);
-    dm_corpus_prefetch(corpus, seed, batch_step + 1, s->A * s->B, s->T); /* a mapped corpus */
-    double t_data = dm_now() - t0;
-    int rc = dm_stepper_step(s, s->batch, opt_step, out);
-    out->t_data = t_data;
-    return rc;
-}
-
-int dm_stepper_step(dm_stepper *s, const void *batch, long opt_step, dm_step_out *out) {
+/* Queue the step on batch: each micro-batch's forward (its loss copied beside the others)
+ * and backward into the gradient sum, the sum's end, the update, the norm copied after the
+ * losses; marks between (2j, 2j+1: micro-batch j's forward; 2j+1, 2j+2: its backward; then
+ * the sum's end, the update); then the read of the losses and the norm begun. No wait. */
+static int step_begin(dm_stepper *s, const void *batch, long opt_step) {
     /* a sequence's T + 1 ids of the model's width */
     size_t seq = ((size_t)s->T + 1) * (size_t)dm_id_width(dm_model_config(s->m)->vocab);
     const uint8_t *ids = batch;
-    out->t_data = 0;
-    out->t_fwd = out->t_bwd = 0;
-    float *mine = s->losses + s->loss_off[s->rank];
-    int rc = 0;
+    int rc = 0, L = s->local;
     /* the gradient sum and the optimizer run through ops and the backend's copies: no
      * host access to the model's memory here; the losses and the gradient norm stay in
      * the backend's memory until the step's end reads them */
     dm_backend *be = dm_model_backend(s->m);
-    for (int j = 0; j < s->local; j++) {
+    dm_backend_mark(be, 0);
+    for (int j = 0; j < L; j++) {
         int mb = j * s->N + s->rank; /* the global micro-batch */
-        double t1 = dm_now();
         if (dm_model_forward_queued(s->m, ids + (size_t)mb * s->B * seq, s->B, s->T)) {
             double nan = NAN; /* no memory for the batch: a loss that is not a number */
-            dm_backend_from_host(be, s->dloss + j, &nan, sizeof nan);
+            dm_backend_put(be, s->dloss + j, &nan, sizeof nan);
         } else {
             dm_backend_copy(be, s->dloss + j, dm_model_loss_mem(s->m), sizeof(double));
         }
-        dm_backend_sync(be); /* the times below are of work done */
-        double t2 = dm_now();
+        dm_backend_mark(be, 2 * j + 1);
         dm_model_zero_grad(s->m);
         dm_model_backward(s->m);
         rc |= dm_gradsum_add(s->gs, j);
-        dm_backend_sync(be);
-        out->t_fwd += t2 - t1;
-        out->t_bwd += dm_now() - t2;
+        dm_backend_mark(be, 2 * j + 2);
     }
-    double t3 = dm_now();
     rc |= dm_gradsum_finish(s->gs);
-    double t4 = dm_now();
-    out->t_bwd += t4 - t3;
-    if (!rc) rc |= dm_optim_step_queued(s->opt, s->m, opt_step);
-    dm_backend_sync(be);
-    out->t_opt = dm_now() - t4;
-    /* the step's one read of the backend: its losses and gradient norm */
-    dm_backend_to_host(be, s->hloss, s->dloss, sizeof(double) * (size_t)s->local);
-    out->gnorm = rc ? NAN : dm_optim_norm(s->opt);
-    for (int j = 0; j < s->local; j++) mine[j] = (float)s->hloss[j];
+    dm_backend_mark(be, 2 * L + 1);
+    if (!rc) {
+        rc |= dm_optim_step_queued(s->opt, s->m, opt_step);
+        dm_backend_copy(be, s->dloss + L, dm_optim_norm_mem(s->opt), sizeof(double));
+    }
+    dm_backend_mark(be, 2 * L + 2);
+    dm_backend_read_begin(be, s->hloss, s->dloss, sizeof(double) * (size_t)(L + 1));
+    return rc;
+}
+
+/* The step's end: the read waited for, the phase times from the marks, the losses
+ * gathered from the ranks and averaged in micro-batch order. */
+static int step_end(dm_stepper *s, int rc, dm_step_out *out) {
+    dm_backend *be = dm_model_backend(s->m);
+    int L = s->local;
+    dm_backend_read_end(be);
+    out->t_fwd = out->t_bwd = 0;
+    for (int j = 0; j < L; j++) {
+        out->t_fwd += 1e-3 * dm_backend_mark_ms(be, 2 * j, 2 * j + 1);
+        out->t_bwd += 1e-3 * dm_backend_mark_ms(be, 2 * j + 1, 2 * j + 2);
+    }
+    out->t_bwd += 1e-3 * dm_backend_mark_ms(be, 2 * L, 2 * L + 1);
+    out->t_opt = 1e-3 * dm_backend_mark_ms(be, 2 * L + 1, 2 * L + 2);
+    out->gnorm = rc ? NAN : s->hloss[L];
+    float *mine = s->losses + s->loss_off[s->rank];
+    for (int j = 0; j < L; j++) mine[j] = (float)s->hloss[j];
     rc |= dm_comm_allgather(s->comm, s->losses, s->loss_off, sizeof(float));
     double sum = 0; /* in micro-batch order: m = j N + r sits at r * local + j */
     for (int mb = 0; mb < s->A; mb++) sum += (double)s->losses[(mb % s->N) * s->local + mb / s->N];
     out->loss = (float)(sum / s->A);
     return rc || dm_comm_error(s->comm)[0] ? 1 : 0;
+}
+
+int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
+                   long opt_step, dm_step_out *out) {
+    size_t n = (size_t)s->A * s->B;
+    double t0 = dm_now();
+    if (s->next_ok && s->next_seed == seed && s->next_step == batch_step) {
+        uint8_t *b = s->batch; /* drawn while the last step ran */
+        s->batch = s->next, s->next = b;
+    } else {
+        dm_corpus_batch(corpus, seed, batch_step, (int)n, s->T, s->batch);
+    }
+    s->next_ok = 0;
+    dm_corpus_prefetch(corpus, seed, batch_step + 1, (int)n, s->T); /* a mapped corpus */
+    double t_data = dm_now() - t0;
+    int rc = step_begin(s, s->batch, opt_step);
+    if (dm_backend_queues(dm_model_backend(s->m))) { /* the next batch while it runs */
+        double t1 = dm_now();
+        dm_corpus_batch(corpus, seed, batch_step + 1, (int)n, s->T, s->next);
+        s->next_ok = 1, s->next_seed = seed, s->next_step = batch_step + 1;
+        t_data += dm_now() - t1;
+    }
+    rc = step_end(s, rc, out);
+    out->t_data = t_data;
+    return rc;
+}
+
+int dm_stepper_step(dm_stepper *s, const void *batch, long opt_step, dm_step_out *out) {
+    s->next_ok = 0;
+    int rc = step_begin(s, batch, opt_step);
+    rc = step_end(s, rc, out);
+    out->t_data = 0;
+    return rc;
 }

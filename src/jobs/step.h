@@ -27,10 +27,16 @@ typedef struct {
     int B, T, A, N, rank, local; /* local: this rank's micro-batches, A / N */
     uint8_t *batch;              /* [A * B, T + 1] the step's sequences: ids of
                                     dm_id_width(vocab) bytes */
+    uint8_t *next;               /* the same for the next step, drawn while a backend that
+                                    queues (a GPU) runs this one (dm_stepper_run) */
+    int next_ok;                 /* next holds the batch of (next_seed, next_step) */
+    uint64_t next_seed;
+    long next_step;
     float *losses;               /* [A] by rank, then local index (the all-gather's order) */
-    double *dloss, *hloss;       /* [local] this rank's micro-batch losses: in the backend's
-                                    memory as the forwards leave them, then read once per
-                                    step into the host's */
+    double *dloss, *hloss;       /* [local + 1] this rank's micro-batch losses and the
+                                    gradient norm: in the backend's memory as the step leaves
+                                    them, then read once per step into the host's, by a read
+                                    begun behind the step's work (dm_backend_read_begin) */
     size_t *loss_off;            /* [N + 1] */
 } dm_stepper;
 
@@ -59,7 +65,9 @@ void dm_stepper_free(dm_stepper *s);
 
 /* One step: the batch of (seed, batch_step), the optimizer's 0-based step opt_step.
  * Returns 0, or 1 when an exchange between ranks failed (dm_comm_error); a non-finite
- * loss or norm is the caller's to judge. */
+ * loss or norm is the caller's to judge. The step waits for its backend once, for the read
+ * of its losses and norm at its end (its phase times come from marks); on a backend that
+ * queues, the next step's batch (batch_step + 1) is drawn while this one runs. */
 int dm_stepper_run(dm_stepper *s, const dm_corpus *corpus, uint64_t seed, long batch_step,
                    long opt_step, dm_step_out *out);
 /* The same step on a batch given as [A * B, T + 1] ids (bytes for the byte vocabulary;

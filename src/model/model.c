@@ -438,11 +438,11 @@ int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T) {
     if (dm_model_reserve(m, B, T, NULL, 0)) return 1;
     size_t w = (size_t)dm_id_width(m->cfg.vocab);
     const uint8_t *ids = tokens;
-    for (int b = 0; b < B; b++) { /* the batch to the backend */
-        dm_backend_from_host(m->be, m->inp + (size_t)b * T * w, ids + (size_t)b * (T + 1) * w,
-                             (size_t)T * w);
-        dm_backend_from_host(m->be, m->tgt + (size_t)b * T * w,
-                             ids + ((size_t)b * (T + 1) + 1) * w, (size_t)T * w);
+    for (int b = 0; b < B; b++) { /* the batch to the backend, queued (no wait) */
+        dm_backend_put(m->be, m->inp + (size_t)b * T * w, ids + (size_t)b * (T + 1) * w,
+                       (size_t)T * w);
+        dm_backend_put(m->be, m->tgt + (size_t)b * T * w, ids + ((size_t)b * (T + 1) + 1) * w,
+                       (size_t)T * w);
     }
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
     if (m->policy.prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "dormouse.h"
 
 const dm_backend_reg *dm_backend_reg_of(int kind) {
@@ -38,7 +39,8 @@ dm_backend *dm_backend_make(const dm_backend_reg *reg, int mem, const dm_backend
         if (err) snprintf(err, errlen, "out of memory creating the %s backend", reg->name);
         return NULL;
     }
-    *be = (dm_backend){reg->name, reg->kind, mem, vt, priv, reg->impls};
+    *be = (dm_backend){.name = reg->name, .kind = reg->kind, .mem = mem, .vt = vt, .priv = priv,
+                       .impls = reg->impls};
     return be;
 }
 
@@ -49,7 +51,9 @@ const char *dm_backend_choice(int kind, int device, char *buf, size_t n) {
 }
 
 void dm_backend_free(dm_backend *be) {
-    if (be) be->vt->destroy(be);
+    if (!be) return;
+    free(be->clock);
+    be->vt->destroy(be);
 }
 
 void *dm_backend_alloc(dm_backend *be, size_t bytes) { return be->vt->alloc(be, bytes); }
@@ -71,6 +75,39 @@ void dm_backend_zero(dm_backend *be, void *p, size_t bytes) {
 void dm_backend_sync(dm_backend *be) {
     if (be && be->vt->sync) be->vt->sync(be);
 }
+int dm_backend_marks(dm_backend *be, int n) {
+    if (be->vt->marks) return be->vt->marks(be, n);
+    if (n <= be->n_clock) return 0;
+    double *c = realloc(be->clock, (size_t)n * sizeof *c);
+    if (!c) return 1;
+    be->clock = c;
+    be->n_clock = n;
+    return 0;
+}
+void dm_backend_mark(dm_backend *be, int i) {
+    if (be->vt->mark) be->vt->mark(be, i);
+    else if (i < be->n_clock) {
+        dm_backend_sync(be);
+        be->clock[i] = dm_now();
+    }
+}
+double dm_backend_mark_ms(dm_backend *be, int a, int b) {
+    if (be->vt->mark_ms) return be->vt->mark_ms(be, a, b);
+    return a < be->n_clock && b < be->n_clock ? 1e3 * (be->clock[b] - be->clock[a]) : 0;
+}
+void dm_backend_read_begin(dm_backend *be, void *host, const void *src, size_t bytes) {
+    if (be->vt->read_begin) be->vt->read_begin(be, host, src, bytes);
+    else dm_backend_to_host(be, host, src, bytes);
+}
+void dm_backend_read_end(dm_backend *be) {
+    if (be->vt->read_end) be->vt->read_end(be);
+}
+void dm_backend_put(dm_backend *be, void *dst, const void *host, size_t bytes) {
+    if (!bytes) return;
+    if (be->vt->put) be->vt->put(be, dst, host, bytes);
+    else be->vt->from_host(be, dst, host, bytes);
+}
+
 void *dm_backend_host_view(dm_backend *be, void *p) {
     return be->vt->host_view ? be->vt->host_view(be, p) : NULL;
 }

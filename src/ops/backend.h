@@ -106,6 +106,15 @@ typedef struct dm_backend_vt {
     /* the policy p of a model made real again before its ops run, where another model of
      * the process may have changed it (the cpu's thread pool); NULL: nothing to do */
     void (*apply)(dm_backend *be, const struct dm_policy *p);
+    /* marks and asynchronous reads (dm_backend_mark, dm_backend_read_begin below) for a
+     * backend whose calls return before its work is done; NULL: the host's way (its
+     * clock, a copy at once) */
+    int (*marks)(dm_backend *be, int n);
+    void (*mark)(dm_backend *be, int i);
+    double (*mark_ms)(dm_backend *be, int a, int b);
+    void (*read_begin)(dm_backend *be, void *host, const void *src, size_t bytes);
+    void (*read_end)(dm_backend *be);
+    void (*put)(dm_backend *be, void *dst, const void *host, size_t bytes);
 } dm_backend_vt;
 
 struct dm_impl_list;
@@ -119,6 +128,8 @@ struct dm_backend {
      * of that op), registered from its folder; dispatch asks them, then the op's
      * reference */
     const struct dm_impl_list *const *impls;
+    double *clock; /* the host's marks (a backend without its own): [n_clock] */
+    int n_clock;
 };
 
 /* A backend as the registry lists it (src/backends/registry.c, one line per backend): its
@@ -159,6 +170,29 @@ void dm_backend_zero(dm_backend *be, void *p, size_t bytes);
 /* Wait for the backend's work (nothing on the CPU: its calls return when done); before a
  * clock is read for the atlas or the step's times. NULL: nothing. */
 void dm_backend_sync(dm_backend *be);
+/* Marks: points in the backend's queued work, for times without a wait between them (a
+ * step's forward, backward and update). dm_backend_marks makes room for marks 0 .. n-1
+ * (0 ok, 1 out of memory); dm_backend_mark(i) marks the work queued so far; after a wait
+ * for it (dm_backend_sync, a read), dm_backend_mark_ms gives the milliseconds from mark a
+ * to mark b. On the CPU, whose calls return when done, a mark is the clock. */
+int dm_backend_marks(dm_backend *be, int n);
+void dm_backend_mark(dm_backend *be, int i);
+double dm_backend_mark_ms(dm_backend *be, int a, int b);
+/* An asynchronous read of bytes at src into host memory: begun behind the work queued so
+ * far, done at dm_backend_read_end (the host's bytes are not the caller's before it; one
+ * read at a time). The host may do other work between the two while the backend works.
+ * On the CPU the copy is made at once. */
+void dm_backend_read_begin(dm_backend *be, void *host, const void *src, size_t bytes);
+void dm_backend_read_end(dm_backend *be);
+/* A copy from the host queued without waiting: the host's bytes are taken at once (its
+ * buffer is free on return), the copy runs in order with the backend's work (a step's
+ * batch). On the CPU: dm_backend_from_host. */
+void dm_backend_put(dm_backend *be, void *dst, const void *host, size_t bytes);
+/* 1 when the backend's calls return before its work is done (a device's queue): then the
+ * host can work while it runs, between a read's begin and end */
+static inline int dm_backend_queues(const dm_backend *be) {
+    return be && be->vt->read_begin != NULL;
+}
 /* A host pointer to the same bytes as p, valid until the next backend call that changes
  * them; NULL when the backend refuses (then copy). */
 void *dm_backend_host_view(dm_backend *be, void *p);

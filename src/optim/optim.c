@@ -150,6 +150,8 @@ double dm_optim_norm(const dm_optim *o) {
     return norm;
 }
 
+const double *dm_optim_norm_mem(const dm_optim *o) { return o->norm; }
+
 double dm_optim_step(dm_optim *o, dm_model *m, long step) {
     return dm_optim_step_queued(o, m, step) ? NAN : dm_optim_norm(o);
 }

@@ -38,6 +38,8 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step);
  * when the exchange between ranks failed. */
 int dm_optim_step_queued(dm_optim *o, dm_model *m, long step);
 double dm_optim_norm(const dm_optim *o);
+/* where the last step left the norm: one double of the backend's memory */
+const double *dm_optim_norm_mem(const dm_optim *o);
 /* The schedule's length, `steps` (train's time budget fixes it after measuring steps). */
 void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps);
 

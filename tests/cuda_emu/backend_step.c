@@ -14,8 +14,12 @@
 #include "dormouse.h"
 #include "model/host.h"
 #include "model/model.h"
+#include "jobs/step.h"
 #include "ops/backend.h"
 #include "optim/optim.h"
+
+/* the emulator's count of the host's waits for the device (tests/cuda_emu/emu_runtime.cpp) */
+long dm_emu_host_waits(void);
 
 static dm_config tiny(int backend, int mixer) {
     dm_config c;
@@ -342,6 +346,55 @@ TEST(cuda_backend_bf16_matches_cpu) {
     }
     unsetenv("DM_CPU_BF16_REFERENCE");
     unsetenv("DM_CPU_NO_BF16");
+}
+
+/* A training step on the emulated GPU waits for the device once: the read of its losses
+ * and its gradient norm at its end (the batch goes in through page-locked staging without
+ * a wait, the phase times come from events, the norm is copied beside the losses); its
+ * loss and norm match the cpu stepper's on the same batches (three steps of Muon). The
+ * first step, which makes the backend's buffers, is not counted. */
+TEST(cuda_backend_step_waits_once) {
+    char err[512];
+    dm_config cs[2] = {tiny(DM_BACKEND_CPU, DM_MIXER_KDA), tiny(DM_BACKEND_CUDA, DM_MIXER_KDA)};
+    cs[0].retract = cs[1].retract = DM_RETRACT_SPHERE;
+    cs[0].batch_size = cs[1].batch_size = 2;
+    cs[0].seq_len = cs[1].seq_len = 24;
+    dm_model *m[2];
+    dm_optim *o[2];
+    dm_stepper st[2];
+    dm_step_out out[2][3];
+    long waits[3] = {0};
+    uint8_t tok[2 * 25];
+    for (int i = 0; i < 2; i++) {
+        m[i] = dm_model_create(&cs[i], err, sizeof err);
+        o[i] = m[i] ? dm_optim_create(m[i], &cs[i], err, sizeof err) : NULL;
+        CHECKF(o[i] && !dm_stepper_init(&st[i], m[i], o[i], &cs[i], NULL, err, sizeof err), "%s",
+               err);
+        if (!o[i]) return;
+        for (int s = 0; s < 3; s++) {
+            tokens(tok, sizeof tok, s);
+            long w0 = dm_emu_host_waits();
+            CHECK(dm_stepper_step(&st[i], tok, s, &out[i][s]) == 0);
+            if (i) waits[s] = dm_emu_host_waits() - w0;
+        }
+    }
+    for (int s = 0; s < 3; s++) {
+        double lr = fabs((double)out[1][s].loss - out[0][s].loss) / out[0][s].loss;
+        double nr = fabs(out[1][s].gnorm - out[0][s].gnorm) / out[0][s].gnorm;
+        printf("  step %d: host waits %ld; loss cuda %.9g cpu %.9g (rel %.2g); norm rel %.2g; "
+               "fwd %.3g bwd %.3g opt %.3g ms\n", s, waits[s], out[1][s].loss, out[0][s].loss,
+               lr, nr, 1e3 * out[1][s].t_fwd, 1e3 * out[1][s].t_bwd, 1e3 * out[1][s].t_opt);
+        CHECKF(lr <= DM_VERIFY_BOUND && nr <= DM_VERIFY_BOUND, "step %d: loss rel %.3g, norm "
+               "rel %.3g", s, lr, nr);
+        CHECKF(out[1][s].t_fwd > 0 && out[1][s].t_bwd > 0 && out[1][s].t_opt > 0,
+               "step %d: a phase without time", s);
+        if (s) CHECKF(waits[s] == 1, "step %d waited %ld times", s, waits[s]);
+    }
+    for (int i = 0; i < 2; i++) {
+        dm_stepper_free(&st[i]);
+        dm_optim_free(o[i]);
+        dm_model_free(m[i]);
+    }
 }
 
 /* What would reach an op the backend declines is refused when the model is made, with the

@@ -868,8 +868,10 @@ static void host_sees_all() {
     }
 }
 
+static long host_waits; /* dm_emu_host_waits */
 cudaError_t cudaDeviceSynchronize(void) {
     if (cudaError_t e = capture_forbids("cudaDeviceSynchronize")) return fail(e);
+    host_waits++;
     legacy();
     host_sees_all();
     return cudaSuccess;
@@ -896,6 +898,22 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = m;
     return cudaSuccess;
 }
+
+/* page-locked host memory: host memory here (the copies to and from it are checked as any
+ * host memory's) */
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    if (cudaError_t e = capture_forbids("cudaMallocHost")) return fail(e);
+    *p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *p) {
+    if (cudaError_t e = capture_forbids("cudaFreeHost")) return fail(e);
+    host_sees_all(); /* cudaFreeHost waits for the device */
+    free(p);
+    return cudaSuccess;
+}
+
+long dm_emu_host_waits(void) { return host_waits; }
 
 cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
@@ -1016,6 +1034,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
         return fail(cudaErrorStreamCaptureUnsupported);
     }
     if (cudaError_t e = capture_forbids("cudaStreamSynchronize")) return fail(e);
+    host_waits++;
     see(host_vc, st->id, st->seq);
     join(host_vc, st->vc);
     return cudaSuccess;
@@ -1058,6 +1077,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e || !e->live) return fail(cudaErrorInvalidResourceHandle);
     if (cudaError_t c = capture_forbids("cudaEventSynchronize")) return fail(c);
+    host_waits++;
     join(host_vc, e->vc);
     return cudaSuccess;
 }

@@ -34,10 +34,13 @@ static void *cpu_view(dm_backend *be, void *p) {
 }
 static void cpu_destroy(dm_backend *be) { free(be); }
 
-const dm_backend_vt dm_cpu_vt = {cpu_alloc,   cpu_release,     cpu_copy,      cpu_copy,
-                                 cpu_copy,    cpu_zero,        NULL,          cpu_view,
-                                 NULL,        NULL,            cpu_destroy,   dm_cpu_roofline,
-                                 dm_cpu_policy, dm_cpu_delta_work, &dm_cpu_calls, dm_cpu_apply};
+const dm_backend_vt dm_cpu_vt = {
+    .alloc = cpu_alloc,     .release = cpu_release,        .to_host = cpu_copy,
+    .from_host = cpu_copy,  .copy = cpu_copy,              .zero = cpu_zero,
+    .host_view = cpu_view,  .destroy = cpu_destroy,        .roofline = dm_cpu_roofline,
+    .policy = dm_cpu_policy, .delta_work = dm_cpu_delta_work, .calls = &dm_cpu_calls,
+    .apply = dm_cpu_apply, /* no marks or reads of its own: its calls return when done */
+};
 
 dm_backend *dm_backend_cpu_create(int device, char *err, size_t errlen) {
     (void)device;

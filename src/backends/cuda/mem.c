@@ -21,6 +21,12 @@ void dm_cuda_check(int rc, const char *what) {
     abort();
 }
 
+/* waits for the stream (what: the call that waits): its queued copies from the staging
+ * are done, so the staging is free again */
+static void wait_stream(dm_cuda_state *st, const char *what) {
+    dm_cuda_check(dm_cuda_sync(st->s), what);
+    st->put_used = 0;
+}
 static void *cu_alloc(dm_backend *be, size_t bytes) {
     dm_cuda_state *st = be->priv;
     void *p = NULL;
@@ -30,18 +36,41 @@ static void *cu_alloc(dm_backend *be, size_t bytes) {
 }
 static void cu_release(dm_backend *be, void *p) {
     dm_cuda_state *st = be->priv;
-    dm_cuda_check(dm_cuda_sync(st->s), "the work before a release");
+    wait_stream(st, "the work before a release");
     dm_cuda_check(dm_cuda_free(p), "cudaFree");
 }
 static void cu_to_host(dm_backend *be, void *host, const void *src, size_t bytes) {
     dm_cuda_state *st = be->priv;
     dm_cuda_check(dm_cuda_download(host, src, bytes, st->s), "a copy to the host");
-    dm_cuda_check(dm_cuda_sync(st->s), "a copy to the host");
+    wait_stream(st, "a copy to the host");
 }
 static void cu_from_host(dm_backend *be, void *dst, const void *host, size_t bytes) {
     dm_cuda_state *st = be->priv;
     dm_cuda_check(dm_cuda_upload(dst, host, bytes, st->s), "a copy from the host");
-    dm_cuda_check(dm_cuda_sync(st->s), "a copy from the host");
+    wait_stream(st, "a copy from the host");
+}
+/* the host's bytes copied into page-locked staging at once, then uploaded in the stream's
+ * order; when the staging is full, the stream is waited for first (its earlier copies
+ * done) and the staging starts again, grown to twice what the copies since the last wait
+ * took (so that, a step's copies being the same each step, the next steps do not wait) */
+static void cu_put(dm_backend *be, void *dst, const void *host, size_t bytes) {
+    dm_cuda_state *st = be->priv;
+    size_t need = (bytes + 255) & ~(size_t)255;
+    if (st->put_used + need > st->put_cap) {
+        size_t want = st->put_used + need;
+        wait_stream(st, "the staging of copies from the host");
+        if (want > st->put_cap) {
+            size_t cap = 2 * want;
+            dm_cuda_check(dm_cuda_host_free(st->put_buf), "page-locked staging");
+            st->put_buf = NULL, st->put_cap = 0;
+            dm_cuda_check(dm_cuda_host_alloc((void **)&st->put_buf, cap), "page-locked staging");
+            st->put_cap = cap;
+        }
+    }
+    unsigned char *at = st->put_buf + st->put_used;
+    memcpy(at, host, bytes);
+    dm_cuda_check(dm_cuda_upload(dst, at, bytes, st->s), "a copy from the host");
+    st->put_used += need;
 }
 static void cu_copy(dm_backend *be, void *dst, const void *src, size_t bytes) {
     dm_cuda_state *st = be->priv;
@@ -52,8 +81,7 @@ static void cu_zero(dm_backend *be, void *p, size_t bytes) {
     dm_cuda_check(dm_cuda_zero(p, bytes, st->s), "zeroing");
 }
 static void cu_sync(dm_backend *be) {
-    dm_cuda_state *st = be->priv;
-    dm_cuda_check(dm_cuda_sync(st->s), "the backend's stream");
+    wait_stream(be->priv, "the backend's stream");
 }
 static void cu_destroy(dm_backend *be) {
     dm_cuda_state *st = be->priv;
@@ -66,11 +94,56 @@ static void cu_destroy(dm_backend *be) {
         dm_cuda_free(st->dbuf);
         for (int i = 0; i < 3; i++) dm_cuda_free(st->opnd[i]);
         dm_copies_free(&st->copies);
+        dm_cuda_marks_free(st->marks);
+        dm_cuda_host_free(st->stage);
+        dm_cuda_host_free(st->put_buf);
         dm_cuda_blas_free(st->blas);
         dm_cuda_stream_destroy(st->s);
         free(st);
     }
     free(be);
+}
+
+/* marks: events on the stream; the step's read: into page-locked staging behind the
+ * queued work, copied out to the caller's bytes once the stream is done */
+static int cu_marks(dm_backend *be, int n) {
+    dm_cuda_state *st = be->priv;
+    if (n <= st->n_marks) return 0;
+    dm_cuda_marks *m = NULL;
+    if (dm_cuda_marks_create(&m, n)) return 1;
+    dm_cuda_marks_free(st->marks);
+    st->marks = m;
+    st->n_marks = n;
+    return 0;
+}
+static void cu_mark(dm_backend *be, int i) {
+    dm_cuda_state *st = be->priv;
+    if (i < st->n_marks) dm_cuda_check(dm_cuda_mark(st->marks, i, st->s), "a mark");
+}
+static double cu_mark_ms(dm_backend *be, int a, int b) {
+    dm_cuda_state *st = be->priv;
+    float ms = 0;
+    if (a < st->n_marks && b < st->n_marks)
+        dm_cuda_check(dm_cuda_marks_ms(st->marks, a, b, &ms), "the time between marks");
+    return ms;
+}
+static void cu_read_begin(dm_backend *be, void *host, const void *src, size_t bytes) {
+    dm_cuda_state *st = be->priv;
+    if (bytes > st->stage_cap) {
+        dm_cuda_check(dm_cuda_host_free(st->stage), "page-locked staging");
+        st->stage = NULL, st->stage_cap = 0;
+        dm_cuda_check(dm_cuda_host_alloc(&st->stage, bytes), "page-locked staging");
+        st->stage_cap = bytes;
+    }
+    dm_cuda_check(dm_cuda_download_async(st->stage, src, bytes, st->s), "a read");
+    st->read_dst = host, st->read_bytes = bytes;
+}
+static void cu_read_end(dm_backend *be) {
+    dm_cuda_state *st = be->priv;
+    if (!st->read_dst) return;
+    wait_stream(st, "a read");
+    memcpy(st->read_dst, st->stage, st->read_bytes);
+    st->read_dst = NULL;
 }
 
 /* the execution policy: the products on cuBLASLt, in true f32 (no TF32), or on bf16
@@ -231,6 +304,8 @@ const dm_backend_vt dm_cuda_vt = {
     .alloc = cu_alloc, .release = cu_release, .to_host = cu_to_host, .from_host = cu_from_host,
     .copy = cu_copy, .zero = cu_zero, .sync = cu_sync, .destroy = cu_destroy,
     .policy = cu_policy, .delta_work = cu_delta_work, .calls = &CALLS,
+    .marks = cu_marks, .mark = cu_mark, .mark_ms = cu_mark_ms,
+    .read_begin = cu_read_begin, .read_end = cu_read_end, .put = cu_put,
 };
 
 void *dm_cuda_backend_state(int device, char *err, size_t errlen) {

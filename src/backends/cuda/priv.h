@@ -24,6 +24,16 @@ typedef struct {
     dm_copies copies;
     uint16_t *wts_b, *dbuf, *opnd[3];
     size_t wts_cap, dcap, opnd_cap[3];
+    /* the step's marks (events) and its asynchronous read: page-locked staging, then the
+     * caller's bytes at the read's end */
+    dm_cuda_marks *marks;
+    int n_marks;
+    void *stage, *read_dst;
+    size_t stage_cap, read_bytes;
+    /* queued copies from the host (dm_backend_put): page-locked staging, used up to
+     * put_used since the stream was last waited for */
+    unsigned char *put_buf;
+    size_t put_cap, put_used;
 } dm_cuda_state;
 
 /* a kernel's or the runtime's error code rc: a lost device context, as on a GPU: one line

@@ -111,12 +111,14 @@ static void fenced_destroy(dm_backend *be) {
     free(be);
 }
 
-static const dm_backend_vt FENCED = {fenced_alloc, fenced_release, fenced_to_host, fenced_from_host,
-                                     fenced_copy,  fenced_zero,    NULL,        NULL,
-                                     fenced_enter, fenced_leave,   fenced_destroy,
-                                     dm_cpu_roofline, /* on host operands of its own */
-                                     dm_cpu_policy,   dm_cpu_delta_work, &dm_cpu_calls,
-                                     dm_cpu_apply};
+static const dm_backend_vt FENCED = {
+    .alloc = fenced_alloc,   .release = fenced_release, .to_host = fenced_to_host,
+    .from_host = fenced_from_host, .copy = fenced_copy, .zero = fenced_zero,
+    .enter = fenced_enter,   .leave = fenced_leave,     .destroy = fenced_destroy,
+    .roofline = dm_cpu_roofline, /* on host operands of its own */
+    .policy = dm_cpu_policy, .delta_work = dm_cpu_delta_work, .calls = &dm_cpu_calls,
+    .apply = dm_cpu_apply,
+};
 
 dm_backend *dm_backend_fenced_create(int device, char *err, size_t errlen) {
     (void)device;

@@ -60,6 +60,12 @@ int dm_cuda_malloc(void **p, size_t bytes);                   /* *p = NULL on fa
 int dm_cuda_free(void *p);                                    /* NULL: nothing */
 int dm_cuda_upload(void *dst, const void *host_src, size_t bytes, dm_cuda_stream s);
 int dm_cuda_download(void *host_dst, const void *src, size_t bytes, dm_cuda_stream s);
+/* the same queued on the stream without waiting: host_dst holds the bytes once the stream
+ * has been waited for (pinned memory, dm_cuda_host_alloc, for the copy to run on its own) */
+int dm_cuda_download_async(void *host_dst, const void *src, size_t bytes, dm_cuda_stream s);
+/* page-locked host memory (*p = NULL on failure), and its release (NULL: nothing) */
+int dm_cuda_host_alloc(void **p, size_t bytes);
+int dm_cuda_host_free(void *p);
 int dm_cuda_copy(void *dst, const void *src, size_t bytes, dm_cuda_stream s); /* device */
 int dm_cuda_zero(void *p, size_t bytes, dm_cuda_stream s);
 int dm_cuda_fill_bytes(void *p, int byte, size_t bytes, dm_cuda_stream s); /* poison */
@@ -76,6 +82,14 @@ void dm_cuda_timer_free(dm_cuda_timer *t);
 int dm_cuda_timer_start(dm_cuda_timer *t, dm_cuda_stream s);
 int dm_cuda_timer_stop(dm_cuda_timer *t, dm_cuda_stream s);
 int dm_cuda_timer_ms(dm_cuda_timer *t, float *ms);
+/* n marks, each an event recorded on a stream (a point of its work, for the step's phase
+ * times without waiting between phases); once the stream has been waited for past mark b,
+ * dm_cuda_marks_ms gives the milliseconds from mark a to it */
+typedef struct dm_cuda_marks dm_cuda_marks;
+int dm_cuda_marks_create(dm_cuda_marks **m, int n);
+void dm_cuda_marks_free(dm_cuda_marks *m);
+int dm_cuda_mark(dm_cuda_marks *m, int i, dm_cuda_stream s);
+int dm_cuda_marks_ms(dm_cuda_marks *m, int a, int b, float *ms);
 /* A captured sequence of launches replayed as one graph (small models are launch-bound):
  * dm_cuda_capture_begin(s) ... the launches on s (a created stream, not NULL) ...
  * dm_cuda_capture_end(s, &g) instantiates them; dm_cuda_graph_launch(g, s) replays them

@@ -91,6 +91,19 @@ int dm_cuda_download(void *host_dst, const void *src, size_t bytes, dm_cuda_stre
     return (int)(e != cudaSuccess ? e : cudaStreamSynchronize(s)); /* the host reads it next */
 }
 
+int dm_cuda_download_async(void *host_dst, const void *src, size_t bytes, dm_cuda_stream s) {
+    return (int)cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, s);
+}
+
+int dm_cuda_host_alloc(void **p, size_t bytes) {
+    *p = NULL;
+    cudaError_t e = cudaMallocHost(p, bytes ? bytes : 1);
+    if (e != cudaSuccess) *p = NULL;
+    return (int)e;
+}
+
+int dm_cuda_host_free(void *p) { return p ? (int)cudaFreeHost(p) : 0; }
+
 int dm_cuda_copy(void *dst, const void *src, size_t bytes, dm_cuda_stream s) {
     return (int)cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
 }
@@ -146,6 +159,38 @@ int dm_cuda_timer_stop(dm_cuda_timer *t, dm_cuda_stream s) { return (int)cudaEve
 int dm_cuda_timer_ms(dm_cuda_timer *t, float *ms) {
     cudaError_t e = cudaEventSynchronize(t->b);
     return (int)(e != cudaSuccess ? e : cudaEventElapsedTime(ms, t->a, t->b));
+}
+
+struct dm_cuda_marks {
+    int n;
+    cudaEvent_t e[];
+};
+
+int dm_cuda_marks_create(dm_cuda_marks **m, int n) {
+    *m = calloc(1, sizeof **m + (size_t)n * sizeof(cudaEvent_t));
+    if (!*m) return (int)cudaErrorMemoryAllocation;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < n && e == cudaSuccess; i++, (*m)->n++) e = cudaEventCreate(&(*m)->e[i]);
+    if (e != cudaSuccess) {
+        dm_cuda_marks_free(*m);
+        *m = NULL;
+    }
+    return (int)e;
+}
+
+void dm_cuda_marks_free(dm_cuda_marks *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n; i++)
+        if (m->e[i]) cudaEventDestroy(m->e[i]);
+    free(m);
+}
+
+int dm_cuda_mark(dm_cuda_marks *m, int i, dm_cuda_stream s) {
+    return (int)cudaEventRecord(m->e[i], s);
+}
+
+int dm_cuda_marks_ms(dm_cuda_marks *m, int a, int b, float *ms) {
+    return (int)cudaEventElapsedTime(ms, m->e[a], m->e[b]); /* cudaErrorNotReady before */
 }
 
 struct dm_cuda_graph {

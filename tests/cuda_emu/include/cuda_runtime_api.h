@@ -115,6 +115,8 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t s);
@@ -138,6 +140,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute a, int value);
+
+/* the emulator's own: how many times the host has waited for the device (a stream, an
+ * event or the device synchronised, a synchronous copy), for tests of where code waits */
+long dm_emu_host_waits(void);
 
 #ifdef __cplusplus
 }
