@@ -117,8 +117,8 @@ static const key_t_ KEYS[] = {
     {"ns", DM_KEY_TRAINING, K_ENUM, F(ns), 0, 0, "quintic5|polar5",
      "Newton-Schulz schedule of Muon"},
     {"ns_precision", DM_KEY_BACKEND, K_ENUM, F(ns_precision), 0, 0, "auto|fp32|bf16",
-     "Newton-Schulz products: fp32, bf16 (operands rounded to bf16, f32 accumulation; "
-     "needs avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it)"},
+     "Newton-Schulz products: fp32, bf16 (operands rounded to bf16, f32 accumulation; on the "
+     "cpu needs avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it; fp32 on cuda)"},
     {"ns_headwise", DM_KEY_TRAINING, K_ENUM, F(ns_headwise), 0, 0, "qk|none",
      "orthogonalize W_q, W_k per head (one batched NS) or as whole matrices"},
     {"muon_norm", DM_KEY_TRAINING, K_ENUM, F(muon_norm), 0, 0, "none|neuron",

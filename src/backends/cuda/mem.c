@@ -147,18 +147,14 @@ static void cu_read_end(dm_backend *be) {
 }
 
 /* the execution policy: the products on cuBLASLt, in true f32 (no TF32), or on bf16
- * operands with f32 accumulation when precision=bf16 asks (auto keeps fp32 here: the bf16
- * path has run on the CUDA emulator only); the delta core chunked unless
- * kda_impl=reference; the fused norms */
+ * operands with f32 accumulation when precision=bf16 (the matmuls, the fused head) or
+ * ns_precision=bf16 (Muon's Newton-Schulz) asks (auto keeps fp32 here: the bf16 paths have
+ * run on the CUDA emulator only); the delta core chunked unless kda_impl=reference; the
+ * fused norms */
 static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                      dm_policy *p, char *err, size_t errlen) {
     (void)ops, (void)d;
-    static const char *no_ns = "the cuda backend has no bf16 Newton-Schulz yet";
-    if (c->ns_precision == DM_PRECISION_BF16) {
-        if (err) snprintf(err, errlen, "ns_precision=bf16: %s; use ns_precision=auto or fp32",
-                          no_ns);
-        return 1;
-    }
+
     /* what would reach an op the backend declines, refused here rather than mid-run */
     const char *no = c->verify_fused > 0 ? "verify_fused: the cuda backend has no second "
                                            "implementation to verify against yet"
@@ -179,7 +175,10 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
     if (c->precision == DM_PRECISION_AUTO)
         p->prec.matmul_why = "auto keeps fp32 on the cuda backend (its bf16 products have run "
                              "on the CUDA emulator only)";
-    if (c->optimizer == DM_OPT_MUON && c->ns_precision != DM_PRECISION_FP32) p->prec.ns_why = no_ns;
+    p->prec.ns_bf16 = c->optimizer == DM_OPT_MUON && c->ns_precision == DM_PRECISION_BF16;
+    if (c->optimizer == DM_OPT_MUON && c->ns_precision == DM_PRECISION_AUTO)
+        p->prec.ns_why = "auto keeps fp32 on the cuda backend (its bf16 Newton-Schulz has run "
+                         "on the CUDA emulator only)";
     p->delta = c->kda_impl == DM_IMPL_REFERENCE ? DM_IMPL_REFERENCE : DM_IMPL_CHUNKED;
     return 0;
 }
@@ -261,11 +260,10 @@ static void cu_set_weights(struct dm_ops *ops, const float *w, size_t n) {
 }
 static const char *cu_ns_bf16(struct dm_ops *ops) {
     (void)ops;
-    return "the cuda backend has no bf16 Newton-Schulz yet";
+    return NULL; /* cuBLASLt runs bf16 products */
 }
 static size_t cu_ns_work(int n, int rows, int cols, int bf16) {
-    (void)bf16;
-    return dm_cuda_ns_work(n, rows, cols);
+    return bf16 ? dm_cuda_ns_bf16_work(n, rows, cols) : dm_cuda_ns_work(n, rows, cols);
 }
 static size_t cu_retract_work(int n, int rows, int cols) {
     (void)n, (void)rows, (void)cols;

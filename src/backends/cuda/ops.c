@@ -1,9 +1,9 @@
 /* ops.c — the cuda backend's implementations of the ops (ops/oplist.h) over the CUDA
  * kernels (src/kernels/cuda, their cuda.h), on device memory (DM_MEM_CUDA), every kernel
- * on the backend's stream; in fp32, and the products (matmul, the fused head) also on bf16
- * operands where the policy asks (their copies: mem.c). A call a kernel does not take (one
- * Newton-Schulz step at a time, bf16 Newton-Schulz, the Stiefel retraction, the gradient
- * mean of several micro-batches) is declined by supports() with the reason, which the dispatch
+ * on the backend's stream; in fp32, and the products (matmul, the fused head, Newton-Schulz)
+ * also on bf16 operands where the policy asks (their copies: mem.c). A call a kernel does
+ * not take (one Newton-Schulz step at a time, the Stiefel retraction, the gradient mean of
+ * several micro-batches) is declined by supports() with the reason, which the dispatch
  * counts; with nothing else of the backend's memory kind, it stops the process rather than
  * run on the host. Nothing here waits for the stream: the cross-entropy's mean loss, the
  * gradient norm and the clipping factor stay in device memory, where the updates read
@@ -327,9 +327,8 @@ static const char *ns_supports(dm_ops *ops, const void *args, int dir) {
     if (a->t >= 0) return "one step at a time (verify mode) has no CUDA kernel yet";
     return dm_ns_sched_steps(a->s) > 16 ? "a schedule of more than 16 steps" : NULL;
 }
-static void ns_cu(dm_ops *ops, void *args, int dir) {
-    (void)dir;
-    dm_ns_args *a = args;
+/* the whole iteration, its products in f32 or (ns_bf16) on bf16 operands */
+static void ns_run(dm_ops *ops, dm_ns_args *a, int bf16) {
     float abc[16][3];
     int steps = dm_ns_sched_steps(a->s);
     for (int t = 0; t < steps; t++) {
@@ -337,19 +336,19 @@ static void ns_cu(dm_ops *ops, void *args, int dir) {
         dm_ns_sched_coeffs(a->s, t, c);
         abc[t][0] = (float)c[0], abc[t][1] = (float)c[1], abc[t][2] = (float)c[2];
     }
-    CHECK(dm_cuda_ns(ST(ops)->blas, a->out, a->G, a->n, a->rows, a->cols,
-                     (const float(*)[3])abc, steps, dm_ns_sched_safety(a->s), a->work, S(ops)),
-          "ns");
+    int (*ns)(dm_cuda_blas *, float *, const float *, int, int, int, const float (*)[3], int,
+              double, float *, dm_cuda_stream) = bf16 ? dm_cuda_ns_bf16 : dm_cuda_ns;
+    CHECK(ns(ST(ops)->blas, a->out, a->G, a->n, a->rows, a->cols, (const float(*)[3])abc, steps,
+             dm_ns_sched_safety(a->s), a->work, S(ops)),
+          bf16 ? "ns_bf16" : "ns");
 }
-
-/* ns_bf16: declined always (the backend's ns_bf16_context refuses it too, so Muon asks for
- * the fp32 ns instead) */
-static const char *ns_bf16_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)args, (void)dir;
-    return "bf16 Newton-Schulz has no CUDA implementation yet";
+static void ns_cu(dm_ops *ops, void *args, int dir) {
+    (void)dir;
+    ns_run(ops, args, 0);
 }
 static void ns_bf16_cu(dm_ops *ops, void *args, int dir) {
-    (void)ops, (void)args, (void)dir;
+    (void)dir;
+    ns_run(ops, args, 1);
 }
 
 static const char *retract_supports(dm_ops *ops, const void *args, int dir) {
@@ -428,7 +427,7 @@ static const dm_impl HEAD_XENT_I[] = {
 };
 static const dm_impl_list HEAD_XENT = DM_IMPL_LIST(HEAD_XENT_I);
 static const dm_impl NS_BF16_I[] = {
-    {"cublaslt-bf16", 0, DM_PREC_BF16, NULL, ns_bf16_supports, ns_bf16_cu, DM_MEM_CUDA}};
+    {"cublaslt-bf16", 0, DM_PREC_BF16, NULL, ns_supports, ns_bf16_cu, DM_MEM_CUDA}};
 static const dm_impl_list NS_BF16 = DM_IMPL_LIST(NS_BF16_I);
 
 /* the delta core: chunked, then the serial forward and backward (the oracle) */

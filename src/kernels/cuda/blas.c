@@ -209,6 +209,62 @@ size_t dm_cuda_ns_work(int n, int rows, int cols) {
     return ns_norms_at(n, len, m * m) + 2 * (size_t)n;
 }
 
+/* bf16 Newton–Schulz: work = [Y: n len f32][A: n m m f32][pad][norms: n doubles], then the
+ * bf16 copies [X0: n len][X1: n len][Ab: n m m][Bb: n m m], each starting 256 bytes
+ * aligned: their offsets in floats from work */
+typedef struct { size_t norms, x0, x1, ab, bb, end; } ns_bf16_layout;
+static size_t up64(size_t floats) { return (floats + 63) & ~(size_t)63; }
+static ns_bf16_layout ns_bf16_at(int n, int rows, int cols) {
+    size_t m = (size_t)(rows < cols ? rows : cols);
+    size_t nl = (size_t)n * rows * cols, nm = (size_t)n * m * m; /* elements */
+    ns_bf16_layout l;
+    l.norms = (nl + nm) + ((nl + nm) & 1);
+    l.x0 = up64(l.norms + 2 * (size_t)n);
+    l.x1 = l.x0 + up64((nl + 1) / 2);
+    l.ab = l.x1 + up64((nl + 1) / 2);
+    l.bb = l.ab + up64((nm + 1) / 2);
+    l.end = l.bb + up64((nm + 1) / 2);
+    return l;
+}
+size_t dm_cuda_ns_bf16_work(int n, int rows, int cols) { return ns_bf16_at(n, rows, cols).end; }
+
+int dm_cuda_ns_bf16(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
+                    const float (*abc)[3], int steps, double safety, float *work,
+                    dm_cuda_stream s) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return 0;
+    const int wide = rows <= cols, m = wide ? rows : cols;
+    const long long len = (long long)rows * cols, mm = (long long)m * m;
+    size_t nl = (size_t)n * (size_t)len, nm = (size_t)n * (size_t)mm;
+    ns_bf16_layout l = ns_bf16_at(n, rows, cols);
+    float *Y = work, *A = work + nl;
+    double *norms = (double *)(work + l.norms);
+    uint16_t *xb[2] = {(uint16_t *)(work + l.x0), (uint16_t *)(work + l.x1)};
+    uint16_t *ab = (uint16_t *)(work + l.ab), *bb = (uint16_t *)(work + l.bb);
+    int err = dm_cuda_ns_scale(Y, norms, G, n, (size_t)len, safety, s);
+    if (!err) err = dm_cuda_bf16_from_f32(xb[0], Y, nl, s);
+    for (int t = 0; t < steps && !err; t++) {
+        const uint16_t *X = xb[t & 1];
+        int last = t == steps - 1;
+        float *P = last ? out : Y; /* the product B X, f32 */
+        err = dm_cuda_gemm_batched(b, 1, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols,
+                                   len, X, cols, len, 0.0f, A, m, mm, n, s);
+        if (!err) err = dm_cuda_bf16_from_f32(ab, A, nm, s);
+        if (!err)
+            err = dm_cuda_gemm_batched(b, 1, 0, 0, m, m, m, abc[t][2], ab, m, mm, ab, m, mm,
+                                       abc[t][1], A, m, mm, n, s);
+        if (!err) err = dm_cuda_ns_linear(A, A, n, m, abc[t][0], 1.0f, s); /* A_ii += a */
+        if (!err) err = dm_cuda_bf16_from_f32(bb, A, nm, s);
+        if (!err && wide)
+            err = dm_cuda_gemm_batched(b, 1, 0, 0, rows, cols, m, 1.0f, bb, m, mm, X, cols, len,
+                                       0.0f, P, cols, len, n, s);
+        else if (!err)
+            err = dm_cuda_gemm_batched(b, 1, 0, 1, rows, cols, m, 1.0f, X, cols, len, bb, m, mm,
+                                       0.0f, P, cols, len, n, s);
+        if (!err && !last) err = dm_cuda_bf16_from_f32(xb[(t + 1) & 1], P, nl, s);
+    }
+    return err;
+}
+
 int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
                const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s) {
     if (n <= 0 || rows <= 0 || cols <= 0) return 0;

@@ -264,6 +264,15 @@ int dm_cuda_normuon(float *x, float *v, int n, int rows, int cols, float beta2, 
 size_t dm_cuda_ns_work(int n, int rows, int cols);
 int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
                const float (*abc)[3], int steps, double safety, float *work, dm_cuda_stream s);
+/* The same with bf16 operands, kernels/cpu/ns.c's bf16 algorithm (every value a product
+ * reads rounded to bf16 once, where it is made; f32 accumulation):
+ *   Xb = bf16(G / (safety ||G||_F));  for t < steps: A = Xb Xb^T (f32);  Ab = bf16(A);
+ *   A = c Ab Ab + b A;  A_ii += a;  Bb = bf16(A);  Xb = bf16(Bb Xb) (f32 into out at the
+ *   last step; Xb Bb^T when tall).  work: dm_cuda_ns_bf16_work floats, as above */
+size_t dm_cuda_ns_bf16_work(int n, int rows, int cols);
+int dm_cuda_ns_bf16(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int cols,
+                    const float (*abc)[3], int steps, double safety, float *work,
+                    dm_cuda_stream s);
 /* the elementwise parts (elementwise.cu): per slice, sumsq[i] = ||G_i||^2 (double, a fixed
  * tree) and X = G / (safety ||G_i||) (0 where the norm is 0); B = b A + a I per slice */
 int dm_cuda_ns_scale(float *X, double *sumsq, const float *G, int n, size_t len, double safety,
