@@ -8,13 +8,17 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "dormouse.h"
 #include "model/host.h"
 #include "model/model.h"
 #include "jobs/step.h"
+#include "kernels/cuda/cuda.h"
 #include "ops/backend.h"
 #include "optim/optim.h"
 
@@ -441,6 +445,37 @@ TEST(cuda_backend_step_waits_once) {
         dm_optim_free(o[i]);
         dm_model_free(m[i]);
     }
+}
+
+/* The emulator's guard of page-locked memory, which the step's asynchronous read relies
+ * on being checked: the host reading the destination of an asynchronous copy from the
+ * device before waiting for it faults with its reason (in a child process); after the
+ * wait it reads the copied bytes. */
+TEST(cuda_emu_pinned_read_before_wait_faults) {
+    float *dev = NULL, *host = NULL, v[4] = {1, 2, 3, 4};
+    dm_cuda_stream s = NULL;
+    CHECK(!dm_cuda_stream_create(&s) && !dm_cuda_malloc((void **)&dev, sizeof v) &&
+          !dm_cuda_host_alloc((void **)&host, sizeof v));
+    CHECK(!dm_cuda_upload(dev, v, sizeof v, s) && !dm_cuda_sync(s));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) { /* too early: the copy's stream not waited for */
+        if (freopen("/dev/null", "w", stderr)) {} /* the fault's line, checked below by signal */
+        dm_cuda_download_async(host, dev, sizeof v, s);
+        volatile float x = host[2];
+        (void)x;
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("  a read before the wait: %s\n", WIFSIGNALED(st) ? "faulted" : "passed unseen");
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the early read was not caught (status "
+           "%d)", st);
+    CHECK(!dm_cuda_download_async(host, dev, sizeof v, s) && !dm_cuda_sync(s));
+    CHECK(memcmp(host, v, sizeof v) == 0);
+    dm_cuda_host_free(host);
+    dm_cuda_free(dev);
+    dm_cuda_stream_destroy(s);
 }
 
 /* What would reach an op the backend declines is refused when the model is made, with the

@@ -31,13 +31,19 @@
  *
  * Events time the host's wall clock between two records: a number greater than zero,
  * nothing like the GPU's time.
+ *
+ * Page-locked host memory (cudaMallocHost) is pages of their own; a copy from the device
+ * into them takes them from the host until a host wait covers the copy, so a host that
+ * reads the result of an asynchronous copy too early faults.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <deque>
@@ -869,11 +875,13 @@ static void host_sees_all() {
 }
 
 static long host_waits; /* dm_emu_host_waits */
+static void pinned_release();
 cudaError_t cudaDeviceSynchronize(void) {
     if (cudaError_t e = capture_forbids("cudaDeviceSynchronize")) return fail(e);
     host_waits++;
     legacy();
     host_sees_all();
+    pinned_release();
     return cudaSuccess;
 }
 
@@ -899,17 +907,99 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     return cudaSuccess;
 }
 
-/* page-locked host memory: host memory here (the copies to and from it are checked as any
- * host memory's) */
+/* Page-locked host memory: pages of its own (mmap). A copy from the device into it is
+ * asynchronous on a GPU: its bytes are the host's only once the host has waited for the
+ * copy's stream (a synchronisation, an event after it). So the emulator takes those pages
+ * from the host (PROT_NONE) when such a copy runs and gives them back at the host wait
+ * that covers it; a host access before that faults, named (pinned_guard). */
+struct pinned_copy {
+    char *lo;
+    size_t bytes;
+    int stream;
+    uint64_t seq;
+};
+static std::map<uintptr_t, size_t> pinned;    /* base -> mapped bytes */
+static std::vector<pinned_copy> pinned_held;  /* copies into it the host has not waited for */
+
+static size_t page_bytes() { return (size_t)sysconf(_SC_PAGESIZE); }
+static const std::pair<const uintptr_t, size_t> *pinned_of(const void *p) {
+    auto it = pinned.upper_bound((uintptr_t)p);
+    if (it == pinned.begin()) return nullptr;
+    --it;
+    return (uintptr_t)p < it->first + it->second ? &*it : nullptr;
+}
+/* the pages of [lo, lo + n) to the host (rw 1) or away from it */
+static void pinned_protect(char *lo, size_t n, int rw) {
+    size_t pg = page_bytes();
+    uintptr_t a = (uintptr_t)lo & ~(pg - 1), b = ((uintptr_t)lo + n + pg - 1) & ~(pg - 1);
+    mprotect((void *)a, b - a, rw ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+/* after a host wait: the copies it covers give their pages back (a page stays away while
+ * another copy into it is still uncovered) */
+static void pinned_release() {
+    std::vector<pinned_copy> keep;
+    for (pinned_copy &c : pinned_held)
+        if (seen(host_vc, c.stream) < c.seq) keep.push_back(c);
+    pinned_held.swap(keep);
+    for (auto &a : pinned) pinned_protect((char *)a.first, a.second, 1);
+    for (pinned_copy &c : pinned_held) pinned_protect(c.lo, c.bytes, 0);
+}
+/* a copy from the device into dst[n] on stream s has just run */
+static void pinned_copied(void *dst, size_t n, const CUstream_st *s) {
+    if (!pinned_of(dst)) return;
+    pinned_held.push_back(pinned_copy{(char *)dst, n, s->id, s->seq});
+    pinned_protect((char *)dst, n, 0);
+}
+static void pinned_fault(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    for (pinned_copy &c : pinned_held) {
+        size_t pg = page_bytes();
+        uintptr_t a = (uintptr_t)c.lo & ~(pg - 1), b = ((uintptr_t)c.lo + c.bytes + pg - 1) & ~(pg - 1);
+        if ((uintptr_t)si->si_addr >= a && (uintptr_t)si->si_addr < b) {
+            static const char msg[] = "emu: FAULT: the host touched page-locked memory that a "
+                                      "copy from the device writes, before waiting for its "
+                                      "stream (a synchronisation or an event after the copy)\n";
+            ssize_t w = write(2, msg, sizeof msg - 1);
+            (void)w;
+            abort();
+        }
+    }
+    signal(sig, SIG_DFL); /* not ours: as if no handler had been set */
+    raise(sig);
+}
+static void pinned_guard() {
+    static bool set;
+    if (set) return;
+    set = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = pinned_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, nullptr);
+}
+
 cudaError_t cudaMallocHost(void **p, size_t bytes) {
     if (cudaError_t e = capture_forbids("cudaMallocHost")) return fail(e);
-    *p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
-    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    size_t pg = page_bytes(), n = (bytes + pg - 1) / pg * pg;
+    void *m = mmap(nullptr, n ? n : pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    pinned_guard();
+    pinned[(uintptr_t)m] = n ? n : pg;
+    *p = m;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void *p) {
     if (cudaError_t e = capture_forbids("cudaFreeHost")) return fail(e);
+    if (!p) return cudaSuccess;
+    auto it = pinned.find((uintptr_t)p);
+    if (it == pinned.end()) {
+        note("cudaFreeHost(%p): not the start of page-locked memory", p);
+        return fail(cudaErrorInvalidValue);
+    }
     host_sees_all(); /* cudaFreeHost waits for the device */
-    free(p);
+    pinned_release();
+    munmap(p, it->second);
+    pinned.erase(it);
     return cudaSuccess;
 }
 
@@ -973,11 +1063,13 @@ static cudaError_t memcpy_op(void *dst, const void *src, size_t n, cudaMemcpyKin
     if (!dsrc && find_alloc(src, false))
         fault("%s: the source %p is device memory, the kind says host", what, src);
     return submit(s, what, [=](cudaStream_t t) {
-        run_op(resolve(t), what, [&]() {
+        CUstream_st *st = resolve(t);
+        run_op(st, what, [&]() {
             if (rs) note_access(rs, false);
             if (rd) note_access(rd, true);
             memmove(dst, src, n);
         });
+        if (!ddst) pinned_copied(dst, n, st);
     });
 }
 
@@ -1037,6 +1129,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     host_waits++;
     see(host_vc, st->id, st->seq);
     join(host_vc, st->vc);
+    pinned_release();
     return cudaSuccess;
 }
 
@@ -1079,6 +1172,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (cudaError_t c = capture_forbids("cudaEventSynchronize")) return fail(c);
     host_waits++;
     join(host_vc, e->vc);
+    pinned_release();
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
