@@ -680,7 +680,8 @@ TEST(bf16_copies_read_as_made) {
         if (k == 3) c.vocab = f.vocab = 300, c.tie_embeddings = f.tie_embeddings = 0;
         f.precision = DM_PRECISION_FP32;
         char err[256];
-        dm_model *a = dm_model_create(&c, err, sizeof err), *b = dm_model_create(&f, err, sizeof err);
+        dm_model *a = dm_model_create(&c, err, sizeof err);
+        dm_model *b = dm_model_create(&f, err, sizeof err);
         CHECKF(a && b, "%s: %s", what, err);
         if (!a || !b) break;
         b->ops.precision = DM_PRECISION_BF16; /* the oracle: no copies, every operand rounded */
@@ -688,7 +689,8 @@ TEST(bf16_copies_read_as_made) {
         CHECKF(p && p->prec.matmul_bf16 && p->prec.matmul_via, "%s: the policy's matmuls are "
                "not bf16 on the stand-in", what);
         memcpy(dm_model_params(b), dm_model_params(a), dm_model_num_params(a) * sizeof(float));
-        dm_optim *oa = dm_optim_create(a, &c, err, sizeof err), *ob = dm_optim_create(b, &c, err, sizeof err);
+        dm_optim *oa = dm_optim_create(a, &c, err, sizeof err);
+        dm_optim *ob = dm_optim_create(b, &c, err, sizeof err);
         CHECKF(oa && ob, "%s: %s", what, err);
         int B = 2, T = 40, same = 1;
         uint8_t txt[2 * 41];

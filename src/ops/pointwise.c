@@ -164,7 +164,8 @@ static double gate_reads(const void *args, int dir) {
 
 static const dm_impl GATE_REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, gate_ref, DM_MEM_HOST};
 const dm_op_def dm_def_gate = {"gate", 1u << DM_FWD | 1u << DM_BWD, &GATE_REF,
-                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check, gate_reads, NULL};
+                               sizeof(dm_gate_args), gate_outputs, NULL, gate_check, gate_reads,
+                               NULL};
 
 void dm_op_gate_fwd(dm_ops *o, dm_bf *g, const dm_bf *f, const dm_bf *A_log,
                     const dm_bf *dt_bias, int N, int H, int Cg, float lb) {

@@ -954,7 +954,8 @@ static void pinned_fault(int sig, siginfo_t *si, void *ctx) {
     (void)ctx;
     for (pinned_copy &c : pinned_held) {
         size_t pg = page_bytes();
-        uintptr_t a = (uintptr_t)c.lo & ~(pg - 1), b = ((uintptr_t)c.lo + c.bytes + pg - 1) & ~(pg - 1);
+        uintptr_t a = (uintptr_t)c.lo & ~(pg - 1);
+        uintptr_t b = ((uintptr_t)c.lo + c.bytes + pg - 1) & ~(pg - 1);
         if ((uintptr_t)si->si_addr >= a && (uintptr_t)si->si_addr < b) {
             static const char msg[] = "emu: FAULT: the host touched page-locked memory that a "
                                       "copy from the device writes, before waiting for its "

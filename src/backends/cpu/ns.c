@@ -66,7 +66,8 @@ static void ns_bf16_run(dm_ops *ops, void *args, int dir) {
 }
 /* the last implementation takes every call: the optimizer runs ns_bf16 only after
  * the precision record chose it and dm_ops_ns_bf16_context made the context */
-static const dm_impl NS_BF16[] = {{"onednn-bf16", 0, DM_PREC_BF16, NULL, NULL, ns_bf16_run, DM_MEM_HOST}};
+static const dm_impl NS_BF16[] = {
+    {"onednn-bf16", 0, DM_PREC_BF16, NULL, NULL, ns_bf16_run, DM_MEM_HOST}};
 const dm_impl_list dm_cpu_ns_bf16 = DM_IMPL_LIST(NS_BF16);
 
 size_t dm_cpu_ns_work(int n, int rows, int cols, int bf16) {
