@@ -259,6 +259,8 @@ typedef struct dm_memory {
     size_t scratch;     /* backward gradients and the kernels' scratch                   */
     size_t verify;      /* verify mode's room for the second implementations (verify_fused
                            > 0 or verify turned on), beside the arena                    */
+    size_t products;    /* the bf16 products' operand scratch, at most: operands rounded
+                           for a product where no bf16 copy holds them (0 in fp32)       */
     int batch, seq_len; /* the batch the arena is laid out for                           */
 } dm_memory;
 /* The figures of cfg for batches of B x T on nthreads threads, without building the model

@@ -780,3 +780,40 @@ TEST(precision_asked_by_the_call) {
     free(in), free(W);
     for (int i = 0; i < 4; i++) free(y[i]);
 }
+
+/* The memory plan counts the bf16 products' operand scratch (dm_memory.products, "at
+ * most"): after a step of a model whose products run bf16 (the reference bf16 path standing
+ * in, so on any CPU; the byte model and a vocabulary of 300, the fused head), what the cpu
+ * backend grew for rounded operands and douts is more than nothing and within the figure;
+ * in fp32 the figure is 0. */
+TEST(bf16_operand_scratch_within_plan) {
+    setenv("DM_CPU_NO_BF16", "1", 1);
+    setenv("DM_CPU_BF16_REFERENCE", "1", 1);
+    for (int k = 0; k < 3; k++) {
+        dm_config c = small_cfg();
+        c.precision = k == 2 ? DM_PRECISION_FP32 : DM_PRECISION_BF16;
+        if (k == 1) c.vocab = 300, c.tie_embeddings = 0;
+        char err[256];
+        dm_model *m = dm_model_create(&c, err, sizeof err);
+        CHECKF(m != NULL, "%s", err);
+        if (!m) break;
+        uint8_t txt[2 * 41];
+        uint16_t ids[2 * 41];
+        text_tokens(txt, sizeof txt, 3);
+        for (size_t i = 0; i < sizeof txt; i++) ids[i] = (uint16_t)(txt[i] + (i % 3) * 20);
+        loss_grads(m, k == 1 ? (const void *)ids : (const void *)txt, 2, 40);
+        dm_memory mem;
+        CHECK(dm_model_memory(m, &mem) == 0);
+        const dm_cpu_ctx *cx = dm_cpu_ctx_of(&m->ops);
+        size_t used = cx->bcap + cx->dcap * sizeof(uint16_t);
+        printf("  %s: operand scratch grown %zu bytes, planned at most %zu\n",
+               k == 0 ? "bytes, bf16" : k == 1 ? "vocabulary 300, bf16" : "bytes, fp32", used,
+               mem.products);
+        if (k < 2) CHECKF(used > 0 && used <= mem.products, "grown %zu, planned %zu", used,
+                          mem.products);
+        else CHECK(mem.products == 0);
+        dm_model_free(m);
+    }
+    unsetenv("DM_CPU_BF16_REFERENCE");
+    unsetenv("DM_CPU_NO_BF16");
+}

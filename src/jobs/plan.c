@@ -41,7 +41,7 @@ int dm_memory_report(const dm_model *m, const struct dm_optim *o, const struct d
 size_t dm_memory_total(const dm_memory *mem) {
     return mem->params + mem->params_bf16 + mem->grads + mem->optimizer +
            mem->optimizer_scratch + mem->exchange + mem->saved + mem->recompute + mem->scratch +
-           mem->verify;
+           mem->verify + mem->products;
 }
 
 /* A small file of /proc or /sys into buf (NUL-terminated), with read(2) and no stdio, so
@@ -130,9 +130,12 @@ static const char *ckpt_name(int mode) {
 }
 
 void dm_memory_line(const dm_memory *mem, int checkpointing, char *buf, size_t n) {
-    char bf[48] = "", vf[48] = "", xf[48] = "";
+    char bf[48] = "", vf[96] = "", xf[48] = "";
     if (mem->params_bf16) snprintf(bf, sizeof bf, " (+%.1f bf16)", mem->params_bf16 / MIB);
-    if (mem->verify) snprintf(vf, sizeof vf, ", verify %.1f", mem->verify / MIB);
+    size_t at = 0;
+    if (mem->verify) at += (size_t)snprintf(vf, sizeof vf, ", verify %.1f", mem->verify / MIB);
+    if (mem->products)
+        snprintf(vf + at, sizeof vf - at, ", bf16 operands %.1f", mem->products / MIB);
     if (mem->exchange) snprintf(xf, sizeof xf, ", gradient sum and exchange %.1f",
                                 mem->exchange / MIB);
     snprintf(buf, n, "memory: parameters %.1f MiB%s, gradients %.1f, optimizer %.1f (+%.1f "
@@ -148,9 +151,9 @@ void dm_memory_json(const dm_memory *mem, char *buf, size_t n) {
              "\"gradients_bytes\": %zu, \"optimizer_bytes\": %zu, \"optimizer_scratch_bytes\": "
              "%zu, \"exchange_bytes\": %zu, \"saved_activations_bytes\": %zu, "
              "\"recompute_bytes\": %zu, \"scratch_bytes\": %zu, \"verify_bytes\": %zu, "
-             "\"total_bytes\": %zu", mem->params, mem->params_bf16, mem->grads, mem->optimizer,
-             mem->optimizer_scratch, mem->exchange, mem->saved, mem->recompute, mem->scratch,
-             mem->verify, dm_memory_total(mem));
+             "\"bf16_operands_bytes\": %zu, \"total_bytes\": %zu", mem->params, mem->params_bf16,
+             mem->grads, mem->optimizer, mem->optimizer_scratch, mem->exchange, mem->saved,
+             mem->recompute, mem->scratch, mem->verify, mem->products, dm_memory_total(mem));
 }
 
 size_t dm_peak_rss_bytes(void) {
@@ -198,6 +201,7 @@ static void print_figures(plan_ctx *p, const dm_memory *mem, const dm_memory *mo
         {"gradient sum", mem->exchange, 0},
         {"saved activations", mem->saved, 1},    {"recompute workspace", mem->recompute, 1},
         {"scratch", mem->scratch, 1},            {"verify room", mem->verify, 0},
+        {"bf16 operands (at most)", mem->products, 0},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].v || rows[i].always)

@@ -481,6 +481,7 @@ static void memory_of(int bf16_weights, size_t n_params, const dm_arena_sizes *s
     mem->recompute = sz->recompute * sizeof(float);
     mem->scratch = sz->scratch * sizeof(float);
     mem->verify = sz->verify * sizeof(float);
+    mem->products = sz->products;
     mem->batch = B;
     mem->seq_len = T;
 }

@@ -208,6 +208,27 @@ static char *unit_struct(dm_arena_ptrs *out, int u, int L) {
     return u == 2 * L ? (char *)&out->head : (char *)&out->act[u / 2];
 }
 
+/* The backend's bf16 operand scratch for the model's products on N rows: the largest pair
+ * of operands a product reads (forward: in and W; data gradient: dout and W; weight
+ * gradient: dout and in) and the largest dout, over every matmul of a layer and the head
+ * (the fused head's chunk of rows) */
+static size_t product_scratch(const dm_config *c, size_t N, const dm_ops *ops) {
+    size_t D = c->d_model, H = c->n_head, HD = H * c->head_dim, R = c->gate_rank;
+    size_t F = dm_config_mlp_hidden(c), V = c->vocab, rh = (size_t)dm_plan_head_rows(c, N);
+    int kda = c->mixer == DM_MIXER_KDA;
+    const size_t shape[][3] = { /* rows, K (in), O (out) */
+        {N, D, HD}, {N, D, H}, {N, HD, D}, {N, D, F}, {N, F, D},
+        {N, D, kda ? R : HD}, {N, kda ? R : 0, kda ? HD : 0}, {rh ? rh : N, D, V}};
+    size_t pair = 0, dout = 0;
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+        size_t n = shape[i][0], K = shape[i][1], O = shape[i][2];
+        size_t p[3] = {n * K + O * K, n * O + O * K, n * O + n * K};
+        for (int d = 0; d < 3; d++) pair = p[d] > pair ? p[d] : pair;
+        dout = n * O > dout ? n * O : dout;
+    }
+    return dm_ops_product_scratch(ops, pair, dout);
+}
+
 size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, int B, int T,
                       dm_bf *base, dm_arena_ptrs *out, dm_arena_sizes *sz) {
     int L = c->n_layer, side = p->side, kda = c->mixer == DM_MIXER_KDA;
@@ -313,6 +334,7 @@ size_t dm_plan_layout(const dm_config *c, const dm_plan *p, const dm_ops *ops, i
             sz->ws_lo[k] = lo[k], sz->ws_hi[k] = lo[k] + ws_size[k];
         sz->scratch = b.used - s0;
         sz->verify = c->verify_fused > 0 ? dm_plan_verify_room(c, ops, B, T, NULL, NULL) : 0;
+        sz->products = product_scratch(c, N, ops);
     }
     return b.used;
 }

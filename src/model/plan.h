@@ -168,6 +168,8 @@ typedef struct {
     size_t recompute; /* the workspace: one unit's activations that are not kept */
     size_t scratch;   /* backward scratch with the delta core's work */
     size_t verify;    /* not in the arena: the second paths' scratch verify mode adds */
+    size_t products;  /* not in the arena, bytes: the backend's bf16 operand scratch, at most
+                         (dm_ops_product_scratch for the model's largest products) */
     size_t ws_lo[DM_UNIT_KINDS], ws_hi[DM_UNIT_KINDS]; /* each kind's part of the workspace */
 } dm_arena_sizes;
 /* 1 when the workspace regions of unit kinds a and b share floats */

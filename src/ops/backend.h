@@ -62,6 +62,10 @@ typedef struct {
      * private state, and the bf16 copy of the weights) */
     void (*forget_bf16)(struct dm_ops *ops);
     int (*reserve_bf16_weights)(struct dm_ops *ops, size_t n);
+    /* the bytes of scratch its bf16 products may grow for products whose two operands
+     * hold at most `pair` elements together and whose backward's dout at most `dout` (the
+     * memory plan's question; 0 or NULL: none, as in fp32) */
+    size_t (*product_scratch)(const struct dm_ops *ops, size_t pair, size_t dout);
     /* a matmul backward's dout[n] for its two products (shared: both run): a bf16 copy
      * made once for both unless one is held; 1 when made, for dout_forget */
     int (*dout_bf16)(struct dm_ops *ops, const float *dout, size_t n, int shared);

@@ -90,6 +90,10 @@ size_t dm_ops_side_bytes(const dm_ops *ops) {
     const dm_backend_calls *c = calls_of(ops);
     return c && c->side_bytes ? c->side_bytes(ops) : 0;
 }
+size_t dm_ops_product_scratch(const dm_ops *ops, size_t pair, size_t dout) {
+    const dm_backend_calls *c = calls_of(ops);
+    return c && c->product_scratch ? c->product_scratch(ops, pair, dout) : 0;
+}
 void dm_ops_side_room(dm_ops *ops, const dm_bf *x, size_t n, dm_bf *room) {
     const dm_backend_calls *c = calls_of(ops);
     if (c && c->side_room && x && room) c->side_room(ops, DM_RAW(x), n, DM_RAW(room));

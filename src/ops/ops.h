@@ -154,6 +154,10 @@ int dm_ops_bf16_active(const dm_ops *ops);
  * copy argument, and no copy outlives its tensor's values. dm_ops_side_clear drops every
  * room (before a new layout); dm_ops_forget_bf16 every copy made so far. */
 size_t dm_ops_side_bytes(const dm_ops *ops);
+/* The bytes of scratch the backend's bf16 products may grow (operands rounded where no
+ * copy holds them) for products whose two operands hold at most `pair` elements together
+ * and whose backward's dout at most `dout`: the memory plan's figure; 0 in fp32. */
+size_t dm_ops_product_scratch(const dm_ops *ops, size_t pair, size_t dout);
 void dm_ops_side_room(dm_ops *ops, const dm_bf *x, size_t n, dm_bf *room);
 void dm_ops_side_clear(dm_ops *ops);
 void dm_ops_forget_bf16(dm_ops *ops);

@@ -51,6 +51,13 @@ void dm_cpu_side_written(dm_ops *ops, const float *p, size_t n, int after) {
     dm_copies_written(&c->copies, ops, round_pass, p, n, after);
 }
 
+/* the operand scratch (matmul.c's operand_scratch: both operands' floats and 128 more,
+ * f32 for the reference path, bf16 for the kernel in the same room) and the dout copy */
+size_t dm_cpu_product_scratch(const dm_ops *ops, size_t pair, size_t dout) {
+    if (!dm_ops_bf16_active(ops)) return 0;
+    return (pair + 128) * sizeof(float) + dout * sizeof(uint16_t);
+}
+
 /* ---- the matmul backward's dout ---- */
 
 int dm_cpu_dout_bf16(dm_ops *o, const float *dout, size_t nd, int shared) {

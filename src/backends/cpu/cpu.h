@@ -32,6 +32,7 @@ extern const dm_backend_vt dm_cpu_vt;
  * copies and the side room (copies.c) and bf16 Newton-Schulz's oneDNN context (ns.c) */
 extern const dm_backend_calls dm_cpu_calls;
 size_t dm_cpu_side_bytes(const dm_ops *ops);
+size_t dm_cpu_product_scratch(const dm_ops *ops, size_t pair, size_t dout);
 void dm_cpu_side_room(dm_ops *ops, const float *x, size_t n, float *room);
 void dm_cpu_side_clear(dm_ops *ops);
 void dm_cpu_side_written(dm_ops *ops, const float *p, size_t n, int after);

@@ -17,6 +17,7 @@ const dm_impl_list *const dm_cpu_impls[DM_OP_COUNT] = {DM_OP_LIST(DM_CPU_ROW)};
 const dm_backend_calls dm_cpu_calls = {
     .bf16_missing = dm_cpu_bf16_missing,
     .side_bytes = dm_cpu_side_bytes,
+    .product_scratch = dm_cpu_product_scratch,
     .side_room = dm_cpu_side_room,
     .side_clear = dm_cpu_side_clear,
     .side_written = dm_cpu_side_written,

@@ -219,6 +219,11 @@ static void cu_round(struct dm_ops *ops, uint16_t *dst, const float *src, size_t
     dm_cuda_check(dm_cuda_bf16_from_f32(dst, src, n, dm_cuda_state_of(ops)->s),
                   "rounding to bf16");
 }
+/* the operand scratch: slots 0 and 1 (a product's two operands) and 2 (the fused head's
+ * W), each at most a pair, and the dout copy, all bf16 */
+static size_t cu_product_scratch(const struct dm_ops *ops, size_t pair, size_t dout) {
+    return dm_cuda_bf16_on(ops) ? (3 * pair + dout) * sizeof(uint16_t) : 0;
+}
 static size_t cu_side_bytes(const struct dm_ops *ops) {
     return dm_cuda_bf16_on(ops) ? sizeof(uint16_t) : 0;
 }
@@ -284,6 +289,7 @@ static void cu_retract_init(float *R, float *s, const float *W0, int n, int rows
 static const dm_backend_calls CALLS = {
     .bf16_missing = cu_bf16_missing,
     .side_bytes = cu_side_bytes,
+    .product_scratch = cu_product_scratch,
     .side_room = cu_side_room,
     .side_clear = cu_side_clear,
     .side_written = cu_side_written,
