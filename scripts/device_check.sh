@@ -149,13 +149,21 @@ if (( built )) && has module && time_for module; then
       --set d_model=32 --set n_layer=1 --set n_head=1 --set head_dim=32 --set gate_rank=8 \
       --set batch_size=1 --set seq_len=32 --set steps=1 --set backend=cuda
     echo "dormouse backend=cuda: exit $?"
+    # the bf16 products and bf16 Newton-Schulz on the device
+    timeout "$(limit 60)" "$build/dormouse" train --out "$build/module-run-bf16" \
+      --data data/kjv.txt.gz --set d_model=32 --set n_layer=1 --set n_head=1 --set head_dim=32 \
+      --set gate_rank=8 --set batch_size=1 --set seq_len=32 --set steps=2 --set backend=cuda \
+      --set precision=bf16 --set ns_precision=bf16
+    echo "dormouse backend=cuda bf16: exit $?"
   } > "$out/module.log" 2>&1
   said=$(grep -m1 '^error: backend=cuda' "$out/module.log")
   tests_rc=$(sed -n 's/^test_cuda_module: exit //p' "$out/module.log")
   if [[ $tests_rc != 0 ]]; then row module "FAILED: test_cuda_module exit $tests_rc ($out/module.log)"
   elif (( gpu_ok )) && grep -q '^dormouse backend=cuda: exit 0' "$out/module.log" &&
-       grep -q '^policy: cuda' "$out/module.log"; then
-    row module "ok ($(secs "$t")): the module loaded and backend=cuda trained a step on the GPU"
+       grep -q '^policy: cuda' "$out/module.log" &&
+       grep -q '^dormouse backend=cuda bf16: exit 0' "$out/module.log" &&
+       grep -q '^policy: cuda.*matmuls bf16, Newton-Schulz bf16' "$out/module.log"; then
+    row module "ok ($(secs "$t")): the module loaded; backend=cuda trained on the GPU, fp32 and bf16"
   elif (( gpu_ok )); then row module "FAILED: backend=cuda said [${said:-nothing}] ($out/module.log)"
   else row module "$no_gpu; the command said [${said#error: }]"; fi
 fi
