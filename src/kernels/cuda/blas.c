@@ -209,6 +209,26 @@ size_t dm_cuda_ns_work(int n, int rows, int cols) {
     return ns_norms_at(n, len, m * m) + 2 * (size_t)n;
 }
 
+/* the iteration's two shapes of product over n slices of [rows, cols] (m = min):
+ * the Gram matrix A = X X^T (X^T X when tall), and Y = B X (X B^T when tall); operands f32
+ * or bf16 as `bf16` */
+static int ns_gram(dm_cuda_blas *b, int bf16, int rows, int cols, int m, const void *X,
+                   float *A, int n, dm_cuda_stream s) {
+    const int wide = rows <= cols;
+    const long long len = (long long)rows * cols, mm = (long long)m * m;
+    return dm_cuda_gemm_batched(b, bf16, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols,
+                                len, X, cols, len, 0.0f, A, m, mm, n, s);
+}
+static int ns_times(dm_cuda_blas *b, int bf16, int rows, int cols, int m, const void *B,
+                    const void *X, float *Y, int n, dm_cuda_stream s) {
+    const long long len = (long long)rows * cols, mm = (long long)m * m;
+    if (rows <= cols)
+        return dm_cuda_gemm_batched(b, bf16, 0, 0, rows, cols, m, 1.0f, B, m, mm, X, cols, len,
+                                    0.0f, Y, cols, len, n, s);
+    return dm_cuda_gemm_batched(b, bf16, 0, 1, rows, cols, m, 1.0f, X, cols, len, B, m, mm, 0.0f,
+                                Y, cols, len, n, s);
+}
+
 /* bf16 Newton–Schulz: work = [Y: n len f32][A: n m m f32][pad][norms: n doubles], then the
  * bf16 copies [X0: n len][X1: n len][Ab: n m m][Bb: n m m], each starting 256 bytes
  * aligned: their offsets in floats from work */
@@ -246,20 +266,14 @@ int dm_cuda_ns_bf16(dm_cuda_blas *b, float *out, const float *G, int n, int rows
         const uint16_t *X = xb[t & 1];
         int last = t == steps - 1;
         float *P = last ? out : Y; /* the product B X, f32 */
-        err = dm_cuda_gemm_batched(b, 1, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols,
-                                   len, X, cols, len, 0.0f, A, m, mm, n, s);
+        err = ns_gram(b, 1, rows, cols, m, X, A, n, s);
         if (!err) err = dm_cuda_bf16_from_f32(ab, A, nm, s);
         if (!err)
             err = dm_cuda_gemm_batched(b, 1, 0, 0, m, m, m, abc[t][2], ab, m, mm, ab, m, mm,
                                        abc[t][1], A, m, mm, n, s);
         if (!err) err = dm_cuda_ns_linear(A, A, n, m, abc[t][0], 1.0f, s); /* A_ii += a */
         if (!err) err = dm_cuda_bf16_from_f32(bb, A, nm, s);
-        if (!err && wide)
-            err = dm_cuda_gemm_batched(b, 1, 0, 0, rows, cols, m, 1.0f, bb, m, mm, X, cols, len,
-                                       0.0f, P, cols, len, n, s);
-        else if (!err)
-            err = dm_cuda_gemm_batched(b, 1, 0, 1, rows, cols, m, 1.0f, X, cols, len, bb, m, mm,
-                                       0.0f, P, cols, len, n, s);
+        if (!err) err = ns_times(b, 1, rows, cols, m, bb, X, P, n, s);
         if (!err && !last) err = dm_cuda_bf16_from_f32(xb[(t + 1) & 1], P, nl, s);
     }
     return err;
@@ -280,18 +294,12 @@ int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int
     for (int t = 0; t < steps && !err; t++) {
         const float *X = buf[cur];
         float *Y = buf[cur ^ 1];
-        err = dm_cuda_gemm_batched(b, 0, !wide, wide, m, m, wide ? cols : rows, 1.0f, X, cols,
-                                   len, X, cols, len, 0.0f, A, m, mm, n, s);
+        err = ns_gram(b, 0, rows, cols, m, X, A, n, s);
         if (!err) err = dm_cuda_ns_linear(B, A, n, m, abc[t][0], abc[t][1], s);
         if (!err)
             err = dm_cuda_gemm_batched(b, 0, 0, 0, m, m, m, abc[t][2], A, m, mm, A, m, mm, 1.0f, B,
                                        m, mm, n, s);
-        if (!err && wide)
-            err = dm_cuda_gemm_batched(b, 0, 0, 0, rows, cols, m, 1.0f, B, m, mm, X, cols, len,
-                                       0.0f, Y, cols, len, n, s);
-        else if (!err)
-            err = dm_cuda_gemm_batched(b, 0, 0, 1, rows, cols, m, 1.0f, X, cols, len, B, m, mm,
-                                       0.0f, Y, cols, len, n, s);
+        if (!err) err = ns_times(b, 0, rows, cols, m, B, X, Y, n, s);
         cur ^= 1;
     }
     return err;
