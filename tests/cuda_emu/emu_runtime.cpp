@@ -385,9 +385,10 @@ static uint64_t rng() {
 /* ---- warps ---- */
 struct warp_state {
     unsigned arrived, mask, gen;
-    int kind;
+    int kind, xbytes;
     uint64_t val[2][32];
     uint64_t vote[2];
+    std::vector<unsigned char> xch[2]; /* warp_exchange: the 32 lanes' bytes, by generation */
 };
 static warp_state warps[EMU_MAX_THREADS / 32];
 static unsigned nthreads_block;
@@ -415,7 +416,8 @@ uint64_t warp_collective(int kind, unsigned mask, uint64_t value, int arg, int w
     if (w.arrived == 0) {
         w.mask = mask;
         w.kind = kind;
-    } else if (w.mask != mask || w.kind != kind) {
+        w.xbytes = arg;
+    } else if (w.mask != mask || w.kind != kind || (kind == W_EXCH && w.xbytes != arg)) {
         fault("warp collective: lanes of one warp meet at different collectives (masks 0x%08x and "
               "0x%08x)", w.mask, mask);
     }
@@ -428,6 +430,12 @@ uint64_t warp_collective(int kind, unsigned mask, uint64_t value, int arg, int w
         for (unsigned l = 0; l < 32; l++)
             if (mask >> l & 1 && w.val[slot][l] & 1) bits |= 1ull << l;
         w.vote[slot] = bits;
+        if (kind == W_EXCH) { /* every lane's bytes copied while every lane waits here */
+            w.xch[slot].resize(32 * (size_t)arg);
+            for (unsigned l = 0; l < 32; l++)
+                memcpy(w.xch[slot].data() + l * (size_t)arg, (const void *)w.val[slot][l],
+                       (size_t)arg);
+        }
         w.arrived = 0;
         w.gen++;
         for (unsigned l = 0; l < 32; l++)
@@ -449,11 +457,22 @@ uint64_t warp_collective(int kind, unsigned mask, uint64_t value, int arg, int w
     case W_BALLOT: return w.vote[slot];
     case W_ANY: return w.vote[slot] != 0;
     case W_ALL: return (w.vote[slot] & mask) == mask;
+    case W_EXCH: return (uint64_t)(uintptr_t)w.xch[slot].data();
     default: return 0;
     }
     if (src >= 32 || !(mask >> src & 1))
         fault("shuffle from lane %u, which is not in the mask 0x%08x (undefined on a GPU)", src, mask);
     return w.val[slot][src];
+}
+
+const unsigned char *warp_exchange(const void *mine, size_t bytes) {
+    if (!in_kernel || !cur) fault("a warp collective outside a kernel");
+    unsigned base = cur->lin & ~31u;
+    if (nthreads_block - base < 32)
+        fault("a warp-wide matrix operation in a warp of %u threads (the block has %u)",
+              nthreads_block - base, nthreads_block);
+    return (const unsigned char *)(uintptr_t)warp_collective(
+        W_EXCH, 0xffffffffu, (uint64_t)(uintptr_t)mine, (int)bytes, 32);
 }
 
 void syncthreads() {

@@ -5,6 +5,8 @@
  * line its output must contain. Usage: emu_selftest CASE */
 #include <cuda_runtime.h>
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <mma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,25 @@ static void *dalloc(size_t bytes) {
 static int said(const char *what, int got, int want) {
     printf("%s: %s\n", got == want ? "ok" : "unexpected", what);
     return got == want ? 0 : 1;
+}
+
+/* C [32, 16] = A [32, 32] B [32, 16] on the warps' matrix operations (bf16 bits, float
+ * sums): warp w takes rows 16 w; A read from `off` elements in (misaligned when off is not
+ * a multiple of 16) */
+static __global__ void k_wmma(float *C, const uint16_t *A, const uint16_t *B, int off) {
+    using namespace nvcuda;
+    const int w = threadIdx.x / 32;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::fill_fragment(c, 0.0f);
+    for (int k = 0; k < 32; k += 16) {
+        wmma::load_matrix_sync(a, (const __nv_bfloat16 *)(const void *)(A + off + 16 * w * 32 + k),
+                               32);
+        wmma::load_matrix_sync(b, (const __nv_bfloat16 *)(const void *)(B + k * 16), 16);
+        wmma::mma_sync(c, a, b, c);
+    }
+    wmma::store_matrix_sync(C + 16 * w * 16, c, 16, wmma::mem_row_major);
 }
 
 /* ---- kernels, each with its bug ---- */
@@ -259,6 +280,58 @@ static int case_blas_range(void) {
     return said("no fault", 0, 1);
 }
 
+/* the product of bf16 small integers (exact in any order) run on `threads` threads: 1 when
+ * it equals the host's, 0 when not, -1 when the launch failed */
+static int wmma_run(int threads, int off) {
+    static float got[512], want[512];
+    uint16_t hA[32 * 32 + 16], hB[32 * 16];
+    for (int i = 0; i < 32 * 32 + 16; i++) {
+        float f = (float)((i * 7) % 9 - 4);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        hA[i] = (uint16_t)(u >> 16);
+    }
+    for (int i = 0; i < 32 * 16; i++) {
+        float f = (float)((i * 5) % 7 - 3);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        hB[i] = (uint16_t)(u >> 16);
+    }
+    uint16_t *A = (uint16_t *)dalloc(sizeof hA), *B = (uint16_t *)dalloc(sizeof hB);
+    float *C = (float *)dalloc(32 * 16 * sizeof(float));
+    cudaMemcpy(A, hA, sizeof hA, cudaMemcpyHostToDevice);
+    cudaMemcpy(B, hB, sizeof hB, cudaMemcpyHostToDevice);
+    k_wmma<<<1, threads>>>(C, (const uint16_t *)A, (const uint16_t *)B, off);
+    int e = cudaGetLastError();
+    cudaMemcpy(got, C, 32 * 16 * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int r = 0; r < 32; r++)
+        for (int c = 0; c < 16; c++) {
+            float s = 0;
+            for (int k = 0; k < 32; k++) {
+                uint32_t ua = (uint32_t)hA[off + r * 32 + k] << 16;
+                uint32_t ub = (uint32_t)hB[k * 16 + c] << 16;
+                float fa, fb;
+                memcpy(&fa, &ua, 4);
+                memcpy(&fb, &ub, 4);
+                s += fa * fb;
+            }
+            want[r * 16 + c] = s;
+        }
+    printf("C[0] %g (want %g), C[511] %g (want %g)\n", got[0], want[0], got[511], want[511]);
+    return e ? -1 : memcmp(got, want, sizeof got) == 0;
+}
+static int case_wmma_product(void) { /* correct: a product of two warps' tiles */
+    return said("the tiles' product", wmma_run(64, 0), 1);
+}
+static int case_wmma_misaligned(void) { /* A 8 bytes past a 256-bit boundary */
+    wmma_run(64, 4);
+    return said("no fault", 0, 1);
+}
+static int case_wmma_partial_warp(void) { /* a block of 48 threads: its second warp has 16 */
+    wmma_run(48, 0);
+    return said("no fault", 0, 1);
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
@@ -282,6 +355,9 @@ int main(int argc, char **argv) {
         {"block_sum", case_block_sum},
         {"blas_shapes", case_blas_shapes},
         {"blas_range", case_blas_range},
+        {"wmma_product", case_wmma_product},
+        {"wmma_misaligned", case_wmma_misaligned},
+        {"wmma_partial_warp", case_wmma_partial_warp},
     };
     for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) return cases[i].fn();

@@ -235,11 +235,15 @@ template <class A> inline sview<A> static_shared(shared_site &site) {
 
 /* ---- barriers and warp collectives ---- */
 void syncthreads();
-enum { W_SHFL, W_SHFL_XOR, W_SHFL_UP, W_SHFL_DOWN, W_BALLOT, W_ANY, W_ALL, W_SYNC };
+enum { W_SHFL, W_SHFL_XOR, W_SHFL_UP, W_SHFL_DOWN, W_BALLOT, W_ANY, W_ALL, W_SYNC, W_EXCH };
 /* lane's part in a warp collective of `kind` over `mask`: value in, the lane's result out
  * (its source lane's value for the shuffles, the vote for the votes) */
 uint64_t warp_collective(int kind, unsigned mask, uint64_t value, int arg, int width);
 unsigned active_mask();
+/* a collective of all 32 lanes of the warp (tensor-core fragments, mma.h): each lane's
+ * `bytes` at mine, copied while the whole warp waits; the 32 lanes' bytes back, lane by
+ * lane, valid until the lane's next collective */
+const unsigned char *warp_exchange(const void *mine, size_t bytes);
 
 template <class T> inline uint64_t to_bits(T v) {
     static_assert(sizeof(T) <= 8, "a shuffle moves at most 64 bits");
