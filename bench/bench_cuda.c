@@ -51,7 +51,8 @@ static void *dev(size_t bytes, int fill) {
 typedef struct {
     float *x, *y, *z, *dy, *dx, *w, *dw, *r, *big, *big2, *work;
     float *g, *k, *beta; /* the core's inputs: decays <= 1, unit keys, beta in (0, 1) */
-    float *dwork;        /* the serial core's backward workspace */
+    float *dwork;        /* the delta cores' workspace (the largest) */
+    float *saved;        /* the tensor-core forward's saved states and u */
     dm_cuda_stream s;    /* every timed launch runs here */
     dm_cuda_graph *graph; /* the chain, captured */
     uint16_t *xb, *wb;
@@ -59,20 +60,21 @@ typedef struct {
     dm_cuda_blas *blas;
 } bufs;
 
-#define NOPS 31
+#define NOPS 34
 static const char *op_name[NOPS] = {
     "rmsnorm_fwd", "rmsnorm_bwd", "gatednorm_fwd", "gatednorm_bwd", "silu_l2norm_fwd",
     "silu_l2norm_bwd", "conv_fwd", "conv_bwd", "gate_fwd", "gate_bwd", "swiglu_fwd",
     "swiglu_bwd", "xent_fwd", "xent_bwd", "embed_fwd", "embed_bwd", "add", "bf16_round",
     "mm_fp32_fwd", "mm_fp32_bwd_data", "mm_fp32_bwd_weight", "mm_bf16_fwd",
     "mm_bf16_bwd_weight", "delta_serial_fwd", "adamw", "ns_4x64x256", "ns_1x256x768",
-    "delta_serial_bwd", "chain12_launches", "chain12_graph", "delta_chunk_fwd"};
+    "delta_serial_bwd", "chain12_launches", "chain12_graph", "delta_chunk_fwd",
+    "delta_chunk_bwd", "delta_tc_fwd", "delta_tc_bwd"};
 /* bytes each moves at the least (elementwise and norms) or FLOPs (products, the core) */
 static double op_bytes(int op) {
     const double f = 4.0 * NT * C;
     const double b[NOPS] = {2 * f, 4 * f, 3 * f, 6 * f, 2 * f, 4 * f, 2 * f, 4 * f, 2 * f, 3 * f,
                             3 * f, 5 * f, f, 2 * f, 2 * f, 2 * f, 3 * f, 1.5 * f, 0, 0, 0, 0, 0, 0,
-                            7 * f, 0, 0, 0, 0, 0, 0};
+                            7 * f, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     return b[op];
 }
 static double op_flops(int op) {
@@ -80,7 +82,8 @@ static double op_flops(int op) {
     if (op >= 18 && op <= 21) return 2.0 * NT * C * MLP;
     if (op == 23) return 6.0 * NT * H * D * D; /* gate, error, update, output: ~3 dk dv MACs */
     if (op == 27) return 16.0 * NT * H * D * D; /* recompute, then ~5 dk dv MACs a token */
-    if (op == 30) return 6.0 * NT * H * D * D;  /* the same function as the serial forward */
+    if (op == 30 || op == 32) return 6.0 * NT * H * D * D; /* the serial forward's function */
+    if (op == 31 || op == 33) return 16.0 * NT * H * D * D; /* the serial backward's */
     if (op == 25 || op == 26) { /* per step: 2 m^2 k (gram) + 2 m^3 (A^2) + 2 m^2 k (B X) */
         double n = op == 25 ? 4 : 1, m = op == 25 ? 64 : 256, k = op == 25 ? 256 : 768;
         return 5 * n * (4 * m * m * k + 2 * m * m * m);
@@ -165,6 +168,23 @@ static int run(int op, bufs *b) {
         return dm_cuda_delta_chunk_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,
                                        b->s);
     }
+    case 31: {
+        dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
+        return dm_cuda_delta_chunk_bwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->z, NULL,
+                                       b->dx, b->big, b->big2, b->big2 + (size_t)NT * C,
+                                       b->r, NULL, b->dwork, b->s);
+    }
+    case 32: {
+        dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
+        return dm_cuda_delta_tc_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,
+                                    b->saved, b->dwork, b->s);
+    }
+    case 33: { /* from the states op 32 saved */
+        dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
+        return dm_cuda_delta_tc_bwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->saved, b->z,
+                                    NULL, b->dx, b->big, b->big2, b->big2 + (size_t)NT * C,
+                                    b->r, NULL, b->dwork, b->s);
+    }
     default: {
         dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
         return dm_cuda_delta_serial_fwd(&d, b->x, b->k, b->dy, b->g, b->beta, NULL, b->y, NULL,
@@ -224,7 +244,11 @@ int main(int argc, char **argv) {
     }
     {
         dm_delta_dims d = {B, T, H, D, D, 0, 0.125f};
-        b.dwork = dev(dm_cuda_delta_serial_bwd_work(&d) * sizeof(float), 0);
+        size_t w = dm_cuda_delta_serial_bwd_work(&d), wc = dm_cuda_delta_chunk_bwd_work(&d);
+        size_t wt = dm_cuda_delta_tc_work(&d);
+        w = w > wc ? w : wc;
+        b.dwork = dev((w > wt ? w : wt) * sizeof(float), 0);
+        b.saved = dev(dm_cuda_delta_tc_saved(&d) * sizeof(float), 0);
     }
     e0 = dm_cuda_stream_create(&b.s);
     if (!e0) e0 = chain(&b, b.s);

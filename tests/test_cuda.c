@@ -752,6 +752,85 @@ static void delta_shapes_body(void) {
     delta_run((dm_delta_dims){.B = 1, .T = 40, .H = 1, .dk = 128, .dv = 128, .scalar_gate = 0});
 }
 
+/* ---- the tensor-core core (chunks of 64, bf16 products) against the reference within
+ * fla's bounds for bf16 kernels (relative RMS: o 5e-3; dq, dk, dv and the states 8e-3;
+ * the gates and beta 2e-2); its backward from the forward's saved states and from none
+ * (computed again) the same bits, and twice the same bits ---- */
+#define TC_O 5e-3
+#define TC_D 8e-3
+#define TC_G 2e-2
+static void delta_tc_run(dm_delta_dims d) {
+    d.scale = 1.0f / sqrtf((float)d.dk);
+    const size_t nk = (size_t)d.B * d.T * d.H * d.dk, nv = (size_t)d.B * d.T * d.H * d.dv;
+    const size_t ns = (size_t)d.B * d.T * d.H, nh = (size_t)d.B * d.H * d.dk * d.dv;
+    const size_t ng = d.scalar_gate ? ns : nk;
+    char mn[64], what[128];
+    snprintf(mn, sizeof mn, "%s T=%d dk=%d dv=%d", d.scalar_gate ? "gdn" : "kda", d.T, d.dk,
+             d.dv);
+    CHECKF(dm_cuda_delta_tc_fits(&d), "%s: the tensor-core core does not fit", mn);
+    float *q = randn(nk, 50, 1.0f), *k = randn(nk, 51, 1.0f), *v = randn(nv, 52, 1.0f);
+    float *g = t_alloc(ng), *beta = t_alloc(ns), *h0 = randn(nh, 53, 0.5f);
+    float *dO = randn(nv, 54, 1.0f), *dhT = randn(nh, 55, 0.5f);
+    t_fill_uniform(g, ng, 56, d.scalar_gate ? -0.3f : -1.0f, -0.01f);
+    t_fill_uniform(beta, ns, 57, 0.1f, 1.0f);
+    t_l2norm_rows(k, nk / d.dk, d.dk);
+    t_l2norm_rows(q, nk / d.dk, d.dk);
+    float *o = t_alloc(nv), *hT = t_alloc(nh);
+    dm_delta_ref_fwd(&d, q, k, v, g, beta, h0, o, hT, 1);
+    float *dq = t_alloc(nk), *dk = t_alloc(nk), *dv = t_alloc(nv), *dg = t_alloc(ng);
+    float *db = t_alloc(ns), *dh0 = t_alloc(nh);
+    float *work = t_alloc(dm_delta_ref_bwd_work(&d, 1));
+    dm_delta_ref_bwd(&d, q, k, v, g, beta, h0, dO, dhT, dq, dk, dv, dg, db, dh0, work, 1);
+
+    float *d_q = dput(q, nk), *d_k = dput(k, nk), *d_v = dput(v, nv), *d_g = dput(g, ng);
+    float *d_b = dput(beta, ns), *d_h0 = dput(h0, nh), *d_dO = dput(dO, nv);
+    float *d_dhT = dput(dhT, nh), *d_o = dpoison(nv), *d_hT = dpoison(nh);
+    float *d_saved = dpoison(dm_cuda_delta_tc_saved(&d));
+    float *d_work = dpoison(dm_cuda_delta_tc_work(&d));
+    CU(dm_cuda_delta_tc_fwd(&d, d_q, d_k, d_v, d_g, d_b, d_h0, d_o, d_hT, d_saved, d_work, NULL));
+    snprintf(what, sizeof what, "tc %s fwd o", mn);
+    close_to(what, d_o, o, nv, TC_O);
+    snprintf(what, sizeof what, "tc %s fwd hT", mn);
+    close_to(what, d_hT, hT, nh, TC_D);
+    const struct { const char *n; float *cpu; size_t len; double tol; } outs[] = {
+        {"dq", dq, nk, TC_D}, {"dk", dk, nk, TC_D}, {"dv", dv, nv, TC_D},
+        {"dg", dg, ng, TC_G}, {"dbeta", db, ns, TC_G}, {"dh0", dh0, nh, TC_D}};
+    float *run[3][6];
+    for (int r = 0; r < 3; r++) { /* saved, saved again, none */
+        for (int i = 0; i < 6; i++) run[r][i] = dpoison(outs[i].len);
+        CU(dm_cuda_delta_tc_bwd(&d, d_q, d_k, d_v, d_g, d_b, d_h0, r < 2 ? d_saved : NULL,
+                                d_dO, d_dhT, run[r][0], run[r][1], run[r][2], run[r][3],
+                                run[r][4], run[r][5], dpoison(dm_cuda_delta_tc_work(&d)),
+                                NULL));
+    }
+    for (int i = 0; i < 6; i++) {
+        snprintf(what, sizeof what, "tc %s bwd %s", mn, outs[i].n);
+        close_to(what, run[0][i], outs[i].cpu, outs[i].len, outs[i].tol);
+        float *a = dget(run[0][i], outs[i].len), *b = dget(run[1][i], outs[i].len);
+        float *c = dget(run[2][i], outs[i].len);
+        CHECKF(memcmp(a, b, outs[i].len * sizeof(float)) == 0, "%s: two runs differ", what);
+        CHECKF(memcmp(a, c, outs[i].len * sizeof(float)) == 0,
+               "%s: from the saved states and from none differ", what);
+        free(a), free(b), free(c);
+    }
+    free(q), free(k), free(v), free(g), free(beta), free(h0), free(dO), free(dhT), free(o);
+    free(hT), free(dq), free(dk), free(dv), free(dg), free(db), free(dh0), free(work);
+    dfree_all();
+}
+/* T = 150: three chunks of 64, the last one partial */
+static void delta_tc_kda_body(void) {
+    delta_tc_run((dm_delta_dims){.B = 1, .T = 150, .H = 2, .dk = 32, .dv = 48, .scalar_gate = 0});
+}
+static void delta_tc_gdn_body(void) {
+    delta_tc_run((dm_delta_dims){.B = 2, .T = 100, .H = 1, .dk = 48, .dv = 32, .scalar_gate = 1});
+}
+/* the model's heads (64 x 64: the backward's tiles near the 227 KiB of shared memory); one
+ * token */
+static void delta_tc_shapes_body(void) {
+    delta_tc_run((dm_delta_dims){.B = 1, .T = 70, .H = 1, .dk = 64, .dv = 64, .scalar_gate = 0});
+    delta_tc_run((dm_delta_dims){.B = 1, .T = 1, .H = 1, .dk = 16, .dv = 16, .scalar_gate = 0});
+}
+
 /* ---- the optimizer: the gradient's sum of squares (in double), AdamW and Muon's
  * momentum and weight step (plain and cautious decay) against optim.c's and muon.c's
  * updates computed here in double; NorMuon against ref/normuon_ref.c ---- */
@@ -991,6 +1070,9 @@ TEST(cuda_retract_sphere) { GPU_CASE(sphere_body); }
 TEST(cuda_delta_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_gdn) { GPU_CASE(delta_gdn_body); }
 TEST(cuda_delta_shapes) { GPU_CASE(delta_shapes_body); }
+TEST(cuda_delta_tc_kda) { GPU_CASE(delta_tc_kda_body); }
+TEST(cuda_delta_tc_gdn) { GPU_CASE(delta_tc_gdn_body); }
+TEST(cuda_delta_tc_shapes) { GPU_CASE(delta_tc_shapes_body); }
 TEST(cuda_optim_adamw_muon_sumsq) { GPU_CASE(optim_body); }
 TEST(cuda_graph_replay) { GPU_CASE(graph_body); }
 TEST(cuda_repeat_bitwise) { GPU_CASE(repeat_body); }

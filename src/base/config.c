@@ -105,7 +105,8 @@ static const key_t_ KEYS[] = {
      "onednn"},
     {"precision", DM_KEY_BACKEND, K_ENUM, F(precision), 0, 0, "auto|fp32|bf16",
      "matrix products: fp32, bf16 (operands rounded to bf16, f32 accumulation; on the cpu "
-     "needs avx512_bf16 or amx_bf16), auto (bf16 where the CPU has it; fp32 on cuda)"},
+     "needs avx512_bf16 or amx_bf16; on cuda the delta core's chunk products too), auto "
+     "(bf16 where the CPU has it; fp32 on cuda)"},
     {"chunk_size", DM_KEY_BACKEND, K_INT, F(chunk_size), 16, 64, NULL,
      "chunk of the fused core: 16, 32 or 64"},
     {"norm_impl", DM_KEY_BACKEND, K_ENUM, F(norm_impl), 0, 0, "auto|fused|reference",

@@ -77,15 +77,18 @@ static double reads(const void *args, int dir) {
     return 4.0 * (dir == DM_FWD ? in : in + nv + (a->dhT ? ns : 0));
 }
 
+static int asked(const void *args) { return ((const dm_delta_args *)args)->prec; }
+
 static const dm_impl REF = {"reference", 1, DM_PREC_FP32, NULL, NULL, ref_run, DM_MEM_HOST};
 const dm_op_def dm_def_delta = {"delta", 1u << DM_FWD | 1u << DM_BWD, &REF,
-                                sizeof(dm_delta_args), outputs, flops, check, reads, NULL};
+                                sizeof(dm_delta_args), outputs, flops, check, reads, asked};
 
 void dm_op_delta_fwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm_bf *k,
                      const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,
                      dm_bf *out, dm_bf *hT, dm_bf *saved) {
-    dm_delta_args a = {.d = d, .q = DM_RAW(q), .k = DM_RAW(k), .v = DM_RAW(v), .g = DM_RAW(g),
-                       .beta = DM_RAW(beta), .h0 = DM_RAW(h0), .o = DM_RAW(out), .hT = DM_RAW(hT),
+    dm_delta_args a = {.d = d, .prec = o->precision, .q = DM_RAW(q), .k = DM_RAW(k),
+                       .v = DM_RAW(v), .g = DM_RAW(g), .beta = DM_RAW(beta), .h0 = DM_RAW(h0),
+                       .o = DM_RAW(out), .hT = DM_RAW(hT),
                        .saved = DM_RAW(saved)};
     dm_op_run(o, DM_OP_DELTA, DM_FWD, &a);
 }
@@ -94,8 +97,9 @@ void dm_op_delta_bwd(dm_ops *o, const dm_delta_dims *d, const dm_bf *q, const dm
                      const dm_bf *v, const dm_bf *g, const dm_bf *beta, const dm_bf *h0,
                      const dm_bf *saved, const dm_bf *dO, const dm_bf *dhT, dm_bf *dq,
                      dm_bf *dk, dm_bf *dv, dm_bf *dg, dm_bf *dbeta, dm_bf *dh0) {
-    dm_delta_args a = {.d = d, .q = DM_RAW(q), .k = DM_RAW(k), .v = DM_RAW(v), .g = DM_RAW(g),
-                       .beta = DM_RAW(beta), .h0 = DM_RAW(h0), .saved_in = DM_RAW(saved),
+    dm_delta_args a = {.d = d, .prec = o->precision, .q = DM_RAW(q), .k = DM_RAW(k),
+                       .v = DM_RAW(v), .g = DM_RAW(g), .beta = DM_RAW(beta), .h0 = DM_RAW(h0),
+                       .saved_in = DM_RAW(saved),
                        .dO = DM_RAW(dO), .dhT = DM_RAW(dhT), .dq = DM_RAW(dq), .dk = DM_RAW(dk),
                        .dv = DM_RAW(dv), .dg = DM_RAW(dg), .dbeta = DM_RAW(dbeta),
                        .dh0 = DM_RAW(dh0)};

@@ -9,6 +9,8 @@
 
 typedef struct {
     const dm_delta_dims *d;
+    int prec;                 /* the precision asked (dm_precision): bf16 lets a backend run
+                                 the chunk products on bf16 operands */
     const float *q, *k, *v, *g, *beta, *h0;
     float *o, *hT, *saved;    /* fwd (saved: the chunked path's state for the backward) */
     const float *saved_in;    /* bwd: the forward's saved state, or NULL */

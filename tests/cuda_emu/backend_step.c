@@ -83,6 +83,18 @@ static void three_models(const dm_config *c, dm_model *m[3]) {
     free(p);
 }
 
+/* one forward and backward of each model of m[3] on the same batch: the losses into l, the
+ * gradients into g[i] (np floats each, freshly allocated) */
+static void step3(dm_model *const m[3], const void *in, int B, int T, float l[3], float *g[3]) {
+    for (int i = 0; i < 3; i++) l[i] = dm_model_forward(m[i], in, B, T, NULL);
+    for (int i = 0; i < 3; i++) {
+        dm_model_zero_grad(m[i]);
+        dm_model_backward(m[i]);
+        g[i] = t_alloc(dm_model_num_params(m[i]));
+        dm_model_grads_to_host(m[i], g[i]);
+    }
+}
+
 static void tokens(uint8_t *tok, size_t n, int step) {
     for (size_t i = 0; i < n; i++) tok[i] = (uint8_t)(i * 37 + 11 * step + 5);
 }
@@ -286,6 +298,9 @@ TEST(cuda_backend_bf16_matches_cpu) {
         const char *what = k == 0 ? "kda" : k == 1 ? "gdn" : "kda, vocabulary 300";
         dm_config cc = tiny(DM_BACKEND_CPU, k == 1 ? DM_MIXER_GDN : DM_MIXER_KDA), cf = cc;
         cc.precision = DM_PRECISION_BF16;
+        /* heads 12 wide, which the tensor-core core does not take: both sides run the fp32
+         * chunked core, and only the products differ */
+        cc.d_model = cf.d_model = 24, cc.head_dim = cf.head_dim = 12;
         cc.optimizer = cf.optimizer = DM_OPT_ADAMW;
         if (k == 2) cc.vocab = cf.vocab = V;
         dm_config cs[3] = {cc, cc, cf}, cg = cc;
@@ -296,19 +311,14 @@ TEST(cuda_backend_bf16_matches_cpu) {
         if (!a) return;
         CHECKF(dm_model_policy(b)->prec.matmul_bf16, "%s: the cuda policy is not bf16", what);
         size_t np = dm_model_num_params(a);
-        float *pa = t_alloc(np), *pb = t_alloc(np), *pf = t_alloc(np);
         uint16_t ids[2 * 25];
         uint8_t tok[2 * 25];
         tokens(tok, sizeof tok, 0);
         for (int i = 0; i < 2 * 25; i++) ids[i] = (uint16_t)((i * 97 + 13) % V);
         const void *in = k == 2 ? (const void *)ids : (const void *)tok;
-        float la = dm_model_forward(a, in, B, T, NULL), lb = dm_model_forward(b, in, B, T, NULL);
-        float lf = dm_model_forward(f, in, B, T, NULL);
-        dm_model_zero_grad(a), dm_model_zero_grad(b), dm_model_zero_grad(f);
-        dm_model_backward(a), dm_model_backward(b), dm_model_backward(f);
-        dm_model_grads_to_host(a, pa);
-        dm_model_grads_to_host(b, pb);
-        dm_model_grads_to_host(f, pf);
+        float l[3], *pg[3];
+        step3(m, in, B, T, l, pg);
+        float la = l[0], lb = l[1], lf = l[2], *pa = pg[0], *pb = pg[1], *pf = pg[2];
         double all = rel_rms(pb, pa, np), gap = rel_rms(pf, pa, np);
         double lrel = fabs((double)lb - la) / fabs((double)la);
         printf("  %s: loss cpu %.9g cuda %.9g (rel %.2g); gradients rel RMS %.2g; the cpu's "
@@ -350,6 +360,78 @@ TEST(cuda_backend_bf16_matches_cpu) {
     }
     unsetenv("DM_CPU_BF16_REFERENCE");
     unsetenv("DM_CPU_NO_BF16");
+}
+
+/* The delta core on the tensor cores in a whole step: the cuda model in bf16 (its products
+ * and its delta core on bf16 operands) against the cpu's bf16 path (the same products on
+ * the reference bf16 path, the delta core in fp32) from the same weights, KDA and GDN:
+ * the loss within fla's bound on o (5e-3), the whole gradient within its bound on dq, dk,
+ * dv (8e-3) and every tensor's within its bound on the gates (2e-2); the core ran on the
+ * tensor cores both ways. Then three Muon steps of it twice: the same bits. */
+TEST(cuda_backend_tc_core_matches_cpu) {
+    setenv("DM_CPU_NO_BF16", "1", 1);
+    setenv("DM_CPU_BF16_REFERENCE", "1", 1);
+    const int B = 2, T = 80; /* two chunks of 64, the second partial */
+    for (int mixer = 0; mixer < 2; mixer++) {
+        const char *what = mixer ? "gdn" : "kda";
+        dm_config cc = tiny(DM_BACKEND_CPU, mixer ? DM_MIXER_GDN : DM_MIXER_KDA), cf = cc;
+        cc.precision = DM_PRECISION_BF16;
+        dm_config cs[3] = {cc, cc, cf};
+        cs[1].backend = DM_BACKEND_CUDA;
+        dm_model *m[3];
+        three_models(cs, m);
+        dm_model *a = m[0], *b = m[1], *f = m[2];
+        if (!a) return;
+        size_t np = dm_model_num_params(a);
+        uint8_t tok[2 * 81];
+        tokens(tok, sizeof tok, 0);
+        float l[3], *pg[3];
+        step3(m, tok, B, T, l, pg);
+        float la = l[0], lb = l[1], lf = l[2], *pa = pg[0], *pb = pg[1], *pf = pg[2];
+        double all = rel_rms(pb, pa, np), lrel = fabs((double)lb - la) / fabs((double)la);
+        double worst = 0;
+        const char *wname = "";
+        for (int i = 0; i < dm_model_num_tensors(a); i++) {
+            const dm_tensor *t = dm_model_tensor(a, i);
+            double e = rel_rms(pb + t->offset, pa + t->offset, t->numel);
+            if (e > worst) worst = e, wname = t->name;
+        }
+        printf("  %s: loss cpu %.9g cuda %.9g (rel %.2g); gradients rel RMS %.2g, worst tensor "
+               "%s %.2g; the cpu's bf16 from fp32: loss %.2g, gradients %.2g\n", what, la, lb,
+               lrel, all, wname, worst, fabs((double)lf - la) / fabs((double)la),
+               rel_rms(pf, pa, np));
+        CHECKF(isfinite(lb) && lrel <= 5e-3, "%s: loss %.9g vs %.9g", what, lb, la);
+        CHECKF(all <= 8e-3, "%s: the gradients' relative RMS %.3g over 8e-3", what, all);
+        CHECKF(worst <= 2e-2, "%s: gradient %s relative RMS %.3g over 2e-2", what, wname, worst);
+        char rep[4096];
+        dm_model_dispatch_table(b, rep, sizeof rep);
+        for (int dir = 0; dir < 2; dir++) {
+            const char *row = strstr(rep, dir ? "delta.bwd" : "delta.fwd");
+            const char *nl = row ? strchr(row, '\n') : NULL;
+            const char *tc = row ? strstr(row, "chunked-tc") : NULL;
+            CHECKF(tc && (!nl || tc < nl),
+                   "%s: the delta core did not run on the tensor cores:\n%s", what, rep);
+        }
+        free(pa), free(pb), free(pf);
+        dm_model_free(a), dm_model_free(b), dm_model_free(f);
+    }
+    dm_config cg = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA);
+    cg.precision = DM_PRECISION_BF16;
+    float l1[3], l2[3];
+    double g1[3], g2[3];
+    float *p1 = train3(&cg, l1, g1), *p2 = train3(&cg, l2, g2);
+    if (p1 && p2) {
+        char err[256];
+        dm_model *m = dm_model_create(&cg, err, sizeof err);
+        size_t np = m ? dm_model_num_params(m) : 0;
+        printf("  muon in bf16: losses %.9g %.9g %.9g\n", l1[0], l1[1], l1[2]);
+        CHECKF(m && !memcmp(l1, l2, sizeof l1) && !memcmp(g1, g2, sizeof g1) &&
+                   !memcmp(p1, p2, np * sizeof(float)),
+               "two bf16 runs differ: losses %.9g %.9g %.9g vs %.9g %.9g %.9g", l1[0], l1[1],
+               l1[2], l2[0], l2[1], l2[2]);
+        dm_model_free(m);
+    }
+    free(p1), free(p2);
 }
 
 /* ns_precision=bf16 on the emulated GPU: Muon's Newton-Schulz on bf16 operands (the

@@ -183,16 +183,27 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
     return 0;
 }
 
-/* the delta core's backward work: the chunked backward's chunk-start states and dh, or
- * the serial backward's states before every token */
+/* the delta core's work: the tensor-core core's chunk arrays (and its saved states and u,
+ * when the forward gives none), the fp32 chunked backward's chunk-start states and dh, or
+ * the serial backward's states before every token; with `both` (verify mode) the most of
+ * any. *saved: the tensor-core forward's states and u for the backward, when it runs */
 static size_t cu_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads, int both,
                             size_t *saved) {
-    (void)nthreads, (void)both;
+    (void)nthreads;
     *saved = 0;
     size_t serial = dm_cuda_delta_serial_bwd_work(d), chunked = dm_cuda_delta_chunk_bwd_work(d);
-    /* the path the ops will take (ops.c: the chunked one unless asked for the reference
-     * or too large for shared memory) */
-    return ops->kda_impl != DM_IMPL_REFERENCE && dm_cuda_delta_chunk_fits(d) ? chunked : serial;
+    size_t tc = dm_cuda_delta_tc_fits(d) ? dm_cuda_delta_tc_work(d) : 0, w;
+    /* the path the ops will take (ops.c: the tensor-core one where the products are bf16,
+     * else the chunked one unless asked for the reference or too large for shared memory) */
+    if (ops->kda_impl == DM_IMPL_REFERENCE) w = serial;
+    else if (dm_cuda_bf16_on(ops) && tc) w = tc, *saved = dm_cuda_delta_tc_saved(d);
+    else w = dm_cuda_delta_chunk_fits(d) ? chunked : serial;
+    if (both) {
+        w = w > serial ? w : serial;
+        w = w > chunked ? w : chunked;
+        w = w > tc ? w : tc;
+    }
+    return w;
 }
 
 static const char *cu_bf16_missing(void) {

@@ -253,6 +253,27 @@ static void delta_chunked_cu(dm_ops *ops, void *args, int dir) {
                                       ops->scratch, S(ops)),
               "delta chunked bwd");
 }
+/* the tensor-core core: where the products are bf16 (precision=bf16) and its tiles fit */
+static const char *tc_selected(const dm_ops *ops, const void *args, int dir) {
+    (void)dir;
+    if (ops->kda_impl == DM_IMPL_REFERENCE) return "kda_impl=reference";
+    if (!dm_cuda_bf16_on(ops)) return "the policy's products are fp32 (precision=bf16 asks)";
+    return dm_cuda_delta_tc_fits(((const dm_delta_args *)args)->d)
+               ? NULL
+               : "head dims not multiples of 16 up to 128, or tiles past shared memory";
+}
+static void delta_tc_cu(dm_ops *ops, void *args, int dir) {
+    dm_delta_args *a = args;
+    if (dir == DM_FWD)
+        CHECK(dm_cuda_delta_tc_fwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->o, a->hT,
+                                   a->saved, ops->scratch, S(ops)),
+              "delta tensor-core fwd");
+    else
+        CHECK(dm_cuda_delta_tc_bwd(a->d, a->q, a->k, a->v, a->g, a->beta, a->h0, a->saved_in,
+                                   a->dO, a->dhT, a->dq, a->dk, a->dv, a->dg, a->dbeta, a->dh0,
+                                   ops->scratch, S(ops)),
+              "delta tensor-core bwd");
+}
 static void delta_serial_cu(dm_ops *ops, void *args, int dir) {
     dm_delta_args *a = args;
     if (dir == DM_FWD)
@@ -430,8 +451,10 @@ static const dm_impl NS_BF16_I[] = {
     {"cublaslt-bf16", 0, DM_PREC_BF16, NULL, ns_supports, ns_bf16_cu, DM_MEM_CUDA}};
 static const dm_impl_list NS_BF16 = DM_IMPL_LIST(NS_BF16_I);
 
-/* the delta core: chunked, then the serial forward and backward (the oracle) */
+/* the delta core: on the tensor cores where the products are bf16, chunked in fp32, then
+ * the serial forward and backward (the oracle) */
 static const dm_impl DELTA_I[] = {
+    {"chunked-tc", 0, DM_PREC_BF16, tc_selected, delta_supports, delta_tc_cu, DM_MEM_CUDA},
     {"chunked", 0, DM_PREC_FP32, chunked_selected, delta_supports, delta_chunked_cu, DM_MEM_CUDA},
     {"serial", 0, DM_PREC_FP32, NULL, delta_supports, delta_serial_cu, DM_MEM_CUDA},
 };

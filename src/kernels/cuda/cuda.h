@@ -323,6 +323,26 @@ int dm_cuda_delta_chunk_bwd(const dm_delta_dims *d, const float *q, const float 
                             float *dg, float *dbeta, float *dh0, float *work,
                             dm_cuda_stream s);
 
+/* ---- the delta-rule core, chunked on the tensor cores (delta_tc.cu) ----
+ * The same functions, in chunks of 64 tokens in the WY (UT) form, the chunk products on
+ * bf16 operands with float sums: a CTA per chunk for the chunk's own work, a CTA per pair
+ * and 16 value columns for the states. Takes dk and dv multiples of 16, at most 128, whose
+ * tiles fit the device's shared memory (dm_cuda_delta_tc_fits; else DM_CUDA_EBADSHAPE).
+ * The forward writes the chunk-start states and u into `saved` (dm_cuda_delta_tc_saved
+ * floats) for the backward; either may pass NULL, the work then holds them (and the
+ * backward computes them again). work: dm_cuda_delta_tc_work floats. */
+int dm_cuda_delta_tc_fits(const dm_delta_dims *d);
+size_t dm_cuda_delta_tc_saved(const dm_delta_dims *d);
+size_t dm_cuda_delta_tc_work(const dm_delta_dims *d);
+int dm_cuda_delta_tc_fwd(const dm_delta_dims *d, const float *q, const float *k, const float *v,
+                         const float *g, const float *beta, const float *h0, float *o,
+                         float *hT, float *saved, float *work, dm_cuda_stream s);
+/* writes (overwrites) dq, dk, dv, dg, dbeta, and dh0 when non-NULL */
+int dm_cuda_delta_tc_bwd(const dm_delta_dims *d, const float *q, const float *k, const float *v,
+                         const float *g, const float *beta, const float *h0, const float *saved,
+                         const float *dO, const float *dhT, float *dq, float *dk, float *dv,
+                         float *dg, float *dbeta, float *dh0, float *work, dm_cuda_stream s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,19 +6,7 @@
  * the rows (over j): thread i takes row i, in order j = 0..dv-1; sums over the rows
  * (dbeta, GDN's dg) are added by one thread in order i = 0..dk-1. Serial over time and
  * slow by design: the chunked cores are checked against it. */
-#include "kernels/cuda/device.cuh"
-
-#define DELTA_MAX_DIM 256 /* dk, dv: one block of threads spans either */
-
-static __device__ __forceinline__ size_t ik(const dm_delta_dims &d, int b, int t, int h) {
-    return (((size_t)b * d.T + t) * d.H + h) * (size_t)d.dk;
-}
-static __device__ __forceinline__ size_t iv(const dm_delta_dims &d, int b, int t, int h) {
-    return (((size_t)b * d.T + t) * d.H + h) * (size_t)d.dv;
-}
-static __device__ __forceinline__ size_t is(const dm_delta_dims &d, int b, int t, int h) {
-    return ((size_t)b * d.T + t) * d.H + h;
-}
+#include "kernels/cuda/delta.cuh"
 
 /* a[i] = exp(g_t), q[i], k[i] of token (b,t,h) into shared memory (all threads) */
 static __device__ void load_token(const dm_delta_dims &d, const float *q, const float *k,
@@ -78,22 +66,6 @@ static __global__ void k_delta_fwd(dm_delta_dims d, const float *q, const float 
 
 static unsigned block_of(int n) { return (unsigned)(32 * ((n + 31) / 32)); }
 
-/* the shared memory a launch needs, raised past 48 KiB where the device allows */
-static int smem_ok(const void *kernel, size_t bytes) {
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-        cudaSuccess)
-        return 0;
-    if (bytes > (size_t)optin) return 0;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)bytes) == cudaSuccess;
-}
-
-static int dims_ok(const dm_delta_dims *d) {
-    return d->B > 0 && d->T > 0 && d->H > 0 && d->dk > 0 && d->dv > 0 &&
-           d->dk <= DELTA_MAX_DIM && d->dv <= DELTA_MAX_DIM;
-}
 
 extern "C" int dm_cuda_delta_serial_fwd(const dm_delta_dims *d, const float *q, const float *k,
                                         const float *v, const float *g, const float *beta,
@@ -412,8 +384,8 @@ extern "C" size_t dm_cuda_delta_chunk_bwd_work(const dm_delta_dims *d) {
     return (size_t)d->B * d->H * (nc + 1) * d->dk * d->dv;
 }
 
-/* one key channel c of chunk rows [0, L): dQ, dK and dG columns c (shared, [L, dk]) and the
- * Kb term of dbeta, per row, into Wb [L, dk] */
+/* one key channel c of chunk rows [0, L): its row sums (dO S0^T, dR S0^T, U dh^T) into
+ * dQ, dK, Wb column c, then chunk_channel's terms */
 static __device__ void chunk_bwd_channel(const dm_delta_dims &d, int L, int c, const float *K,
                                          const float *Q, const float *Gm, const float *bt,
                                          const float *U, const float *dOs, const float *dR,
@@ -421,55 +393,17 @@ static __device__ void chunk_bwd_channel(const dm_delta_dims &d, int L, int c, c
                                          const float *dH, float *dQ, float *dK, float *dG,
                                          float *Wb) {
     const int dk = d.dk, dv = d.dv;
-    const float scale = d.scale, glast = Gm[(L - 1) * dk + c];
-    float dga[CH], tkg[CH], pd[CH];
     for (int t = 0; t < L; t++) {
-        const float es = expf(Gm[t * dk + c]), eg = expf(glast - Gm[t * dk + c]);
         float dqs = 0.0f, dkb = 0.0f, dkg = 0.0f;
         for (int j = 0; j < dv; j++) {
             dqs += dOs[t * dv + j] * S0[c * dv + j];
-            dkb -= dR[t * dv + j] * S0[c * dv + j];
+            dkb += dR[t * dv + j] * S0[c * dv + j];
             dkg += U[t * dv + j] * dH[c * dv + j];
         }
-        const float kc = K[t * dk + c];
-        dQ[t * dk + c] = scale * es * dqs;
-        dK[t * dk + c] = bt[t] * es * dkb + eg * dkg;
-        Wb[t * dk + c] = kc * es * dkb;
-        dga[t] = dqs * (scale * Q[t * dk + c] * es) + dkb * (bt[t] * kc * es);
-        tkg[t] = dkg * (kc * eg);
-        pd[t] = 0.0f;
+        dQ[t * dk + c] = dqs, dK[t * dk + c] = dkb, Wb[t * dk + c] = dkg;
     }
-    float hdh = 0.0f;
-    for (int j = 0; j < dv; j++) hdh += S0[c * dv + j] * dH[c * dv + j];
-    dga[L - 1] += expf(glast) * hdh;
-    /* pairs (r, j <= r): a = scale dA, l = bt_r dL; t = k_j D (a q_r + l k_r) adds to
-     * dg_i for j < i <= r (running prefix over j) */
-    for (int r = 0; r < L; r++) {
-        const float qr = Q[r * dk + c], kr = K[r * dk + c];
-        float pref = 0.0f;
-        for (int j = 0; j <= r; j++) {
-            const float D = expf(Gm[r * dk + c] - Gm[j * dk + c]), kj = K[j * dk + c];
-            const float a = scale * dA[r * L + j], l = j < r ? bt[r] * dL[r * L + j] : 0.0f;
-            const float w = D * (a * qr + l * kr);
-            dQ[r * dk + c] += a * D * kj;
-            dK[r * dk + c] += l * D * kj;
-            dK[j * dk + c] += w;
-            if (j < r) {
-                pref += kj * w;
-                pd[j + 1] += pref;
-            }
-        }
-    }
-    /* dg_i = sum_{r >= i} dga_r + sum_{t < i} tkg_t + pd_i */
-    float rev = 0.0f, kp = 0.0f;
-    for (int i = L - 1; i >= 0; i--) {
-        rev += dga[i];
-        dga[i] = rev;
-    }
-    for (int i = 0; i < L; i++) {
-        dG[i * dk + c] = dga[i] + kp + pd[i];
-        kp += tkg[i];
-    }
+    chunk_channel<CH>(L, dk, dv, c, d.scale, K, Q, Gm, bt, S0 + (size_t)c * dv,
+                      dH + (size_t)c * dv, dA, dL, L, dQ, dK, Wb, dG);
 }
 
 static __global__ void k_delta_chunk_bwd(dm_delta_dims d, const float *q, const float *k,
@@ -555,22 +489,7 @@ static __global__ void k_delta_chunk_bwd(dm_delta_dims d, const float *q, const 
         for (int c = tid; c < dk; c += nt)
             chunk_bwd_channel(d, L, c, K, Q, Gm, bt, U, dOs, dR, dA, dL, S0, dH, dQ, dK, dG, W);
         __syncthreads();
-        for (int t = tid; t < L; t += nt) { /* dbeta; GDN's dg: the row's channels, in order */
-            float x = dbt[t], y = 0.0f;
-            for (int c = 0; c < dk; c++) x += W[t * dk + c];
-            for (int s = 0; s < t; s++) x += dL[t * L + s] * Lr[t * L + s];
-            dbeta[is(d, b, t0 + t, h)] = x;
-            if (d.scalar_gate) {
-                for (int c = 0; c < dk; c++) y += dG[t * dk + c];
-                dg[is(d, b, t0 + t, h)] = y;
-            }
-        }
-        for (int e = tid; e < L * dk; e += nt) {
-            int t = e / dk, i = e % dk;
-            dq[ik(d, b, t0 + t, h) + i] = dQ[e];
-            dk_[ik(d, b, t0 + t, h) + i] = dK[e];
-            if (!d.scalar_gate) dg[ik(d, b, t0 + t, h) + i] = dG[e];
-        }
+        chunk_bwd_write(d, b, h, t0, L, L, dbt, W, dL, Lr, dQ, dK, dG, dq, dk_, dg, dbeta);
         /* dh <- Diag(exp(Gm_last)) dh + Qs^T dO - Kb^T dR: the previous chunk's */
         for (int e = tid; e < dk * dv; e += nt) {
             int i = e / dv, j = e % dv;

@@ -26,6 +26,13 @@ static inline int dm_launched(void) { return (int)cudaGetLastError(); }
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* x rounded to bf16, to nearest even: dm_bf16_of's bits (a NaN stays a NaN) */
+static __device__ __forceinline__ uint16_t dm_bf16_bits(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 /* stable logistic, the CPU's formula (vmath.h sigm): one exp of -|x| */
 static __device__ __forceinline__ float dm_sigm(float x) {
     float e = expf(-fabsf(x));

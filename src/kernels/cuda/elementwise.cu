@@ -4,13 +4,8 @@
 #include "kernels/cuda/device.cuh"
 
 /* ---- bf16: dm_bf16_of's bits ---- */
-static __device__ __forceinline__ uint16_t bf16_of(float x) {
-    uint32_t u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN */
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 static __global__ void k_bf16(uint16_t *dst, const float *src, size_t n) {
-    DM_GRID_STRIDE(i, n) dst[i] = bf16_of(src[i]);
+    DM_GRID_STRIDE(i, n) dst[i] = dm_bf16_bits(src[i]);
 }
 extern "C" int dm_cuda_bf16_from_f32(uint16_t *dst, const float *src, size_t n,
                                      dm_cuda_stream s) {

@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#define DM_CUDA_MODULE_ABI 4
+#define DM_CUDA_MODULE_ABI 5
 #define DM_CUDA_ENTRY_SYMBOL "dm_cuda_module_entry"
 
 struct dm_backend_vt;
