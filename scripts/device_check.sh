@@ -191,7 +191,8 @@ if (( built )) && has sanitize && time_for sanitizer; then
     for run in memcheck:cuda_activations memcheck:cuda_rmsnorm memcheck:cuda_gatednorm \
                memcheck:cuda_l2norm memcheck:cuda_conv memcheck:cuda_gate memcheck:cuda_xent \
                memcheck:cuda_embed memcheck:cuda_matmul_bf16 memcheck:cuda_delta_kda \
-               memcheck:cuda_delta_gdn racecheck:cuda_delta_gdn; do
+               memcheck:cuda_delta_gdn racecheck:cuda_delta_gdn memcheck:cuda_delta_tc_kda \
+               racecheck:cuda_delta_tc_gdn; do
       tool=${run%%:*} c=${run#*:}
       s_left=$(( san_end - $(date +%s) ))
       if (( s_left < 10 || $(left) < 10 )); then cut+=("$run"); continue; fi
