@@ -16,6 +16,7 @@
 #include "check.h" /* t_fill_normal */
 #include "io/history.h"
 #include "kernels/cuda/cuda.h"
+#include "ops/optim_ops.h" /* AdamW's step values */
 #include "backends/cpu/kernels/ns.h" /* the schedule's coefficients */
 
 #if DM_HAVE_CUDA
@@ -53,6 +54,7 @@ typedef struct {
     float *g, *k, *beta; /* the core's inputs: decays <= 1, unit keys, beta in (0, 1) */
     float *dwork;        /* the delta cores' workspace (the largest) */
     float *saved;        /* the tensor-core forward's saved states and u */
+    float *hyper;        /* AdamW's step values */
     dm_cuda_stream s;    /* every timed launch runs here */
     dm_cuda_graph *graph; /* the chain, captured */
     uint16_t *xb, *wb;
@@ -141,8 +143,8 @@ static int run(int op, bufs *b) {
     case 22: return dm_cuda_matmul_bwd_weight(b->blas, 1, b->big2, NULL, b->xb, NULL, b->xb,
                                               NT, C, C, b->s);
     case 24: /* the moments in big and big2: NT C floats each (a d2-sized AdamW share) */
-        return dm_cuda_adamw(b->y, b->dy, b->big, b->big2, (size_t)NT * C, 1e-3f, 0.1f, 0.9f,
-                             0.95f, 1e-8f, 10, NULL, 0, b->s);
+        return dm_cuda_adamw(b->y, b->dy, b->big, b->big2, (size_t)NT * C, b->hyper, 0.9f,
+                             0.95f, 1e-8f, NULL, 0, b->s);
     case 25:
     case 26: {
         float abc[5][3];
@@ -249,6 +251,10 @@ int main(int argc, char **argv) {
         w = w > wc ? w : wc;
         b.dwork = dev((w > wt ? w : wt) * sizeof(float), 0);
         b.saved = dev(dm_cuda_delta_tc_saved(&d) * sizeof(float), 0);
+        float h[DM_ADAM_HYPER];
+        dm_adam_hyper(h, 1e-3f, 0.1f, 0.9f, 0.95f, 10);
+        b.hyper = dev(sizeof h, 0);
+        if (dm_cuda_upload(b.hyper, h, sizeof h, NULL) || dm_cuda_sync(NULL)) return 1;
     }
     e0 = dm_cuda_stream_create(&b.s);
     if (!e0) e0 = chain(&b, b.s);

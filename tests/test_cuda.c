@@ -14,6 +14,7 @@
 #include "check.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "kernels/cuda/cuda.h"
+#include "ops/optim_ops.h"
 #include "ref/normuon_ref.h"
 #include "ref/ref.h"
 #include "backends/cpu/kernels/ns.h"
@@ -868,9 +869,11 @@ static void optim_body(void) {
         float *d_p = dput(p, n), *d_g = dput(g, n), *d_m1 = dalloc(4 * n), *d_m2 = dalloc(4 * n);
         CU(dm_cuda_zero(d_m1, 4 * n, NULL));
         CU(dm_cuda_zero(d_m2, 4 * n, NULL));
-        for (long t = 1; t <= 3; t++) {
-            CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, lr, wd, b1, b2, eps, t, d_gs, cautious,
-                             NULL));
+        for (long t = 1; t <= 3; t++) { /* the step's values in device memory, as optim.c's */
+            float hyper[DM_ADAM_HYPER];
+            dm_adam_hyper(hyper, lr, wd, b1, b2, t);
+            CU(dm_cuda_adamw(d_p, d_g, d_m1, d_m2, n, dput(hyper, DM_ADAM_HYPER), b1, b2, eps,
+                             d_gs, cautious, NULL));
             double k1 = 1.0 / (1.0 - pow(b1, (double)t)), k2 = 1.0 / (1.0 - pow(b2, (double)t));
             for (size_t i = 0; i < n; i++) {
                 double gi = (double)g[i] * gs;
@@ -908,7 +911,8 @@ static void optim_body(void) {
     CHECKF(ru <= F32, "muon: u %.3g", ru);
     for (int cautious = 0; cautious < 2; cautious++) { /* the weight step, plain and cautious */
         float *d_w = dput(p, n);
-        CU(dm_cuda_muon_update(d_w, d_u, n, decay, step, cautious, NULL));
+        const float ds[DM_MUON_HYPER] = {decay, step};
+        CU(dm_cuda_muon_update(d_w, d_u, n, dput(ds, DM_MUON_HYPER), cautious, NULL));
         size_t kept = 0;
         for (size_t i = 0; i < n; i++) {
             double dec = cautious && (double)hu[i] * p[i] < 0 ? 1.0 : decay;

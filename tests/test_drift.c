@@ -160,8 +160,10 @@ TEST(floor_counts_reads_and_writes) {
     ops.atlas = a;
     dm_op_silu_fwd(&ops, dm_bm(y), dm_bm(x), n);
     dm_op_silu_bwd(&ops, dm_bm(y), dm_bm(dy), dm_bm(x), n);
-    dm_op_adamw(&ops, dm_bm(x), dm_bm(m1), dm_bm(m2), dm_bm(dy), n, 1e-3f, 0.0f, 0.9f, 0.95f, 1e-8f,
-                1, NULL, 0);
+    float h[DM_ADAM_HYPER];
+    dm_adam_hyper(h, 1e-3f, 0.0f, 0.9f, 0.95f, 1);
+    dm_op_adamw(&ops, dm_bm(x), dm_bm(m1), dm_bm(m2), dm_bm(dy), n, dm_bm(h), 0.9f, 0.95f, 1e-8f,
+                NULL, 0);
     double norm;
     dm_op_grad_norm(&ops, &norm, NULL, dm_bm(dy), n, 0.0f);
     static const struct { const char *op, *dir; double bytes; } want[] = {

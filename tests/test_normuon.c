@@ -13,6 +13,7 @@
 #include "check.h"
 #include "backends/cpu/kernels/normuon.h"
 #include "backends/cpu/kernels/optim.h"
+#include "ops/optim_ops.h"
 #include "ref/normuon_ref.h"
 #include "ref/optim_ref.h"
 
@@ -151,9 +152,13 @@ TEST(cautious_decay_masks_the_decay) {
     t_fill_normal(g, n, 23, 1.0f);
     t_fill_normal(m1, n, 24, 0.1f);
     t_fill_uniform(m2, n, 25, 0.0f, 0.02f);
-    dm_adamw(plain, a1, a2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 0);
-    dm_adamw(nodecay, a1, a2, w, g, m1, m2, n, 3e-3f, 0.0f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 0);
-    dm_adamw(got, b1, b2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 1);
+    float h[DM_ADAM_HYPER], h0[DM_ADAM_HYPER]; /* with decay, and without */
+    dm_adam_hyper(h, 3e-3f, 0.1f, 0.9f, 0.95f, 3);
+    dm_adam_hyper(h0, 3e-3f, 0.0f, 0.9f, 0.95f, 3);
+    dm_adamw(plain, a1, a2, w, g, m1, m2, n, h[0], h[1], 0.9f, 0.95f, 1e-8f, h[2], h[3], 0.5f, 0);
+    dm_adamw(nodecay, a1, a2, w, g, m1, m2, n, h0[0], h0[1], 0.9f, 0.95f, 1e-8f, h0[2], h0[3],
+             0.5f, 0);
+    dm_adamw(got, b1, b2, w, g, m1, m2, n, h[0], h[1], 0.9f, 0.95f, 1e-8f, h[2], h[3], 0.5f, 1);
     CHECK(!memcmp(a1, b1, n * sizeof *a1) && !memcmp(a2, b2, n * sizeof *a2));
     agree = differ = 0;
     for (size_t i = 0; i < n; i++) {
@@ -163,7 +168,8 @@ TEST(cautious_decay_masks_the_decay) {
         CHECKF(got[i] == want, "adamw [%zu]: %.9g, want %.9g (mask %d)", i, got[i], want, mask);
     }
     CHECKF(agree > n / 4 && differ > n / 4, "adamw mask %zu / %zu", agree, differ);
-    dm_adamw_ref(ref, a1, a2, w, g, m1, m2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.5f, 1);
+    dm_adamw_ref(ref, a1, a2, w, g, m1, m2, n, h[0], h[1], 0.9f, 0.95f, 1e-8f, h[2], h[3], 0.5f,
+                 1);
     CHECKF(t_rel_rms_ff(got, ref, n) <= 1e-6, "adamw vs reference %.3g", t_rel_rms_ff(got, ref, n));
     float *f[] = {w, u, plain, nodecay, got, ref, g, m1, m2, a1, a2, b1, b2};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);

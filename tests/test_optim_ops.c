@@ -225,14 +225,17 @@ TEST(optim_ops_are_their_kernels) {
     for (size_t i = 0; i < n; i++) m2[i] = m2[i] * m2[i];
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
     const float half = 0.5f; /* the clipping factor: host memory is the cpu's */
-    dm_op_adamw(&ops, dm_bm(p), dm_bm(m1), dm_bm(m2), dm_bm(g), n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f,
-                7, dm_bm(&half), 0);
-    dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 7, 0.5f, 0);
+    float h[DM_ADAM_HYPER]; /* the step's values: host memory is the cpu's too */
+    dm_adam_hyper(h, 3e-3f, 0.1f, 0.9f, 0.95f, 7);
+    dm_op_adamw(&ops, dm_bm(p), dm_bm(m1), dm_bm(m2), dm_bm(g), n, dm_bm(h), 0.9f, 0.95f, 1e-8f,
+                dm_bm(&half), 0);
+    dm_adamw(q, q1, q2, q, g, q1, q2, n, h[0], h[1], 0.9f, 0.95f, 1e-8f, h[2], h[3], 0.5f, 0);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
     dm_op_momentum(&ops, dm_bm(m1), dm_bm(u), dm_bm(g), n, 0.95f, dm_bm(&half));
     dm_momentum(q1, w, q1, g, n, 0.95f, 0.5f);
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
-    dm_op_muon_update(&ops, dm_bm(p), dm_bm(u), n, 0.999f, 2e-2f, 0);
+    const float ds[DM_MUON_HYPER] = {0.999f, 2e-2f}, dc[DM_MUON_HYPER] = {0.99f, 2e-2f};
+    dm_op_muon_update(&ops, dm_bm(p), dm_bm(u), n, dm_bm(ds), 0);
     dm_muon_apply(q, q, w, n, 0.999f, 2e-2f, 0);
     CHECK(!memcmp(p, q, n * 4));
     double gn = NAN;
@@ -248,11 +251,12 @@ TEST(optim_ops_are_their_kernels) {
     CHECK(!memcmp(m1, q1, n * 4) && !memcmp(u, w, n * 4));
     /* the cautious forms (cautious_wd) are their kernels too */
     memcpy(q, p, n * 4), memcpy(q1, m1, n * 4), memcpy(q2, m2, n * 4);
-    dm_op_adamw(&ops, dm_bm(p), dm_bm(m1), dm_bm(m2), dm_bm(g), n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f,
-                8, dm_bm(&half), 1);
-    dm_adamw(q, q1, q2, q, g, q1, q2, n, 3e-3f, 0.1f, 0.9f, 0.95f, 1e-8f, 8, 0.5f, 1);
+    dm_adam_hyper(h, 3e-3f, 0.1f, 0.9f, 0.95f, 8);
+    dm_op_adamw(&ops, dm_bm(p), dm_bm(m1), dm_bm(m2), dm_bm(g), n, dm_bm(h), 0.9f, 0.95f, 1e-8f,
+                dm_bm(&half), 1);
+    dm_adamw(q, q1, q2, q, g, q1, q2, n, h[0], h[1], 0.9f, 0.95f, 1e-8f, h[2], h[3], 0.5f, 1);
     CHECK(!memcmp(p, q, n * 4) && !memcmp(m1, q1, n * 4) && !memcmp(m2, q2, n * 4));
-    dm_op_muon_update(&ops, dm_bm(p), dm_bm(u), n, 0.99f, 2e-2f, 1);
+    dm_op_muon_update(&ops, dm_bm(p), dm_bm(u), n, dm_bm(dc), 1);
     dm_muon_apply(q, q, u, n, 0.99f, 2e-2f, 1);
     CHECK(!memcmp(p, q, n * 4));
     /* normuon: 3 slices of [70, 333] (over the kernel's parallel threshold), two steps */

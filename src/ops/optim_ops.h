@@ -28,21 +28,38 @@
 #ifndef DM_OPTIM_OPS_H
 #define DM_OPTIM_OPS_H
 
+#include <math.h>
 #include <stddef.h>
 
 #include "ops/ops.h"
 
+/* The values of a step that the updates read from the backend's memory (put there before
+ * the step's work, so that work captured once replays with each step's values):
+ * AdamW's [lr, decay = 1 - lr wd, c1, c2] with the bias corrections c_k = 1 / (1 - b_k^t)
+ * at the 1-based step t, in double rounded once; Muon's [decay, step]. */
+#define DM_ADAM_HYPER 4
+#define DM_MUON_HYPER 2
+static inline void dm_adam_hyper(float h[DM_ADAM_HYPER], float lr, float wd, float b1, float b2,
+                                 long t) {
+    h[0] = lr;
+    h[1] = 1.0f - lr * wd;
+    h[2] = (float)(1.0 / (1.0 - pow(b1, (double)t)));
+    h[3] = (float)(1.0 / (1.0 - pow(b2, (double)t)));
+}
+
 /* p, m1, m2 [n] updated in place from g [n] scaled by *gscale (one float of the backend's
- * memory, dm_op_grad_norm's; NULL: 1) (backends/cpu/kernels/optim.h: dm_adamw; with
- * cautious = 1 the decay only where the update and p agree in sign) */
-void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, const dm_bf *gscale,
+ * memory, dm_op_grad_norm's; NULL: 1), the step's values at hyper (DM_ADAM_HYPER floats of
+ * the backend's memory) (backends/cpu/kernels/optim.h: dm_adamw; with cautious = 1 the
+ * decay only where the update and p agree in sign) */
+void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n,
+                 const dm_bf *hyper, float b1, float b2, float eps, const dm_bf *gscale,
                  int cautious);
 /* mom [n] in place; u [n] written when non-NULL (dm_momentum); gscale as for adamw */
 void dm_op_momentum(dm_ops *o, dm_bf *mom, dm_bf *u, const dm_bf *g, size_t n, float beta,
                     const dm_bf *gscale);
-/* w [n] <- w decay - step x (dm_muon_apply); cautious = 1: w decayed only where x w >= 0 */
-void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, float decay, float step,
+/* w [n] <- w decay - step x (dm_muon_apply) with [decay, step] at ds (DM_MUON_HYPER floats
+ * of the backend's memory); cautious = 1: w decayed only where x w >= 0 */
+void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, const dm_bf *ds,
                        int cautious);
 /* NorMuon: the n stacked slices x[n, rows, cols] (an orthogonalized update, rows the output
  * neurons) divided row by row by sqrt of their second moments v[n, rows] (updated in place:

@@ -16,8 +16,9 @@
 static void adamw_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
-    dm_adamw_ref(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1,
-                 a->b2, a->eps, a->t, a->gscale ? *a->gscale : 1.0f, a->cautious);
+    const float *h = a->hyper;
+    dm_adamw_ref(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, h[0], h[1], a->b1,
+                 a->b2, a->eps, h[2], h[3], a->gscale ? *a->gscale : 1.0f, a->cautious);
 }
 static int adamw_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -32,7 +33,8 @@ static int adamw_outputs(void *args, int dir, dm_out *o) {
 static const char *adamw_check(const void *args, int dir) {
     (void)dir;
     const dm_adamw_args *a = args;
-    return a->n && (!a->po || !a->m1o || !a->m2o || !a->p || !a->g || !a->m1 || !a->m2)
+    return a->n && (!a->po || !a->m1o || !a->m2o || !a->p || !a->g || !a->m1 || !a->m2 ||
+                    !a->hyper)
                ? "a NULL buffer" : NULL;
 }
 static const char *mom_check(const void *args, int dir) {
@@ -43,7 +45,7 @@ static const char *mom_check(const void *args, int dir) {
 static const char *apply_check(const void *args, int dir) {
     (void)dir;
     const dm_apply_args *a = args;
-    return a->n && (!a->wo || !a->w || !a->x) ? "a NULL buffer" : NULL;
+    return a->n && (!a->wo || !a->w || !a->x || !a->ds) ? "a NULL buffer" : NULL;
 }
 static const char *gnorm_check(const void *args, int dir) {
     (void)dir;
@@ -92,12 +94,12 @@ const dm_op_def dm_def_adamw = {"adamw", 1u << DM_FWD, &ADAMW_REF,
                                 sizeof(dm_adamw_args),
                                 adamw_outputs, NULL, adamw_check, adamw_reads, NULL};
 
-void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n, float lr,
-                 float wd, float b1, float b2, float eps, long t, const dm_bf *gscale,
+void dm_op_adamw(dm_ops *o, dm_bf *p, dm_bf *m1, dm_bf *m2, const dm_bf *g, size_t n,
+                 const dm_bf *hyper, float b1, float b2, float eps, const dm_bf *gscale,
                  int cautious) {
     float *P = DM_RAW(p), *M1 = DM_RAW(m1), *M2 = DM_RAW(m2);
-    dm_adamw_args a = {P, M1, M2, P, DM_RAW(g), M1, M2, n, lr, wd, b1, b2, eps, DM_RAW(gscale), t,
-                       cautious};
+    dm_adamw_args a = {P,  M1, M2,  P,   DM_RAW(g),      M1,      M2,
+                       n,  DM_RAW(hyper), b1, b2, eps, DM_RAW(gscale), cautious};
     dm_op_run(o, DM_OP_ADAMW, DM_FWD, &a);
 }
 
@@ -133,7 +135,7 @@ void dm_op_momentum(dm_ops *o, dm_bf *mom, dm_bf *u, const dm_bf *g, size_t n, f
 static void apply_ref(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_apply_args *a = args;
-    dm_muon_apply_ref(a->wo, a->w, a->x, a->n, a->decay, a->step, a->cautious);
+    dm_muon_apply_ref(a->wo, a->w, a->x, a->n, a->ds[0], a->ds[1], a->cautious);
 }
 static int apply_outputs(void *args, int dir, dm_out *o) {
     (void)dir;
@@ -147,9 +149,9 @@ const dm_op_def dm_def_muon_update = {"muon_update", 1u << DM_FWD, &APPLY_REF,
                                       sizeof(dm_apply_args), apply_outputs, NULL, apply_check,
                                       apply_reads, NULL};
 
-void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, float decay, float step,
+void dm_op_muon_update(dm_ops *o, dm_bf *w, const dm_bf *x, size_t n, const dm_bf *ds,
                        int cautious) {
-    dm_apply_args a = {DM_RAW(w), DM_RAW(w), DM_RAW(x), n, decay, step, cautious};
+    dm_apply_args a = {DM_RAW(w), DM_RAW(w), DM_RAW(x), n, DM_RAW(ds), cautious};
     dm_op_run(o, DM_OP_MUON_UPDATE, DM_FWD, &a);
 }
 

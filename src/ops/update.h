@@ -7,14 +7,16 @@
 #include <stddef.h>
 
 /* gscale: the gradient's clipping factor, one float in the backend's memory (grad_norm's
- * output: the step's clipping stays on the device); NULL: 1 */
+ * output: the step's clipping stays on the device); NULL: 1. hyper: the step's values,
+ * DM_ADAM_HYPER floats in the backend's memory (dm_adam_hyper), read by the kernel, not
+ * passed: a step captured once runs with the values put before each replay. */
 typedef struct {
     float *po, *m1o, *m2o;
     const float *p, *g, *m1, *m2;
     size_t n;
-    float lr, wd, b1, b2, eps;
+    const float *hyper;
+    float b1, b2, eps;
     const float *gscale;
-    long t;
     int cautious; /* 1: the decay only where the update and the parameter agree in sign */
 } dm_adamw_args;
 
@@ -26,11 +28,13 @@ typedef struct {
     const float *gscale;
 } dm_mom_args;
 
+/* ds: the step's decay and step size, DM_MUON_HYPER floats in the backend's memory
+ * (dm_muon_hyper), read by the kernel as adamw's hyper */
 typedef struct {
     float *wo;
     const float *w, *x;
     size_t n;
-    float decay, step;
+    const float *ds;
     int cautious; /* 1: the decay only where x and w agree in sign */
 } dm_apply_args;
 

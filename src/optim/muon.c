@@ -211,6 +211,14 @@ dm_muon *dm_muon_create(const dm_config *cfg, const dm_group *groups, dm_model *
         dm_muon_free(o);
         return NULL;
     }
+    size_t nh = (size_t)DM_MUON_HYPER * (o->n_units ? o->n_units : 1);
+    o->hyper = dm_backend_alloc(o->be, nh * sizeof(float));
+    o->hyper_h = calloc(nh, sizeof(float));
+    if (!o->hyper || !o->hyper_h) {
+        snprintf(err, errlen, "out of memory: Muon's state");
+        dm_muon_free(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -228,6 +236,8 @@ void dm_muon_free(dm_muon *o) {
     free(o->pack_off);
     free(o->pack_cur);
     dm_backend_release(o->be, o->pack);
+    dm_backend_release(o->be, o->hyper);
+    free(o->hyper_h);
     free(o);
 }
 
@@ -368,13 +378,22 @@ static void normalize(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *x) 
 
 /* W <- (1 - lr wd) W - lr sqrt(max(1, rows/cols)) O for unit u, O its orthogonalized update
  * (cautious_wd: the decay where O and W agree in sign) */
-static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *W, const dm_bf *x,
-                     float f) {
-    const dm_group *g = &o->groups[u->tensor];
-    float lr = g->lr * f;
-    float step_scale = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
-    float decay = 1.0f - lr * g->wd;
-    dm_op_muon_update(ops, W + u->off, x, u->len, decay, step_scale, o->cfg->cautious_wd);
+void dm_muon_prepare(dm_muon *o, float f) {
+    for (int a = 0; a < o->n_units; a++) {
+        const dm_muon_unit *u = &o->units[a];
+        const dm_group *g = &o->groups[u->tensor];
+        float lr = g->lr * f, *h = o->hyper_h + (size_t)DM_MUON_HYPER * a;
+        h[0] = 1.0f - lr * g->wd;
+        h[1] = lr * sqrtf(fmaxf(1.0f, (float)u->rows / (float)u->cols));
+    }
+    if (o->n_units)
+        dm_backend_put(o->be, o->hyper, o->hyper_h,
+                       (size_t)DM_MUON_HYPER * o->n_units * sizeof(float));
+}
+
+static void update_w(dm_muon *o, dm_ops *ops, const dm_muon_unit *u, dm_bf *W, const dm_bf *x) {
+    const dm_bf *ds = o->hyper + (size_t)DM_MUON_HYPER * (size_t)(u - o->units);
+    dm_op_muon_update(ops, W + u->off, x, u->len, ds, o->cfg->cautious_wd);
 }
 
 /* The retraction of a lone unit (stiefel: its GEMMs tiled over the threads), or sphere of
@@ -445,7 +464,7 @@ static int gather_units(dm_muon *o, dm_bf *W) {
     return 0;
 }
 
-int dm_muon_step(dm_muon *o, dm_model *m, float f, const dm_bf *gscale, long step) {
+int dm_muon_step(dm_muon *o, dm_model *m, const dm_bf *gscale, long step) {
     const dm_config *c = o->cfg;
     dm_bf *W = dm_model_param_mem(m);
     const dm_bf *G = dm_model_grad_mem(m);
@@ -468,7 +487,7 @@ int dm_muon_step(dm_muon *o, dm_model *m, float f, const dm_bf *gscale, long ste
         const dm_muon_unit *u = &o->units[a];
         if (u->owner != o->rank || !u->stacked) continue;
         normalize(o, ops, u, o->upd + u->uoff);
-        update_w(o, ops, u, W, o->upd + u->uoff, f);
+        update_w(o, ops, u, W, o->upd + u->uoff);
         if (retract && c->retract == DM_RETRACT_SPHERE) retract_one(o, ops, u, W);
     }
     if (retract && c->retract == DM_RETRACT_STIEFEL) retract_stacked(o, ops, W, done);
@@ -480,7 +499,7 @@ int dm_muon_step(dm_muon *o, dm_model *m, float f, const dm_bf *gscale, long ste
         dm_op_momentum(ops, o->mom + u->off, x, G + u->off, u->len, beta, gscale);
         orthogonalize_alone(o, ops, u, x);
         normalize(o, ops, u, x);
-        update_w(o, ops, u, W, x, f);
+        update_w(o, ops, u, W, x);
         if (retract) retract_one(o, ops, u, W);
     }
     int rc = 0;

@@ -62,6 +62,9 @@ struct dm_muon {
     size_t nv_n;       /* floats in nv */
     dm_atlas *atlas;   /* the all-gather's timing, or NULL (the ops are timed by the op
                           layer) */
+    dm_bf *hyper;      /* [DM_MUON_HYPER n_units] each unit's decay and step this step
+                          (backend memory; dm_muon_prepare puts them) */
+    float *hyper_h;    /* the same on the host */
 };
 
 /* NorMuon's epsilon in 1 / (sqrt(v) + eps): far below any row's root moment (an
@@ -75,11 +78,15 @@ dm_muon *dm_muon_create(const dm_config *cfg, const dm_group *groups, dm_model *
 void dm_muon_free(dm_muon *o);
 /* Assign the units to the ranks of comm (the fixed rule in muon.c). 0 ok. */
 int dm_muon_shard(dm_muon *o, dm_comm *comm, char *err, size_t errlen);
-/* The Muon update of every Muon tensor at lr factor f (the schedule's), then retraction
- * on its cadence: momentum on every rank, Newton-Schulz, update and retraction of this
- * rank's units, then the units all-gathered; the gradient scaled by *gscale (the clipping
- * factor, one float of the backend's memory). 0 ok; 1 when the all-gather failed. */
-int dm_muon_step(dm_muon *o, dm_model *m, float f, const dm_bf *gscale, long step);
+/* Each unit's decay and step at lr factor f (the schedule's) into the backend's memory
+ * (queued), for the step's updates to read. */
+void dm_muon_prepare(dm_muon *o, float f);
+/* The Muon update of every Muon tensor with the values dm_muon_prepare put, then
+ * retraction on its cadence: momentum on every rank, Newton-Schulz, update and retraction
+ * of this rank's units, then the units all-gathered; the gradient scaled by *gscale (the
+ * clipping factor, one float of the backend's memory). 0 ok; 1 when the all-gather
+ * failed. */
+int dm_muon_step(dm_muon *o, dm_model *m, const dm_bf *gscale, long step);
 int dm_muon_state(const dm_muon *o, dm_optim_buf *out, int max);
 /* Bytes of Muon's scratch (upd, ns_work) and of its all-gather buffer (pack). */
 void dm_muon_memory(const dm_muon *o, size_t *scratch, size_t *gather);

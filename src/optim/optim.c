@@ -28,7 +28,10 @@ dm_optim *dm_optim_create(dm_model *m, const dm_config *c, char *err, size_t err
     o->m2 = dm_backend_alloc(o->be, o->n * sizeof(float));
     o->norm = dm_backend_alloc(o->be, sizeof(double));
     o->gscale = dm_backend_alloc(o->be, sizeof(float));
-    if (!o->groups || !o->m1 || !o->m2 || !o->norm || !o->gscale) goto oom;
+    o->hyper = dm_backend_alloc(o->be, (size_t)DM_ADAM_HYPER * o->n_tensors * sizeof(float));
+    o->hyper_h = calloc((size_t)DM_ADAM_HYPER * o->n_tensors, sizeof(float));
+    if (!o->groups || !o->m1 || !o->m2 || !o->norm || !o->gscale || !o->hyper || !o->hyper_h)
+        goto oom;
     int any_muon = 0;
     for (int i = 0; i < o->n_tensors; i++) {
         const dm_tensor *t = dm_model_tensor(m, i);
@@ -61,6 +64,8 @@ void dm_optim_free(dm_optim *o) {
     dm_backend_release(o->be, o->m2);
     dm_backend_release(o->be, o->norm);
     dm_backend_release(o->be, o->gscale);
+    dm_backend_release(o->be, o->hyper);
+    free(o->hyper_h);
     free(o);
 }
 
@@ -123,12 +128,25 @@ void dm_optim_set_steps(dm_optim *o, int steps, int schedule_steps) {
     o->cfg.schedule_steps = schedule_steps;
 }
 
-int dm_optim_step_queued(dm_optim *o, dm_model *m, long step) {
+void dm_optim_prepare(dm_optim *o, long step) {
+    const dm_config *c = &o->cfg;
+    float f = dm_lr_factor(c, step);
+    for (int i = 0; i < o->n_tensors; i++) {
+        const dm_group *g = &o->groups[i];
+        if (g->kind == DM_GROUP_ADAMW)
+            dm_adam_hyper(o->hyper_h + (size_t)DM_ADAM_HYPER * i, g->lr * f, g->wd, c->beta1,
+                          c->beta2, step + 1);
+    }
+    dm_backend_put(o->be, o->hyper, o->hyper_h,
+                   (size_t)DM_ADAM_HYPER * o->n_tensors * sizeof(float));
+    if (o->muon) dm_muon_prepare(o->muon, f);
+}
+
+int dm_optim_enqueue(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
     const dm_bf *gscale = o->gscale; /* clipping on the backend: no wait for the host */
     dm_op_grad_norm(dm_optim_ops(m), o->norm, o->gscale, dm_model_grad_mem(m),
                     dm_model_num_params(m), c->grad_clip);
-    float f = dm_lr_factor(c, step);
     dm_bf *P = dm_model_param_mem(m);
     const dm_bf *G = dm_model_grad_mem(m);
     /* AdamW: every rank updates every AdamW tensor (replicated state: a small share of
@@ -138,10 +156,15 @@ int dm_optim_step_queued(dm_optim *o, dm_model *m, long step) {
         const dm_group *g = &o->groups[i];
         if (g->kind == DM_GROUP_ADAMW)
             dm_op_adamw(dm_optim_ops(m), P + t->offset, o->m1 + t->offset, o->m2 + t->offset,
-                        G + t->offset, t->numel, g->lr * f, g->wd, c->beta1, c->beta2,
-                        c->adam_eps, step + 1, gscale, c->cautious_wd);
+                        G + t->offset, t->numel, o->hyper + (size_t)DM_ADAM_HYPER * i,
+                        c->beta1, c->beta2, c->adam_eps, gscale, c->cautious_wd);
     }
-    return o->muon && dm_muon_step(o->muon, m, f, gscale, step) ? 1 : 0;
+    return o->muon && dm_muon_step(o->muon, m, gscale, step) ? 1 : 0;
+}
+
+int dm_optim_step_queued(dm_optim *o, dm_model *m, long step) {
+    dm_optim_prepare(o, step);
+    return dm_optim_enqueue(o, m, step);
 }
 
 double dm_optim_norm(const dm_optim *o) {

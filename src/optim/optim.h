@@ -37,6 +37,13 @@ double dm_optim_step(dm_optim *o, dm_model *m, long step);
  * memory, where the updates read them; dm_optim_norm reads the norm (waiting). 0, or 1
  * when the exchange between ranks failed. */
 int dm_optim_step_queued(dm_optim *o, dm_model *m, long step);
+/* dm_optim_step_queued in its two parts: the step's values (the learning rates, decays and
+ * Adam's bias corrections of step `step`) put into the backend's memory, queued; then the
+ * update's work, which reads them there and asks the host for nothing that changes from
+ * step to step but whether Muon retracts (step % retract_every): a backend can capture that
+ * work once (per retraction case) and replay it after each step's dm_optim_prepare. */
+void dm_optim_prepare(dm_optim *o, long step);
+int dm_optim_enqueue(dm_optim *o, dm_model *m, long step);
 double dm_optim_norm(const dm_optim *o);
 /* where the last step left the norm: one double of the backend's memory */
 const double *dm_optim_norm_mem(const dm_optim *o);

@@ -21,6 +21,9 @@ struct dm_optim {
     dm_bf *gscale;     /* backend's memory (one double, one float), read when asked */
     dm_muon *muon;     /* Muon's state (muon.h); NULL when no tensor is Muon's */
     dm_atlas *atlas;   /* the all-gather's timing, or NULL */
+    dm_bf *hyper;      /* [DM_ADAM_HYPER n_tensors] each AdamW tensor's values this step
+                          (backend memory; dm_optim_prepare puts them) */
+    float *hyper_h;    /* the same on the host */
 };
 
 #endif

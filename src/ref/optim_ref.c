@@ -5,16 +5,15 @@
 #include <string.h>
 
 void dm_adamw_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
-                  const float *m1, const float *m2, size_t n, float lr, float wd, float b1,
-                  float b2, float eps, long t, float gscale, int cautious) {
-    double c1 = 1.0 / (1.0 - pow(b1, (double)t)), c2 = 1.0 / (1.0 - pow(b2, (double)t));
+                  const float *m1, const float *m2, size_t n, float lr, float decay, float b1,
+                  float b2, float eps, float c1, float c2, float gscale, int cautious) {
     for (size_t i = 0; i < n; i++) {
         double gi = (double)g[i] * gscale;
         double a = b1 * (double)m1[i] + (1.0 - b1) * gi;
         double v = b2 * (double)m2[i] + (1.0 - b2) * gi * gi;
         m1o[i] = (float)a;
         m2o[i] = (float)v;
-        double d = cautious && a * p[i] < 0 ? 1.0 : 1.0 - (double)lr * wd;
+        double d = cautious && a * p[i] < 0 ? 1.0 : decay;
         po[i] = (float)((double)p[i] * d - lr * (a * c1) / (sqrt(v * c2) + eps));
     }
 }

@@ -10,8 +10,8 @@
 #include "ref/ns_sched.h"
 
 void dm_adamw_ref(float *po, float *m1o, float *m2o, const float *p, const float *g,
-                  const float *m1, const float *m2, size_t n, float lr, float wd, float b1,
-                  float b2, float eps, long t, float gscale, int cautious);
+                  const float *m1, const float *m2, size_t n, float lr, float decay, float b1,
+                  float b2, float eps, float c1, float c2, float gscale, int cautious);
 void dm_momentum_ref(float *momo, float *u, const float *mom, const float *g, size_t n,
                      float beta, float gscale);
 void dm_muon_apply_ref(float *wo, const float *w, const float *x, size_t n, float decay,

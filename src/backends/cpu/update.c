@@ -11,8 +11,9 @@
 static void adamw_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_adamw_args *a = args;
-    dm_adamw(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, a->lr, a->wd, a->b1, a->b2,
-             a->eps, a->t, a->gscale ? *a->gscale : 1.0f, a->cautious);
+    const float *h = a->hyper;
+    dm_adamw(a->po, a->m1o, a->m2o, a->p, a->g, a->m1, a->m2, a->n, h[0], h[1], a->b1, a->b2,
+             a->eps, h[2], h[3], a->gscale ? *a->gscale : 1.0f, a->cautious);
 }
 
 static void mom_cpu(dm_ops *ops, void *args, int dir) {
@@ -24,7 +25,7 @@ static void mom_cpu(dm_ops *ops, void *args, int dir) {
 static void apply_cpu(dm_ops *ops, void *args, int dir) {
     (void)ops, (void)dir;
     dm_apply_args *a = args;
-    dm_muon_apply(a->wo, a->w, a->x, a->n, a->decay, a->step, a->cautious);
+    dm_muon_apply(a->wo, a->w, a->x, a->n, a->ds[0], a->ds[1], a->cautious);
 }
 
 /* in place; verify's second run gets outputs of its own: the inputs copied there first */

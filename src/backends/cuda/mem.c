@@ -22,10 +22,13 @@ void dm_cuda_check(int rc, const char *what) {
 }
 
 /* waits for the stream (what: the call that waits): its queued copies from the staging
- * are done, so the staging is free again */
+ * are done, so the staging is free again, and the staging it outgrew is freed */
 static void wait_stream(dm_cuda_state *st, const char *what) {
     dm_cuda_check(dm_cuda_sync(st->s), what);
     st->put_used = 0;
+    for (int i = 0; i < st->n_put_old; i++)
+        dm_cuda_check(dm_cuda_host_free(st->put_old[i]), "page-locked staging");
+    st->n_put_old = 0;
 }
 static void *cu_alloc(dm_backend *be, size_t bytes) {
     dm_cuda_state *st = be->priv;
@@ -50,22 +53,21 @@ static void cu_from_host(dm_backend *be, void *dst, const void *host, size_t byt
     wait_stream(st, "a copy from the host");
 }
 /* the host's bytes copied into page-locked staging at once, then uploaded in the stream's
- * order; when the staging is full, the stream is waited for first (its earlier copies
- * done) and the staging starts again, grown to twice what the copies since the last wait
- * took (so that, a step's copies being the same each step, the next steps do not wait) */
+ * order. When the staging is full it is set aside (freed at the next wait, its copies
+ * done by then) and a new one taken, of twice what the copies since the last wait take
+ * with this one; so a step's copies, the same each step, fit from the next step on, and
+ * no put waits (but when DM_CUDA_PUT_OLD are set aside already: then the stream is waited
+ * for first) */
 static void cu_put(dm_backend *be, void *dst, const void *host, size_t bytes) {
     dm_cuda_state *st = be->priv;
     size_t need = (bytes + 255) & ~(size_t)255;
     if (st->put_used + need > st->put_cap) {
-        size_t want = st->put_used + need;
-        wait_stream(st, "the staging of copies from the host");
-        if (want > st->put_cap) {
-            size_t cap = 2 * want;
-            dm_cuda_check(dm_cuda_host_free(st->put_buf), "page-locked staging");
-            st->put_buf = NULL, st->put_cap = 0;
-            dm_cuda_check(dm_cuda_host_alloc((void **)&st->put_buf, cap), "page-locked staging");
-            st->put_cap = cap;
-        }
+        size_t cap = 2 * (st->put_used + need);
+        if (st->n_put_old == DM_CUDA_PUT_OLD) wait_stream(st, "the staging of copies");
+        if (st->put_buf) st->put_old[st->n_put_old++] = st->put_buf;
+        st->put_buf = NULL, st->put_cap = 0, st->put_used = 0;
+        dm_cuda_check(dm_cuda_host_alloc((void **)&st->put_buf, cap), "page-locked staging");
+        st->put_cap = cap;
     }
     unsigned char *at = st->put_buf + st->put_used;
     memcpy(at, host, bytes);
@@ -97,6 +99,7 @@ static void cu_destroy(dm_backend *be) {
         dm_cuda_marks_free(st->marks);
         dm_cuda_host_free(st->stage);
         dm_cuda_host_free(st->put_buf);
+        for (int i = 0; i < st->n_put_old; i++) dm_cuda_host_free(st->put_old[i]);
         dm_cuda_blas_free(st->blas);
         dm_cuda_stream_destroy(st->s);
         free(st);

@@ -323,8 +323,8 @@ static void adamw_cu(dm_ops *ops, void *args, int dir) {
     same(ops, a->po, a->p, a->n);
     same(ops, a->m1o, a->m1, a->n);
     same(ops, a->m2o, a->m2, a->n);
-    CHECK(dm_cuda_adamw(a->po, a->g, a->m1o, a->m2o, a->n, a->lr, a->wd, a->b1, a->b2, a->eps,
-                        a->t, a->gscale, a->cautious, S(ops)),
+    CHECK(dm_cuda_adamw(a->po, a->g, a->m1o, a->m2o, a->n, a->hyper, a->b1, a->b2, a->eps,
+                        a->gscale, a->cautious, S(ops)),
           "adamw");
 }
 static void momentum_cu(dm_ops *ops, void *args, int dir) {
@@ -338,7 +338,7 @@ static void muon_update_cu(dm_ops *ops, void *args, int dir) {
     (void)dir;
     dm_apply_args *a = args;
     same(ops, a->wo, a->w, a->n);
-    CHECK(dm_cuda_muon_update(a->wo, a->x, a->n, a->decay, a->step, a->cautious, S(ops)),
+    CHECK(dm_cuda_muon_update(a->wo, a->x, a->n, a->ds, a->cautious, S(ops)),
           "muon_update");
 }
 

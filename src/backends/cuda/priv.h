@@ -9,6 +9,8 @@
 #include "ops/copies.h"
 #include "ops/ops.h"
 
+#define DM_CUDA_PUT_OLD 8 /* staging set aside before a put waits (mem.c: cu_put) */
+
 typedef struct {
     int device;
     dm_cuda_stream s;  /* every kernel, copy and zeroing of the backend runs on it */
@@ -34,6 +36,10 @@ typedef struct {
      * put_used since the stream was last waited for */
     unsigned char *put_buf;
     size_t put_cap, put_used;
+    /* staging outgrown since the last wait: freed once the stream is waited for (its
+     * copies may still be reading it until then) */
+    unsigned char *put_old[DM_CUDA_PUT_OLD];
+    int n_put_old;
 } dm_cuda_state;
 
 /* a kernel's or the runtime's error code rc: a lost device context, as on a GPU: one line

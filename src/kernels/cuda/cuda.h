@@ -230,21 +230,23 @@ int dm_cuda_grad_norm(double *norm, float *gscale, const float *x, size_t n, flo
 /* AdamW on one tensor of n floats (optim.c's update): with gi = g gscale (*gscale, one
  * float of device memory: the clipping factor; NULL: 1),
  * m1 = b1 m1 + (1-b1) gi;  m2 = b2 m2 + (1-b2) gi^2;
- * p = p (1 - lr wd) - lr (m1 c1) / (sqrt(m2 c2) + eps),  c1, c2 = 1/(1 - b1^t), 1/(1 - b2^t);
- * cautious: no decay (p, not p (1 - lr wd)) where m1 p < 0 */
-int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
-                  float b1, float b2, float eps, long t, const float *gscale, int cautious,
+ * p = p decay - lr (m1 c1) / (sqrt(m2 c2) + eps), with [lr, decay, c1, c2] at hyper (four
+ * floats of device memory, read by the kernel: ops/optim_ops.h's dm_adam_hyper);
+ * cautious: no decay (p, not p decay) where m1 p < 0 */
+int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, const float *hyper,
+                  float b1, float b2, float eps, const float *gscale, int cautious,
                   dm_cuda_stream s);
 
 /* Muon's elementwise parts (muon.c): the momentum, mom = beta mom + (1-beta) g gscale
  * (gscale as for AdamW), and, when u != NULL, the Nesterov update u = (1-beta) g gscale +
  * beta mom (of the new mom); the step on a unit's weights, w = w decay - step_scale x
- * (x: its orthogonalized update; decay = 1 - lr wd, step_scale = lr sqrt(max(1,
- * rows/cols)), from the host; cautious: no decay where x w < 0) */
+ * (x: its orthogonalized update; [decay, step_scale] at ds, two floats of device memory
+ * the host put: decay = 1 - lr wd, step_scale = lr sqrt(max(1, rows/cols)); cautious: no
+ * decay where x w < 0) */
 int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_t n, float beta,
                           const float *gscale, dm_cuda_stream s);
-int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay, float step_scale,
-                        int cautious, dm_cuda_stream s);
+int dm_cuda_muon_update(float *w, const float *x, size_t n, const float *ds, int cautious,
+                        dm_cuda_stream s);
 /* NorMuon on n stacked slices x[n, rows, cols] in place, their row moments v[n, rows]
  * (kernels/cpu/normuon.h: the same arithmetic and order). The rows' sums of squares in
  * shared memory: dm_cuda_normuon_fits(rows) (else DM_CUDA_EBADSHAPE) */

@@ -219,10 +219,11 @@ extern "C" int dm_cuda_grad_norm(double *norm, float *gscale, const float *x, si
     return dm_launched();
 }
 
-static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, float lr,
-                               float decay, float b1, float b2, float eps, float c1, float c2,
+static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2,
+                               const float *hyper, float b1, float b2, float eps,
                                const float *gscale, int cautious, size_t n) {
-    float gs = gscale ? *gscale : 1.0f;
+    const float gs = gscale ? *gscale : 1.0f, lr = hyper[0], decay = hyper[1];
+    const float c1 = hyper[2], c2 = hyper[3];
     DM_GRID_STRIDE(i, n) {
         float gi = g[i] * gs;
         float a = b1 * m1[i] + (1.0f - b1) * gi, v = b2 * m2[i] + (1.0f - b2) * gi * gi;
@@ -232,15 +233,12 @@ static __global__ void k_adamw(float *p, const float *g, float *m1, float *m2, f
         p[i] = p[i] * d - lr * (a * c1) / (sqrtf(v * c2) + eps);
     }
 }
-extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n, float lr,
-                             float wd, float b1, float b2, float eps, long t,
+extern "C" int dm_cuda_adamw(float *p, const float *g, float *m1, float *m2, size_t n,
+                             const float *hyper, float b1, float b2, float eps,
                              const float *gscale, int cautious, dm_cuda_stream s) {
     if (n == 0) return 0;
-    /* the bias corrections as the CPU computes them (in double, on the host) */
-    float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
-    float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
-    k_adamw<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(p, g, m1, m2, lr, 1.0f - lr * wd, b1, b2,
-                                                      eps, c1, c2, gscale, cautious, n);
+    k_adamw<<<dm_ew_blocks(n), DM_EW_THREADS, 0, s>>>(p, g, m1, m2, hyper, b1, b2, eps, gscale,
+                                                      cautious, n);
     return dm_launched();
 }
 
@@ -298,16 +296,17 @@ extern "C" int dm_cuda_muon_momentum(float *mom, const float *g, float *u, size_
                                      const float *gscale, dm_cuda_stream s) {
     EW_LAUNCH(k_momentum, n, mom, g, u, beta, gscale);
 }
-static __global__ void k_muon_update(float *w, const float *x, float decay, float step_scale,
-                                     int cautious, size_t n) {
+static __global__ void k_muon_update(float *w, const float *x, const float *ds, int cautious,
+                                     size_t n) {
+    const float decay = ds[0], step_scale = ds[1];
     DM_GRID_STRIDE(j, n) {
         float d = cautious && x[j] * w[j] < 0.0f ? 1.0f : decay;
         w[j] = w[j] * d - step_scale * x[j];
     }
 }
-extern "C" int dm_cuda_muon_update(float *w, const float *x, size_t n, float decay,
-                                   float step_scale, int cautious, dm_cuda_stream s) {
-    EW_LAUNCH(k_muon_update, n, w, x, decay, step_scale, cautious);
+extern "C" int dm_cuda_muon_update(float *w, const float *x, size_t n, const float *ds,
+                                   int cautious, dm_cuda_stream s) {
+    EW_LAUNCH(k_muon_update, n, w, x, ds, cautious);
 }
 
 /* ---- NorMuon (kernels/cpu/normuon.c's arithmetic): one block per slice; thread r takes

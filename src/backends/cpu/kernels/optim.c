@@ -5,11 +5,8 @@
 #include <string.h>
 
 void dm_adamw(float *po, float *m1o, float *m2o, const float *p, const float *g, const float *m1,
-              const float *m2, size_t n, float lr, float wd, float b1, float b2, float eps,
-              long t, float gscale, int cautious) {
-    float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
-    float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
-    float decay = 1.0f - lr * wd;
+              const float *m2, size_t n, float lr, float decay, float b1, float b2, float eps,
+              float c1, float c2, float gscale, int cautious) {
 #pragma omp parallel for schedule(static) if (n > 1 << 15)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gscale;

@@ -12,15 +12,17 @@
 
 #include <stddef.h>
 
-/* AdamW, decoupled weight decay, bias-corrected at 1-based step t, on n parameters:
+/* AdamW, decoupled weight decay, bias-corrected, on n parameters:
  *   gi = g gscale;  m1' = b1 m1 + (1 - b1) gi;  m2' = b2 m2 + (1 - b2) gi^2
- *   p' = p (1 - lr wd) - lr (m1' c1) / (sqrt(m2' c2) + eps),  c_k = 1 / (1 - b_k^t)
+ *   p' = p decay - lr (m1' c1) / (sqrt(m2' c2) + eps)
+ * with decay = 1 - lr wd and c_k = 1 / (1 - b_k^t) at the 1-based step t (ops/optim_ops.h:
+ * dm_adam_hyper makes them).
  * cautious = 1: the decay only where the update and p agree in sign (m1' p >= 0, where
  * both push p towards zero); elsewhere p' = p - lr (...). cautious = 0: the plain decay.
  * p, g, m1, m2, and the outputs po, m1o, m2o: [n] */
 void dm_adamw(float *po, float *m1o, float *m2o, const float *p, const float *g, const float *m1,
-              const float *m2, size_t n, float lr, float wd, float b1, float b2, float eps,
-              long t, float gscale, int cautious);
+              const float *m2, size_t n, float lr, float decay, float b1, float b2, float eps,
+              float c1, float c2, float gscale, int cautious);
 
 /* Muon's momentum on n entries: gj = g gscale;  mom' = beta mom + (1 - beta) gj; and
  * when u != NULL the Nesterov update u = (1 - beta) gj + beta mom'.  mom, g, momo, u: [n] */
