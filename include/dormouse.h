@@ -50,6 +50,7 @@ enum { DM_HEADWISE_QK = 0, DM_HEADWISE_NONE = 1 };
 enum { DM_MUON_NORM_NONE = 0, DM_MUON_NORM_NEURON = 1 };
 enum { DM_RETRACT_SPHERE = 0, DM_RETRACT_STIEFEL = 1, DM_RETRACT_OFF = 2 };
 enum { DM_CKPT_NONE = 0, DM_CKPT_BALANCED = 1, DM_CKPT_FULL = 2 };
+enum { DM_GRAPH_AUTO = 0, DM_GRAPH_OFF = 1 };
 enum { DM_PRECISION_AUTO = 0, DM_PRECISION_FP32 = 1, DM_PRECISION_BF16 = 2 };
 /* where a model's memory lives and its ops run (docs/backends.md): auto = cpu today;
  * fenced is test-only (the CPU kernels on memory the host cannot touch between calls) */
@@ -127,6 +128,8 @@ typedef struct dm_config {
     int backend;            /* DM_BACKEND_*: the model's memory and kernels      (auto) */
     int device;             /* the CUDA device of backend=cuda (and auto)       (0) */
     long comm_timeout;      /* seconds a collective between ranks may wait; 0 = no limit */
+    int step_graph;         /* DM_GRAPH_*: a training step replayed as captured graphs
+                               where the backend can (auto)                          */
 } dm_config;
 
 void dm_config_default(dm_config *c);

@@ -14,7 +14,7 @@ static const char *const MODEL[] = {"d_model", "n_layer", "n_head", "head_dim", 
 static const char *const BACKEND[] = {"kda_impl", "chunk_size", "norm_impl", "gemm",
                                       "precision", "ns_precision", "verify_fused", "threads",
                                       "atlas", "checkpointing", "backend", "device", "comm_timeout",
-                                      NULL};
+                                      "step_graph", NULL};
 
 static int in(const char *const *list, const char *s) {
     for (; *list; list++)
@@ -35,7 +35,7 @@ TEST(config_key_groups) {
         if (g >= 0 && g < 3) n[g]++;
     }
     printf("  %d keys: %d model, %d training, %d backend\n", keys, n[0], n[1], n[2]);
-    CHECK(n[DM_KEY_MODEL] == 10 && n[DM_KEY_BACKEND] == 13 && n[DM_KEY_TRAINING] > 20);
+    CHECK(n[DM_KEY_MODEL] == 10 && n[DM_KEY_BACKEND] == 14 && n[DM_KEY_TRAINING] > 20);
     CHECK(dm_config_key_group(keys) == -1 && dm_config_key_name(keys) == NULL);
     CHECK(!dm_config_is_model_key("no_such_key"));
     CHECK(!strcmp(dm_config_group_name(DM_KEY_MODEL), "model"));

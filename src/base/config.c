@@ -143,12 +143,17 @@ static const key_t_ KEYS[] = {
     {"backend", DM_KEY_BACKEND, K_ENUM, F(backend), 0, 0, "auto|cpu|fenced|cuda",
      "where the model's memory lives and its ops run: auto (cpu; the start says why not "
      "cuda), cpu, fenced (test only: the CPU kernels on memory the host cannot touch outside "
-     "the backend's calls), cuda (not runnable yet: refused at start with the reason)"},
+     "the backend's calls), cuda (an NVIDIA GPU: refused at start with the reason where none "
+     "answers; its code has run on the CUDA emulator only)"},
     {"device", DM_KEY_BACKEND, K_INT, F(device), 0, 1023, NULL,
      "the CUDA device (index) of backend=cuda"},
     {"comm_timeout", DM_KEY_BACKEND, K_SECONDS, F(comm_timeout), 0, 1e7, NULL,
      "under mpirun, how long an exchange between the ranks may wait (e.g. 90s, 10m): past "
      "it the job stops with an error naming the rank that does not answer; 0 = no limit"},
+    {"step_graph", DM_KEY_BACKEND, K_ENUM, F(step_graph), 0, 0, "auto|off",
+     "auto: on a backend that queues its work (cuda), a training step's forward, backward "
+     "and update are each captured once as a graph and replayed (one launch each) from the "
+     "third step on; off: every kernel launched every step"},
 };
 #undef F
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
@@ -223,6 +228,7 @@ void dm_config_default(dm_config *c) {
     /* minutes: longer than any exchange of a healthy run (a checkpoint of rank 0, a
      * corpus read, an evaluation all finish inside it), short enough to end a hung job */
     c->comm_timeout = 600;
+    c->step_graph = DM_GRAPH_AUTO;
 }
 
 int dm_config_mlp_hidden(const dm_config *c) {

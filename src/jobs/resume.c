@@ -8,7 +8,7 @@ const char *const DM_RESUME_MUTABLE[] = {
     "steps",        "time_budget", "schedule_steps", "eval_every",   "eval_window",
     "eval_windows", "log_every",   "ckpt_every",     "ckpt_time",    "verify_fused",
     "checkpointing", "threads",    "atlas",          "backend",      "device",
-    "comm_timeout", NULL};
+    "comm_timeout", "step_graph", NULL};
 
 static int listed(const char *const *list, const char *key) {
     for (; *list; list++)

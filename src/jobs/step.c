@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "model/host.h"
 #include "ops/backend.h"
+#include "ops/ops.h"
 
 int dm_step_threads(const dm_config *c, const dm_comm *comm) {
     int n = c->threads, local = dm_comm_local_size(comm);
@@ -47,6 +48,117 @@ static void suggest(int B, int A, int N, char *buf, size_t n) {
     snprintf(buf, n, "e.g. --set grad_accum=%ld (a step of %ld sequences)", a, (long)B * a);
 }
 
+/* ---- the step as graphs ----
+ * A phase's work is queued as usual the first time after a layout of the model (the
+ * memory ops grow lazily grows then), captured the second time and then replayed: the
+ * same work on the same memory, reading the batch and the update's step values that the
+ * host put before it. The op layer's counts of the capture are added at each replay. */
+struct dm_step_graph {
+    void *graph;                 /* the captured work, or NULL */
+    long gen;                    /* the model's layout it was captured on */
+    int warm;                    /* its work ran once on that layout */
+    long counts[DM_OPS_COUNTS];  /* the op calls the capture made */
+};
+enum { G_FWD, G_BWD, G_OPT, G_OPT_RETRACT };
+static const char *const G_NAME[] = {"forward", "backward", "update", "update (retraction)"};
+
+static int ph_fwd(dm_stepper *s, long step) {
+    (void)step;
+    dm_model_forward_put(s->m);
+    dm_backend_copy(dm_model_backend(s->m), s->dloss, dm_model_loss_mem(s->m), sizeof(double));
+    return 0;
+}
+static int ph_bwd(dm_stepper *s, long step) {
+    (void)step;
+    dm_model_zero_grad(s->m);
+    dm_model_backward(s->m);
+    return dm_gradsum_add(s->gs, 0) | dm_gradsum_finish(s->gs);
+}
+static int ph_opt(dm_stepper *s, long step) {
+    int rc = dm_optim_enqueue(s->opt, s->m, step);
+    dm_backend_copy(dm_model_backend(s->m), s->dloss + 1, dm_optim_norm_mem(s->opt),
+                    sizeof(double));
+    return rc;
+}
+
+/* phase k of the step: queued, captured or replayed. 0, or 1 when a capture failed (the
+ * step's work is then not done: the process says why and the caller stops) */
+static int phase(dm_stepper *s, int k, int (*work)(dm_stepper *, long), long step) {
+    dm_backend *be = dm_model_backend(s->m);
+    struct dm_step_graph *g = &s->g[k];
+    long gen = dm_model_layout_gen(s->m);
+    if (g->gen != gen) { /* a new layout: the capture reads memory that moved */
+        dm_backend_graph_free(be, g->graph);
+        g->graph = NULL, g->warm = 0, g->gen = gen;
+    }
+    if (!g->warm) {
+        g->warm = 1;
+        return work(s, step);
+    }
+    if (!g->graph) {
+        long before[DM_OPS_COUNTS];
+        char why[160] = "the backend refused to begin";
+        dm_model_op_counts(s->m, before);
+        int rc = dm_backend_capture_begin(be);
+        if (!rc) rc = work(s, step);
+        if (!(g->graph = dm_backend_capture_end(be, why, sizeof why)) || rc) {
+            fprintf(stderr, "dormouse: capturing the step's %s as a graph failed (%s); "
+                            "step_graph=off trains without graphs\n", G_NAME[k],
+                    rc ? "an exchange failed" : why);
+            return 1;
+        }
+        dm_model_op_counts(s->m, g->counts);
+        for (int i = 0; i < DM_OPS_COUNTS; i++) { /* the capture ran nothing: the replay runs */
+            g->counts[i] -= before[i];
+            before[i] = -g->counts[i];
+        }
+        dm_model_op_counts_add(s->m, before);
+    } else if (k == G_FWD) {
+        dm_model_forward_replayed(s->m);
+    } else if (k == G_BWD) {
+        dm_model_backward_replayed(s->m);
+    }
+    if (dm_backend_graph_launch(be, g->graph)) {
+        fprintf(stderr, "dormouse: the backend refused to replay the step's %s\n", G_NAME[k]);
+        return 1;
+    }
+    dm_model_op_counts_add(s->m, g->counts);
+    s->replays++;
+    return 0;
+}
+
+/* The step as graphs (one micro-batch, one process): the batch and the update's values
+ * put, then the three phases with the marks between them (those of step_begin: the sum's
+ * end is the backward's), then the read begun. */
+static int step_graphs(dm_stepper *s, const void *batch, long opt_step) {
+    dm_backend *be = dm_model_backend(s->m);
+    int rc = dm_model_put_batch(s->m, batch, s->B, s->T);
+    if (rc) { /* no memory for the batch: a loss that is not a number */
+        double nan[2] = {NAN, NAN};
+        dm_backend_put(be, s->dloss, nan, sizeof nan);
+        dm_backend_read_begin(be, s->hloss, s->dloss, 2 * sizeof(double));
+        return 0;
+    }
+    dm_optim_prepare(s->opt, opt_step);
+    dm_backend_mark(be, 0);
+    rc = phase(s, G_FWD, ph_fwd, opt_step);
+    dm_backend_mark(be, 1);
+    if (!rc) rc = phase(s, G_BWD, ph_bwd, opt_step);
+    dm_backend_mark(be, 2);
+    dm_backend_mark(be, 3);
+    int k = dm_optim_retracts(s->opt, opt_step) ? G_OPT_RETRACT : G_OPT;
+    if (!rc) rc = phase(s, k, ph_opt, opt_step);
+    dm_backend_mark(be, 4);
+    dm_backend_read_begin(be, s->hloss, s->dloss, 2 * sizeof(double));
+    return rc;
+}
+
+void dm_stepper_graph_text(const dm_stepper *s, char *buf, size_t n) {
+    if (s->graphs) snprintf(buf, n, "step graphs: on (the forward, the backward and the update "
+                                    "each queued once, captured the next step, then replayed)");
+    else snprintf(buf, n, "step graphs: off (%s)", s->graph_why);
+}
+
 int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c, dm_comm *comm,
                     char *err, size_t errlen) {
     *s = (dm_stepper){.m = m, .opt = o, .comm = comm, .B = c->batch_size, .T = c->seq_len,
@@ -78,10 +190,26 @@ int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c,
         return 1;
     }
     for (int r = 0; r <= s->N; r++) s->loss_off[r] = (size_t)r * s->local;
+    const char *no = c->step_graph == DM_GRAPH_OFF ? "step_graph=off"
+                     : !dm_backend_graphs(be)      ? "the backend runs each call at once"
+                     : s->N > 1                    ? "several processes exchange mid-step"
+                     : s->A > 1                    ? "grad_accum > 1"
+                     : c->atlas                    ? "atlas=1 times every op"
+                     : c->verify_fused             ? "verify_fused compares mid-step"
+                                                   : NULL;
+    if (no) snprintf(s->graph_why, sizeof s->graph_why, "%s", no);
+    else if (!(s->g = calloc(DM_STEP_GRAPHS, sizeof *s->g))) {
+        snprintf(err, errlen, "out of memory: the step's graphs");
+        return 1;
+    }
+    s->graphs = no == NULL;
     return 0;
 }
 
 void dm_stepper_free(dm_stepper *s) {
+    for (int i = 0; s->g && i < DM_STEP_GRAPHS; i++)
+        dm_backend_graph_free(dm_model_backend(s->m), s->g[i].graph);
+    free(s->g);
     dm_gradsum_free(s->gs);
     free(s->batch);
     free(s->next);
@@ -97,6 +225,7 @@ void dm_stepper_free(dm_stepper *s) {
  * losses; marks between (2j, 2j+1: micro-batch j's forward; 2j+1, 2j+2: its backward; then
  * the sum's end, the update); then the read of the losses and the norm begun. No wait. */
 static int step_begin(dm_stepper *s, const void *batch, long opt_step) {
+    if (s->graphs) return step_graphs(s, batch, opt_step);
     /* a sequence's T + 1 ids of the model's width */
     size_t seq = ((size_t)s->T + 1) * (size_t)dm_id_width(dm_model_config(s->m)->vocab);
     const uint8_t *ids = batch;

@@ -38,7 +38,17 @@ typedef struct {
                                     them, then read once per step into the host's, by a read
                                     begun behind the step's work (dm_backend_read_begin) */
     size_t *loss_off;            /* [N + 1] */
+    /* the step as graphs (step_graph=auto, a backend that has them, one micro-batch on one
+     * process, no per-op timing): its forward, its backward and its update (two: with and
+     * without Muon's retraction) each run as queued work once per layout of the model
+     * (lazily grown memory grows then), are captured the next time, then replayed */
+    int graphs;
+    char graph_why[160];         /* when graphs is 0: why not */
+    struct dm_step_graph *g;     /* [DM_STEP_GRAPHS] */
+    long replays;                /* graphs launched so far */
 } dm_stepper;
+
+#define DM_STEP_GRAPHS 4 /* forward, backward, update, update with retraction */
 
 typedef struct {
     float loss;                  /* the step's */
@@ -62,6 +72,8 @@ const char *dm_step_oversubscribed(int threads, char *buf, size_t n);
 int dm_stepper_init(dm_stepper *s, dm_model *m, dm_optim *o, const dm_config *c, dm_comm *comm,
                     char *err, size_t errlen);
 void dm_stepper_free(dm_stepper *s);
+/* "step graphs: on (...)" or "step graphs: off (why)" into buf */
+void dm_stepper_graph_text(const dm_stepper *s, char *buf, size_t n);
 
 /* One step: the batch of (seed, batch_step), the optimizer's 0-based step opt_step.
  * Returns 0, or 1 when an exchange between ranks failed (dm_comm_error); a non-finite

@@ -74,6 +74,11 @@ static void setup_notes(const train_ctx *t) {
     char pol[512];
     dm_policy_describe(dm_model_policy(t->m), pol, sizeof pol);
     dm_job_note(t->io, "policy: %s\n", pol);
+    if (dm_backend_queues(dm_model_backend(t->m))) { /* a device's queue: graphs or not */
+        char gt[256];
+        dm_stepper_graph_text(&t->stepper, gt, sizeof gt);
+        dm_job_note(t->io, "%s\n", gt);
+    }
     dm_job_note(t->io, "run directory %s: config.json, %smetrics.jsonl, checkpoints "
                 "ckpt-NNNNNNNN/, summary.json, the tables params.txt and dispatch.txt (-v "
                 "prints them)\n", t->a->out, t->parent.path[0] ? "parent.json, " : "");

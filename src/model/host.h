@@ -26,5 +26,22 @@ dm_bf *dm_model_grad_mem(dm_model *m);
  * memory could not be reserved. */
 int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T);
 const double *dm_model_loss_mem(const dm_model *m);
+/* dm_model_forward_queued in its two parts: the batch's memory reserved and its ids put
+ * into the backend's memory (queued; 0, or 1 as above); then the forward from them, which
+ * reads nothing else from the host (a backend can capture it once and replay it after each
+ * batch's put). */
+int dm_model_put_batch(dm_model *m, const void *tokens, int B, int T);
+void dm_model_forward_put(dm_model *m);
+/* The host's side of dm_model_forward_put and of dm_model_backward when their work was
+ * replayed from a capture instead (the model then has a forward for the backward to
+ * consume; then it has consumed it). */
+void dm_model_forward_replayed(dm_model *m);
+void dm_model_backward_replayed(dm_model *m);
+/* A count that changes whenever the model's activation memory is laid out again (a batch
+ * of another shape): work captured before then reads memory that moved. */
+long dm_model_layout_gen(const dm_model *m);
+/* its op layer's counts (ops.h: dm_ops_counts, DM_OPS_COUNTS longs), and counts added */
+void dm_model_op_counts(const dm_model *m, long *out);
+void dm_model_op_counts_add(dm_model *m, const long *delta);
 
 #endif

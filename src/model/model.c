@@ -425,6 +425,7 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
         m->lay_B = B;
         m->lay_T = T;
         m->nthreads = nthreads;
+        m->layout_gen++;
     }
     if (verify_room(m)) {
         if (err) snprintf(err, errlen, "out of memory: verify mode's scratch for %d x %d", B, T);
@@ -433,7 +434,7 @@ int dm_model_reserve(dm_model *m, int B, int T, char *err, size_t errlen) {
     return 0;
 }
 
-int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T) {
+int dm_model_put_batch(dm_model *m, const void *tokens, int B, int T) {
     dm_backend_apply(m->be, &m->policy); /* its thread pool, if another model changed it */
     if (dm_model_reserve(m, B, T, NULL, 0)) return 1;
     size_t w = (size_t)dm_id_width(m->cfg.vocab);
@@ -444,15 +445,31 @@ int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T) {
         dm_backend_put(m->be, m->tgt + (size_t)b * T * w, ids + ((size_t)b * (T + 1) + 1) * w,
                        (size_t)T * w);
     }
+    m->B = B;
+    m->T = T;
+    return 0;
+}
+
+void dm_model_forward_put(dm_model *m) {
     dm_ops_forget_bf16(&m->ops); /* the last forward's activation copies */
     if (m->policy.prec.matmul_bf16) /* the weights as the bf16 products read them, once per forward */
         dm_ops_set_weights(&m->ops, m->params, m->n_params);
-    m->B = B;
-    m->T = T;
     dm_network_fwd(m);
     m->have_forward = 1;
+}
+
+void dm_model_forward_replayed(dm_model *m) { m->have_forward = 1; }
+void dm_model_backward_replayed(dm_model *m) { m->have_forward = 0; }
+
+int dm_model_forward_queued(dm_model *m, const void *tokens, int B, int T) {
+    if (dm_model_put_batch(m, tokens, B, T)) return 1;
+    dm_model_forward_put(m);
     return 0;
 }
+
+long dm_model_layout_gen(const dm_model *m) { return m->layout_gen; }
+void dm_model_op_counts(const dm_model *m, long *out) { dm_ops_counts(&m->ops, out); }
+void dm_model_op_counts_add(dm_model *m, const long *d) { dm_ops_counts_add(&m->ops, d); }
 
 float dm_model_forward(dm_model *m, const void *tokens, int B, int T, float *logits) {
     if (dm_model_forward_queued(m, tokens, B, T)) return NAN;

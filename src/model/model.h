@@ -48,6 +48,7 @@ struct dm_model {
     dm_plan plan;
     int nthreads;
     int lay_B, lay_T;
+    long layout_gen;         /* counts the layouts (dm_model_layout_gen) */
     size_t arena_floats, io_cap;
     dm_bf *arena;
     dm_arena_sizes sizes;      /* the regions of the current layout */

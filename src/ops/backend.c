@@ -108,6 +108,21 @@ void dm_backend_put(dm_backend *be, void *dst, const void *host, size_t bytes) {
     else be->vt->from_host(be, dst, host, bytes);
 }
 
+int dm_backend_capture_begin(dm_backend *be) {
+    return be->vt->capture_begin ? be->vt->capture_begin(be) : 1;
+}
+void *dm_backend_capture_end(dm_backend *be, char *why, size_t n) {
+    if (be->vt->capture_end) return be->vt->capture_end(be, why, n);
+    snprintf(why, n, "the %s backend has no graphs", be->name);
+    return NULL;
+}
+int dm_backend_graph_launch(dm_backend *be, void *graph) {
+    return be->vt->graph_launch ? be->vt->graph_launch(be, graph) : 1;
+}
+void dm_backend_graph_free(dm_backend *be, void *graph) {
+    if (graph && be->vt->graph_free) be->vt->graph_free(be, graph);
+}
+
 void *dm_backend_host_view(dm_backend *be, void *p) {
     return be->vt->host_view ? be->vt->host_view(be, p) : NULL;
 }

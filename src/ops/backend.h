@@ -119,6 +119,12 @@ typedef struct dm_backend_vt {
     void (*read_begin)(dm_backend *be, void *host, const void *src, size_t bytes);
     void (*read_end)(dm_backend *be);
     void (*put)(dm_backend *be, void *dst, const void *host, size_t bytes);
+    /* graphs (dm_backend_capture_begin below) for a backend whose queued work can be
+     * captured and replayed; NULL: none */
+    int (*capture_begin)(dm_backend *be);
+    void *(*capture_end)(dm_backend *be, char *why, size_t n);
+    int (*graph_launch)(dm_backend *be, void *graph);
+    void (*graph_free)(dm_backend *be, void *graph);
 } dm_backend_vt;
 
 struct dm_impl_list;
@@ -192,6 +198,19 @@ void dm_backend_read_end(dm_backend *be);
  * buffer is free on return), the copy runs in order with the backend's work (a step's
  * batch). On the CPU: dm_backend_from_host. */
 void dm_backend_put(dm_backend *be, void *dst, const void *host, size_t bytes);
+/* Graphs: the work queued between dm_backend_capture_begin and _end is recorded, not run,
+ * and comes back as a graph (NULL with the reason in why when the capture failed: work
+ * that cannot be captured was queued); dm_backend_graph_launch queues the recorded work
+ * again, on the same memory, each time (0, or 1 when the backend refused); graph_free
+ * frees it. Inside a capture nothing may wait or copy from the host (the backend stops the
+ * process naming the call). dm_backend_graphs: whether the backend has them. */
+static inline int dm_backend_graphs(const dm_backend *be) {
+    return be && be->vt->capture_begin != NULL;
+}
+int dm_backend_capture_begin(dm_backend *be);
+void *dm_backend_capture_end(dm_backend *be, char *why, size_t n);
+int dm_backend_graph_launch(dm_backend *be, void *graph);
+void dm_backend_graph_free(dm_backend *be, void *graph);
 /* 1 when the backend's calls return before its work is done (a device's queue): then the
  * host can work while it runs, between a read's begin and end */
 static inline int dm_backend_queues(const dm_backend *be) {

@@ -410,6 +410,20 @@ void dm_op_run(dm_ops *ops, int op, int dir, void *args) {
     dm_backend_leave(ops->be);
 }
 
+void dm_ops_counts(const dm_ops *ops, long *out) {
+    memcpy(out, ops->calls, sizeof ops->calls);
+    out += sizeof ops->calls / sizeof(long);
+    memcpy(out, ops->ran, sizeof ops->ran);
+    out += sizeof ops->ran / sizeof(long);
+    for (int i = 0; i < DM_OPS_MAX_SKIPS; i++) out[i] = i < ops->n_skip ? ops->skip[i].n : 0;
+}
+void dm_ops_counts_add(dm_ops *ops, const long *d) {
+    long *c = &ops->calls[0][0], *r = &ops->ran[0][0][0];
+    for (size_t i = 0; i < sizeof ops->calls / sizeof(long); i++) c[i] += *d++;
+    for (size_t i = 0; i < sizeof ops->ran / sizeof(long); i++) r[i] += *d++;
+    for (int i = 0; i < ops->n_skip; i++) ops->skip[i].n += d[i];
+}
+
 double dm_ops_verify_take(dm_ops *ops, char *what, size_t n) {
     double r = ops->verify_calls ? ops->verify_max : -1;
     if (what) snprintf(what, n, "%s", ops->verify_what);

@@ -171,6 +171,12 @@ size_t dm_ops_delta_work(const dm_ops *ops, const dm_delta_dims *d, int nthreads
                          size_t *saved);
 /* The scratch the ops may use from now on: n floats of the backend's memory at p. */
 void dm_ops_set_scratch(dm_ops *ops, dm_bf *p, size_t n);
+/* The op layer's counts (each op's calls, the calls each implementation ran, the skips) as
+ * one array of DM_OPS_COUNTS longs; dm_ops_counts_add adds such an array to them (work
+ * captured once and replayed: its calls counted at each replay, as if made again). */
+#define DM_OPS_COUNTS (DM_OP_COUNT * DM_NDIR * (1 + DM_OP_MAX_IMPL) + DM_OPS_MAX_SKIPS)
+void dm_ops_counts(const dm_ops *ops, long *out);
+void dm_ops_counts_add(dm_ops *ops, const long *delta);
 /* The threads the ops run on: the policy's (ops/policy.h), else ops->threads. */
 int dm_ops_threads(const dm_ops *ops);
 

@@ -27,6 +27,7 @@ void dm_policy_describe(const dm_policy *p, char *buf, size_t n) {
     dm_precision_describe(&p->prec, prec, sizeof prec);
     if (p->gemm_why) snprintf(gw, sizeof gw, " (%s)", p->gemm_why);
     if (p->delta_why) snprintf(dw, sizeof dw, " (%s)", p->delta_why);
+    else if (p->delta_how) snprintf(dw, sizeof dw, " %s", p->delta_how);
     snprintf(buf, n, "%s, %d thread%s, FTZ %s, gemm %s%s, delta %s%s (chunk %d), norms %s, %s",
              p->backend, p->threads, p->threads == 1 ? "" : "s", p->ftz ? "on" : "off",
              gemm_name(p->gemm), gw, impl_name(p->delta, "chunked"), dw, p->chunk,

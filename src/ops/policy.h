@@ -19,6 +19,7 @@ typedef struct dm_policy {
     int delta;             /* the delta core's path for this model: DM_IMPL_CHUNKED or
                               DM_IMPL_REFERENCE */
     const char *delta_why; /* why the reference although kda_impl allowed chunked */
+    const char *delta_how; /* how the chunked path runs, where the backend says (NULL) */
     int chunk;             /* the chunked path's chunk size */
     int norm;              /* the RMSNorms: DM_IMPL_CHUNKED (fused) or DM_IMPL_REFERENCE */
     dm_precision prec;     /* precision per op family: matmuls, Newton-Schulz */

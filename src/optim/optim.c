@@ -142,6 +142,10 @@ void dm_optim_prepare(dm_optim *o, long step) {
     if (o->muon) dm_muon_prepare(o->muon, f);
 }
 
+int dm_optim_retracts(const dm_optim *o, long step) {
+    return o->muon && o->cfg.retract != DM_RETRACT_OFF && step % o->cfg.retract_every == 0;
+}
+
 int dm_optim_enqueue(dm_optim *o, dm_model *m, long step) {
     const dm_config *c = &o->cfg;
     const dm_bf *gscale = o->gscale; /* clipping on the backend: no wait for the host */

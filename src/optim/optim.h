@@ -43,6 +43,8 @@ int dm_optim_step_queued(dm_optim *o, dm_model *m, long step);
  * step to step but whether Muon retracts (step % retract_every): a backend can capture that
  * work once (per retraction case) and replay it after each step's dm_optim_prepare. */
 void dm_optim_prepare(dm_optim *o, long step);
+/* 1 when step `step`'s update retracts (Muon's retraction on its cadence) */
+int dm_optim_retracts(const dm_optim *o, long step);
 int dm_optim_enqueue(dm_optim *o, dm_model *m, long step);
 double dm_optim_norm(const dm_optim *o);
 /* where the last step left the norm: one double of the backend's memory */

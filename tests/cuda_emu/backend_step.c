@@ -529,6 +529,125 @@ TEST(cuda_backend_step_waits_once) {
     }
 }
 
+/* n training steps of config c through the stepper (step_graph as c says), with a
+ * forward of another shape (a 1 x 8 batch: the model laid out again, as an evaluation
+ * does) after step 2: the losses, the norms, the weights after, the op layer's counts,
+ * and the graphs replayed. 0 when the model could not be made. */
+typedef struct {
+    float loss[8];
+    double gnorm[8];
+    float *params;
+    long counts[DM_OPS_COUNTS];
+    long replays;
+    char text[200];
+} graph_run;
+static int run_steps(const dm_config *c, int n, graph_run *r) {
+    char err[512];
+    dm_model *m = dm_model_create(c, err, sizeof err);
+    dm_optim *o = m ? dm_optim_create(m, c, err, sizeof err) : NULL;
+    dm_stepper st;
+    int ok = o && !dm_stepper_init(&st, m, o, c, NULL, err, sizeof err);
+    CHECKF(ok, "%s", err);
+    if (ok) {
+        uint8_t tok[2 * 25];
+        for (int s = 0; s < n; s++) {
+            dm_step_out out;
+            tokens(tok, sizeof tok, s);
+            CHECK(dm_stepper_step(&st, tok, s, &out) == 0);
+            r->loss[s] = out.loss, r->gnorm[s] = out.gnorm;
+            if (s == 2) dm_model_forward(m, tok, 1, 8, NULL);
+        }
+        r->params = t_alloc(dm_model_num_params(m));
+        dm_model_params_to_host(m, r->params);
+        dm_model_op_counts(m, r->counts);
+        r->replays = st.replays;
+        dm_stepper_graph_text(&st, r->text, sizeof r->text);
+        dm_stepper_free(&st);
+    }
+    dm_optim_free(o);
+    dm_model_free(m);
+    return ok;
+}
+
+/* The step captured as graphs and replayed (step_graph=auto) against every kernel launched
+ * each step (off), on the emulated GPU: six Muon steps with the sphere retraction every
+ * second step (so both update graphs), a forward of another shape after the third step
+ * (the graphs captured again on the new layout), in fp32 and in bf16 (products, the delta
+ * core on the tensor cores, Newton-Schulz): the losses, the gradient norms and the weights
+ * after, the same bits; the op layer counts the same calls both ways; and the replays
+ * are the ones the schedule makes (a phase queued once per layout, captured the next time,
+ * replayed from then on: 10 of 18 phases here). */
+TEST(cuda_backend_graph_step_bitwise) {
+    for (int bf = 0; bf < 2; bf++) {
+        dm_config c = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA);
+        c.retract = DM_RETRACT_SPHERE, c.retract_every = 2;
+        c.batch_size = 2, c.seq_len = 24;
+        if (bf) c.precision = c.ns_precision = DM_PRECISION_BF16;
+        dm_config off = c;
+        off.step_graph = DM_GRAPH_OFF;
+        graph_run g = {0}, e = {0};
+        if (!run_steps(&c, 6, &g) || !run_steps(&off, 6, &e)) return;
+        size_t np;
+        {
+            char err[256];
+            dm_model *m = dm_model_create(&c, err, sizeof err);
+            np = m ? dm_model_num_params(m) : 0;
+            dm_model_free(m);
+        }
+        printf("  %s: %s; %ld replays; losses %.9g .. %.9g\n", bf ? "bf16" : "fp32", g.text,
+               g.replays, g.loss[0], g.loss[5]);
+        CHECKF(!memcmp(g.loss, e.loss, sizeof g.loss) && !memcmp(g.gnorm, e.gnorm, sizeof g.gnorm),
+               "%s: the losses or norms differ from the launched steps'", bf ? "bf16" : "fp32");
+        CHECKF(np && !memcmp(g.params, e.params, np * sizeof(float)),
+               "%s: the weights differ from the launched steps'", bf ? "bf16" : "fp32");
+        CHECKF(!memcmp(g.counts, e.counts, sizeof g.counts),
+               "%s: the op layer's counts differ from the launched steps'", bf ? "bf16" : "fp32");
+        /* a graph is launched when captured and when replayed. Steps 0-2 on the first
+         * layout: forward and backward queued at 0, captured at 1, replayed at 2 (2 launches
+         * each); steps 3-5 on the next: the same (2 each); the update without retraction
+         * (steps 1, 3, 5) queued at 1, queued again at 3 (a new layout), captured at 5: 1;
+         * with it (0, 2, 4) queued at 0, captured at 2, queued at 4: 1 */
+        CHECKF(g.replays == 10 && e.replays == 0, "%s: %ld replays (want 10), %ld launched",
+               bf ? "bf16" : "fp32", g.replays, e.replays);
+        free(g.params), free(e.params);
+    }
+}
+
+/* Inside a capture nothing may wait or copy from the host (a graph would replay the
+ * staged bytes of that moment): the backend stops the process naming the call. */
+TEST(cuda_backend_put_inside_capture_stops) {
+    char err[512];
+    dm_config c = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA);
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    CHECKF(m, "%s", err);
+    if (!m) return;
+    dm_backend *be = dm_model_backend(m);
+    CHECK(dm_backend_graphs(be));
+    int fd[2];
+    CHECK(pipe(fd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        float one = 1.0f;
+        if (dm_backend_capture_begin(be)) _exit(3);
+        dm_backend_put(be, dm_model_param_mem(m), &one, sizeof one);
+        _exit(0);
+    }
+    close(fd[1]);
+    char said[512] = "";
+    ssize_t got = read(fd[0], said, sizeof said - 1);
+    said[got > 0 ? got : 0] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("  a put while capturing: %s", said);
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT &&
+               strstr(said, "a copy from the host inside a captured step"),
+           "status %d, said: %s", st, said);
+    dm_model_free(m);
+}
+
 /* The emulator's guard of page-locked memory, which the step's asynchronous read relies
  * on being checked: the host reading the destination of an asynchronous copy from the
  * device before waiting for it faults with its reason (in a child process); after the

@@ -6,7 +6,11 @@
 # seed; every logged loss must agree within 1e-5 relative. Then `eval` of the cpu run's
 # checkpoint with backend=cuda gives the cpu's val_bpb within 1e-5, `sample` runs, and a
 # cuda run stopped at step 10 and resumed logs the straight cuda run's values, bit for bit.
-# With `tokens`, instead: a model of tokens (a vocabulary of 512 prepared from the corpus'
+# The cuda runs replay their steps as captured graphs (step graphs: on, said at the start).
+# With `bf16`, instead: 20 steps with precision=bf16 on the emulated GPU (its products and
+# its delta core on bf16 operands, the core on the tensor cores) against the cpu's bf16
+# path (the reference standing in: DM_CPU_BF16_REFERENCE), every loss within 5e-3 (fla's
+# bound on the core's output; the cpu's core is f32). With `tokens`, instead: a model of tokens (a vocabulary of 512 prepared from the corpus'
 # first 200 kB) trains 10 steps on both, its losses within 1e-5, and samples from a prompt
 # on cuda (exit 77, skipped, in a build without SentencePiece).
 # Exit 0 when all hold, 1 naming what does not.
@@ -23,20 +27,21 @@ tiny=(d_model=32 n_layer=2 n_head=2 head_dim=16 gate_rank=8 batch_size=2 seq_len
       precision=fp32 threads=1)
 sets() { local s; for s in "${tiny[@]}" "$@"; do printf -- ' --set %s' "$s"; done; }
 
-# every logged loss of run $1 (cpu) against run $2 (cuda): at least $3 steps, within 1e-5
+# every logged loss of run $1 (cpu) against run $2 (cuda): at least $3 steps, within $4
+# relative (1e-5 when not given)
 same_losses() {
-    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
+    /usr/bin/python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" "${4:-1e-5}" <<'PY'
 import json, sys
 def losses(p):
     return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 if len(a) < int(sys.argv[3]) or sorted(a) != sorted(b):
     sys.exit(f"steps logged: cpu {len(a)}, cuda {len(b)}")
-worst = max(abs(b[s] - a[s]) / abs(a[s]) for s in a)
+worst, bound = max(abs(b[s] - a[s]) / abs(a[s]) for s in a), float(sys.argv[4])
 for s in sorted(a):
     print(f"step {s:3d}  loss cpu {a[s]:.7f}  cuda {b[s]:.7f}")
-print(f"largest relative difference {worst:.3g} (bound 1e-5)")
-sys.exit(0 if worst <= 1e-5 else 1)
+print(f"largest relative difference {worst:.3g} (bound {sys.argv[4]})")
+sys.exit(0 if worst <= bound else 1)
 PY
 }
 
@@ -66,6 +71,21 @@ tokens() {
 }
 [[ $mode == tokens ]] && tokens
 
+if [[ $mode == bf16 ]]; then
+    for be in cpu cuda; do
+        # shellcheck disable=SC2046
+        DM_CPU_NO_BF16=1 DM_CPU_BF16_REFERENCE=1 "$emu" train --out "$work/bf.$be" \
+            --data "$src/data/kjv.txt.gz" $(sets backend=$be precision=bf16) \
+            >"$work/bf.$be.log" 2>&1 ||
+            { echo "FAILED bf16 train on $be: $(tail -n 3 "$work/bf.$be.log")"; exit 1; }
+    done
+    grep -m1 "policy:" "$work/bf.cuda.log"
+    grep -q "step graphs: on" "$work/bf.cuda.log" ||
+        { echo "the bf16 cuda run did not replay its steps as graphs"; exit 1; }
+    same_losses "$work/bf.cpu" "$work/bf.cuda" 20 5e-3 || exit 1
+    exit 0
+fi
+
 # shellcheck disable=SC2046
 "$cpu" train --out "$work/cpu" --data "$src/data/kjv.txt.gz" $(sets backend=cpu) \
     >"$work/cpu.log" 2>&1 || { echo "FAILED train on cpu: $(tail -n 3 "$work/cpu.log")"; exit 1; }
@@ -73,6 +93,8 @@ tokens() {
 "$emu" train --out "$work/cuda" --data "$src/data/kjv.txt.gz" $(sets backend=cuda) \
     >"$work/cuda.log" 2>&1 || { echo "FAILED train on cuda (emulated): $(tail -n 3 "$work/cuda.log")"; exit 1; }
 grep -m1 "policy:" "$work/cuda.log"
+grep -m1 "step graphs: on" "$work/cuda.log" ||
+    { echo "the cuda run did not replay its steps as graphs: $(grep -m1 "step graphs" "$work/cuda.log")"; exit 1; }
 same_losses "$work/cpu" "$work/cuda" 20 || exit 1
 
 # eval and sample of the cpu run's checkpoint on the emulated GPU

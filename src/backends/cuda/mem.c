@@ -21,9 +21,21 @@ void dm_cuda_check(int rc, const char *what) {
     abort();
 }
 
+/* what must not run while the stream captures: a wait, a copy from the host (its staged
+ * bytes would be replayed as they are then), an allocation. A bug, not bad input: the
+ * process stops naming it. */
+static void no_capture(const dm_cuda_state *st, const char *what) {
+    if (!st->capturing) return;
+    fprintf(stderr, "dormouse: cuda: %s inside a captured step (a graph cannot replay it)\n",
+            what);
+    fflush(stderr);
+    abort();
+}
+
 /* waits for the stream (what: the call that waits): its queued copies from the staging
  * are done, so the staging is free again, and the staging it outgrew is freed */
 static void wait_stream(dm_cuda_state *st, const char *what) {
+    no_capture(st, what);
     dm_cuda_check(dm_cuda_sync(st->s), what);
     st->put_used = 0;
     for (int i = 0; i < st->n_put_old; i++)
@@ -32,6 +44,7 @@ static void wait_stream(dm_cuda_state *st, const char *what) {
 }
 static void *cu_alloc(dm_backend *be, size_t bytes) {
     dm_cuda_state *st = be->priv;
+    no_capture(st, "an allocation");
     void *p = NULL;
     if (dm_cuda_malloc(&p, bytes ? bytes : 256)) return NULL;
     dm_cuda_check(dm_cuda_zero(p, bytes ? bytes : 256, st->s), "zeroing a new allocation");
@@ -60,6 +73,7 @@ static void cu_from_host(dm_backend *be, void *dst, const void *host, size_t byt
  * for first) */
 static void cu_put(dm_backend *be, void *dst, const void *host, size_t bytes) {
     dm_cuda_state *st = be->priv;
+    no_capture(st, "a copy from the host");
     size_t need = (bytes + 255) & ~(size_t)255;
     if (st->put_used + need > st->put_cap) {
         size_t cap = 2 * (st->put_used + need);
@@ -121,6 +135,7 @@ static int cu_marks(dm_backend *be, int n) {
 }
 static void cu_mark(dm_backend *be, int i) {
     dm_cuda_state *st = be->priv;
+    no_capture(st, "a mark");
     if (i < st->n_marks) dm_cuda_check(dm_cuda_mark(st->marks, i, st->s), "a mark");
 }
 static double cu_mark_ms(dm_backend *be, int a, int b) {
@@ -132,6 +147,7 @@ static double cu_mark_ms(dm_backend *be, int a, int b) {
 }
 static void cu_read_begin(dm_backend *be, void *host, const void *src, size_t bytes) {
     dm_cuda_state *st = be->priv;
+    no_capture(st, "a read to the host");
     if (bytes > st->stage_cap) {
         dm_cuda_check(dm_cuda_host_free(st->stage), "page-locked staging");
         st->stage = NULL, st->stage_cap = 0;
@@ -156,7 +172,7 @@ static void cu_read_end(dm_backend *be) {
  * fused norms */
 static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_delta_dims *d,
                      dm_policy *p, char *err, size_t errlen) {
-    (void)ops, (void)d;
+    (void)ops;
 
     /* what would reach an op the backend declines, refused here rather than mid-run */
     const char *no = c->verify_fused > 0 ? "verify_fused: the cuda backend has no second "
@@ -183,6 +199,10 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
         p->prec.ns_why = "auto keeps fp32 on the cuda backend (its bf16 Newton-Schulz has run "
                          "on the CUDA emulator only)";
     p->delta = c->kda_impl == DM_IMPL_REFERENCE ? DM_IMPL_REFERENCE : DM_IMPL_CHUNKED;
+    if (p->delta == DM_IMPL_CHUNKED && p->prec.matmul_bf16 && d && dm_cuda_delta_tc_fits(d)) {
+        p->chunk = 64; /* ops.c: the tensor-core core */
+        p->delta_how = "on the tensor cores (bf16 products)";
+    }
     return 0;
 }
 
@@ -300,6 +320,30 @@ static void cu_retract_init(float *R, float *s, const float *W0, int n, int rows
     }
 }
 
+/* ---- graphs: the backend's stream captured, then replayed ---- */
+static int cu_capture_begin(dm_backend *be) {
+    dm_cuda_state *st = be->priv;
+    int rc = dm_cuda_capture_begin(st->s);
+    st->capturing = rc == 0;
+    return rc != 0;
+}
+static void *cu_capture_end(dm_backend *be, char *why, size_t n) {
+    dm_cuda_state *st = be->priv;
+    dm_cuda_graph *g = NULL;
+    int rc = dm_cuda_capture_end(st->s, &g);
+    st->capturing = 0;
+    if (rc) snprintf(why, n, "%s", dm_cuda_error(rc));
+    return rc ? NULL : g;
+}
+static int cu_graph_launch(dm_backend *be, void *graph) {
+    dm_cuda_state *st = be->priv;
+    return dm_cuda_graph_launch(graph, st->s) != 0;
+}
+static void cu_graph_free(dm_backend *be, void *graph) {
+    wait_stream(be->priv, "freeing a graph");
+    dm_cuda_graph_free(graph);
+}
+
 static const dm_backend_calls CALLS = {
     .bf16_missing = cu_bf16_missing,
     .side_bytes = cu_side_bytes,
@@ -324,6 +368,8 @@ const dm_backend_vt dm_cuda_vt = {
     .policy = cu_policy, .delta_work = cu_delta_work, .calls = &CALLS,
     .marks = cu_marks, .mark = cu_mark, .mark_ms = cu_mark_ms,
     .read_begin = cu_read_begin, .read_end = cu_read_end, .put = cu_put,
+    .capture_begin = cu_capture_begin, .capture_end = cu_capture_end,
+    .graph_launch = cu_graph_launch, .graph_free = cu_graph_free,
 };
 
 void *dm_cuda_backend_state(int device, char *err, size_t errlen) {

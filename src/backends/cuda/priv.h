@@ -40,6 +40,7 @@ typedef struct {
      * copies may still be reading it until then) */
     unsigned char *put_old[DM_CUDA_PUT_OLD];
     int n_put_old;
+    int capturing; /* 1 between dm_backend_capture_begin and _end (mem.c) */
 } dm_cuda_state;
 
 /* a kernel's or the runtime's error code rc: a lost device context, as on a GPU: one line
