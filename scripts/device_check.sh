@@ -149,12 +149,21 @@ if (( built )) && has module && time_for module; then
       --set d_model=32 --set n_layer=1 --set n_head=1 --set head_dim=32 --set gate_rank=8 \
       --set batch_size=1 --set seq_len=32 --set steps=1 --set backend=cuda
     echo "dormouse backend=cuda: exit $?"
-    # the bf16 products and bf16 Newton-Schulz on the device
+    # the bf16 products, the tensor-core delta core and bf16 Newton-Schulz on the device;
+    # four steps: the step's graphs captured at the second, replayed at the third
     timeout "$(limit 60)" "$build/dormouse" train --out "$build/module-run-bf16" \
       --data data/kjv.txt.gz --set d_model=32 --set n_layer=1 --set n_head=1 --set head_dim=32 \
-      --set gate_rank=8 --set batch_size=1 --set seq_len=32 --set steps=2 --set backend=cuda \
+      --set gate_rank=8 --set batch_size=1 --set seq_len=80 --set steps=4 --set backend=cuda \
       --set precision=bf16 --set ns_precision=bf16
     echo "dormouse backend=cuda bf16: exit $?"
+    # the d2 step on the device (rows for benches/history.tsv): the step as graphs against
+    # every kernel launched, and bf16 (the tensor-core core) against fp32
+    timeout "$(limit 90)" "$build/dormouse" bench --reps 5 --set backend=cuda \
+      --baseline step_graph=off --history "$out/history_rows.tsv"
+    echo "dormouse bench graphs: exit $?"
+    timeout "$(limit 90)" "$build/dormouse" bench --reps 5 --set backend=cuda \
+      --set precision=bf16 --baseline precision=fp32 --history "$out/history_rows.tsv"
+    echo "dormouse bench bf16: exit $?"
   } > "$out/module.log" 2>&1
   said=$(grep -m1 '^error: backend=cuda' "$out/module.log")
   tests_rc=$(sed -n 's/^test_cuda_module: exit //p' "$out/module.log")
@@ -162,8 +171,9 @@ if (( built )) && has module && time_for module; then
   elif (( gpu_ok )) && grep -q '^dormouse backend=cuda: exit 0' "$out/module.log" &&
        grep -q '^policy: cuda' "$out/module.log" &&
        grep -q '^dormouse backend=cuda bf16: exit 0' "$out/module.log" &&
-       grep -q '^policy: cuda.*matmuls bf16, Newton-Schulz bf16' "$out/module.log"; then
-    row module "ok ($(secs "$t")): the module loaded; backend=cuda trained on the GPU, fp32 and bf16"
+       grep -q '^policy: cuda.*tensor cores.*matmuls bf16, Newton-Schulz bf16' "$out/module.log" &&
+       grep -q '^step graphs: on' "$out/module.log"; then
+    row module "ok ($(secs "$t")): the module loaded; backend=cuda trained on the GPU, fp32 and bf16, step graphs on; $(grep -c '^dormouse bench .*: exit 0' "$out/module.log") of 2 benches ran"
   elif (( gpu_ok )); then row module "FAILED: backend=cuda said [${said:-nothing}] ($out/module.log)"
   else row module "$no_gpu; the command said [${said#error: }]"; fi
 fi
