@@ -177,8 +177,6 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
     /* what would reach an op the backend declines, refused here rather than mid-run */
     const char *no = c->verify_fused > 0 ? "verify_fused: the cuda backend has no second "
                                            "implementation to verify against yet"
-                   : c->grad_accum > 1   ? "grad_accum > 1: the cuda backend has no kernel for "
-                                           "the mean of several micro-batches yet"
                    : c->retract == DM_RETRACT_STIEFEL
                        ? "retract=stiefel: the cuda backend has no Stiefel retraction yet"
                        : NULL;

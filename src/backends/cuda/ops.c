@@ -298,16 +298,12 @@ static void grad_add_cu(dm_ops *ops, void *args, int dir) {
         CHECK(dm_cuda_add_inplace(a->out, a->g, a->n, S(ops)), "grad_add");
     }
 }
-static const char *grad_mean_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_sum_args *)args)->A == 1 ? NULL
-                                                : "the mean of several micro-batches has no "
-                                                  "CUDA kernel yet";
-}
+/* out = acc / A (kernels/optim.c's: times the float 1 / A) */
 static void grad_mean_cu(dm_ops *ops, void *args, int dir) {
     (void)dir;
     dm_sum_args *a = args;
-    same(ops, a->out, a->acc, a->n);
+    if (a->A == 1) same(ops, a->out, a->acc, a->n);
+    else CHECK(dm_cuda_scale(a->out, a->acc, 1.0f / (float)a->A, a->n, S(ops)), "grad_mean");
 }
 /* the norm (the square root of the sum of squares) and the clipping factor, in device memory */
 static void grad_norm_cu(dm_ops *ops, void *args, int dir) {
@@ -427,7 +423,7 @@ LIST1(SWIGLU, "cuda", NULL, swiglu_cu)
 LIST1(XENT, "cuda", NULL, xent_cu)
 LIST1(ADD, "cuda", NULL, add_cu)
 LIST1(GRAD_ADD, "cuda", NULL, grad_add_cu)
-LIST1(GRAD_MEAN, "cuda", grad_mean_supports, grad_mean_cu)
+LIST1(GRAD_MEAN, "cuda", NULL, grad_mean_cu)
 LIST1(GRAD_NORM, "cuda", NULL, grad_norm_cu)
 LIST1(ADAMW, "cuda", NULL, adamw_cu)
 LIST1(MOMENTUM, "cuda", NULL, momentum_cu)

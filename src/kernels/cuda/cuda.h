@@ -116,6 +116,8 @@ int dm_cuda_swiglu_fwd(float *h, const float *a, const float *b, size_t n, dm_cu
 int dm_cuda_swiglu_bwd(float *da, float *db, const float *dh, const float *a, const float *b,
                        size_t n, dm_cuda_stream s);
 int dm_cuda_add_inplace(float *y, const float *x, size_t n, dm_cuda_stream s); /* y += x */
+/* y = x a (y may be x): the mean of micro-batches' gradients, a = 1 / A as the CPU's */
+int dm_cuda_scale(float *y, const float *x, float a, size_t n, dm_cuda_stream s);
 
 /* ---- forget gate in log space (elementwise.cu) ----
  * f, g: [N,H,Cg] (Cg = head_dim: KDA, 1: GDN); A_log: [H]; dt_bias: [H,Cg]; u = f + dt_bias

@@ -77,6 +77,12 @@ extern "C" int dm_cuda_swiglu_bwd(float *da, float *db, const float *dh, const f
 extern "C" int dm_cuda_add_inplace(float *y, const float *x, size_t n, dm_cuda_stream s) {
     EW_LAUNCH(k_add, n, y, x);
 }
+static __global__ void k_scale(float *y, const float *x, float a, size_t n) {
+    DM_GRID_STRIDE(i, n) y[i] = x[i] * a;
+}
+extern "C" int dm_cuda_scale(float *y, const float *x, float a, size_t n, dm_cuda_stream s) {
+    EW_LAUNCH(k_scale, n, y, x, a);
+}
 
 /* ---- the forget gate (gate.c's math; e = exp(-|u|) shared by softplus and sigmoid) ---- */
 static __device__ __forceinline__ float softplus_e(float u, float e) {
