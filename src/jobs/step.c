@@ -50,9 +50,11 @@ static void suggest(int B, int A, int N, char *buf, size_t n) {
 
 /* ---- the step as graphs ----
  * A phase's work is queued as usual the first time after a layout of the model (the
- * memory ops grow lazily grows then), captured the second time and then replayed: the
- * same work on the same memory, reading the batch and the update's step values that the
- * host put before it. The op layer's counts of the capture are added at each replay. */
+ * memory that ops grow on first use grows then), captured the second time and then
+ * replayed: the same work on the same memory, reading the batch and the update's step
+ * values that the host put before it. The op layer's counts of the capture are added at
+ * each replay. A capture or replay the backend refuses turns the graphs off for the rest
+ * of the run (a note says why) and the phase runs as queued work: nothing is lost. */
 struct dm_step_graph {
     void *graph;                 /* the captured work, or NULL */
     long gen;                    /* the model's layout it was captured on */
@@ -81,9 +83,27 @@ static int ph_opt(dm_stepper *s, long step) {
     return rc;
 }
 
-/* phase k of the step: queued, captured or replayed. 0, or 1 when a capture failed (the
- * step's work is then not done: the process says why and the caller stops) */
+/* graphs off from here on, why said once; the phase's work (whose host side ran in the
+ * failed capture, counted there) queued instead */
+static int graphs_off(dm_stepper *s, int k, int (*work)(dm_stepper *, long), long step,
+                      const long *before, const char *why) {
+    snprintf(s->graph_why, sizeof s->graph_why, "the %s's %s failed: %s", G_NAME[k],
+             s->g[k].graph ? "replay" : "capture", why);
+    fprintf(stderr, "dormouse: note: step graphs off from here on (%s)\n", s->graph_why);
+    s->graphs = 0;
+    if (before) { /* the failed capture counted calls that ran nowhere */
+        long now[DM_OPS_COUNTS];
+        dm_model_op_counts(s->m, now);
+        for (int i = 0; i < DM_OPS_COUNTS; i++) now[i] = before[i] - now[i];
+        dm_model_op_counts_add(s->m, now);
+    }
+    if (k == G_BWD) dm_model_forward_replayed(s->m); /* its forward is done */
+    return work(s, step);
+}
+
+/* phase k of the step: queued, captured or replayed. 0, or 1 when an exchange failed */
 static int phase(dm_stepper *s, int k, int (*work)(dm_stepper *, long), long step) {
+    if (!s->graphs) return work(s, step);
     dm_backend *be = dm_model_backend(s->m);
     struct dm_step_graph *g = &s->g[k];
     long gen = dm_model_layout_gen(s->m);
@@ -97,16 +117,16 @@ static int phase(dm_stepper *s, int k, int (*work)(dm_stepper *, long), long ste
     }
     if (!g->graph) {
         long before[DM_OPS_COUNTS];
-        char why[160] = "the backend refused to begin";
+        char why[160] = "the backend did not begin it";
         dm_model_op_counts(s->m, before);
-        int rc = dm_backend_capture_begin(be);
-        if (!rc) rc = work(s, step);
-        if (!(g->graph = dm_backend_capture_end(be, why, sizeof why)) || rc) {
-            fprintf(stderr, "dormouse: capturing the step's %s as a graph failed (%s); "
-                            "step_graph=off trains without graphs\n", G_NAME[k],
-                    rc ? "an exchange failed" : why);
-            return 1;
+        if (dm_backend_capture_begin(be)) return graphs_off(s, k, work, step, NULL, why);
+        int rc = work(s, step); /* one process: no exchange to fail */
+        void *graph = dm_backend_capture_end(be, why, sizeof why);
+        if (!graph || rc) {
+            dm_backend_graph_free(be, graph);
+            return graphs_off(s, k, work, step, before, rc ? "the phase's work failed" : why);
         }
+        g->graph = graph;
         dm_model_op_counts(s->m, g->counts);
         for (int i = 0; i < DM_OPS_COUNTS; i++) { /* the capture ran nothing: the replay runs */
             g->counts[i] -= before[i];
@@ -118,10 +138,8 @@ static int phase(dm_stepper *s, int k, int (*work)(dm_stepper *, long), long ste
     } else if (k == G_BWD) {
         dm_model_backward_replayed(s->m);
     }
-    if (dm_backend_graph_launch(be, g->graph)) {
-        fprintf(stderr, "dormouse: the backend refused to replay the step's %s\n", G_NAME[k]);
-        return 1;
-    }
+    if (dm_backend_graph_launch(be, g->graph))
+        return graphs_off(s, k, work, step, NULL, "the backend refused it");
     dm_model_op_counts_add(s->m, g->counts);
     s->replays++;
     return 0;

@@ -613,6 +613,34 @@ TEST(cuda_backend_graph_step_bitwise) {
     }
 }
 
+/* A capture the backend refuses (the emulator's DM_EMU_CAPTURE_FAIL: the second capture,
+ * the backward's at step 1, ends invalidated): the graphs go off for the rest of the run,
+ * saying why, and the steps are those launched kernel by kernel, to the bit, with the
+ * same op counts. */
+TEST(cuda_backend_graph_refused_loses_nothing) {
+    dm_config c = tiny(DM_BACKEND_CUDA, DM_MIXER_KDA), off;
+    c.batch_size = 2, c.seq_len = 24;
+    off = c;
+    off.step_graph = DM_GRAPH_OFF;
+    graph_run g = {0}, e = {0};
+    setenv("DM_EMU_CAPTURE_FAIL", "2", 1);
+    int ok = run_steps(&c, 4, &g);
+    unsetenv("DM_EMU_CAPTURE_FAIL");
+    if (!ok || !run_steps(&off, 4, &e)) return;
+    printf("  %s; %ld replays\n", g.text, g.replays);
+    CHECKF(strstr(g.text, "off (the backward's capture failed") != NULL, "%s", g.text);
+    CHECKF(g.replays == 1, "%ld replays (want 1: the forward's, captured at step 1)", g.replays);
+    CHECK(!memcmp(g.loss, e.loss, 4 * sizeof(float)) && !memcmp(g.gnorm, e.gnorm,
+                                                                 4 * sizeof(double)));
+    CHECK(!memcmp(g.counts, e.counts, sizeof g.counts));
+    char err[256];
+    dm_model *m = dm_model_create(&c, err, sizeof err);
+    size_t np = m ? dm_model_num_params(m) : 0;
+    CHECK(np && !memcmp(g.params, e.params, np * sizeof(float)));
+    dm_model_free(m);
+    free(g.params), free(e.params);
+}
+
 /* Inside a capture nothing may wait or copy from the host (a graph would replay the
  * staged bytes of that moment): the backend stops the process naming the call. */
 TEST(cuda_backend_put_inside_capture_stops) {

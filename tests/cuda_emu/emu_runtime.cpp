@@ -1217,12 +1217,21 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
     return cudaSuccess;
 }
 
+/* DM_EMU_CAPTURE_FAIL=N: the N-th capture of the process (1-based) ends invalidated, as one
+ * that met work it cannot record would (fault injection, for the code that must survive
+ * a refused capture) */
+static bool capture_fails() {
+    static long n = 0;
+    const char *e = getenv("DM_EMU_CAPTURE_FAIL");
+    return ++n == (e ? atol(e) : 0);
+}
+
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
     *g = nullptr;
     if (!s || !s->live) return fail(cudaErrorInvalidResourceHandle);
     if (!s->capture) return fail(cudaErrorStreamCaptureUnmatched);
     CUgraph_st *graph = s->capture;
-    bool bad = s->invalidated;
+    bool bad = s->invalidated || capture_fails();
     s->capture = nullptr;
     s->invalidated = false;
     capturing--;

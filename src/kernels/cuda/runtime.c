@@ -201,7 +201,9 @@ struct dm_cuda_graph {
 int dm_cuda_capture_begin(dm_cuda_stream s) {
     /* ThreadLocal: this thread's unsafe calls (a synchronous copy, say) fail the capture;
      * other threads' do not */
-    return (int)cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) (void)cudaGetLastError(); /* returned here, as capture_end's */
+    return (int)e;
 }
 
 int dm_cuda_capture_end(dm_cuda_stream s, dm_cuda_graph **g) {
@@ -219,6 +221,8 @@ int dm_cuda_capture_end(dm_cuda_stream s, dm_cuda_graph **g) {
     }
     if (e != cudaSuccess) {
         dm_cuda_graph_free(r);
+        (void)cudaGetLastError(); /* the capture's error is returned here, not left for the
+                                     next launch's check to find */
         return (int)e;
     }
     *g = r;
