@@ -16,6 +16,7 @@ Command line (same numbers as the C commands, on the same machine):
 
     python3 python/dormouse.py eval RUN_DIR [--data PATH] [--set eval_window=N] ...
     python3 python/dormouse.py sample RUN_DIR --prompt "And God said" --len 200
+    python3 python/dormouse.py bench [--core fla] [--precision bf16] [--history FILE]
 
 What matches what:
   * the model: token-serial recurrence (impl="serial", the definition) or the chunked form
@@ -376,6 +377,17 @@ def delta_chunked(q, k, v, g, beta, scale, chunk=64, S=None):
     return torch.cat(out, 2).transpose(1, 2), S
 
 
+def fla_core(kda):
+    """fla's chunked delta rule (fla.ops.kda.chunk_kda, or for GDN
+    fla.ops.gated_delta_rule.chunk_gated_delta_rule): q, k, v [B,T,H,d], g the log decay
+    ([B,T,H,dk]; GDN [B,T,H]), beta [B,T,H] -> (o, state). ImportError without fla."""
+    if kda:
+        from fla.ops.kda import chunk_kda
+        return chunk_kda
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    return chunk_gated_delta_rule
+
+
 class Mixer(torch.nn.Module):
     """The KDA / GDN layer (src/model/mixer.c); parameter names as in the checkpoint."""
 
@@ -445,8 +457,13 @@ class Mixer(torch.nn.Module):
         scale = self.dh ** -0.5
         if impl == "serial":
             o, _ = delta_serial(q, k, v, g, beta, scale)
-        else:
-            o, _ = delta_chunked(q, k, v, g, beta, scale, chunk)
+        elif impl == "fla":  # fla's Triton kernels (flash-linear-attention), for `bench`
+            f = fla_core(self.kda)
+            o, _ = f(q, k, v, g if self.kda else g[..., 0].contiguous(), beta, scale=scale)
+        else:  # in f32 under a bf16 autocast (bench): its solve and eye have no bf16
+            up = lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+            with torch.autocast(q.device.type, enabled=False):
+                o, _ = delta_chunked(up(q), up(k), up(v), up(g), up(beta), scale, chunk)
         return self.finish(x, o, lin)
 
 
@@ -862,6 +879,102 @@ def sample(model, prompt=b"", length=400, temperature=0.8, top_k=0, top_p=1.0, s
     return bytes(out)
 
 
+# ---- bench: the training step in PyTorch, the peer dormouse's step is measured against -----
+
+BENCH_KEYS = ("d_model", "n_layer", "n_head", "head_dim", "gate_rank", "batch_size", "seq_len",
+              "mixer")
+
+
+def bench(core="auto", reps=5, precision="fp32", sets=None, history=None, device=None):
+    """Time a training step of the model in PyTorch (default: dormouse's d2 model, batch
+    8 x 512) as `dormouse bench` times its own: forward (the loss), forward and backward,
+    and the step (with torch.optim.AdamW: dormouse's Muon has no PyTorch kernel here, so the
+    step rows say optimizer=adamw). core: "fla" (fla's Triton kernels), "chunked" (the twin's
+    own), or "auto" (fla where importable on a GPU). precision: "fp32" or "bf16" (autocast, as
+    fla's tests run). Prints '#' notes and rows in benches/history.tsv's columns (appended to
+    `history` too, with the header when the file is new)."""
+    c = dict(DEFAULTS)
+    for kv in sets or []:
+        k, _, v = kv.partition("=")
+        if k not in BENCH_KEYS:
+            sys.exit(f"error: --set {kv}: bench takes {', '.join(BENCH_KEYS)}")
+        c[k] = v if k == "mixer" else int(v)
+    if c["n_head"] * c["head_dim"] != c["d_model"]:
+        sys.exit("error: n_head * head_dim must equal d_model")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if core == "auto":
+        try:
+            fla_core(c["mixer"] == "kda")
+            core = "fla" if device == "cuda" else "chunked"
+        except ImportError:
+            core = "chunked"
+    elif core == "fla":
+        try:
+            fla_core(c["mixer"] == "kda")
+        except ImportError as e:
+            sys.exit(f"error: --core fla: fla (flash-linear-attention) is not importable ({e})")
+    torch.manual_seed(1)
+    model = Model(c).to(device)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.02)
+    B, T = c["batch_size"], c["seq_len"]
+    tokens = torch.randint(0, 256, (B, T + 1), device=device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    auto = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def run(stage):
+        sync()
+        t0 = time.perf_counter()
+        with auto:
+            loss = model.loss(tokens, impl=core)
+        if stage != "forward":
+            loss.backward()
+        if stage == "step":
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        return 1e3 * (time.perf_counter() - t0)
+
+    for _ in range(2):  # warm-up: Triton's compilations, the allocator
+        run("step")
+    ms = {st: [] for st in ("forward", "fwd_bwd", "step")}
+    for _ in range(reps):
+        for st in ms:
+            ms[st].append(run(st))
+    med = {st: sorted(v)[len(v) // 2] for st, v in ms.items()}
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    cfg = (f"peer=pytorch torch={torch.__version__} core={core} device={gpu} "
+           f"precision={precision} optimizer=adamw " +
+           " ".join(f"{k}={c[k]}" for k in BENCH_KEYS))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                                timeout=10).stdout.strip() or "-"
+    except (OSError, subprocess.SubprocessError):
+        commit = "-"
+    print(f"# the PyTorch twin's step on {gpu}: core {core}, {precision}, {reps} reps "
+          f"(median ms, spread)")
+    for st, v in ms.items():
+        print(f"# {st:8s} {med[st]:10.2f} ({max(v) - min(v):.2f})")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rows = [(f"{st}_ms", med[st], max(v) - min(v)) for st, v in ms.items()]
+    rows.append(("step_tokens_per_s", B * T / (med["step"] * 1e-3), 0.0))
+    lines = [f"{when}\t{commit}\t{gpu}\tbench:peer\t{cfg}\t{m}\t{val:.6g}\t{sp:.6g}\t{reps}\t"
+             for m, val, sp in rows]
+    print("\n".join(lines))
+    if history:
+        new = not os.path.exists(history)
+        with open(history, "a") as f:
+            if new:
+                f.write("date\tcommit\tmachine\twhat\tconfig\tmetric\tvalue\tspread\tn\tflags\n")
+            f.write("\n".join(lines) + "\n")
+        print(f"# history: appended {len(lines)} rows to {history}")
+    return med
+
+
 # ---- command line -------------------------------------------------------------------------
 
 def _sets(model, sets):
@@ -895,12 +1008,28 @@ def main(argv=None):
     s.add_argument("--top-k", type=int, default=0)
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--seed", type=int, default=1)
+    b = sub.add_parser("bench", help="time the training step in PyTorch (the peer of "
+                       "dormouse bench), fla's kernels where importable")
+    b.add_argument("--core", choices=["auto", "fla", "chunked"], default="auto",
+                   help="the delta core: fla's Triton kernels, the twin's own, or fla where "
+                   "importable on a GPU (default)")
+    b.add_argument("--reps", type=int, default=5)
+    b.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: under torch.autocast (default fp32)")
+    b.add_argument("--set", action="append", metavar="key=value",
+                   help=f"one of {', '.join(BENCH_KEYS)} (default: the d2 model)")
+    b.add_argument("--history", metavar="FILE", help="also append the rows to FILE")
     for p in (e, s):
         p.add_argument("--impl", choices=["chunked", "serial"], default="chunked")
         p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                        help="as dormouse's precision key (default auto, as dormouse)")
         p.add_argument("--float64", action="store_true", help="compute in double precision")
     a = ap.parse_args(argv)
+    if a.cmd == "bench":
+        if a.reps < 1:
+            sys.exit("error: --reps must be >= 1")
+        bench(a.core, a.reps, a.precision, a.set, a.history)
+        return
     torch.set_grad_enabled(False)
     model = load(a.ckpt, torch.float64 if a.float64 else torch.float32, a.precision)
     model.impl = a.impl

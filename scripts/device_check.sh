@@ -8,7 +8,8 @@
 #
 # Made for a machine with the CUDA toolkit, CMake, Ninja and a C compiler but none of
 # Debian's libraries: prepare here with `bash scripts/device_deps.sh` (the .deb files
-# into .device/debs), carry .device/debs, and run `bash scripts/device_check.sh` with
+# into .device/debs, fla's wheel into .device/whl), carry .device/debs and .device/whl,
+# and run `bash scripts/device_check.sh` with
 # timeout_s 480. Where the libraries are installed (a Debian machine) .device/debs is not
 # needed. `make` is not needed: Ninja when found, else CMake's default generator (which
 # needs make; the build step says so when neither is there).
@@ -178,13 +179,24 @@ if (( built )) && has module && time_for module; then
   else row module "$no_gpu; the command said [${said#error: }]"; fi
 fi
 
-# ---- the peer: the PyTorch twin on the GPU with fla's kernels, where present ----
+# ---- the peer: the PyTorch twin's d2 step on the GPU with fla's kernels (the wheel that
+# scripts/device_deps.sh put in .device/whl, installed beside the image's PyTorch) ----
 if has peer && time_for peer; then
-  if python3 -c 'import fla' 2>/dev/null && python3 python/dormouse.py --help 2>/dev/null | grep -q bench; then
-    timeout "$(limit 120)" python3 python/dormouse.py bench > "$out/peer.log" 2>&1
-    row peer "exit $? ($out/peer.log)"
+  if ls .device/whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/dm-site .device/whl/*.whl >/dev/null 2>&1 &&
+      export PYTHONPATH=/tmp/dm-site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  if (( ! gpu_ok )); then row peer "$no_gpu"
+  elif ! python3 -c 'import torch, fla; assert torch.cuda.is_available()' 2>/dev/null; then
+    row peer "not run: python3 here lacks torch on the GPU or fla (carry .device/whl)"
   else
-    row peer "not run: needs fla (flash-linear-attention) and a bench mode in python/dormouse.py"
+    t=$(date +%s) ok=0
+    for p in fp32 bf16; do
+      timeout "$(limit 90)" python3 python/dormouse.py bench --core fla --precision "$p" \
+        --history "$out/history_rows.tsv" >> "$out/peer.log" 2>&1 && ok=$((ok + 1))
+    done
+    row peer "$ok of 2 ran ($(secs "$t")): the PyTorch step with fla's kernels, fp32 and bf16 ($out/peer.log)"
   fi
 fi
 

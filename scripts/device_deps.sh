@@ -9,7 +9,9 @@
 #                                  files travel, a seventh of the unpacked size)
 # A build then configures with CMAKE_PREFIX_PATH=DIR/prefix/usr and finds its libraries
 # through LD_LIBRARY_PATH (device_check.sh sets both). PLplot and MPI are left out (the
-# device build configures -DDM_PLPLOT=OFF -DDM_MPI=OFF).
+# device build configures -DDM_PLPLOT=OFF -DDM_MPI=OFF). Also, where pip works here, the
+# wheel of fla's kernels (fla-core, pure Python: its Triton and PyTorch are the device
+# image's) into DIR/whl, for the device check's PyTorch peer (python/dormouse.py bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unpack_only=0
@@ -34,6 +36,14 @@ if (( ! unpack_only )); then
   if (( mb > LIMIT_MB )); then
     echo "device_deps: $dir/debs is ${mb} MiB, over ${LIMIT_MB}: the device call would not carry it" >&2
     exit 1
+  fi
+  rm -rf "$dir/whl"
+  if python3 -m pip download -q --no-deps --only-binary=:all: -d "$dir/whl" fla-core \
+       >/dev/null 2>&1; then
+    echo "device_deps: $(cd "$dir/whl" && ls) in $dir/whl (the PyTorch peer's fla)"
+  else
+    echo "device_deps: note: no fla wheel (pip download fla-core failed here): the device" \
+         "check's peer step will say it did not run"
   fi
 fi
 

@@ -313,3 +313,34 @@ TEST(python_twin_reads_token_runs) {
     }
     t_rmtree(d);
 }
+
+/* The peer of `dormouse bench`: the twin's `bench` times a tiny model's step in PyTorch
+ * (the twin's own core on this machine; fla's where importable on a GPU) and appends rows
+ * in benches/history.tsv's columns to the file it is given, the header first; a key it
+ * does not take is refused in one line. */
+TEST(python_twin_bench_rows) {
+    if (!have_torch()) {
+        t_skip("/usr/bin/python3 cannot import torch and numpy (Debian: python3-torch)");
+        return;
+    }
+    char d[256], hist[400], cmd[2048], err[4096];
+    static char out[1 << 14];
+    t_tmpdir(d, sizeof d);
+    snprintf(hist, sizeof hist, "%s/history.tsv", d);
+    snprintf(cmd, sizeof cmd, PY " " DM_SOURCE_DIR "/python/dormouse.py bench --reps 1 "
+             "--set d_model=32 --set n_head=1 --set head_dim=32 --set gate_rank=8 "
+             "--set batch_size=1 --set seq_len=32 --history %s", hist);
+    CHECKF(t_run(cmd, err, sizeof err) == 0, "%s", err);
+    FILE *f = fopen(hist, "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    if (f) fclose(f);
+    out[n] = 0;
+    int rows = 0;
+    for (const char *p = out; (p = strstr(p, "\tbench:peer\t")); p++) rows++;
+    printf("  %d rows\n", rows);
+    const char *head = "date\tcommit\tmachine\twhat\tconfig\tmetric\tvalue\tspread\tn\tflags\n";
+    CHECK(!strncmp(out, head, strlen(head)));
+    CHECKF(rows == 4 && strstr(out, "core=chunked") && strstr(out, "\tstep_ms\t"), "%s", out);
+    snprintf(cmd, sizeof cmd, PY " " DM_SOURCE_DIR "/python/dormouse.py bench --set lr=1");
+    CHECK(t_run(cmd, err, sizeof err) != 0 && strstr(err, "error: --set lr=1: bench takes"));
+}
