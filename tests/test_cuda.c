@@ -672,6 +672,53 @@ static void sphere_body(void) {
     dfree_all();
 }
 
+/* The Stiefel retraction against the CPU's (dm_retract_stiefel) for wide, tall and square
+ * stacks: near the manifold (the quintic alone), far from it (a Gaussian square slice:
+ * Polar Express rounds), a zero slice (its bound 0) and a slice with s = 0 (skipped): the
+ * weights within F32 of the CPU's, and every retracted slice's Gram defect
+ * ||W W^T / s^2 - I||_F (W^T W when tall) within DM_RETRACT_TOL */
+static void stiefel_case(int n, int rows, int cols, float spread, uint64_t seed) {
+    const size_t len = (size_t)rows * cols;
+    const int m = rows < cols ? rows : cols;
+    float *W = randn(n * len, seed, spread), *s = t_alloc(n);
+    for (int i = 0; i < n; i++) s[i] = 0.5f + 0.25f * i;
+    if (n > 2) s[1] = 0.0f; /* skipped */
+    if (n > 3) memset(W + 3 * len, 0, len * sizeof(float));
+    float *d_W = dput(W, n * len), *d_s = dput(s, n);
+    float *cw = t_alloc(dm_retract_stiefel_work(n, rows, cols));
+    dm_retract_stiefel(W, s, n, rows, cols, cw, NULL);
+    CU(dm_cuda_retract_stiefel(blas(), d_W, d_s, n, rows, cols,
+                               dpoison(dm_cuda_retract_stiefel_work(n, rows, cols)), NULL));
+    char what[80];
+    snprintf(what, sizeof what, "stiefel %d x [%d, %d]", n, rows, cols);
+    close_to(what, d_W, W, n * len, F32);
+    float *h = dget(d_W, n * len);
+    for (int i = 0; i < n; i++) {
+        if (s[i] <= 0.0f || (n > 3 && i == 3)) continue;
+        double worst = 0;
+        for (int a = 0; a < m; a++)
+            for (int b = 0; b < m; b++) {
+                double g = 0;
+                for (int k = 0; k < (rows <= cols ? cols : rows); k++) {
+                    const float *x = h + i * len;
+                    g += rows <= cols ? (double)x[a * cols + k] * x[b * cols + k]
+                                      : (double)x[k * cols + a] * x[k * cols + b];
+                }
+                double d = g / ((double)s[i] * s[i]) - (a == b);
+                worst += d * d;
+            }
+        CHECKF(sqrt(worst) <= DM_RETRACT_TOL, "%s slice %d: Gram defect %.3g", what, i,
+               sqrt(worst));
+    }
+    free(W), free(s), free(cw), free(h);
+    dfree_all();
+}
+static void stiefel_body(void) {
+    stiefel_case(5, 16, 40, 0.05f, 91); /* wide; one skipped, one zero */
+    stiefel_case(2, 40, 16, 0.05f, 92); /* tall */
+    stiefel_case(1, 24, 24, 1.0f, 93);  /* a square Gaussian: several Polar Express rounds */
+}
+
 /* ---- the delta core against the reference, KDA and GDN: the token-serial forward and
  * backward, the chunked forward ---- */
 static void delta_run(dm_delta_dims d) {
@@ -1071,6 +1118,7 @@ TEST(cuda_gemm_batched) { GPU_CASE(batched_body); }
 TEST(cuda_newton_schulz) { GPU_CASE(ns_body); }
 TEST(cuda_newton_schulz_bf16) { GPU_CASE(ns_bf16_body); }
 TEST(cuda_retract_sphere) { GPU_CASE(sphere_body); }
+TEST(cuda_retract_stiefel) { GPU_CASE(stiefel_body); }
 TEST(cuda_delta_kda) { GPU_CASE(delta_kda_body); }
 TEST(cuda_delta_gdn) { GPU_CASE(delta_gdn_body); }
 TEST(cuda_delta_shapes) { GPU_CASE(delta_shapes_body); }

@@ -177,9 +177,7 @@ static int cu_policy(dm_backend *be, const dm_config *c, dm_ops *ops, const dm_d
     /* what would reach an op the backend declines, refused here rather than mid-run */
     const char *no = c->verify_fused > 0 ? "verify_fused: the cuda backend has no second "
                                            "implementation to verify against yet"
-                   : c->retract == DM_RETRACT_STIEFEL
-                       ? "retract=stiefel: the cuda backend has no Stiefel retraction yet"
-                       : NULL;
+                                         : NULL;
     if (no) {
         if (err) snprintf(err, errlen, "%s; use backend=cpu", no);
         return 1;
@@ -303,8 +301,7 @@ static size_t cu_ns_work(int n, int rows, int cols, int bf16) {
     return bf16 ? dm_cuda_ns_bf16_work(n, rows, cols) : dm_cuda_ns_work(n, rows, cols);
 }
 static size_t cu_retract_work(int n, int rows, int cols) {
-    (void)n, (void)rows, (void)cols;
-    return 0;
+    return dm_cuda_retract_stiefel_work(n, rows, cols);
 }
 /* the retraction's constants from the initial weights W0 (host memory): R[i] = ||W0_i||_F,
  * s[i] = R[i] / sqrt(min(rows, cols)) (as the cpu's dm_retract_init) */

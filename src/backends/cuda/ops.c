@@ -368,12 +368,6 @@ static void ns_bf16_cu(dm_ops *ops, void *args, int dir) {
     ns_run(ops, args, 1);
 }
 
-static const char *retract_supports(dm_ops *ops, const void *args, int dir) {
-    (void)ops, (void)dir;
-    return ((const dm_retract_args *)args)->stiefel ? "the Stiefel retraction has no CUDA "
-                                                      "kernel yet"
-                                                    : NULL;
-}
 static void retract_cu(dm_ops *ops, void *args, int dir) {
     (void)dir;
     dm_retract_args *a = args;
@@ -387,7 +381,11 @@ static void retract_cu(dm_ops *ops, void *args, int dir) {
     }
     size_t len = (size_t)a->rows * a->cols;
     same(ops, a->out, a->W, (size_t)a->n * len);
-    CHECK(dm_cuda_retract_sphere(a->out, a->c, a->n, len, st->slice_sq, st->s), "retract");
+    if (a->stiefel)
+        CHECK(dm_cuda_retract_stiefel(st->blas, a->out, a->c, a->n, a->rows, a->cols, a->work,
+                                      st->s),
+              "retract (stiefel)");
+    else CHECK(dm_cuda_retract_sphere(a->out, a->c, a->n, len, st->slice_sq, st->s), "retract");
 }
 
 static const char *normuon_supports(dm_ops *ops, const void *args, int dir) {
@@ -430,7 +428,7 @@ LIST1(MOMENTUM, "cuda", NULL, momentum_cu)
 LIST1(NS, "cublaslt", ns_supports, ns_cu)
 LIST1(MUON_UPDATE, "cuda", NULL, muon_update_cu)
 LIST1(NORMUON, "cuda", normuon_supports, normuon_cu)
-LIST1(RETRACT, "cuda", retract_supports, retract_cu)
+LIST1(RETRACT, "cuda", NULL, retract_cu)
 
 /* the products: on bf16 operands where the policy asks for them, else fp32 */
 static const dm_impl MATMUL_I[] = {

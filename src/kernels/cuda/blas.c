@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "kernels/cuda/cuda.h"
+#include "ref/ns_sched.h" /* the Stiefel retraction's schedule */
 
 #define BLAS_WORKSPACE ((size_t)32 << 20) /* bytes: fixed, so the choices are too */
 #define BLAS_CACHE 256                    /* shapes whose algorithm is kept */
@@ -302,5 +303,62 @@ int dm_cuda_ns(dm_cuda_blas *b, float *out, const float *G, int n, int rows, int
         if (!err) err = ns_times(b, 0, rows, cols, m, B, X, Y, n, s);
         cur ^= 1;
     }
+    return err;
+}
+
+/* The Stiefel retraction: work = [X: n len][Y: n len][A: n m m][B: n m m][pad][state: n
+ * DM_RS_STATE doubles] */
+static size_t rs_state_at(int n, size_t len, size_t mm) {
+    size_t off = (size_t)n * (2 * len + 2 * mm);
+    return off + (off & 1);
+}
+size_t dm_cuda_retract_stiefel_work(int n, int rows, int cols) {
+    size_t len = (size_t)rows * cols, m = (size_t)(rows < cols ? rows : cols);
+    return rs_state_at(n, len, m * m) + 2 * (size_t)n * DM_RS_STATE;
+}
+
+/* Y = (a I + b A + c A^2) X over the n slices (dm_cuda_ns's step, A their Gram matrices) */
+static int rs_poly(dm_cuda_blas *b, int rows, int cols, int m, const float *X, const float *A,
+                   float *B, float *Y, int n, float a, float bb, float c, dm_cuda_stream s) {
+    const long long mm = (long long)m * m;
+    int err = dm_cuda_ns_linear(B, A, n, m, a, bb, s);
+    if (!err)
+        err = dm_cuda_gemm_batched(b, 0, 0, 0, m, m, m, c, A, m, mm, A, m, mm, 1.0f, B, m, mm, n,
+                                   s);
+    return err ? err : ns_times(b, 0, rows, cols, m, B, X, Y, n, s);
+}
+
+int dm_cuda_retract_stiefel(dm_cuda_blas *b, float *W, const float *sc, int n, int rows, int cols,
+                            float *work, dm_cuda_stream s) {
+    if (n <= 0 || rows <= 0 || cols <= 0) return 0;
+    const int m = rows < cols ? rows : cols;
+    const size_t len = (size_t)rows * cols, mm = (size_t)m * m;
+    float *X = work, *Y = X + (size_t)n * len, *A = Y + (size_t)n * len, *B = A + (size_t)n * mm;
+    double *st = (double *)(work + rs_state_at(n, len, mm));
+    int err = dm_cuda_rs_init(st, sc, n, s);
+    if (!err) err = dm_cuda_rs_begin(X, W, sc, st, len, n, s); /* X = W / s */
+    if (!err) err = ns_gram(b, 0, rows, cols, m, X, A, n, s);
+    if (!err) err = dm_cuda_rs_defect(st, A, n, m, 0, s);
+    for (int round = 0; round < DM_PE8_ROUNDS && !err; round++) {
+        err = dm_cuda_rs_round(st, X, A, n, len, m, round, s);
+        if (!err) err = dm_cuda_rs_apply(X, NULL, st, sc, len, n, 0, s); /* X / (1.01 bound) */
+        for (int t = 0; t < 8 && !err; t++) {
+            float a, bb, c;
+            dm_pe8_coeffs(t, &a, &bb, &c);
+            err = ns_gram(b, 0, rows, cols, m, X, A, n, s);
+            if (!err) err = rs_poly(b, rows, cols, m, X, A, B, Y, n, a, bb, c, s);
+            if (!err) err = dm_cuda_rs_apply(X, Y, st, sc, len, n, 1, s);
+        }
+        if (!err) err = ns_gram(b, 0, rows, cols, m, X, A, n, s);
+        if (!err) err = dm_cuda_rs_defect(st, A, n, m, 1, s);
+    }
+    for (int it = 0; it < DM_RETRACT_QUINTIC_MAX && !err; it++) {
+        err = dm_cuda_rs_quintic(st, n, s);
+        if (!err) err = rs_poly(b, rows, cols, m, X, A, B, Y, n, 1.875f, -1.25f, 0.375f, s);
+        if (!err) err = dm_cuda_rs_apply(X, Y, st, sc, len, n, 1, s);
+        if (!err) err = ns_gram(b, 0, rows, cols, m, X, A, n, s);
+        if (!err) err = dm_cuda_rs_defect(st, A, n, m, 2, s);
+    }
+    if (!err) err = dm_cuda_rs_apply(W, X, st, sc, len, n, 2, s); /* W = s X */
     return err;
 }

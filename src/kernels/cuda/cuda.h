@@ -287,6 +287,27 @@ int dm_cuda_ns_linear(float *B, const float *A, int n, int m, float a, float b, 
  * sumsq: n device doubles of scratch */
 int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t len, double *sumsq,
                            dm_cuda_stream s);
+/* the Stiefel retraction (kernels/cpu/retract.h, ref/ns_sched.h's schedule): W[n, rows,
+ * cols] <- s_i polar(W_i) in place, slices with s_i <= 0 left as they are; the CPU's
+ * convergent iteration (Polar Express rounds while the Gram defect is above 0.5, then the
+ * quintic until it is below DM_RETRACT_STOP or stalls at the fp32 floor) decided per slice
+ * on the device: every stage is issued for every slice at its most rounds and steps, and a
+ * slice the stage does not apply to keeps its X; nothing waits for the host. Products as
+ * dm_cuda_ns's (f32). work: dm_cuda_retract_stiefel_work floats. */
+size_t dm_cuda_retract_stiefel_work(int n, int rows, int cols);
+int dm_cuda_retract_stiefel(dm_cuda_blas *b, float *W, const float *s, int n, int rows, int cols,
+                            float *work, dm_cuda_stream str);
+/* its per-slice steps (elementwise.cu; state: DM_RS_STATE doubles a slice) */
+#define DM_RS_STATE 7
+int dm_cuda_rs_init(double *st, const float *sc, int n, dm_cuda_stream s);
+int dm_cuda_rs_begin(float *X, const float *W, const float *sc, const double *st, size_t len,
+                     int n, dm_cuda_stream s);
+int dm_cuda_rs_defect(double *st, const float *A, int n, int m, int mode, dm_cuda_stream s);
+int dm_cuda_rs_round(double *st, const float *X, const float *A, int n, size_t len, int m,
+                     int round, dm_cuda_stream s);
+int dm_cuda_rs_quintic(double *st, int n, dm_cuda_stream s);
+int dm_cuda_rs_apply(float *X, const float *Y, const double *st, const float *sc, size_t len,
+                     int n, int mode, dm_cuda_stream s);
 
 /* ---- the delta-rule core, token-serial (delta.cu): the GPU's oracle of the core ----
  * The recurrence of kernels/ref/delta_ref.c, one block per (b,h) pair, the state in

@@ -2,6 +2,7 @@
  * residual add, the forget gate and the bias companions of the matmul. Each element is
  * read before it is written, so the backward kernels run in place (dx == dy). */
 #include "kernels/cuda/device.cuh"
+#include "ref/ns_sched.h" /* the Stiefel retraction's schedule */
 
 /* ---- bf16: dm_bf16_of's bits ---- */
 static __global__ void k_bf16(uint16_t *dst, const float *src, size_t n) {
@@ -376,4 +377,132 @@ extern "C" int dm_cuda_retract_sphere(float *W, const float *R, int n, size_t le
     size_t total = (size_t)n * len;
     k_sphere<<<dm_ew_blocks(total), DM_EW_THREADS, 0, s>>>(W, R, sumsq, len, total);
     return dm_launched();
+}
+
+/* ---- the Stiefel retraction's per-slice steps (blas.c: dm_cuda_retract_stiefel) ----
+ * Each slice's state, doubles st[i * DM_RS_STATE + k]: the defect ||A - I||_F, whether the
+ * running stage applies to it (go), whether it retracts at all (s > 0), whether its Polar
+ * Express rounds are over (a zero bound), whether its quintic has converged, the round's
+ * bound, the previous defect. The host issues every stage for every slice; a slice the
+ * stage does not apply to keeps its X (the CPU's loop, decided on the device). */
+enum { RS_DELTA, RS_GO, RS_ACTIVE, RS_STOP, RS_CONV, RS_BOUND, RS_PREV };
+
+static __global__ void k_rs_init(double *st, const float *s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double *q = st + (size_t)i * DM_RS_STATE;
+    for (int k = 0; k < DM_RS_STATE; k++) q[k] = 0.0;
+    q[RS_ACTIVE] = s[i] > 0.0f ? 1.0 : 0.0;
+}
+/* X = W / s (in double, rounded once) where the slice retracts, else W */
+static __global__ void k_rs_begin(float *X, const float *W, const float *s, const double *st,
+                                  size_t len, size_t total) {
+    DM_GRID_STRIDE(e, total) {
+        size_t i = e / len;
+        X[e] = st[i * DM_RS_STATE + RS_ACTIVE] != 0.0 ? (float)((double)W[e] * (1.0 / (double)s[i]))
+                                                     : W[e];
+    }
+}
+/* the defect of A_i [m, m] (a block per slice, the sum in double): set (mode 0), or where
+ * the stage applies (1: keeping the previous; 2: and the quintic's stop) */
+static __global__ void k_rs_defect(double *st, const float *A, int m, int mode) {
+    const size_t mm = (size_t)m * m;
+    const float *a = A + (size_t)blockIdx.x * mm;
+    double acc = 0.0;
+    for (size_t e = threadIdx.x; e < mm; e += DM_BS_THREADS) {
+        double d = (double)a[e] - (e / m == e % m ? 1.0 : 0.0);
+        acc += d * d;
+    }
+    double total = dm_block_sum<double>(acc);
+    if (threadIdx.x) return;
+    double *q = st + (size_t)blockIdx.x * DM_RS_STATE;
+    if (mode && q[RS_GO] == 0.0) return;
+    q[RS_PREV] = q[RS_DELTA];
+    q[RS_DELTA] = sqrt(total);
+    /* converged to the fp32 floor: a cubic step that no longer halves the defect */
+    if (mode == 2 && q[RS_DELTA] < 1e-3 && q[RS_DELTA] > 0.5 * q[RS_PREV]) q[RS_CONV] = 1.0;
+}
+/* Polar Express round r of slice i: whether it applies (defect above 0.5 and finite, the
+ * rounds not over) and its bound (round 0: ||X||_F; later: sqrt of A's largest absolute row
+ * sum, Gershgorin's bound on its top eigenvalue); a zero bound ends the rounds */
+static __global__ void k_rs_round(double *st, const float *X, const float *A, size_t len, int m,
+                                  int round) {
+    __shared__ double best[DM_BS_THREADS];
+    double *q = st + (size_t)blockIdx.x * DM_RS_STATE;
+    double acc = 0.0, mx = 0.0;
+    if (round == 0) {
+        const float *x = X + (size_t)blockIdx.x * len;
+        for (size_t e = threadIdx.x; e < len; e += DM_BS_THREADS) acc += (double)x[e] * x[e];
+    } else {
+        const float *a = A + (size_t)blockIdx.x * m * m;
+        for (int r = threadIdx.x; r < m; r += DM_BS_THREADS) {
+            double row = 0.0;
+            for (int j = 0; j < m; j++) row += fabs((double)a[(size_t)r * m + j]);
+            mx = row > mx ? row : mx;
+        }
+    }
+    double total = dm_block_sum<double>(acc);
+    best[threadIdx.x] = mx;
+    __syncthreads();
+    for (int h = DM_BS_THREADS / 2; h > 0; h >>= 1) {
+        if ((int)threadIdx.x < h && best[threadIdx.x + h] > best[threadIdx.x])
+            best[threadIdx.x] = best[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x) return;
+    double d = q[RS_DELTA];
+    int go = q[RS_ACTIVE] != 0.0 && q[RS_STOP] == 0.0 && d > 0.5 && isfinite(d);
+    double bound = round == 0 ? sqrt(total) : sqrt(best[0]);
+    if (go && bound == 0.0) go = 0, q[RS_STOP] = 1.0; /* polar(0) undefined: the zeros stay */
+    if (!go) q[RS_STOP] = 1.0; /* a round skipped skips the later ones (the CPU's loop) */
+    q[RS_GO] = go;
+    q[RS_BOUND] = bound;
+}
+/* the quintic step of slice i applies: defect in (DM_RETRACT_STOP, 0.5], not converged */
+static __global__ void k_rs_quintic(double *st, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double *q = st + (size_t)i * DM_RS_STATE;
+    double d = q[RS_DELTA];
+    q[RS_GO] = q[RS_ACTIVE] != 0.0 && q[RS_CONV] == 0.0 && d > DM_RETRACT_STOP && d <= 0.5;
+}
+/* where the stage applies: X *= 1 / (safety bound) (mode 0); X = Y (1); at the end, where the
+ * slice retracts, W = s X (2) */
+static __global__ void k_rs_apply(float *X, const float *Y, const double *st, const float *s,
+                                  size_t len, int mode, size_t total) {
+    DM_GRID_STRIDE(e, total) {
+        const double *q = st + (e / len) * DM_RS_STATE;
+        if (mode == 2) {
+            if (q[RS_ACTIVE] != 0.0) X[e] = (float)((double)Y[e] * (double)s[e / len]);
+        } else if (q[RS_GO] != 0.0) {
+            X[e] = mode ? Y[e] : (float)((double)X[e] * (1.0 / (DM_PE8_SAFETY * q[RS_BOUND])));
+        }
+    }
+}
+
+extern "C" int dm_cuda_rs_init(double *st, const float *sc, int n, dm_cuda_stream s) {
+    k_rs_init<<<(n + 255) / 256, 256, 0, s>>>(st, sc, n);
+    return dm_launched();
+}
+extern "C" int dm_cuda_rs_begin(float *X, const float *W, const float *sc, const double *st,
+                                size_t len, int n, dm_cuda_stream s) {
+    EW_LAUNCH(k_rs_begin, (size_t)n * len, X, W, sc, st, len);
+}
+extern "C" int dm_cuda_rs_defect(double *st, const float *A, int n, int m, int mode,
+                                 dm_cuda_stream s) {
+    k_rs_defect<<<n, DM_BS_THREADS, 0, s>>>(st, A, m, mode);
+    return dm_launched();
+}
+extern "C" int dm_cuda_rs_round(double *st, const float *X, const float *A, int n, size_t len,
+                                int m, int round, dm_cuda_stream s) {
+    k_rs_round<<<n, DM_BS_THREADS, 0, s>>>(st, X, A, len, m, round);
+    return dm_launched();
+}
+extern "C" int dm_cuda_rs_quintic(double *st, int n, dm_cuda_stream s) {
+    k_rs_quintic<<<(n + 255) / 256, 256, 0, s>>>(st, n);
+    return dm_launched();
+}
+extern "C" int dm_cuda_rs_apply(float *X, const float *Y, const double *st, const float *sc,
+                                size_t len, int n, int mode, dm_cuda_stream s) {
+    EW_LAUNCH(k_rs_apply, (size_t)n * len, X, Y, st, sc, len, mode);
 }

@@ -8,21 +8,9 @@
 #include "base/minmax.h"
 #include "backends/cpu/kernels/ns.h"
 
-/* Polar Express paper list (arXiv 2505.16932, Algorithm 1), 8 steps, with the 1.01 safety
- * factor on every step but the last: (a/1.01, b/1.01^3, c/1.01^5); X0 = X/(1.01||X||_F). */
-static const double pe8[8][3] = {
-    {8.28721201814563, -23.595886519098837, 17.300387312530933},
-    {4.107059111542203, -2.9478499167379106, 0.5448431082926601},
-    {3.9486908534822946, -2.908902115962949, 0.5518191394370137},
-    {3.3184196573706015, -2.488488024314874, 0.51004894012372},
-    {2.300652019954817, -1.6689039845747493, 0.4188073119525673},
-    {1.891301407787398, -1.2679958271945868, 0.37680408948524835},
-    {1.8750014808534479, -1.2500016453999487, 0.3750001645474248},
-    {1.875, -1.25, 0.375},
-};
-#define PE_SAFETY 1.01
-#define QUINTIC_MAX 6 /* from delta <= 0.5, 3 steps reach 7e-11 in exact arithmetic */
-#define PE_ROUNDS 3   /* each multiplies a tiny singular value by ~3e3 */
+#define PE_SAFETY DM_PE8_SAFETY
+#define QUINTIC_MAX DM_RETRACT_QUINTIC_MAX
+#define PE_ROUNDS DM_PE8_ROUNDS
 
 void dm_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols) {
     size_t len = (size_t)rows * cols;
@@ -109,9 +97,8 @@ static double stiefel_slice(float *W, const float *W0, float s, int rows, int co
         if (bound == 0.0) break; /* polar(0) undefined: leave the zeros */
         scale(buf[cur], buf[cur], len, 1.0 / (PE_SAFETY * bound));
         for (int t = 0; t < 8; t++) {
-            double f = t < 7 ? PE_SAFETY : 1.0;
-            float a = (float)(pe8[t][0] / f), b = (float)(pe8[t][1] / (f * f * f)),
-                  c = (float)(pe8[t][2] / (f * f * f * f * f));
+            float a, b, c;
+            dm_pe8_coeffs(t, &a, &b, &c);
             bk->gram(A, buf[cur], rows, cols, serial);
             bk->poly(buf[cur ^ 1], buf[cur], A, B, rows, cols, a, b, c, serial);
             cur ^= 1;

@@ -31,7 +31,6 @@
 #include "backends/cpu/kernels/ns.h"
 
 #define DM_RETRACT_TOL 1e-4f  /* ||A - I||_F a retracted slice must reach (else counted) */
-#define DM_RETRACT_STOP 1e-5f /* stop the quintic once ||A - I||_F (fp32 Gram) is below */
 
 /* R[n] = ||W0_i||_F; s[n] = R / sqrt(min(rows, cols)) (s may be NULL, R may be NULL). */
 void dm_retract_init(float *R, float *s, const float *W0, int n, int rows, int cols);
