@@ -85,27 +85,33 @@ template <class T> inline dm_emu::ptr<T> elem(T *p, unsigned ldm, bool row, int 
 template <class L> constexpr bool is_row() { return std::is_same<L, row_major>::value; }
 } // namespace detail
 
-template <class L>
-inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, __nv_bfloat16, L> &f,
-                             const __nv_bfloat16 *p, unsigned ldm) {
-    detail::agree("wmma::load_matrix_sync (matrix_a)", p, ldm, detail::is_row<L>(), 0, 2);
+namespace detail {
+/* a bf16 operand's 8 elements of this lane, at its layout `at` (at_ac for matrix_a, at_b
+ * for matrix_b) */
+inline void load_operand(__nv_bfloat16 *x, const char *op, int what,
+                         void (*at)(unsigned, int, int *, int *), const __nv_bfloat16 *p,
+                         unsigned ldm, bool row) {
+    agree(op, p, ldm, row, what, 2);
     const uint16_t *q = (const uint16_t *)p;
     for (int i = 0; i < 8; i++) {
         int r, c;
-        detail::at_ac(detail::lane(), i, &r, &c);
-        f.x[i].x = *detail::elem(q, ldm, detail::is_row<L>(), r, c);
+        at(lane(), i, &r, &c);
+        x[i].x = *elem(q, ldm, row, r, c);
     }
+}
+} // namespace detail
+
+template <class L>
+inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, __nv_bfloat16, L> &f,
+                             const __nv_bfloat16 *p, unsigned ldm) {
+    detail::load_operand(f.x, "wmma::load_matrix_sync (matrix_a)", 0, detail::at_ac, p, ldm,
+                         detail::is_row<L>());
 }
 template <class L>
 inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, __nv_bfloat16, L> &f,
                              const __nv_bfloat16 *p, unsigned ldm) {
-    detail::agree("wmma::load_matrix_sync (matrix_b)", p, ldm, detail::is_row<L>(), 1, 2);
-    const uint16_t *q = (const uint16_t *)p;
-    for (int i = 0; i < 8; i++) {
-        int r, c;
-        detail::at_b(detail::lane(), i, &r, &c);
-        f.x[i].x = *detail::elem(q, ldm, detail::is_row<L>(), r, c);
-    }
+    detail::load_operand(f.x, "wmma::load_matrix_sync (matrix_b)", 1, detail::at_b, p, ldm,
+                         detail::is_row<L>());
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
                              unsigned ldm, layout_t layout) {
